@@ -1,0 +1,85 @@
+"""BeeWeave core: the memory engine behind every BeeWeave face.
+
+Importing this package loads no model and changes no global setting.
+"""
+
+from .embedders import (
+    DEFAULT_MODEL_NAME,
+    Embedder,
+    HashingEmbedder,
+    LangChainEmbedder,
+    LlamaIndexEmbedder,
+    SentenceTransformerEmbedder,
+)
+from .engine import BeeWeave, SearchConfig
+from .errors import (
+    BeeWeaveError,
+    DimensionMismatchError,
+    DuplicateIdError,
+    EmbedderMismatchError,
+    EmptyContentError,
+    InvalidInputError,
+    InvalidVectorError,
+    MissingDependencyError,
+    NotFoundError,
+    SchemaVersionError,
+    StoreClosedError,
+    StoreUnavailableError,
+    TokenizerMismatchError,
+    UnknownFilterError,
+)
+from .filters import Filter
+from .fusion import FusionMode
+from .records import (
+    ChunkStatus,
+    ContentType,
+    HitSource,
+    Intent,
+    KnowledgeChunk,
+    ProcessedContent,
+    RelationType,
+    Relationship,
+    SearchHit,
+)
+from .tokenizer import Tokenizer, TokenizerConfig
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BeeWeave",
+    "SearchConfig",
+    "KnowledgeChunk",
+    "ProcessedContent",
+    "Relationship",
+    "SearchHit",
+    "HitSource",
+    "ContentType",
+    "ChunkStatus",
+    "Intent",
+    "RelationType",
+    "FusionMode",
+    "Filter",
+    "Tokenizer",
+    "TokenizerConfig",
+    "Embedder",
+    "SentenceTransformerEmbedder",
+    "LangChainEmbedder",
+    "LlamaIndexEmbedder",
+    "HashingEmbedder",
+    "DEFAULT_MODEL_NAME",
+    "BeeWeaveError",
+    "InvalidInputError",
+    "EmptyContentError",
+    "DimensionMismatchError",
+    "InvalidVectorError",
+    "UnknownFilterError",
+    "DuplicateIdError",
+    "NotFoundError",
+    "EmbedderMismatchError",
+    "TokenizerMismatchError",
+    "SchemaVersionError",
+    "StoreClosedError",
+    "MissingDependencyError",
+    "StoreUnavailableError",
+    "__version__",
+]

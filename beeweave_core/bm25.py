@@ -1,0 +1,229 @@
+"""An incremental Okapi BM25 index over integer document slots.
+
+Adding or deleting a document touches only its own postings and a few counters;
+nothing is ever rebuilt. Scores equal rank_bm25's ``BM25Okapi`` on the same tokens
+(same idf with its epsilon floor for negative idf, same length normalisation), which
+``tests/test_bm25.py`` checks to 1e-6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+__all__ = ["BM25Index", "bm25_idf"]
+
+
+def bm25_idf(n_docs: int, df: np.ndarray, epsilon: float) -> tuple[np.ndarray, float]:
+    """rank_bm25's idf: log((N - df + .5) / (df + .5)); negatives become eps * mean idf."""
+    idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
+    mean = float(idf.mean()) if len(idf) else 0.0
+    return np.where(idf < 0, epsilon * mean, idf), mean
+
+
+class _Postings:
+    """Growable (slot, tf) arrays for one term. Dead slots stay until compaction."""
+
+    __slots__ = ("slots", "tfs", "n")
+
+    def __init__(self) -> None:
+        self.slots = np.empty(4, dtype=np.int32)
+        self.tfs = np.empty(4, dtype=np.float32)
+        self.n = 0
+
+    def append(self, slot: int, tf: int) -> None:
+        if self.n == len(self.slots):
+            self.slots = np.resize(self.slots, 2 * self.n)
+            self.tfs = np.resize(self.tfs, 2 * self.n)
+        self.slots[self.n] = slot
+        self.tfs[self.n] = tf
+        self.n += 1
+
+    def extend(self, slots: np.ndarray, tfs: np.ndarray) -> None:
+        need = self.n + len(slots)
+        if need > len(self.slots):
+            cap = max(need, 2 * len(self.slots))
+            self.slots = np.resize(self.slots, cap)
+            self.tfs = np.resize(self.tfs, cap)
+        self.slots[self.n : need] = slots
+        self.tfs[self.n : need] = tfs
+        self.n = need
+
+    def compact(self, alive: np.ndarray) -> None:
+        keep = alive[self.slots[: self.n]]
+        kept = int(keep.sum())
+        self.slots = self.slots[: self.n][keep].copy()
+        self.tfs = self.tfs[: self.n][keep].copy()
+        self.n = kept
+
+
+class BM25Index:
+    """Okapi BM25 over term ids and document slots.
+
+    Statistics (N, average length, document frequencies) are over every live
+    document; a filter only restricts which documents may be returned.
+    """
+
+    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
+        self.k1, self.b, self.epsilon = k1, b, epsilon
+        self._postings: list[_Postings] = []
+        self._df = np.zeros(0, dtype=np.int64)
+        self._doc_len = np.zeros(0, dtype=np.float32)
+        self._alive = np.zeros(0, dtype=bool)
+        self._n_docs = 0
+        self._total_len = 0
+        self._dead_postings = 0
+        self._idf_cache: tuple[int, np.ndarray, float] | None = None  # (version, idf, mean)
+        self._version = 0
+
+    # -- bookkeeping ---------------------------------------------------------
+    @property
+    def n_docs(self) -> int:
+        return self._n_docs
+
+    @property
+    def avgdl(self) -> float:
+        return self._total_len / self._n_docs if self._n_docs else 0.0
+
+    def _ensure_slot(self, slot: int) -> None:
+        if slot >= len(self._doc_len):
+            cap = max(slot + 1, 2 * len(self._doc_len), 16)
+            self._doc_len = np.concatenate([self._doc_len, np.zeros(cap - len(self._doc_len), np.float32)])
+            self._alive = np.concatenate([self._alive, np.zeros(cap - len(self._alive), bool)])
+
+    def _ensure_term(self, term_id: int) -> None:
+        while term_id >= len(self._postings):
+            self._postings.append(_Postings())
+        if term_id >= len(self._df):
+            cap = max(term_id + 1, 2 * len(self._df), 64)
+            self._df = np.concatenate([self._df, np.zeros(cap - len(self._df), np.int64)])
+
+    def add(self, slot: int, term_counts: Mapping[int, int]) -> None:
+        """Index one document given {term_id: count}."""
+        self._ensure_slot(slot)
+        if self._alive[slot]:
+            raise ValueError(f"slot {slot} is already indexed")
+        length = 0
+        for term_id, tf in term_counts.items():
+            self._ensure_term(term_id)
+            self._postings[term_id].append(slot, tf)
+            self._df[term_id] += 1
+            length += tf
+        self._doc_len[slot] = length
+        self._alive[slot] = True
+        self._n_docs += 1
+        self._total_len += length
+        self._version += 1
+
+    def add_bulk(self, slots: np.ndarray, term_ids: np.ndarray, tfs: np.ndarray, doc_slots: np.ndarray,
+                 doc_lens: np.ndarray) -> None:
+        """Index many documents from flat (slot, term, tf) triples; used when a store opens."""
+        if len(doc_slots):
+            self._ensure_slot(int(doc_slots.max()))
+        self._doc_len[doc_slots] = doc_lens
+        self._alive[doc_slots] = True
+        self._n_docs += len(doc_slots)
+        self._total_len += int(doc_lens.sum())
+        if len(term_ids):
+            self._ensure_term(int(term_ids.max()))
+            order = np.argsort(term_ids, kind="stable")
+            t_sorted = term_ids[order]
+            bounds = np.flatnonzero(np.diff(t_sorted)) + 1
+            starts = np.concatenate([[0], bounds])
+            ends = np.concatenate([bounds, [len(t_sorted)]])
+            for s, e in zip(starts.tolist(), ends.tolist()):
+                tid = int(t_sorted[s])
+                idx = order[s:e]
+                self._postings[tid].extend(slots[idx], tfs[idx])
+                self._df[tid] += e - s
+        self._version += 1
+
+    def remove(self, slot: int, term_counts: Mapping[int, int]) -> None:
+        """Un-index one document; its postings become dead entries, compacted lazily."""
+        if slot >= len(self._alive) or not self._alive[slot]:
+            return
+        for term_id in term_counts:
+            self._df[term_id] -= 1
+        self._alive[slot] = False
+        self._n_docs -= 1
+        self._total_len -= int(self._doc_len[slot])
+        self._doc_len[slot] = 0
+        self._dead_postings += len(term_counts)
+        self._version += 1
+
+    def _idf(self) -> tuple[np.ndarray, float]:
+        if self._idf_cache is None or self._idf_cache[0] != self._version:
+            present = self._df[: len(self._postings)]
+            mask = present > 0
+            idf_present, mean = bm25_idf(self._n_docs, present[mask].astype(np.float64), self.epsilon)
+            idf = np.zeros(len(present))
+            idf[mask] = idf_present
+            self._idf_cache = (self._version, idf, mean)
+        return self._idf_cache[1], self._idf_cache[2]
+
+    # -- scoring -------------------------------------------------------------
+    def score(self, query_terms: Mapping[int, int], allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Return (slots, scores) of live documents containing any query term.
+
+        ``query_terms`` maps term id to how often it occurs in the query (a term
+        repeated in the query counts again, as in rank_bm25). ``allowed`` is an
+        optional boolean mask over slots applied before ranking.
+        """
+        if self._n_docs == 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        idf, _ = self._idf()
+        avgdl = self.avgdl
+        k1, b = self.k1, self.b
+        all_slots: list[np.ndarray] = []
+        all_scores: list[np.ndarray] = []
+        for term_id, qtf in query_terms.items():
+            if term_id >= len(self._postings) or self._df[term_id] <= 0:
+                continue
+            p = self._postings[term_id]
+            if p.n > 2 * self._df[term_id] + 8:
+                p.compact(self._alive)
+            slots = p.slots[: p.n]
+            tfs = p.tfs[: p.n].astype(np.float64)
+            live = self._alive[slots]
+            if allowed is not None:
+                live &= allowed[slots]
+            if not live.all():
+                slots, tfs = slots[live], tfs[live]
+            if not len(slots):
+                continue
+            dl = self._doc_len[slots].astype(np.float64)
+            s = idf[term_id] * qtf * (tfs * (k1 + 1)) / (tfs + k1 * (1 - b + b * dl / avgdl))
+            all_slots.append(slots)
+            all_scores.append(s)
+        if not all_slots:
+            return np.zeros(0, np.int64), np.zeros(0)
+        if len(all_slots) == 1:
+            return all_slots[0].astype(np.int64), all_scores[0]
+        slots = np.concatenate(all_slots)
+        scores = np.concatenate(all_scores)
+        uniq, inv = np.unique(slots, return_inverse=True)
+        return uniq.astype(np.int64), np.bincount(inv, weights=scores, minlength=len(uniq))
+
+    def top_k(self, query_terms: Mapping[int, int], k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        slots, scores = self.score(query_terms, allowed)
+        return top_k(slots, scores, k)
+
+
+def top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best (ids, scores), best first; ties broken by id for determinism."""
+    if k <= 0 or not len(ids):
+        return ids[:0], scores[:0]
+    if len(ids) > k:
+        part = np.argpartition(-scores, k - 1)[:k]
+        ids, scores = ids[part], scores[part]
+    order = np.lexsort((ids, -scores))
+    return ids[order], scores[order]
+
+
+def count_terms(term_ids: Iterable[int]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for t in term_ids:
+        counts[t] = counts.get(t, 0) + 1
+    return counts
+

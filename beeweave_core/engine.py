@@ -1,0 +1,424 @@
+"""``BeeWeave``: the engine every face of BeeWeave calls.
+
+Public methods validate and then call the storage backend; nothing reaches the
+backend before every argument has been checked, so bad input changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .embedders import DEFAULT_MODEL_NAME, Embedder, as_embedder
+from .errors import (
+    DimensionMismatchError,
+    DuplicateIdError,
+    EmbedderMismatchError,
+    EmptyContentError,
+    InvalidInputError,
+    InvalidVectorError,
+    NotFoundError,
+    TokenizerMismatchError,
+)
+from .filters import Filter, build_filter
+from .fusion import FusionMode, fuse
+from .records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+from .store.base import ChunkRow, StoreBackend
+from .tokenizer import Tokenizer, TokenizerConfig
+
+__all__ = ["BeeWeave", "SearchConfig"]
+
+_RECORD_KEYS = {"content", "user_id", "session_id", "agent_id", "chunk_id", "tags", "metadata", "timestamp",
+                "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence"}
+
+
+@dataclass
+class SearchConfig:
+    """Defaults for :meth:`BeeWeave.search`; each can be overridden per call.
+
+    Attributes:
+        fusion: how lexical and vector lists are combined.
+        rrf_k: the constant of reciprocal-rank fusion.
+        weights: per-retriever weights ("lexical", "vector").
+        candidates: how many candidates each retriever contributes (at least 4·k).
+        query_cache_size: how many query embeddings to keep (repeated queries skip the model).
+    """
+
+    fusion: FusionMode = FusionMode.RRF
+    rrf_k: float = 60.0
+    weights: dict[str, float] = field(default_factory=lambda: {"lexical": 1.0, "vector": 1.0})
+    candidates: int = 50
+    query_cache_size: int = 1024
+
+
+def _check_str(name: str, value: Any, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{name} must not be empty")
+    _check_encodable(name, value)
+    return value
+
+
+def _check_encodable(name: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{name} is not valid Unicode (lone surrogate at {exc.start})") from None
+
+
+def _check_json(name: str, value: Any) -> None:
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise InvalidInputError(f"{name} must be JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise InvalidInputError(f"{name} is nested too deeply") from None
+
+
+class BeeWeave:
+    """An agent memory: store knowledge chunks, find them again with hybrid search.
+
+    Setup:
+        .. code-block:: bash
+
+            pip install beeweave
+
+    Instantiate:
+        .. code-block:: python
+
+            from beeweave_core import BeeWeave
+
+            memory = BeeWeave("memory.db")  # or BeeWeave() for an in-memory store
+
+    Usage:
+        .. code-block:: python
+
+            memory.add("The user prefers answers in Chinese.", user_id="alice")
+            for hit in memory.search("language preference", user_id="alice"):
+                print(hit.score, hit.chunk.raw_content)
+            memory.close()
+
+    Args:
+        path: a SQLite file, created if missing; ``None`` keeps everything in memory.
+        embedder: a model name or path, an ``Embedder``, a LangChain ``Embeddings`` or a
+            LlamaIndex ``BaseEmbedding``. Default: the bundled all-MiniLM-L6-v2.
+        tokenizer: a ``TokenizerConfig`` for a new store; an existing store keeps its own.
+        backend: a ready ``StoreBackend`` instead of ``path`` (e.g. PostgreSQL).
+        config: search defaults.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, embedder: Any = None,
+                 tokenizer: TokenizerConfig | None = None, backend: StoreBackend | None = None,
+                 config: SearchConfig | None = None) -> None:
+        if backend is not None and path is not None:
+            raise InvalidInputError("pass either path or backend, not both")
+        if backend is None:
+            from .store.sqlite import SQLiteStore
+
+            backend = SQLiteStore(path)
+        self._backend = backend
+        try:
+            self.tokenizer = Tokenizer(self._resolve_tokenizer(tokenizer))
+            self.embedder: Embedder = self._resolve_embedder(embedder)
+        except BaseException:
+            backend.close()
+            raise
+        self.config = config or SearchConfig()
+        self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._qlock = threading.Lock()
+
+    # -- set-up ------------------------------------------------------------------
+    def _resolve_tokenizer(self, wanted: TokenizerConfig | None) -> TokenizerConfig:
+        stored = self._backend.get_meta("tokenizer")
+        if stored is None:
+            cfg = wanted or TokenizerConfig()
+            self._backend.set_meta("tokenizer", json.dumps(cfg.to_dict()))
+            return cfg
+        cfg = TokenizerConfig.from_dict(json.loads(stored))
+        if wanted is not None and wanted != cfg:
+            raise TokenizerMismatchError(
+                f"this store was indexed with tokenizer {cfg}; open it without tokenizer= (it is "
+                "remembered) or build a new store for a different tokenizer")
+        return cfg
+
+    def _resolve_embedder(self, wanted: Any) -> Embedder:
+        stored = self._backend.get_meta("embedder")
+        emb = as_embedder(wanted)
+        if stored is not None:
+            info = json.loads(stored)
+            if info["name"] != emb.name:
+                hint = (f"open it with embedder={info['name']!r}" if info["name"] != DEFAULT_MODEL_NAME
+                        else "open it without embedder= to use the default model")
+                raise EmbedderMismatchError(
+                    f"this store was embedded with {info['name']!r} (dim {info['dim']}), not {emb.name!r}: "
+                    f"{hint}, or move to the new model with BeeWeave.reembed(new_embedder)")
+        return emb
+
+    def _record_embedder(self, dim: int) -> None:
+        stored = self._backend.get_meta("embedder")
+        if stored is None:
+            self._backend.set_meta("embedder", json.dumps({"name": self.embedder.name, "dim": dim}))
+        elif json.loads(stored)["dim"] != dim:
+            raise DimensionMismatchError(
+                f"vectors of dimension {dim} cannot go into a store of dimension {json.loads(stored)['dim']}")
+
+    @property
+    def backend(self) -> StoreBackend:
+        return self._backend
+
+    @property
+    def dim(self) -> int | None:
+        stored = self._backend.get_meta("embedder")
+        return json.loads(stored)["dim"] if stored else None
+
+    # -- writing -------------------------------------------------------------------
+    def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
+            chunk_id: str | None = None, tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
+            timestamp: datetime | str | float | None = None, embedding: Sequence[float] | None = None,
+            **fields: Any) -> str:
+        """Store one memory and return its id.
+
+        ``fields`` may set any other :class:`KnowledgeChunk` field (summary, entities,
+        intent, expires_at, pinned, weight, confidence...). ``embedding`` skips the
+        model with a precomputed vector.
+        """
+        record: dict[str, Any] = dict(fields, content=content, user_id=user_id, session_id=session_id,
+                                      agent_id=agent_id, chunk_id=chunk_id, tags=tags, metadata=metadata,
+                                      timestamp=timestamp, embedding=embedding)
+        return self.add_many([record], show_progress=False)[0]
+
+    def add_many(self, records: Iterable[Mapping[str, Any] | KnowledgeChunk], *, batch_size: int = 512,
+                 show_progress: bool | None = None) -> list[str]:
+        """Store many memories; embeddings are computed in batches.
+
+        Each record is a dict with the keys of :meth:`add` or a :class:`KnowledgeChunk`.
+        Every record is validated before anything is written; each batch is written
+        atomically.
+        """
+        if isinstance(records, (str, bytes, Mapping)):
+            raise InvalidInputError("add_many takes a list of records (dicts or KnowledgeChunks)")
+        items = [self._to_chunk(r) for r in records]
+        ids = [c.id for c, _ in items]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise DuplicateIdError(f"the id {dup!r} appears twice in this batch")
+        existing = self._backend.contains(ids)
+        if existing:
+            raise DuplicateIdError(f"a chunk with id {sorted(existing)[0]!r} already exists")
+        progress = None
+        if show_progress or (show_progress is None and len(items) >= 2000):
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(items), desc="beeweave add", unit="mem")
+        try:
+            for start in range(0, len(items), batch_size):
+                batch = items[start : start + batch_size]
+                self._backend.insert(self._rows(batch))
+                if progress is not None:
+                    progress.update(len(batch))
+        finally:
+            if progress is not None:
+                progress.close()
+        return ids
+
+    def _to_chunk(self, r: Mapping[str, Any] | KnowledgeChunk) -> tuple[KnowledgeChunk, np.ndarray | None]:
+        if isinstance(r, KnowledgeChunk):
+            _check_str("raw_content", r.raw_content)
+            _check_str("user_id", r.user_id)
+            _check_str("id", r.id)
+            _check_json("metadata", r.metadata)
+            return r, None
+        if not isinstance(r, Mapping):
+            raise InvalidInputError(f"a record must be a dict or a KnowledgeChunk, got {type(r).__name__}")
+        unknown = set(r) - _RECORD_KEYS
+        if unknown:
+            raise InvalidInputError(f"unknown record keys {sorted(unknown)}; known: {sorted(_RECORD_KEYS)}")
+        content = r.get("content")
+        if not isinstance(content, str):
+            raise InvalidInputError(f"content must be a string, got {type(content).__name__}")
+        if not content.strip():
+            raise EmptyContentError("content is empty: there is nothing to remember")
+        _check_encodable("content", content)
+        user_id = _check_str("user_id", r.get("user_id"))
+        session_id = _check_str("session_id", r.get("session_id"), optional=True)
+        agent_id = _check_str("agent_id", r.get("agent_id"), optional=True)
+        chunk_id = _check_str("chunk_id", r.get("chunk_id"), optional=True)
+        tags = r.get("tags") or ()
+        if isinstance(tags, str) or not isinstance(tags, Iterable):
+            raise InvalidInputError("tags must be a list of strings")
+        tags = [_check_str("tag", t) for t in tags]
+        metadata = dict(r.get("metadata") or {})
+        _check_json("metadata", metadata)
+        extra = {k: r[k] for k in ("entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence")
+                 if r.get(k) is not None}
+        for key in ("weight", "confidence"):
+            if key in extra and (not isinstance(extra[key], (int, float)) or not math.isfinite(extra[key])):
+                raise InvalidInputError(f"{key} must be a finite number")
+        kw: dict[str, Any] = dict(raw_content=content, user_id=user_id, session_id=session_id, agent_id=agent_id,
+                                  tags=list(dict.fromkeys(tags)), metadata=metadata, **extra)
+        if chunk_id is not None:
+            kw["id"] = chunk_id
+        if r.get("timestamp") is not None:
+            kw["timestamp"] = to_datetime(r["timestamp"])
+        try:
+            chunk = KnowledgeChunk(**kw)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(str(exc)) from None
+        vec = r.get("embedding")
+        return chunk, None if vec is None else self._check_vector(vec)
+
+    def _check_vector(self, vec: Any) -> np.ndarray:
+        try:
+            arr = np.asarray(vec, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise InvalidVectorError(f"embedding is not a vector of numbers: {exc}") from None
+        dim = self.dim or self.embedder.dim
+        if arr.ndim != 1 or arr.shape[0] != dim:
+            raise DimensionMismatchError(f"embedding has shape {arr.shape}; this store needs ({dim},)")
+        if not np.isfinite(arr).all():
+            raise InvalidVectorError("embedding contains NaN or infinity")
+        norm = float(np.linalg.norm(arr))
+        if norm == 0:
+            raise InvalidVectorError("embedding is all zeros")
+        return arr / norm
+
+    def _rows(self, batch: list[tuple[KnowledgeChunk, np.ndarray | None]]) -> list[ChunkRow]:
+        need = [i for i, (_, v) in enumerate(batch) if v is None]
+        vectors: list[np.ndarray | None] = [v for _, v in batch]
+        if need:
+            embedded = self.embedder.embed_documents([batch[i][0].content for i in need])
+            for i, v in zip(need, embedded):
+                vectors[i] = self._check_vector(v)
+        dim = len(vectors[0])  # type: ignore[arg-type]
+        self._record_embedder(dim)
+        return [ChunkRow(c, v, self.tokenizer(c.content)) for (c, _), v in zip(batch, vectors)]  # type: ignore[arg-type]
+
+    # -- reading -------------------------------------------------------------------
+    def get(self, chunk_id: str) -> KnowledgeChunk:
+        _check_str("chunk_id", chunk_id)
+        got = self._backend.get([chunk_id])
+        if chunk_id not in got:
+            raise NotFoundError(f"no chunk with id {chunk_id!r}")
+        return got[chunk_id]
+
+    def get_many(self, chunk_ids: Sequence[str]) -> list[KnowledgeChunk]:
+        """The chunks that exist, in the order asked; missing ids are skipped."""
+        for i in chunk_ids:
+            _check_str("chunk_id", i)
+        got = self._backend.get(list(chunk_ids))
+        return [got[i] for i in chunk_ids if i in got]
+
+    def delete(self, chunk_id: str) -> bool:
+        """Delete a chunk with its index entries and relationships; False if it did not exist."""
+        _check_str("chunk_id", chunk_id)
+        return bool(self._backend.delete([chunk_id]))
+
+    def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
+        if user_id is None and filters is None:
+            return self._backend.count(None)
+        return self._backend.count(build_filter(filters, user_id=user_id))
+
+    # -- search ----------------------------------------------------------------------
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's vector, from a small LRU cache when the same query was asked before."""
+        with self._qlock:
+            hit = self._qcache.get(query)
+            if hit is not None:
+                self._qcache.move_to_end(query)
+                return hit
+        vec = self.embedder.embed_query(query)
+        with self._qlock:
+            self._qcache[query] = vec
+            while len(self._qcache) > self.config.query_cache_size:
+                self._qcache.popitem(last=False)
+        return vec
+
+    def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
+               fusion: FusionMode | str | None = None, min_score: float | None = None,
+               query_embedding: Sequence[float] | None = None) -> list[SearchHit]:
+        """Hybrid search: BM25 and vector candidates, fused, filtered inside retrieval.
+
+        Args:
+            query: what to look for.
+            user_id: restrict to one user's memories (never returns another user's).
+            k: how many hits.
+            filters: user_id, agent_id, session_id, tags / tags_any / tags_all, since, until,
+                type, intent, status, ids.
+            fusion: "rrf" (default) or "weighted".
+            min_score: drop hits whose fused score is below this.
+            query_embedding: a precomputed query vector (skips the model).
+        """
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+        _check_encodable("query", query)
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise InvalidInputError(f"k must be a non-negative integer, got {k!r}")
+        mode = FusionMode(fusion) if fusion is not None else self.config.fusion
+        flt = build_filter(filters, user_id=user_id)
+        qvec = None if query_embedding is None else self._check_vector(query_embedding)
+        if not query.strip():
+            raise EmptyContentError("query is empty")
+        if k == 0:
+            return []
+        ranked = self._retrieve(query, flt, k, qvec)
+        fused = fuse(ranked, mode=mode, weights=self.config.weights, rrf_k=self.config.rrf_k)
+        if min_score is not None:
+            fused = [f for f in fused if f[1] >= min_score]
+        fused = fused[:k]
+        chunks = self._backend.get([cid for cid, _, _ in fused])
+        return [SearchHit(chunks[cid], score, src) for cid, score, src in fused if cid in chunks]
+
+    def _retrieve(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None) -> dict[str, list[tuple[str, float]]]:
+        depth = max(self.config.candidates, 4 * k)
+        terms: dict[str, int] = {}
+        for t in self.tokenizer(query):
+            terms[t] = terms.get(t, 0) + 1
+        lexical = self._backend.lexical_search(terms, flt, depth) if terms else []
+        if self._backend.count(None) == 0:
+            return {"lexical": lexical, "vector": []}
+        if qvec is None:
+            qvec = self.embed_query(query)
+        vector = self._backend.vector_search(qvec, flt, depth)
+        return {"lexical": lexical, "vector": vector}
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def flush(self) -> None:
+        self._backend.flush()
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> BeeWeave:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def reembed(self, embedder: Any, *, batch_size: int = 256) -> None:
+        """Move the store to another embedding model: every vector is recomputed."""
+        new = as_embedder(embedder)
+        everything = build_filter({"status": [s.value for s in ChunkStatus]})
+        chunks = list(self._backend.scan(everything))
+        rows: list[ChunkRow] = []
+        for start in range(0, len(chunks), batch_size):
+            batch = chunks[start : start + batch_size]
+            vecs = new.embed_documents([c.content for c in batch])
+            rows += [ChunkRow(c, v, self.tokenizer(c.content)) for c, v in zip(batch, vecs)]
+        self.embedder = new
+        self._backend.set_meta("embedder", json.dumps({"name": new.name, "dim": int(new.dim)}))
+        if rows:
+            self._backend.replace(rows)
+        with self._qlock:
+            self._qcache.clear()

@@ -1,0 +1,98 @@
+"""Search filters, validated once and pushed into every retriever of every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .errors import InvalidInputError, UnknownFilterError
+from .records import ChunkStatus, ContentType, Intent, to_datetime
+
+__all__ = ["Filter", "FILTER_KEYS", "build_filter"]
+
+FILTER_KEYS = ("user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "since", "until",
+               "type", "intent", "status", "ids")
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A conjunction of conditions; each set-valued field means "any of".
+
+    ``status`` defaults to active memories only. ``None`` means "no condition".
+    """
+
+    user_ids: frozenset[str] | None = None
+    agent_ids: frozenset[str] | None = None
+    session_ids: frozenset[str] | None = None
+    tags_any: frozenset[str] | None = None
+    tags_all: frozenset[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    types: frozenset[str] | None = None
+    intents: frozenset[str] | None = None
+    statuses: frozenset[str] | None = frozenset({ChunkStatus.ACTIVE.value})
+    ids: frozenset[str] | None = None
+
+    def replace(self, **changes: Any) -> Filter:
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def _str_set(key: str, value: Any, allowed: type | None = None) -> frozenset[str]:
+    values = [value] if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__") else list(value)
+    out = set()
+    for v in values:
+        if hasattr(v, "value") and isinstance(v.value, str):  # str enums
+            v = v.value
+        if not isinstance(v, str):
+            raise InvalidInputError(f"filter {key!r} takes strings, got {type(v).__name__}")
+        if allowed is not None:
+            try:
+                allowed(v)
+            except ValueError:
+                names = ", ".join(m.value for m in allowed)  # type: ignore[attr-defined]
+                raise InvalidInputError(f"filter {key!r}: {v!r} is not one of {names}") from None
+        out.add(v)
+    if not out:
+        raise InvalidInputError(f"filter {key!r} is empty: it would match nothing")
+    return frozenset(out)
+
+
+def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = None) -> Filter:
+    """Validate a user's filter dict (plus the ``user_id`` scope) into a :class:`Filter`."""
+    if filters is not None and not isinstance(filters, Mapping):
+        raise InvalidInputError(f"filters must be a mapping, got {type(filters).__name__}")
+    f = dict(filters or {})
+    unknown = sorted(k for k in f if k not in FILTER_KEYS)
+    if unknown:
+        raise UnknownFilterError(f"unknown filter key(s) {unknown}; known keys: {', '.join(FILTER_KEYS)}")
+    kw: dict[str, Any] = {}
+    if user_id is not None:
+        scope = _str_set("user_id", user_id)
+        if "user_id" in f:
+            scope &= _str_set("user_id", f.pop("user_id"))
+            if not scope:  # disjoint scopes mean nothing may be returned, never everything
+                scope = frozenset({"\x00no-user\x00"})
+        kw["user_ids"] = scope
+    if "user_id" in f:
+        kw["user_ids"] = _str_set("user_id", f.pop("user_id"))
+    for key, attr, enum in (("agent_id", "agent_ids", None), ("session_id", "session_ids", None),
+                            ("type", "types", ContentType), ("intent", "intents", Intent),
+                            ("status", "statuses", ChunkStatus), ("ids", "ids", None)):
+        if key in f:
+            kw[attr] = _str_set(key, f.pop(key), enum)
+    if "tags" in f:
+        kw["tags_any"] = _str_set("tags", f.pop("tags"))
+    if "tags_any" in f:
+        kw["tags_any"] = _str_set("tags_any", f.pop("tags_any")) | kw.get("tags_any", frozenset())
+    if "tags_all" in f:
+        kw["tags_all"] = _str_set("tags_all", f.pop("tags_all"))
+    for key in ("since", "until"):
+        if key in f:
+            kw[key] = to_datetime(f.pop(key), key)
+    if kw.get("since") and kw.get("until") and kw["since"] > kw["until"]:
+        raise InvalidInputError("filter 'since' is after 'until'")
+    return Filter(**kw)

@@ -1,0 +1,274 @@
+"""Typed records: the knowledge chunk, its relationships and search hits.
+
+Every record converts to plain JSON-able dicts and back without loss, so the
+same shapes travel through SQLite, PostgreSQL, the REST API and the adapters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from .errors import InvalidInputError
+
+__all__ = [
+    "ContentType",
+    "ChunkStatus",
+    "Intent",
+    "RelationType",
+    "ProcessedContent",
+    "Relationship",
+    "KnowledgeChunk",
+    "HitSource",
+    "SearchHit",
+    "utcnow",
+    "to_datetime",
+    "new_id",
+]
+
+
+class ContentType(str, Enum):
+    TEXT = "text"
+    CODE = "code"
+    DATA = "data"
+
+
+class ChunkStatus(str, Enum):
+    ACTIVE = "active"
+    PENDING = "pending"
+    ARCHIVED = "archived"
+    MERGED = "merged"
+    EXPIRED = "expired"
+
+
+class Intent(str, Enum):
+    INFORMATION_QUERY = "information_query"
+    CODE_GENERATION = "code_generation"
+    DOCUMENT_WRITING = "document_writing"
+    PROBLEM_DIAGNOSIS = "problem_diagnosis"
+    OTHER = "other"
+
+
+class RelationType(str, Enum):
+    SEMANTIC = "semantic"
+    SESSION = "session"
+    ENTITY = "entity"
+    TAG = "tag"
+    MERGED_INTO = "merged_into"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def to_datetime(value: Any, name: str = "timestamp") -> datetime:
+    """Accept a datetime, an ISO string or epoch seconds; return an aware UTC datetime.
+
+    Naive datetimes are taken as UTC: storing local wall-clock time without a zone
+    would make ordering across machines wrong.
+    """
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidInputError(f"{name} must be finite, got {value!r}")
+        try:
+            dt = datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidInputError(f"{name} {value!r} is out of range") from exc
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidInputError(f"{name} {value!r} is not an ISO 8601 date-time") from exc
+    else:
+        raise InvalidInputError(
+            f"{name} must be a datetime, an ISO string or epoch seconds, got {type(value).__name__}"
+        )
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _enum(cls: type[Enum], value: Any, name: str) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
+        raise InvalidInputError(f"{name} must be one of {allowed}; got {value!r}") from None
+
+
+def _opt_dt(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+@dataclass
+class ProcessedContent:
+    """The normalized form of a memory: plain text, code with its language, or data."""
+
+    type: ContentType = ContentType.TEXT
+    text: str = ""
+    language: str | None = None
+    payload: Any = None  # parsed JSON / table rows for ContentType.DATA
+
+    def __post_init__(self) -> None:
+        self.type = _enum(ContentType, self.type, "processed_content.type")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type.value, "text": self.text, "language": self.language, "payload": self.payload}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProcessedContent:
+        return cls(**{k: data.get(k) for k in ("type", "text", "language", "payload") if k in data})
+
+
+@dataclass(frozen=True)
+class Relationship:
+    """A typed, weighted edge from one chunk to another."""
+
+    source_id: str
+    target_id: str
+    type: RelationType
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type", _enum(RelationType, self.type, "relationship type"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source_id": self.source_id, "target_id": self.target_id, "type": self.type.value, "weight": self.weight}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Relationship:
+        return cls(data["source_id"], data["target_id"], data["type"], float(data.get("weight", 1.0)))
+
+
+@dataclass
+class KnowledgeChunk:
+    """One memory. ``raw_content`` is what was said; the rest is derived or bookkeeping."""
+
+    raw_content: str
+    user_id: str
+    id: str = field(default_factory=new_id)
+    agent_id: str | None = None
+    session_id: str | None = None
+    processed_content: ProcessedContent | None = None
+    summary: str | None = None
+    tags: list[str] = field(default_factory=list)
+    entities: list[str] = field(default_factory=list)
+    intent: Intent | None = None
+    timestamp: datetime = field(default_factory=utcnow)
+    weight: float = 1.0
+    confidence: float = 1.0
+    access_count: int = 0
+    last_accessed: datetime | None = None
+    expires_at: datetime | None = None
+    pinned: bool = False
+    status: ChunkStatus = ChunkStatus.ACTIVE
+    relationships: list[Relationship] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.processed_content is None:
+            self.processed_content = ProcessedContent(ContentType.TEXT, self.raw_content)
+        elif isinstance(self.processed_content, dict):
+            self.processed_content = ProcessedContent.from_dict(self.processed_content)
+        self.status = _enum(ChunkStatus, self.status, "status")
+        if self.intent is not None:
+            self.intent = _enum(Intent, self.intent, "intent")
+        self.timestamp = to_datetime(self.timestamp)
+        if self.last_accessed is not None:
+            self.last_accessed = to_datetime(self.last_accessed, "last_accessed")
+        if self.expires_at is not None:
+            self.expires_at = to_datetime(self.expires_at, "expires_at")
+        self.tags = list(self.tags)
+        self.entities = list(self.entities)
+        self.relationships = [r if isinstance(r, Relationship) else Relationship.from_dict(r) for r in self.relationships]
+
+    @property
+    def content(self) -> str:
+        """The text that is indexed: the normalized text, else the raw content."""
+        pc = self.processed_content
+        return pc.text if pc is not None and pc.text else self.raw_content
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Enum):
+                v = v.value
+            elif isinstance(v, datetime):
+                v = v.isoformat()
+            elif isinstance(v, ProcessedContent):
+                v = v.to_dict()
+            elif f.name == "relationships":
+                v = [r.to_dict() for r in v]
+            elif isinstance(v, list):
+                v = list(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KnowledgeChunk:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidInputError(f"unknown KnowledgeChunk fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> KnowledgeChunk:
+        return cls.from_dict(json.loads(text))
+
+    def copy(self, **changes: Any) -> KnowledgeChunk:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class HitSource:
+    """How one retriever saw a hit: its rank (1-based) and raw score, or the edge it came by."""
+
+    rank: int
+    score: float
+    via: str | None = None  # edge type, for graph expansion
+    from_id: str | None = None  # the hit the edge started from
+    hops: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"rank": self.rank, "score": self.score}
+        if self.via is not None:
+            d.update(via=self.via, from_id=self.from_id, hops=self.hops)
+        return d
+
+
+@dataclass
+class SearchHit:
+    """One search result: the chunk, its final score and which retrievers found it."""
+
+    chunk: KnowledgeChunk
+    score: float
+    sources: dict[str, HitSource] = field(default_factory=dict)
+    loosened: bool = False  # True when found only after a strict search was relaxed
+
+    @property
+    def id(self) -> str:
+        return self.chunk.id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunk": self.chunk.to_dict(),
+            "score": self.score,
+            "sources": {k: v.to_dict() for k, v in self.sources.items()},
+            "loosened": self.loosened,
+        }

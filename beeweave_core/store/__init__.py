@@ -1,0 +1,6 @@
+"""Storage backends behind one protocol (see ``base.StoreBackend``)."""
+
+from .base import SCHEMA_VERSION, ChunkRow, StoreBackend
+from .sqlite import SQLiteStore
+
+__all__ = ["SCHEMA_VERSION", "ChunkRow", "StoreBackend", "SQLiteStore"]

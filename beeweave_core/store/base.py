@@ -1,0 +1,87 @@
+"""The storage protocol every backend implements.
+
+It is deliberately small: records, lexical postings, vectors and relationships.
+The engine (``BeeWeave``) owns validation, tokenising, embedding, fusion, expansion
+and ranking; a backend only stores and answers these primitive queries, always
+with the filter applied inside the query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..filters import Filter
+from ..records import KnowledgeChunk, Relationship
+
+__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION"]
+
+# Bumped by every named migration; a store newer than the code refuses to open.
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class ChunkRow:
+    """What a backend stores for one chunk: the record, its vector and its index terms."""
+
+    chunk: KnowledgeChunk
+    vector: np.ndarray
+    terms: list[str]
+
+
+@runtime_checkable
+class StoreBackend(Protocol):
+    # -- metadata --------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # -- records -----------------------------------------------------------------
+    def insert(self, rows: Sequence[ChunkRow]) -> None:
+        """Insert atomically: all rows or none. Raises DuplicateIdError first if an id exists."""
+
+    def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
+        """Rewrite records whose indexed text did not change (weights, status, tags...)."""
+
+    def replace(self, rows: Sequence[ChunkRow]) -> None:
+        """Rewrite records whose text changed: record, vector and postings together."""
+
+    def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Delete records, their postings, vectors and every edge touching them; return the ids deleted."""
+
+    def contains(self, ids: Sequence[str]) -> set[str]: ...
+
+    def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
+             descending: bool = False) -> Iterator[KnowledgeChunk]: ...
+
+    def count(self, flt: Filter | None = None) -> int: ...
+
+    # -- retrieval ---------------------------------------------------------------
+    def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int) -> list[tuple[str, float]]:
+        """BM25 (rank_bm25 semantics) over live records matching ``flt``; best first."""
+
+    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
+        """Cosine similarity over records matching ``flt``; best first."""
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    # -- relationships -------------------------------------------------------------
+    def add_edges(self, edges: Sequence[Relationship]) -> None:
+        """Insert or overwrite (same source, target, type) edges."""
+
+    def edges(self, ids: Sequence[str], *, types: Sequence[str] | None = None,
+              direction: str = "both") -> list[Relationship]:
+        """Edges touching ``ids``: "out" (source in ids), "in" (target in ids) or "both"."""
+
+    def delete_edges(self, edges: Sequence[Relationship]) -> None: ...
+
+    # -- lifecycle -------------------------------------------------------------------
+    def flush(self) -> None:
+        """Persist derived structures (e.g. an ANN graph) so the next open is fast."""
+
+    def close(self) -> None: ...

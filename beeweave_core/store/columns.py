@@ -1,0 +1,127 @@
+"""Per-slot attribute columns that turn a Filter into a boolean mask in a few
+vectorised numpy operations, so filters run inside retrieval at any store size."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..filters import Filter
+
+__all__ = ["AttributeColumns"]
+
+_FIELDS = ("user", "agent", "session", "status", "ctype", "intent")
+
+
+class _Codes:
+    """Interns strings to small ints; code 0 means None."""
+
+    def __init__(self) -> None:
+        self.code: dict[str, int] = {}
+
+    def get(self, value: str | None) -> int:
+        if value is None:
+            return 0
+        c = self.code.get(value)
+        if c is None:
+            c = self.code[value] = len(self.code) + 1
+        return c
+
+    def lookup(self, values: frozenset[str]) -> list[int]:
+        return [self.code[v] for v in values if v in self.code]
+
+
+class AttributeColumns:
+    def __init__(self) -> None:
+        self._cap = 0
+        self.codes = {f: _Codes() for f in _FIELDS}
+        self.arrays = {f: np.zeros(0, np.int32) for f in _FIELDS}
+        self.ts = np.zeros(0, np.float64)
+        self.tag_slots: dict[str, set[int]] = {}
+        self.slot_tags: dict[int, tuple[str, ...]] = {}
+
+    def _grow(self, slot: int) -> None:
+        if slot >= self._cap:
+            cap = max(slot + 1, 2 * self._cap, 64)
+            for f in _FIELDS:
+                a = np.zeros(cap, np.int32)
+                a[: self._cap] = self.arrays[f]
+                self.arrays[f] = a
+            ts = np.zeros(cap, np.float64)
+            ts[: self._cap] = self.ts
+            self.ts = ts
+            self._cap = cap
+
+    def set(self, slot: int, user: str, agent: str | None, session: str | None, ts: float, status: str,
+            ctype: str, intent: str | None, tags: Sequence[str]) -> None:
+        self._grow(slot)
+        for f, v in zip(_FIELDS, (user, agent, session, status, ctype, intent)):
+            self.arrays[f][slot] = self.codes[f].get(v)
+        self.ts[slot] = ts
+        self._set_tags(slot, tuple(dict.fromkeys(tags)))
+
+    def _set_tags(self, slot: int, tags: tuple[str, ...]) -> None:
+        for t in self.slot_tags.pop(slot, ()):
+            s = self.tag_slots.get(t)
+            if s is not None:
+                s.discard(slot)
+                if not s:
+                    del self.tag_slots[t]
+        if tags:
+            self.slot_tags[slot] = tags
+            for t in tags:
+                self.tag_slots.setdefault(t, set()).add(slot)
+
+    def clear(self, slot: int) -> None:
+        for f in _FIELDS:
+            self.arrays[f][slot] = 0
+        self._set_tags(slot, ())
+
+    def _in(self, field: str, values: frozenset[str], n: int) -> np.ndarray:
+        codes = self.codes[field].lookup(values)
+        col = self.arrays[field][:n]
+        if not codes:
+            return np.zeros(n, bool)
+        if len(codes) == 1:
+            return col == codes[0]
+        return np.isin(col, codes)
+
+    def _tag_mask(self, tag: str, n: int) -> np.ndarray:
+        m = np.zeros(n, bool)
+        slots = self.tag_slots.get(tag)
+        if slots:
+            m[np.fromiter(slots, np.int64, len(slots))] = True
+        return m
+
+    def mask(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int]) -> np.ndarray:
+        n = len(alive)
+        m = alive.copy()
+        for field, values in (("user", flt.user_ids), ("agent", flt.agent_ids), ("session", flt.session_ids),
+                              ("status", flt.statuses), ("ctype", flt.types), ("intent", flt.intents)):
+            if values is not None:
+                m &= self._in(field, values, n)
+        if flt.tags_any is not None:
+            any_m = np.zeros(n, bool)
+            for t in flt.tags_any:
+                any_m |= self._tag_mask(t, n)
+            m &= any_m
+        if flt.tags_all is not None:
+            for t in flt.tags_all:
+                m &= self._tag_mask(t, n)
+        if flt.since is not None:
+            m &= self.ts[:n] >= flt.since.timestamp()
+        if flt.until is not None:
+            m &= self.ts[:n] <= flt.until.timestamp()
+        if flt.ids is not None:
+            id_m = np.zeros(n, bool)
+            slots = [slot_of[i] for i in flt.ids if i in slot_of]
+            id_m[slots] = True
+            m &= id_m
+        return m
+
+    def status_counts(self, alive: np.ndarray) -> dict[str, int]:
+        col = self.arrays["status"][: len(alive)][alive]
+        names = {c: s for s, c in self.codes["status"].code.items()}
+        vals, counts = np.unique(col, return_counts=True)
+        return {names[int(v)]: int(c) for v, c in zip(vals, counts) if int(v) in names}

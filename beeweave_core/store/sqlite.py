@@ -1,0 +1,478 @@
+"""The embedded backend: SQLite (WAL) is the system of record; BM25 postings and
+vectors are held in memory for speed and rebuilt from SQLite on open.
+
+SQLite holds every record, its vector and its term counts, so nothing derived can
+be lost: the in-memory indexes are caches of committed rows. The HNSW graph is
+saved beside the database on ``flush``/``close`` to make reopening a large store
+fast; a missing or stale graph file only costs a rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..bm25 import BM25Index
+from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
+from ..filters import Filter
+from ..records import KnowledgeChunk, Relationship
+from ..vectors import VectorIndex
+from .base import SCHEMA_VERSION, ChunkRow
+from .columns import AttributeColumns
+
+__all__ = ["SQLiteStore"]
+
+# Named, ordered migrations. Each runs once, inside a transaction, and bumps
+# meta.schema_version; never edit a published one, add the next.
+MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_initial", """
+        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE chunks (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            user_id TEXT NOT NULL,
+            agent_id TEXT,
+            session_id TEXT,
+            ts REAL NOT NULL,
+            status TEXT NOT NULL,
+            ctype TEXT NOT NULL,
+            intent TEXT,
+            tags TEXT NOT NULL,
+            doc TEXT NOT NULL,
+            lex BLOB NOT NULL,
+            vector BLOB NOT NULL
+        );
+        CREATE INDEX chunks_scope ON chunks (user_id, session_id, ts);
+        CREATE TABLE terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+        CREATE TABLE edges (
+            src TEXT NOT NULL, dst TEXT NOT NULL, type TEXT NOT NULL, weight REAL NOT NULL,
+            PRIMARY KEY (src, dst, type)
+        ) WITHOUT ROWID;
+        CREATE INDEX edges_dst ON edges (dst, src);
+    """),
+]
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def _count_terms(terms: Sequence[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in terms:
+        counts[t] = counts.get(t, 0) + 1
+    return counts
+
+
+class SQLiteStore:
+    """Embedded backend. ``path=None`` keeps everything in memory."""
+
+    def __init__(self, path: str | Path | None = None, *, timeout: float = 30.0) -> None:
+        self.path = None if path is None else Path(path)
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            self._db = sqlite3.connect(
+                ":memory:" if self.path is None else str(self.path), timeout=timeout,
+                check_same_thread=False, isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL is durable across process crashes
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailableError(f"cannot open the store at {self.path}: {exc}") from exc
+        self._term_ids: dict[str, int] = {}
+        self._slot_of: dict[str, int] = {}
+        self._ids: list[str | None] = []
+        self._seqs: list[int] = []
+        self._lex: BM25Index = BM25Index()
+        self._vec: VectorIndex | None = None
+        self._cols = AttributeColumns()
+        self._slot_terms: dict[int, dict[int, int]] = {}
+        self._load()
+
+    # -- schema ------------------------------------------------------------------
+    def _migrate(self) -> None:
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"the store at {self.path} has schema {version}; this BeeWeave understands up to "
+                f"{SCHEMA_VERSION}: upgrade beeweave"
+            )
+        for i, (name, sql) in enumerate(MIGRATIONS[version:], start=version + 1):
+            with self._tx():
+                for stmt in sql.split(";"):
+                    if stmt.strip():
+                        self._db.execute(stmt)
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(i),))
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('migration_' || ?, ?)", (f"{i:04d}", name))
+
+    def _tx(self) -> Any:
+        store = self
+
+        class _Tx:
+            def __enter__(self) -> None:
+                store._db.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self, exc_type: Any, *_: Any) -> None:
+                store._db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+        return _Tx()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+
+    # -- load --------------------------------------------------------------------
+    def _graph_path(self) -> Path | None:
+        return None if self.path is None else self.path.with_name(self.path.name + ".hnsw")
+
+    def _load(self) -> None:
+        self._term_ids = {t: i for i, t in self._db.execute("SELECT id, term FROM terms")}
+        rows = self._db.execute(
+            "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, lex, vector "
+            "FROM chunks ORDER BY seq"
+        ).fetchall()
+        if not rows:
+            return
+        dim = len(rows[0][11]) // 4
+        self._vec = VectorIndex(dim)
+        # Keep the slot numbering of a saved HNSW graph so it can be reused as is.
+        graph = self._graph_path()
+        saved: np.ndarray | None = None
+        if graph is not None and Path(str(graph) + ".keys.npy").exists():
+            try:
+                saved = np.load(str(graph) + ".keys.npy")
+            except Exception:
+                saved = None
+        slot_by_seq: dict[int, int] = {} if saved is None else {int(s): i for i, s in enumerate(saved.tolist())}
+        n_slots = 0 if saved is None else len(saved)
+        self._ids = [None] * n_slots
+        self._seqs = [-1] * n_slots if saved is None else saved.tolist()
+        slots = np.empty(len(rows), np.int64)
+        vecs = np.empty((len(rows), dim), np.float32)
+        lex_slots, lex_terms, lex_tfs, lens = [], [], [], np.empty(len(rows), np.int64)
+        for i, (seq, cid, user, agent, session, ts, status, ctype, intent, tags, lex, vec) in enumerate(rows):
+            slot = slot_by_seq.get(seq)
+            if slot is None:
+                slot = len(self._ids)
+                self._ids.append(None)
+                self._seqs.append(seq)
+            self._ids[slot] = cid
+            self._slot_of[cid] = slot
+            slots[i] = slot
+            vecs[i] = np.frombuffer(vec, dtype=np.float32)
+            pairs = np.frombuffer(lex, dtype=np.int32).reshape(-1, 2)
+            self._slot_terms[slot] = dict(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
+            lex_slots.append(np.full(len(pairs), slot, np.int32))
+            lex_terms.append(pairs[:, 0])
+            lex_tfs.append(pairs[:, 1])
+            lens[i] = int(pairs[:, 1].sum())
+            self._cols.set(slot, user, agent, session, ts, status, ctype, intent, json.loads(tags))
+        # Slots of the saved graph whose rows were deleted stay dead placeholders.
+        self._vec.set(np.arange(len(self._ids)), np.zeros((len(self._ids), dim), np.float32))
+        dead = [s for s, cid in enumerate(self._ids) if cid is None]
+        for s in dead:
+            self._vec.remove(s)
+        self._vec._mat[slots] = vecs
+        self._lex.add_bulk(np.concatenate(lex_slots), np.concatenate(lex_terms).astype(np.int64),
+                           np.concatenate(lex_tfs).astype(np.float32), slots, lens)
+        if graph is not None and saved is not None:
+            self._vec.load_graph(graph, np.asarray(self._seqs, np.int64))
+
+    # -- metadata ------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            self._check()
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+            return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._check()
+            with self._tx():
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- writes --------------------------------------------------------------------
+    def _term_rows(self, terms: Sequence[str], new_terms: dict[str, int]) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for t, c in _count_terms(terms).items():
+            tid = self._term_ids.get(t)
+            if tid is None:
+                tid = new_terms.get(t)
+                if tid is None:
+                    tid = len(self._term_ids) + len(new_terms)
+                    new_terms[t] = tid
+            counts[tid] = c
+        return counts
+
+    @staticmethod
+    def _columns(c: KnowledgeChunk) -> tuple[Any, ...]:
+        doc = c.to_dict()
+        doc.pop("relationships")  # edges live in their own table
+        pc = c.processed_content
+        return (c.id, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
+                pc.type.value if pc else "text", c.intent.value if c.intent else None,
+                json.dumps(c.tags, ensure_ascii=False), json.dumps(doc, ensure_ascii=False))
+
+    def insert(self, rows: Sequence[ChunkRow]) -> None:
+        with self._lock:
+            self._check()
+            seen: set[str] = set()
+            for r in rows:
+                if r.chunk.id in self._slot_of or r.chunk.id in seen:
+                    raise DuplicateIdError(f"a chunk with id {r.chunk.id!r} already exists")
+                seen.add(r.chunk.id)
+            if not rows:
+                return
+            dim = len(rows[0].vector)
+            if self._vec is None or (self._vec.dim != dim and self._vec.n_alive == 0):
+                # First rows, or every old vector was just replaced by a re-embed.
+                self._vec = VectorIndex(dim)
+                self._vec.set(np.arange(len(self._ids)), np.zeros((len(self._ids), dim), np.float32))
+                for s in range(len(self._ids)):
+                    self._vec.remove(s)
+            new_terms: dict[str, int] = {}
+            term_counts = [self._term_rows(r.terms, new_terms) for r in rows]
+            lex_blobs = [np.array(list(tc.items()), np.int32).reshape(-1, 2).tobytes() for tc in term_counts]
+            with self._tx():
+                if new_terms:
+                    self._db.executemany("INSERT INTO terms (id, term) VALUES (?, ?)",
+                                         [(i, t) for t, i in new_terms.items()])
+                seqs = []
+                for r, blob in zip(rows, lex_blobs):
+                    cur = self._db.execute(
+                        "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, doc,"
+                        " lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (*self._columns(r.chunk), blob, np.asarray(r.vector, np.float32).tobytes()),
+                    )
+                    seqs.append(cur.lastrowid)
+            # Committed: now mirror into the in-memory indexes (cannot fail on bad input).
+            self._term_ids.update(new_terms)
+            first = len(self._ids)
+            slots = np.arange(first, first + len(rows))
+            self._vec.set(slots, np.stack([np.asarray(r.vector, np.float32) for r in rows]))
+            for slot, seq, r, tc in zip(slots.tolist(), seqs, rows, term_counts):
+                c = r.chunk
+                self._ids.append(c.id)
+                self._seqs.append(seq)
+                self._slot_of[c.id] = slot
+                self._slot_terms[slot] = tc
+                self._lex.add(slot, tc)
+                self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
+                               c.processed_content.type.value if c.processed_content else "text",
+                               c.intent.value if c.intent else None, c.tags)
+
+    def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
+        with self._lock:
+            self._check()
+            missing = [c.id for c in chunks if c.id not in self._slot_of]
+            if missing:
+                from ..errors import NotFoundError
+
+                raise NotFoundError(f"no chunk with id {missing[0]!r}")
+            with self._tx():
+                for c in chunks:
+                    cols = self._columns(c)
+                    self._db.execute(
+                        "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
+                        " tags=?, doc=? WHERE id=?", (*cols[1:], c.id))
+            for c in chunks:
+                self._cols.set(self._slot_of[c.id], c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
+                               c.status.value, c.processed_content.type.value if c.processed_content else "text",
+                               c.intent.value if c.intent else None, c.tags)
+
+    def replace(self, rows: Sequence[ChunkRow]) -> None:
+        # A changed text means new postings and a new vector: delete and re-insert
+        # under the same id, keeping edges, in one transaction.
+        with self._lock:
+            self._check()
+            ids = [r.chunk.id for r in rows]
+            edges = self.edges(ids)
+            self._delete(ids, keep_edges=True)
+            self.insert(rows)
+            self.add_edges(edges)
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        with self._lock:
+            self._check()
+            return self._delete(ids, keep_edges=False)
+
+    def _delete(self, ids: Sequence[str], *, keep_edges: bool) -> list[str]:
+        present = [i for i in dict.fromkeys(ids) if i in self._slot_of]
+        if not present:
+            return []
+        with self._tx():
+            self._db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in present])
+            if not keep_edges:
+                self._db.executemany("DELETE FROM edges WHERE src=? OR dst=?", [(i, i) for i in present])
+        for cid in present:
+            slot = self._slot_of.pop(cid)
+            self._ids[slot] = None
+            self._lex.remove(slot, self._slot_terms.pop(slot))
+            assert self._vec is not None
+            self._vec.remove(slot)
+            self._cols.clear(slot)
+        return present
+
+    # -- reads ---------------------------------------------------------------------
+    def contains(self, ids: Sequence[str]) -> set[str]:
+        with self._lock:
+            return {i for i in ids if i in self._slot_of}
+
+    def _chunks_from_rows(self, rows: Sequence[tuple[str, str]]) -> dict[str, KnowledgeChunk]:
+        out = {cid: KnowledgeChunk.from_dict(json.loads(doc)) for cid, doc in rows}
+        if out:
+            for e in self.edges(list(out), direction="out"):
+                out[e.source_id].relationships.append(e)
+        return out
+
+    def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
+        with self._lock:
+            self._check()
+            wanted = [i for i in dict.fromkeys(ids) if i in self._slot_of]
+            rows: list[tuple[str, str]] = []
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                rows += self._db.execute(
+                    f"SELECT id, doc FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall()
+            return self._chunks_from_rows(rows)
+
+    def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
+             descending: bool = False) -> Iterator[KnowledgeChunk]:
+        with self._lock:
+            self._check()
+            mask = self._mask(flt)
+            slots = np.flatnonzero(mask)
+            if order == "timestamp":
+                keys = self._cols.ts[slots]
+                slots = slots[np.lexsort((slots, keys))]
+            if descending:
+                slots = slots[::-1]
+            if limit is not None:
+                slots = slots[:limit]
+            ids = [self._ids[s] for s in slots.tolist()]
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            got = self.get(part)  # type: ignore[arg-type]
+            for cid in part:
+                if cid in got:
+                    yield got[cid]
+
+    def count(self, flt: Filter | None = None) -> int:
+        with self._lock:
+            self._check()
+            if flt is None:
+                return len(self._slot_of)
+            return int(self._mask(flt).sum())
+
+    def _mask(self, flt: Filter) -> np.ndarray:
+        return self._cols.mask(flt, self._alive(), self._slot_of)
+
+    def _alive(self) -> np.ndarray:
+        return self._vec.alive_mask() if self._vec is not None else np.zeros(0, bool)
+
+    # -- retrieval -----------------------------------------------------------------
+    def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int) -> list[tuple[str, float]]:
+        with self._lock:
+            self._check()
+            qt = {self._term_ids[t]: c for t, c in terms.items() if t in self._term_ids}
+            if not qt or not self._slot_of:
+                return []
+            mask = self._mask(flt)
+            slots, scores = self._lex.top_k(qt, k, mask)
+            return [(self._ids[s], float(sc)) for s, sc in zip(slots.tolist(), scores.tolist())]  # type: ignore[misc]
+
+    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
+        with self._lock:
+            self._check()
+            if self._vec is None or not self._slot_of:
+                return []
+            mask = self._mask(flt)
+            slots, scores = self._vec.search(np.asarray(vector, np.float32), k, mask, exact=exact)
+            return [(self._ids[s], float(sc)) for s, sc in zip(slots.tolist(), scores.tolist())]  # type: ignore[misc]
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        with self._lock:
+            self._check()
+            assert self._vec is not None or not ids
+            return {i: self._vec.get(self._slot_of[i]) for i in ids if i in self._slot_of}  # type: ignore[union-attr]
+
+    @property
+    def dim(self) -> int | None:
+        return None if self._vec is None else self._vec.dim
+
+    # -- relationships ---------------------------------------------------------------
+    def add_edges(self, edges: Sequence[Relationship]) -> None:
+        with self._lock:
+            self._check()
+            if not edges:
+                return
+            with self._tx():
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO edges (src, dst, type, weight) VALUES (?,?,?,?)",
+                    [(e.source_id, e.target_id, e.type.value, float(e.weight)) for e in edges
+                     if e.source_id in self._slot_of and e.target_id in self._slot_of])
+
+    def delete_edges(self, edges: Sequence[Relationship]) -> None:
+        with self._lock:
+            self._check()
+            with self._tx():
+                self._db.executemany("DELETE FROM edges WHERE src=? AND dst=? AND type=?",
+                                     [(e.source_id, e.target_id, e.type.value) for e in edges])
+
+    def edges(self, ids: Sequence[str], *, types: Sequence[str] | None = None,
+              direction: str = "both") -> list[Relationship]:
+        with self._lock:
+            self._check()
+            if direction not in ("in", "out", "both"):
+                from ..errors import InvalidInputError
+
+                raise InvalidInputError("direction must be 'in', 'out' or 'both'")
+            ids = list(dict.fromkeys(ids))
+            type_sql, type_args = "", []
+            if types is not None:
+                tv = [getattr(t, "value", t) for t in types]
+                type_sql, type_args = f" AND type IN ({','.join('?' * len(tv))})", tv
+            out: dict[tuple[str, str, str], Relationship] = {}
+            for i in range(0, len(ids), 400):
+                part = ids[i : i + 400]
+                marks = ",".join("?" * len(part))
+                cols = [("src", "out"), ("dst", "in")]
+                for col, d in cols:
+                    if direction in (d, "both"):
+                        for src, dst, typ, w in self._db.execute(
+                                f"SELECT src, dst, type, weight FROM edges WHERE {col} IN ({marks}){type_sql}",
+                                [*part, *type_args]):
+                            out[(src, dst, typ)] = Relationship(src, dst, typ, w)
+            return list(out.values())
+
+    # -- lifecycle -------------------------------------------------------------------
+    def flush(self) -> None:
+        with self._lock:
+            self._check()
+            graph = self._graph_path()
+            if graph is not None and self._vec is not None:
+                self._vec.save_graph(graph, np.asarray(self._seqs, np.int64))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.flush()
+            finally:
+                self._closed = True
+                self._db.close()
+
+    def statuses(self) -> dict[str, int]:
+        """Live record counts per status (cheap; used by stats)."""
+        with self._lock:
+            return self._cols.status_counts(self._alive())
+
