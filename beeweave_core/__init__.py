@@ -11,6 +11,7 @@ from .embedders import (
     LlamaIndexEmbedder,
     SentenceTransformerEmbedder,
 )
+from .context import IndexConfig
 from .engine import BeeWeave, SearchConfig
 from .errors import (
     BeeWeaveError,
@@ -48,6 +49,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BeeWeave",
     "SearchConfig",
+    "IndexConfig",
     "KnowledgeChunk",
     "ProcessedContent",
     "Relationship",

@@ -65,15 +65,19 @@ class BM25Index:
     document; a filter only restricts which documents may be returned.
     """
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
+    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25, *, radius: int = 0,
+                 context_weight: float = 0.0) -> None:
         self.k1, self.b, self.epsilon = k1, b, epsilon
+        self.context_weight = context_weight
+        self._width = 2 * radius  # neighbour slots per document
         self._postings: list[_Postings] = []
         self._df = np.zeros(0, dtype=np.int64)
-        self._doc_len = np.zeros(0, dtype=np.float32)
+        self._doc_len = np.zeros(0, dtype=np.float64)  # own terms
+        self._ctx_len = np.zeros(0, dtype=np.float64)  # own + weighted neighbour terms
+        self._nb = np.full((0, self._width), -1, dtype=np.int32)
         self._alive = np.zeros(0, dtype=bool)
         self._n_docs = 0
-        self._total_len = 0
-        self._dead_postings = 0
+        self._total_len = 0.0  # sum of _ctx_len over live documents
         self._idf_cache: tuple[int, np.ndarray, float] | None = None  # (version, idf, mean)
         self._version = 0
 
@@ -89,8 +93,11 @@ class BM25Index:
     def _ensure_slot(self, slot: int) -> None:
         if slot >= len(self._doc_len):
             cap = max(slot + 1, 2 * len(self._doc_len), 16)
-            self._doc_len = np.concatenate([self._doc_len, np.zeros(cap - len(self._doc_len), np.float32)])
-            self._alive = np.concatenate([self._alive, np.zeros(cap - len(self._alive), bool)])
+            extra = cap - len(self._doc_len)
+            self._doc_len = np.concatenate([self._doc_len, np.zeros(extra)])
+            self._ctx_len = np.concatenate([self._ctx_len, np.zeros(extra)])
+            self._alive = np.concatenate([self._alive, np.zeros(extra, bool)])
+            self._nb = np.concatenate([self._nb, np.full((extra, self._width), -1, np.int32)])
 
     def _ensure_term(self, term_id: int) -> None:
         while term_id >= len(self._postings):
@@ -113,7 +120,8 @@ class BM25Index:
         self._doc_len[slot] = length
         self._alive[slot] = True
         self._n_docs += 1
-        self._total_len += length
+        self._ctx_len[slot] = self._context_length(slot)
+        self._total_len += self._ctx_len[slot]
         self._version += 1
 
     def add_bulk(self, slots: np.ndarray, term_ids: np.ndarray, tfs: np.ndarray, doc_slots: np.ndarray,
@@ -122,9 +130,10 @@ class BM25Index:
         if len(doc_slots):
             self._ensure_slot(int(doc_slots.max()))
         self._doc_len[doc_slots] = doc_lens
+        self._ctx_len[doc_slots] = doc_lens
         self._alive[doc_slots] = True
         self._n_docs += len(doc_slots)
-        self._total_len += int(doc_lens.sum())
+        self._total_len += float(doc_lens.sum())
         if len(term_ids):
             self._ensure_term(int(term_ids.max()))
             order = np.argsort(term_ids, kind="stable")
@@ -139,6 +148,27 @@ class BM25Index:
                 self._df[tid] += e - s
         self._version += 1
 
+    def _context_length(self, slot: int) -> float:
+        row = self._nb[slot]
+        row = row[row >= 0]
+        return float(self._doc_len[slot] + self.context_weight * self._doc_len[row].sum())
+
+    def set_neighbours(self, slot: int, neighbours: list[int]) -> None:
+        """Set which documents' terms count (weighted) as this document's context."""
+        if not self._width or slot >= len(self._alive) or not self._alive[slot]:
+            return
+        row = np.full(self._width, -1, np.int32)
+        row[: len(neighbours)] = neighbours[: self._width]
+        self._nb[slot] = row
+        new_len = self._context_length(slot)
+        self._total_len += new_len - self._ctx_len[slot]
+        self._ctx_len[slot] = new_len
+        self._version += 1
+
+    def neighbours(self, slots: np.ndarray) -> np.ndarray:
+        """The neighbour matrix rows (-1 = none) of the given slots."""
+        return self._nb[slots]
+
     def remove(self, slot: int, term_counts: Mapping[int, int]) -> None:
         """Un-index one document; its postings become dead entries, compacted lazily."""
         if slot >= len(self._alive) or not self._alive[slot]:
@@ -147,9 +177,11 @@ class BM25Index:
             self._df[term_id] -= 1
         self._alive[slot] = False
         self._n_docs -= 1
-        self._total_len -= int(self._doc_len[slot])
+        self._total_len -= self._ctx_len[slot]
         self._doc_len[slot] = 0
-        self._dead_postings += len(term_counts)
+        self._ctx_len[slot] = 0
+        if self._width:
+            self._nb[slot] = -1
         self._version += 1
 
     def _idf(self) -> tuple[np.ndarray, float]:
@@ -186,13 +218,16 @@ class BM25Index:
             slots = p.slots[: p.n]
             tfs = p.tfs[: p.n].astype(np.float64)
             live = self._alive[slots]
-            if allowed is not None:
-                live &= allowed[slots]
             if not live.all():
                 slots, tfs = slots[live], tfs[live]
+            if self._width and self.context_weight and len(slots):
+                slots, tfs = self._spread(slots, tfs)
+            if allowed is not None and len(slots):
+                keep = allowed[slots]
+                slots, tfs = slots[keep], tfs[keep]
             if not len(slots):
                 continue
-            dl = self._doc_len[slots].astype(np.float64)
+            dl = self._ctx_len[slots]
             s = idf[term_id] * qtf * (tfs * (k1 + 1)) / (tfs + k1 * (1 - b + b * dl / avgdl))
             all_slots.append(slots)
             all_scores.append(s)
@@ -202,8 +237,26 @@ class BM25Index:
             return all_slots[0].astype(np.int64), all_scores[0]
         slots = np.concatenate(all_slots)
         scores = np.concatenate(all_scores)
+        n_slots = len(self._alive)
+        if len(slots) * 16 > n_slots:
+            # Many postings: a dense accumulator is O(postings + slots) with no sort.
+            acc = np.bincount(slots, weights=scores, minlength=n_slots)
+            hit = np.zeros(n_slots, bool)
+            hit[slots] = True
+            uniq = np.flatnonzero(hit)
+            return uniq.astype(np.int64), acc[uniq]
         uniq, inv = np.unique(slots, return_inverse=True)
         return uniq.astype(np.int64), np.bincount(inv, weights=scores, minlength=len(uniq))
+
+    def _spread(self, slots: np.ndarray, tfs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Term counts of one term with each posting also credited, weighted, to its neighbours."""
+        nb = self._nb[slots]
+        recv = np.concatenate([slots, nb.ravel()])
+        wts = np.concatenate([tfs, np.repeat(tfs * self.context_weight, self._width)])
+        keep = recv >= 0
+        recv, wts = recv[keep], wts[keep]
+        uniq, inv = np.unique(recv, return_inverse=True)
+        return uniq.astype(np.int32), np.bincount(inv, weights=wts, minlength=len(uniq))
 
     def top_k(self, query_terms: Mapping[int, int], k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         slots, scores = self.score(query_terms, allowed)

@@ -30,6 +30,7 @@ from .errors import (
     TokenizerMismatchError,
 )
 from .filters import Filter, build_filter
+from .context import IndexConfig
 from .fusion import FusionMode, fuse
 from .records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
 from .store.base import ChunkRow, StoreBackend
@@ -46,14 +47,14 @@ class SearchConfig:
     """Defaults for :meth:`BeeWeave.search`; each can be overridden per call.
 
     Attributes:
-        fusion: how lexical and vector lists are combined.
+        fusion: how lexical and vector scores are combined (z-scores by default).
         rrf_k: the constant of reciprocal-rank fusion.
         weights: per-retriever weights ("lexical", "vector").
         candidates: how many candidates each retriever contributes (at least 4·k).
         query_cache_size: how many query embeddings to keep (repeated queries skip the model).
     """
 
-    fusion: FusionMode = FusionMode.RRF
+    fusion: FusionMode = FusionMode.ZSCORE
     rrf_k: float = 60.0
     weights: dict[str, float] = field(default_factory=lambda: {"lexical": 1.0, "vector": 1.0})
     candidates: int = 50
@@ -115,19 +116,20 @@ class BeeWeave:
         embedder: a model name or path, an ``Embedder``, a LangChain ``Embeddings`` or a
             LlamaIndex ``BaseEmbedding``. Default: the bundled all-MiniLM-L6-v2.
         tokenizer: a ``TokenizerConfig`` for a new store; an existing store keeps its own.
+        index: an ``IndexConfig`` (BM25 constants, session context) for a new store.
         backend: a ready ``StoreBackend`` instead of ``path`` (e.g. PostgreSQL).
         config: search defaults.
     """
 
     def __init__(self, path: str | Path | None = None, *, embedder: Any = None,
-                 tokenizer: TokenizerConfig | None = None, backend: StoreBackend | None = None,
-                 config: SearchConfig | None = None) -> None:
-        if backend is not None and path is not None:
-            raise InvalidInputError("pass either path or backend, not both")
+                 tokenizer: TokenizerConfig | None = None, index: IndexConfig | None = None,
+                 backend: StoreBackend | None = None, config: SearchConfig | None = None) -> None:
+        if backend is not None and (path is not None or index is not None):
+            raise InvalidInputError("pass either path (and index) or a ready backend, not both")
         if backend is None:
             from .store.sqlite import SQLiteStore
 
-            backend = SQLiteStore(path)
+            backend = SQLiteStore(path, index_config=index)
         self._backend = backend
         try:
             self.tokenizer = Tokenizer(self._resolve_tokenizer(tokenizer))
@@ -356,7 +358,7 @@ class BeeWeave:
             k: how many hits.
             filters: user_id, agent_id, session_id, tags / tags_any / tags_all, since, until,
                 type, intent, status, ids.
-            fusion: "rrf" (default) or "weighted".
+            fusion: "zscore" (default), "rrf" or "weighted".
             min_score: drop hits whose fused score is below this.
             query_embedding: a precomputed query vector (skips the model).
         """
@@ -381,16 +383,24 @@ class BeeWeave:
         return [SearchHit(chunks[cid], score, src) for cid, score, src in fused if cid in chunks]
 
     def _retrieve(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None) -> dict[str, list[tuple[str, float]]]:
+        """Candidates from both retrievers, each then scored by both.
+
+        Each retriever contributes its top candidates; every candidate is then scored
+        lexically (BM25 with session context) and by vector (cosine with its context
+        vector), so fusion compares the same set on both scales.
+        """
         depth = max(self.config.candidates, 4 * k)
         terms: dict[str, int] = {}
         for t in self.tokenizer(query):
             terms[t] = terms.get(t, 0) + 1
-        lexical = self._backend.lexical_search(terms, flt, depth) if terms else []
         if self._backend.count(None) == 0:
-            return {"lexical": lexical, "vector": []}
+            return {"lexical": [], "vector": []}
         if qvec is None:
             qvec = self.embed_query(query)
-        vector = self._backend.vector_search(qvec, flt, depth)
+        vector_top = self._backend.vector_search(qvec, flt, depth)
+        lexical = self._backend.lexical_search(terms, flt, depth, include=[cid for cid, _ in vector_top])
+        scores = self._backend.vector_scores(qvec, [cid for cid, _ in lexical])
+        vector = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return {"lexical": lexical, "vector": vector}
 
     # -- lifecycle ---------------------------------------------------------------------

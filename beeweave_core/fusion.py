@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from enum import Enum
 
@@ -14,37 +15,49 @@ Ranked = Sequence[tuple[str, float]]
 
 
 class FusionMode(str, Enum):
+    ZSCORE = "zscore"  # weighted sum of z-normalised scores (the default)
     RRF = "rrf"  # reciprocal-rank fusion: only ranks count
     WEIGHTED = "weighted"  # weighted sum of min-max normalised scores
 
 
-def _minmax(ranked: Ranked) -> dict[str, float]:
-    if not ranked:
-        return {}
+def _normalised(ranked: Ranked, mode: FusionMode) -> dict[str, float]:
     scores = [s for _, s in ranked]
-    hi, lo = max(scores), min(scores)
-    if hi == lo:
-        return {i: 1.0 for i, _ in ranked}
-    return {i: (s - lo) / (hi - lo) for i, s in ranked}
+    if mode is FusionMode.WEIGHTED:
+        hi, lo = max(scores), min(scores)
+        span = hi - lo
+        return {i: (s - lo) / span if span else 1.0 for i, s in ranked}
+    mean = statistics.fmean(scores)
+    std = statistics.pstdev(scores) if len(scores) > 1 else 0.0
+    # A list with no spread (e.g. no query term matched) says nothing: all zeros.
+    return {i: (s - mean) / std if std > 1e-9 else 0.0 for i, s in ranked}
 
 
-def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.RRF, weights: Mapping[str, float] | None = None,
-         rrf_k: float = 60.0) -> list[tuple[str, float, dict[str, HitSource]]]:
+def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
+         weights: Mapping[str, float] | None = None, rrf_k: float = 60.0) -> list[tuple[str, float, dict[str, HitSource]]]:
     """Fuse named ranked lists; return (id, fused score, sources) best first.
 
-    ``weights`` default to 1 for every list. Ties are broken by id so results are
-    reproducible run to run.
+    Score-based modes (zscore, weighted) normalise each list over its own members;
+    an id missing from a list gets that list's lowest normalised score. ``weights``
+    default to 1 for every list. Ties are broken by id so results are reproducible.
     """
     mode = FusionMode(mode)
     weights = weights or {}
-    total: dict[str, float] = {}
-    sources: dict[str, dict[str, HitSource]] = {}
+    all_ids = list(dict.fromkeys(cid for ranked in lists.values() for cid, _ in ranked))
+    total = dict.fromkeys(all_ids, 0.0)
+    sources: dict[str, dict[str, HitSource]] = {cid: {} for cid in all_ids}
     for name, ranked in lists.items():
+        if not ranked:
+            continue
         w = float(weights.get(name, 1.0))
-        norm = _minmax(ranked) if mode is FusionMode.WEIGHTED else None
         for rank, (cid, score) in enumerate(ranked, start=1):
-            part = w / (rrf_k + rank) if norm is None else w * norm[cid]
-            total[cid] = total.get(cid, 0.0) + part
-            sources.setdefault(cid, {})[name] = HitSource(rank=rank, score=float(score))
-    order = sorted(total, key=lambda c: (-total[c], c))
+            sources[cid][name] = HitSource(rank=rank, score=float(score))
+        if mode is FusionMode.RRF:
+            for rank, (cid, _) in enumerate(ranked, start=1):
+                total[cid] += w / (rrf_k + rank)
+            continue
+        norm = _normalised(ranked, mode)
+        floor = min(norm.values())
+        for cid in all_ids:
+            total[cid] += w * norm.get(cid, floor)
+    order = sorted(all_ids, key=lambda c: (-total[c], c))
     return [(c, total[c], sources[c]) for c in order]

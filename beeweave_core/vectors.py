@@ -19,7 +19,7 @@ from .bm25 import top_k
 __all__ = ["VectorIndex", "normalize"]
 
 # Below this many candidates an exact scan is both faster and exact.
-EXACT_LIMIT = 20_000
+EXACT_LIMIT = 10_000
 
 
 def normalize(vectors: np.ndarray) -> np.ndarray:

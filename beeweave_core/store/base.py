@@ -62,11 +62,20 @@ class StoreBackend(Protocol):
     def count(self, flt: Filter | None = None) -> int: ...
 
     # -- retrieval ---------------------------------------------------------------
-    def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int) -> list[tuple[str, float]]:
-        """BM25 (rank_bm25 semantics) over live records matching ``flt``; best first."""
+    def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
+                       include: Sequence[str] = ()) -> list[tuple[str, float]]:
+        """BM25 over live records matching ``flt``: the top ``k`` plus the scores of the
+        ``include`` ids that match ``flt`` (0 when no term matched), best first.
+
+        Scores follow rank_bm25 with the store's ``IndexConfig``: each record's term
+        counts include its session neighbours' counts times ``lexical_context_weight``.
+        """
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
-        """Cosine similarity over records matching ``flt``; best first."""
+        """Cosine similarity of records' own vectors, over records matching ``flt``; best first."""
+
+    def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine with each record's context vector: normalise(own + w * sum of neighbours')."""
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..bm25 import BM25Index
+from ..bm25 import BM25Index, top_k
+from ..context import IndexConfig, SessionOrder
 from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
@@ -70,7 +71,8 @@ def _count_terms(terms: Sequence[str]) -> dict[str, int]:
 class SQLiteStore:
     """Embedded backend. ``path=None`` keeps everything in memory."""
 
-    def __init__(self, path: str | Path | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | Path | None = None, *, index_config: IndexConfig | None = None,
+                 timeout: float = 30.0) -> None:
         self.path = None if path is None else Path(path)
         self._lock = threading.RLock()
         self._closed = False
@@ -85,11 +87,15 @@ class SQLiteStore:
             self._migrate()
         except sqlite3.OperationalError as exc:
             raise StoreUnavailableError(f"cannot open the store at {self.path}: {exc}") from exc
+        self.index_config = self._resolve_index_config(index_config)
+        cfg = self.index_config
         self._term_ids: dict[str, int] = {}
         self._slot_of: dict[str, int] = {}
         self._ids: list[str | None] = []
         self._seqs: list[int] = []
-        self._lex: BM25Index = BM25Index()
+        self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
+                              context_weight=cfg.lexical_context_weight)
+        self._order = SessionOrder(cfg.context_radius)
         self._vec: VectorIndex | None = None
         self._cols = AttributeColumns()
         self._slot_terms: dict[int, dict[int, int]] = {}
@@ -112,6 +118,28 @@ class SQLiteStore:
                         self._db.execute(stmt)
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(i),))
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('migration_' || ?, ?)", (f"{i:04d}", name))
+
+    def _resolve_index_config(self, wanted: IndexConfig | None) -> IndexConfig:
+        row = self._db.execute("SELECT value FROM meta WHERE key='index_config'").fetchone()
+        if row is None:
+            cfg = wanted or IndexConfig()
+            with self._tx():
+                self._db.execute("INSERT INTO meta VALUES ('index_config', ?)", (json.dumps(cfg.to_dict()),))
+            return cfg
+        cfg = IndexConfig.from_dict(json.loads(row[0]))
+        if wanted is not None and wanted != cfg:
+            from ..errors import InvalidInputError
+
+            raise InvalidInputError(f"this store was indexed with {cfg}; open it without index_config=")
+        return cfg
+
+    @staticmethod
+    def _session_key(user: str, session: str | None) -> tuple[str, str] | None:
+        return None if session is None else (user, session)
+
+    def _refresh_neighbours(self, slots: Any) -> None:
+        for slot in set(slots):
+            self._lex.set_neighbours(slot, self._order.neighbours(slot))
 
     def _tx(self) -> Any:
         store = self
@@ -158,6 +186,7 @@ class SQLiteStore:
         slots = np.empty(len(rows), np.int64)
         vecs = np.empty((len(rows), dim), np.float32)
         lex_slots, lex_terms, lex_tfs, lens = [], [], [], np.empty(len(rows), np.int64)
+        order_items: list[tuple[int, tuple[str, str] | None, float, int]] = []
         for i, (seq, cid, user, agent, session, ts, status, ctype, intent, tags, lex, vec) in enumerate(rows):
             slot = slot_by_seq.get(seq)
             if slot is None:
@@ -175,6 +204,7 @@ class SQLiteStore:
             lex_tfs.append(pairs[:, 1])
             lens[i] = int(pairs[:, 1].sum())
             self._cols.set(slot, user, agent, session, ts, status, ctype, intent, json.loads(tags))
+            order_items.append((slot, self._session_key(user, session), ts, seq))
         # Slots of the saved graph whose rows were deleted stay dead placeholders.
         self._vec.set(np.arange(len(self._ids)), np.zeros((len(self._ids), dim), np.float32))
         dead = [s for s, cid in enumerate(self._ids) if cid is None]
@@ -183,6 +213,8 @@ class SQLiteStore:
         self._vec._mat[slots] = vecs
         self._lex.add_bulk(np.concatenate(lex_slots), np.concatenate(lex_terms).astype(np.int64),
                            np.concatenate(lex_tfs).astype(np.float32), slots, lens)
+        self._order.add_bulk(order_items)
+        self._refresh_neighbours(self._order.all_slots())
         if graph is not None and saved is not None:
             self._vec.load_graph(graph, np.asarray(self._seqs, np.int64))
 
@@ -258,6 +290,7 @@ class SQLiteStore:
             first = len(self._ids)
             slots = np.arange(first, first + len(rows))
             self._vec.set(slots, np.stack([np.asarray(r.vector, np.float32) for r in rows]))
+            touched: list[int] = []
             for slot, seq, r, tc in zip(slots.tolist(), seqs, rows, term_counts):
                 c = r.chunk
                 self._ids.append(c.id)
@@ -268,6 +301,9 @@ class SQLiteStore:
                 self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
                                c.processed_content.type.value if c.processed_content else "text",
                                c.intent.value if c.intent else None, c.tags)
+                touched += self._order.add(slot, self._session_key(c.user_id, c.session_id),
+                                           c.timestamp.timestamp(), seq)
+            self._refresh_neighbours(touched)
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         with self._lock:
@@ -283,6 +319,13 @@ class SQLiteStore:
                     self._db.execute(
                         "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
                         " tags=?, doc=? WHERE id=?", (*cols[1:], c.id))
+            touched: list[int] = []
+            for c in chunks:
+                slot = self._slot_of[c.id]
+                touched += self._order.remove(slot)
+                touched += self._order.add(slot, self._session_key(c.user_id, c.session_id), c.timestamp.timestamp(),
+                                           self._seqs[slot])
+            self._refresh_neighbours(touched)
             for c in chunks:
                 self._cols.set(self._slot_of[c.id], c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
                                c.status.value, c.processed_content.type.value if c.processed_content else "text",
@@ -312,6 +355,7 @@ class SQLiteStore:
             self._db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in present])
             if not keep_edges:
                 self._db.executemany("DELETE FROM edges WHERE src=? OR dst=?", [(i, i) for i in present])
+        touched: list[int] = []
         for cid in present:
             slot = self._slot_of.pop(cid)
             self._ids[slot] = None
@@ -319,6 +363,8 @@ class SQLiteStore:
             assert self._vec is not None
             self._vec.remove(slot)
             self._cols.clear(slot)
+            touched += self._order.remove(slot)
+        self._refresh_neighbours(s for s in touched if self._ids[s] is not None)
         return present
 
     # -- reads ---------------------------------------------------------------------
@@ -379,15 +425,24 @@ class SQLiteStore:
         return self._vec.alive_mask() if self._vec is not None else np.zeros(0, bool)
 
     # -- retrieval -----------------------------------------------------------------
-    def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int) -> list[tuple[str, float]]:
+    def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
+                       include: Sequence[str] = ()) -> list[tuple[str, float]]:
         with self._lock:
             self._check()
             qt = {self._term_ids[t]: c for t, c in terms.items() if t in self._term_ids}
-            if not qt or not self._slot_of:
+            if not self._slot_of:
                 return []
             mask = self._mask(flt)
-            slots, scores = self._lex.top_k(qt, k, mask)
-            return [(self._ids[s], float(sc)) for s, sc in zip(slots.tolist(), scores.tolist())]  # type: ignore[misc]
+            slots, scores = self._lex.score(qt, mask) if qt else (np.zeros(0, np.int64), np.zeros(0))
+            top_slots, top_scores = top_k(slots, scores, k)
+            out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
+            if include:
+                by_slot = dict(zip(slots.tolist(), scores.tolist()))
+                for cid in include:
+                    slot = self._slot_of.get(cid)
+                    if cid not in out and slot is not None and mask[slot]:
+                        out[cid] = float(by_slot.get(slot, 0.0))
+            return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))  # type: ignore[arg-type]
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
         with self._lock:
@@ -397,6 +452,24 @@ class SQLiteStore:
             mask = self._mask(flt)
             slots, scores = self._vec.search(np.asarray(vector, np.float32), k, mask, exact=exact)
             return [(self._ids[s], float(sc)) for s, sc in zip(slots.tolist(), scores.tolist())]  # type: ignore[misc]
+
+    def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""
+        with self._lock:
+            self._check()
+            slots = np.array([self._slot_of[i] for i in ids if i in self._slot_of], np.int64)
+            if self._vec is None or not len(slots):
+                return {}
+            mat = self._vec.vectors(slots).astype(np.float64)
+            w = self.index_config.vector_context_weight
+            if w and self.index_config.context_radius:
+                nb = self._lex.neighbours(slots)
+                valid = nb >= 0
+                nvec = self._vec.vectors(np.where(valid, nb, 0).ravel()).reshape(*nb.shape, -1)
+                mat = mat + w * (nvec * valid[..., None]).sum(axis=1)
+                mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+            scores = mat @ np.asarray(vector, np.float64)
+            return {self._ids[s]: float(x) for s, x in zip(slots.tolist(), scores.tolist())}  # type: ignore[misc]
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         with self._lock:
