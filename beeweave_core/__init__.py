@@ -12,7 +12,12 @@ from .embedders import (
     SentenceTransformerEmbedder,
 )
 from .context import IndexConfig
-from .engine import BeeWeave, SearchConfig
+from .engine import SearchConfig
+from .memory import BeeWeave
+from .network import ExpandOptions, NetworkConfig
+from .rerank import CrossEncoderReranker, Reranker
+from .scoring import ScoringConfig
+from .events import EventBus, EventType, MemoryEvent
 from .errors import (
     BeeWeaveError,
     DimensionMismatchError,
@@ -50,6 +55,14 @@ __all__ = [
     "BeeWeave",
     "SearchConfig",
     "IndexConfig",
+    "ScoringConfig",
+    "NetworkConfig",
+    "ExpandOptions",
+    "Reranker",
+    "CrossEncoderReranker",
+    "EventBus",
+    "EventType",
+    "MemoryEvent",
     "KnowledgeChunk",
     "ProcessedContent",
     "Relationship",

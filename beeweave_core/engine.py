@@ -10,8 +10,8 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,15 @@ from .errors import (
 from .filters import Filter, build_filter
 from .context import IndexConfig
 from .fusion import FusionMode, fuse
-from .records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+from .network import ExpandOptions
+from .rerank import Reranker, mmr
+from .scoring import ScoringConfig, score_factor
+from .events import EventBus, EventType, MemoryEvent
+from .records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime, utcnow
 from .store.base import ChunkRow, StoreBackend
 from .tokenizer import Tokenizer, TokenizerConfig
 
-__all__ = ["BeeWeave", "SearchConfig"]
+__all__ = ["MemoryCore", "SearchConfig"]
 
 _RECORD_KEYS = {"content", "user_id", "session_id", "agent_id", "chunk_id", "tags", "metadata", "timestamp",
                 "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence"}
@@ -88,7 +92,7 @@ def _check_json(name: str, value: Any) -> None:
         raise InvalidInputError(f"{name} is nested too deeply") from None
 
 
-class BeeWeave:
+class MemoryCore:
     """An agent memory: store knowledge chunks, find them again with hybrid search.
 
     Setup:
@@ -119,11 +123,14 @@ class BeeWeave:
         index: an ``IndexConfig`` (BM25 constants, session context) for a new store.
         backend: a ready ``StoreBackend`` instead of ``path`` (e.g. PostgreSQL).
         config: search defaults.
+        clock: returns "now" as an aware datetime; tests pass a controllable one.
+        scoring: how weight, recency and confidence change the rank (``ScoringConfig``).
     """
 
     def __init__(self, path: str | Path | None = None, *, embedder: Any = None,
                  tokenizer: TokenizerConfig | None = None, index: IndexConfig | None = None,
-                 backend: StoreBackend | None = None, config: SearchConfig | None = None) -> None:
+                 backend: StoreBackend | None = None, config: SearchConfig | None = None,
+                 clock: Callable[[], datetime] | None = None, scoring: ScoringConfig | None = None) -> None:
         if backend is not None and (path is not None or index is not None):
             raise InvalidInputError("pass either path (and index) or a ready backend, not both")
         if backend is None:
@@ -138,6 +145,9 @@ class BeeWeave:
             backend.close()
             raise
         self.config = config or SearchConfig()
+        self.clock: Callable[[], datetime] = clock or utcnow  # tests pass a controllable clock
+        self.scoring = scoring or ScoringConfig()
+        self.events = EventBus()
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._qlock = threading.Lock()
 
@@ -202,12 +212,12 @@ class BeeWeave:
         return self.add_many([record], show_progress=False)[0]
 
     def add_many(self, records: Iterable[Mapping[str, Any] | KnowledgeChunk], *, batch_size: int = 512,
-                 show_progress: bool | None = None) -> list[str]:
+                 show_progress: bool | None = None, link: bool = True) -> list[str]:
         """Store many memories; embeddings are computed in batches.
 
         Each record is a dict with the keys of :meth:`add` or a :class:`KnowledgeChunk`.
         Every record is validated before anything is written; each batch is written
-        atomically.
+        atomically. ``link=False`` skips relationship mining (bulk imports).
         """
         if isinstance(records, (str, bytes, Mapping)):
             raise InvalidInputError("add_many takes a list of records (dicts or KnowledgeChunks)")
@@ -228,6 +238,7 @@ class BeeWeave:
             for start in range(0, len(items), batch_size):
                 batch = items[start : start + batch_size]
                 self._backend.insert(self._rows(batch))
+                self._after_insert([c for c, _ in batch], link=link)
                 if progress is not None:
                     progress.update(len(batch))
         finally:
@@ -272,8 +283,7 @@ class BeeWeave:
                                   tags=list(dict.fromkeys(tags)), metadata=metadata, **extra)
         if chunk_id is not None:
             kw["id"] = chunk_id
-        if r.get("timestamp") is not None:
-            kw["timestamp"] = to_datetime(r["timestamp"])
+        kw["timestamp"] = to_datetime(r["timestamp"]) if r.get("timestamp") is not None else self.clock()
         try:
             chunk = KnowledgeChunk(**kw)
         except (TypeError, ValueError) as exc:
@@ -325,7 +335,71 @@ class BeeWeave:
     def delete(self, chunk_id: str) -> bool:
         """Delete a chunk with its index entries and relationships; False if it did not exist."""
         _check_str("chunk_id", chunk_id)
-        return bool(self._backend.delete([chunk_id]))
+        return bool(self.delete_many([chunk_id]))
+
+    def delete_many(self, chunk_ids: Sequence[str]) -> list[str]:
+        """Delete chunks; return the ids that existed and are now gone."""
+        for i in chunk_ids:
+            _check_str("chunk_id", i)
+        before = self._backend.get(list(chunk_ids)) if self.events.active else {}
+        gone = self._backend.delete(list(chunk_ids))
+        for cid in gone:
+            c = before.get(cid)
+            self._emit(EventType.DELETED, c, chunk_id=cid)
+        return gone
+
+    def update(self, chunk_id: str, **changes: Any) -> KnowledgeChunk:
+        """Change fields of a stored chunk and return it.
+
+        A change of ``raw_content`` (or ``processed_content``) re-tokenises and
+        re-embeds the chunk; other fields are rewritten in place. ``id`` cannot change.
+        """
+        if "id" in changes:
+            raise InvalidInputError("a chunk's id cannot change")
+        current = self.get(chunk_id)
+        if "content" in changes:
+            changes["raw_content"] = changes.pop("content")
+        data = current.to_dict()
+        unknown = set(changes) - set(data)
+        if unknown:
+            raise InvalidInputError(f"unknown KnowledgeChunk fields: {sorted(unknown)}")
+        data.update(changes)
+        data.pop("relationships")
+        try:
+            new = KnowledgeChunk.from_dict(data)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(str(exc)) from None
+        self._to_chunk(new)  # same validation as on the way in
+        if new.content != current.content:
+            if "processed_content" not in changes:
+                new.processed_content = None
+                new.__post_init__()
+            self._backend.replace(self._rows([(new, None)]))
+        else:
+            self._backend.update([new])
+        out = self.get(chunk_id)
+        self._emit(EventType.UPDATED, out, fields=sorted(changes))
+        return out
+
+    # -- hooks for the network, lifecycle and ingestion layers ----------------------------
+    def _emit(self, type_: EventType, chunk: KnowledgeChunk | None, *, chunk_id: str | None = None,
+              **data: Any) -> None:
+        if not self.events.active:
+            return
+        self.events.emit(MemoryEvent(
+            type_, chunk.id if chunk else chunk_id, chunk.user_id if chunk else None,
+            chunk.agent_id if chunk else None, tuple(chunk.tags) if chunk else (), data, self.clock()))
+
+    def _after_insert(self, chunks: list[KnowledgeChunk], *, link: bool = True) -> None:
+        """Called once per committed batch of new chunks."""
+        for c in chunks:
+            self._emit(EventType.CREATED, c)
+
+    def _after_search(self, hits: list[SearchHit], now: datetime) -> None:
+        """Called with the hits a search returns (e.g. to record accesses)."""
+
+    def _before_close(self) -> None:
+        """Stop background work before the backend closes."""
 
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         if user_id is None and filters is None:
@@ -349,18 +423,26 @@ class BeeWeave:
 
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: FusionMode | str | None = None, min_score: float | None = None,
-               query_embedding: Sequence[float] | None = None) -> list[SearchHit]:
+               query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
+               rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False) -> list[SearchHit]:
         """Hybrid search: BM25 and vector candidates, fused, filtered inside retrieval.
 
         Args:
             query: what to look for.
             user_id: restrict to one user's memories (never returns another user's).
-            k: how many hits.
-            filters: user_id, agent_id, session_id, tags / tags_any / tags_all, since, until,
-                type, intent, status, ids.
+            k: how many hits (graph expansion may add up to ``ExpandOptions.limit`` more).
+            filters: user_id, agent_id, session_id, tags / tags_any / tags_all, entities,
+                since, until, type, intent, status, ids.
             fusion: "zscore" (default), "rrf" or "weighted".
-            min_score: drop hits whose fused score is below this.
+            min_score: drop hits whose final score is below this.
             query_embedding: a precomputed query vector (skips the model).
+            expand: follow relationships from the hits (``True`` for the defaults of
+                ``ExpandOptions``); expanded hits carry a "graph" source.
+            rerank: a ``Reranker`` (e.g. ``CrossEncoderReranker``) applied to the candidates.
+            mmr: MMR trade-off lambda in [0, 1] for diverse results (1 = relevance only).
+            loosen: strict-then-loose: if the filters (tags, entities) and ``min_score``
+                leave fewer than k hits, search again without them; such hits have
+                ``loosened=True``. The user scope is never loosened.
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
@@ -370,17 +452,56 @@ class BeeWeave:
         mode = FusionMode(fusion) if fusion is not None else self.config.fusion
         flt = build_filter(filters, user_id=user_id)
         qvec = None if query_embedding is None else self._check_vector(query_embedding)
+        if min_score is not None and (not isinstance(min_score, (int, float)) or not math.isfinite(min_score)):
+            raise InvalidInputError("min_score must be a finite number")
+        if mmr is not None and not (isinstance(mmr, (int, float)) and 0 <= mmr <= 1):
+            raise InvalidInputError("mmr must be a number between 0 and 1")
+        if rerank is not None and not isinstance(rerank, Reranker):
+            raise InvalidInputError("rerank must have a rerank(query, hits) method")
+        opts = ExpandOptions() if expand is True else (expand or None)
+        if opts is not None and not isinstance(opts, ExpandOptions):
+            raise InvalidInputError("expand must be a bool or an ExpandOptions")
         if not query.strip():
             raise EmptyContentError("query is empty")
         if k == 0:
             return []
+        now = self.clock()
+        hits = self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr, now)
+        if loosen and len(hits) < k:
+            loose = flt.replace(tags_any=None, tags_all=None, entities=None)
+            seen = {h.id for h in hits}
+            more = self._search_once(query, loose, k, qvec, mode, None, rerank, mmr, now)
+            hits += [replace(h, loosened=True) for h in more if h.id not in seen][: k - len(hits)]
+        if opts is not None:
+            hits += self._expand(hits, flt, opts, k)  # type: ignore[attr-defined]
+        self._after_search(hits, now)
+        return hits
+
+    def _search_once(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
+                     min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
+                     now: datetime) -> list[SearchHit]:
+        if qvec is None and self._backend.count(None):
+            qvec = self.embed_query(query)
         ranked = self._retrieve(query, flt, k, qvec)
         fused = fuse(ranked, mode=mode, weights=self.config.weights, rrf_k=self.config.rrf_k)
+        if mode is FusionMode.ZSCORE:
+            # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
+            fused = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in fused]
+        pool = fused[: max(3 * k, 20) if rerank is None and mmr_lambda is None else max(4 * k, 40)]
+        chunks = self._backend.get([cid for cid, _, _ in pool])
+        scored = []
+        for cid, score, src in pool:
+            c = chunks.get(cid)
+            if c is not None:
+                scored.append(SearchHit(c, score * score_factor(c, now, self.scoring), src))
+        scored.sort(key=lambda h: (-h.score, h.id))
         if min_score is not None:
-            fused = [f for f in fused if f[1] >= min_score]
-        fused = fused[:k]
-        chunks = self._backend.get([cid for cid, _, _ in fused])
-        return [SearchHit(chunks[cid], score, src) for cid, score, src in fused if cid in chunks]
+            scored = [h for h in scored if h.score >= min_score]
+        if rerank is not None:
+            scored = rerank.rerank(query, scored)
+        if mmr_lambda is not None:
+            scored = mmr(scored, self._backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
+        return scored[:k]
 
     def _retrieve(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None) -> dict[str, list[tuple[str, float]]]:
         """Candidates from both retrievers, each then scored by both.
@@ -393,10 +514,8 @@ class BeeWeave:
         terms: dict[str, int] = {}
         for t in self.tokenizer(query):
             terms[t] = terms.get(t, 0) + 1
-        if self._backend.count(None) == 0:
+        if self._backend.count(None) == 0 or qvec is None:
             return {"lexical": [], "vector": []}
-        if qvec is None:
-            qvec = self.embed_query(query)
         vector_top = self._backend.vector_search(qvec, flt, depth)
         lexical = self._backend.lexical_search(terms, flt, depth, include=[cid for cid, _ in vector_top])
         scores = self._backend.vector_scores(qvec, [cid for cid, _ in lexical])
@@ -408,9 +527,12 @@ class BeeWeave:
         self._backend.flush()
 
     def close(self) -> None:
-        self._backend.close()
+        try:
+            self._before_close()
+        finally:
+            self._backend.close()
 
-    def __enter__(self) -> BeeWeave:
+    def __enter__(self) -> MemoryCore:
         return self
 
     def __exit__(self, *exc: Any) -> None:

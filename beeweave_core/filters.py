@@ -12,8 +12,8 @@ from .records import ChunkStatus, ContentType, Intent, to_datetime
 
 __all__ = ["Filter", "FILTER_KEYS", "build_filter"]
 
-FILTER_KEYS = ("user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "since", "until",
-               "type", "intent", "status", "ids")
+FILTER_KEYS = ("user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "entities", "since",
+               "until", "type", "intent", "status", "ids")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class Filter:
     session_ids: frozenset[str] | None = None
     tags_any: frozenset[str] | None = None
     tags_all: frozenset[str] | None = None
+    entities: frozenset[str] | None = None  # any of
     since: datetime | None = None
     until: datetime | None = None
     types: frozenset[str] | None = None
@@ -88,6 +89,8 @@ def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = Non
         kw["tags_any"] = _str_set("tags", f.pop("tags"))
     if "tags_any" in f:
         kw["tags_any"] = _str_set("tags_any", f.pop("tags_any")) | kw.get("tags_any", frozenset())
+    if "entities" in f:
+        kw["entities"] = _str_set("entities", f.pop("entities"))
     if "tags_all" in f:
         kw["tags_all"] = _str_set("tags_all", f.pop("tags_all"))
     for key in ("since", "until"):

@@ -167,6 +167,7 @@ class KnowledgeChunk:
     intent: Intent | None = None
     timestamp: datetime = field(default_factory=utcnow)
     weight: float = 1.0
+    reinforced_at: datetime | None = None  # when feedback last changed ``weight`` (decay runs from here)
     confidence: float = 1.0
     access_count: int = 0
     last_accessed: datetime | None = None
@@ -187,6 +188,8 @@ class KnowledgeChunk:
         self.timestamp = to_datetime(self.timestamp)
         if self.last_accessed is not None:
             self.last_accessed = to_datetime(self.last_accessed, "last_accessed")
+        if self.reinforced_at is not None:
+            self.reinforced_at = to_datetime(self.reinforced_at, "reinforced_at")
         if self.expires_at is not None:
             self.expires_at = to_datetime(self.expires_at, "expires_at")
         self.tags = list(self.tags)

@@ -61,6 +61,9 @@ class StoreBackend(Protocol):
 
     def count(self, flt: Filter | None = None) -> int: ...
 
+    def matching(self, ids: Sequence[str], flt: Filter) -> set[str]:
+        """The subset of ``ids`` that exist and match ``flt`` (scope checks for graph expansion)."""
+
     # -- retrieval ---------------------------------------------------------------
     def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
                        include: Sequence[str] = ()) -> list[tuple[str, float]]:

@@ -32,14 +32,43 @@ class _Codes:
         return [self.code[v] for v in values if v in self.code]
 
 
+class _SetIndex:
+    """value -> slots holding it (tags, entities)."""
+
+    def __init__(self) -> None:
+        self.slots: dict[str, set[int]] = {}
+        self.values: dict[int, tuple[str, ...]] = {}
+
+    def set(self, slot: int, values: Sequence[str]) -> None:
+        for v in self.values.pop(slot, ()):
+            s = self.slots.get(v)
+            if s is not None:
+                s.discard(slot)
+                if not s:
+                    del self.slots[v]
+        vals = tuple(dict.fromkeys(values))
+        if vals:
+            self.values[slot] = vals
+            for v in vals:
+                self.slots.setdefault(v, set()).add(slot)
+
+    def any_mask(self, values: Sequence[str] | frozenset[str], n: int) -> np.ndarray:
+        m = np.zeros(n, bool)
+        for v in values:
+            slots = self.slots.get(v)
+            if slots:
+                m[np.fromiter(slots, np.int64, len(slots))] = True
+        return m
+
+
 class AttributeColumns:
     def __init__(self) -> None:
         self._cap = 0
         self.codes = {f: _Codes() for f in _FIELDS}
         self.arrays = {f: np.zeros(0, np.int32) for f in _FIELDS}
         self.ts = np.zeros(0, np.float64)
-        self.tag_slots: dict[str, set[int]] = {}
-        self.slot_tags: dict[int, tuple[str, ...]] = {}
+        self.tags = _SetIndex()
+        self.entities = _SetIndex()
 
     def _grow(self, slot: int) -> None:
         if slot >= self._cap:
@@ -54,29 +83,19 @@ class AttributeColumns:
             self._cap = cap
 
     def set(self, slot: int, user: str, agent: str | None, session: str | None, ts: float, status: str,
-            ctype: str, intent: str | None, tags: Sequence[str]) -> None:
+            ctype: str, intent: str | None, tags: Sequence[str], entities: Sequence[str] = ()) -> None:
         self._grow(slot)
         for f, v in zip(_FIELDS, (user, agent, session, status, ctype, intent)):
             self.arrays[f][slot] = self.codes[f].get(v)
         self.ts[slot] = ts
-        self._set_tags(slot, tuple(dict.fromkeys(tags)))
-
-    def _set_tags(self, slot: int, tags: tuple[str, ...]) -> None:
-        for t in self.slot_tags.pop(slot, ()):
-            s = self.tag_slots.get(t)
-            if s is not None:
-                s.discard(slot)
-                if not s:
-                    del self.tag_slots[t]
-        if tags:
-            self.slot_tags[slot] = tags
-            for t in tags:
-                self.tag_slots.setdefault(t, set()).add(slot)
+        self.tags.set(slot, tags)
+        self.entities.set(slot, entities)
 
     def clear(self, slot: int) -> None:
         for f in _FIELDS:
             self.arrays[f][slot] = 0
-        self._set_tags(slot, ())
+        self.tags.set(slot, ())
+        self.entities.set(slot, ())
 
     def _in(self, field: str, values: frozenset[str], n: int) -> np.ndarray:
         codes = self.codes[field].lookup(values)
@@ -87,12 +106,6 @@ class AttributeColumns:
             return col == codes[0]
         return np.isin(col, codes)
 
-    def _tag_mask(self, tag: str, n: int) -> np.ndarray:
-        m = np.zeros(n, bool)
-        slots = self.tag_slots.get(tag)
-        if slots:
-            m[np.fromiter(slots, np.int64, len(slots))] = True
-        return m
 
     def mask(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int]) -> np.ndarray:
         n = len(alive)
@@ -102,13 +115,12 @@ class AttributeColumns:
             if values is not None:
                 m &= self._in(field, values, n)
         if flt.tags_any is not None:
-            any_m = np.zeros(n, bool)
-            for t in flt.tags_any:
-                any_m |= self._tag_mask(t, n)
-            m &= any_m
+            m &= self.tags.any_mask(flt.tags_any, n)
         if flt.tags_all is not None:
             for t in flt.tags_all:
-                m &= self._tag_mask(t, n)
+                m &= self.tags.any_mask((t,), n)
+        if flt.entities is not None:
+            m &= self.entities.any_mask(flt.entities, n)
         if flt.since is not None:
             m &= self.ts[:n] >= flt.since.timestamp()
         if flt.until is not None:

@@ -45,6 +45,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             ctype TEXT NOT NULL,
             intent TEXT,
             tags TEXT NOT NULL,
+            entities TEXT NOT NULL,
             doc TEXT NOT NULL,
             lex BLOB NOT NULL,
             vector BLOB NOT NULL
@@ -164,12 +165,12 @@ class SQLiteStore:
     def _load(self) -> None:
         self._term_ids = {t: i for i, t in self._db.execute("SELECT id, term FROM terms")}
         rows = self._db.execute(
-            "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, lex, vector "
+            "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities, lex, vector "
             "FROM chunks ORDER BY seq"
         ).fetchall()
         if not rows:
             return
-        dim = len(rows[0][11]) // 4
+        dim = len(rows[0][12]) // 4
         self._vec = VectorIndex(dim)
         # Keep the slot numbering of a saved HNSW graph so it can be reused as is.
         graph = self._graph_path()
@@ -187,7 +188,7 @@ class SQLiteStore:
         vecs = np.empty((len(rows), dim), np.float32)
         lex_slots, lex_terms, lex_tfs, lens = [], [], [], np.empty(len(rows), np.int64)
         order_items: list[tuple[int, tuple[str, str] | None, float, int]] = []
-        for i, (seq, cid, user, agent, session, ts, status, ctype, intent, tags, lex, vec) in enumerate(rows):
+        for i, (seq, cid, user, agent, session, ts, status, ctype, intent, tags, ents, lex, vec) in enumerate(rows):
             slot = slot_by_seq.get(seq)
             if slot is None:
                 slot = len(self._ids)
@@ -203,7 +204,7 @@ class SQLiteStore:
             lex_terms.append(pairs[:, 0])
             lex_tfs.append(pairs[:, 1])
             lens[i] = int(pairs[:, 1].sum())
-            self._cols.set(slot, user, agent, session, ts, status, ctype, intent, json.loads(tags))
+            self._cols.set(slot, user, agent, session, ts, status, ctype, intent, json.loads(tags), json.loads(ents))
             order_items.append((slot, self._session_key(user, session), ts, seq))
         # Slots of the saved graph whose rows were deleted stay dead placeholders.
         self._vec.set(np.arange(len(self._ids)), np.zeros((len(self._ids), dim), np.float32))
@@ -251,7 +252,8 @@ class SQLiteStore:
         pc = c.processed_content
         return (c.id, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
                 pc.type.value if pc else "text", c.intent.value if c.intent else None,
-                json.dumps(c.tags, ensure_ascii=False), json.dumps(doc, ensure_ascii=False))
+                json.dumps(c.tags, ensure_ascii=False), json.dumps(c.entities, ensure_ascii=False),
+                json.dumps(doc, ensure_ascii=False))
 
     def insert(self, rows: Sequence[ChunkRow]) -> None:
         with self._lock:
@@ -280,8 +282,8 @@ class SQLiteStore:
                 seqs = []
                 for r, blob in zip(rows, lex_blobs):
                     cur = self._db.execute(
-                        "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, doc,"
-                        " lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities,"
+                        " doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         (*self._columns(r.chunk), blob, np.asarray(r.vector, np.float32).tobytes()),
                     )
                     seqs.append(cur.lastrowid)
@@ -300,7 +302,7 @@ class SQLiteStore:
                 self._lex.add(slot, tc)
                 self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
                                c.processed_content.type.value if c.processed_content else "text",
-                               c.intent.value if c.intent else None, c.tags)
+                               c.intent.value if c.intent else None, c.tags, c.entities)
                 touched += self._order.add(slot, self._session_key(c.user_id, c.session_id),
                                            c.timestamp.timestamp(), seq)
             self._refresh_neighbours(touched)
@@ -318,7 +320,7 @@ class SQLiteStore:
                     cols = self._columns(c)
                     self._db.execute(
                         "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
-                        " tags=?, doc=? WHERE id=?", (*cols[1:], c.id))
+                        " tags=?, entities=?, doc=? WHERE id=?", (*cols[1:], c.id))
             touched: list[int] = []
             for c in chunks:
                 slot = self._slot_of[c.id]
@@ -329,7 +331,7 @@ class SQLiteStore:
             for c in chunks:
                 self._cols.set(self._slot_of[c.id], c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
                                c.status.value, c.processed_content.type.value if c.processed_content else "text",
-                               c.intent.value if c.intent else None, c.tags)
+                               c.intent.value if c.intent else None, c.tags, c.entities)
 
     def replace(self, rows: Sequence[ChunkRow]) -> None:
         # A changed text means new postings and a new vector: delete and re-insert
@@ -417,6 +419,12 @@ class SQLiteStore:
             if flt is None:
                 return len(self._slot_of)
             return int(self._mask(flt).sum())
+
+    def matching(self, ids: Sequence[str], flt: Filter) -> set[str]:
+        with self._lock:
+            self._check()
+            mask = self._mask(flt)
+            return {i for i in ids if i in self._slot_of and mask[self._slot_of[i]]}
 
     def _mask(self, flt: Filter) -> np.ndarray:
         return self._cols.mask(flt, self._alive(), self._slot_of)

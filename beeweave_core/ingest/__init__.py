@@ -1,0 +1,1 @@
+"""Ingestion pipeline. Being built: see issue 4."""

@@ -1,0 +1,197 @@
+"""The knowledge network: relationships mined at ingest, graph expansion in search,
+and session views.
+
+Edges are stored once (source -> target) and read in both directions:
+- semantic: a new memory -> its most similar existing memories of the same user
+  (top ``semantic_k`` above ``semantic_threshold``; weight = cosine);
+- session: earlier -> next memory of the same (user, session) in time order;
+- entity / tag: a new memory -> recent memories of the same user sharing an entity
+  or a tag (weight = shared count / max(len) of the two sets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .filters import Filter, build_filter
+from .records import ChunkStatus, HitSource, KnowledgeChunk, Relationship, RelationType, SearchHit
+
+__all__ = ["NetworkConfig", "NetworkMixin", "ExpandOptions"]
+
+_ALL_STATUSES = [s.value for s in ChunkStatus]
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Which relationships are mined when memories are added."""
+
+    semantic_k: int = 5
+    semantic_threshold: float = 0.6
+    session_links: bool = True
+    entity_links: bool = True
+    tag_links: bool = True
+    max_shared_links: int = 10  # per new memory and kind; shared popular tags would link everything
+
+
+@dataclass(frozen=True)
+class ExpandOptions:
+    """Graph expansion of search results.
+
+    Attributes:
+        hops: how many edges away from a direct hit to go.
+        edge_types: which relation types to follow (default: all).
+        decay: score multiplier per hop (times the edge weight).
+        limit: at most this many expanded hits (default: k).
+    """
+
+    hops: int = 1
+    edge_types: tuple[str, ...] | None = None
+    decay: float = 0.5
+    limit: int | None = None
+
+
+class NetworkMixin:
+    """Relationship mining, expansion and session views for ``BeeWeave``."""
+
+    network_config: NetworkConfig = NetworkConfig()
+
+    # -- mining ------------------------------------------------------------------
+    def _after_insert(self, chunks: list[KnowledgeChunk], *, link: bool = True) -> None:
+        if link:
+            self.link(chunks)
+        super()._after_insert(chunks, link=link)  # type: ignore[misc]
+
+    def link(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
+        """Mine and store the relationships of freshly stored chunks; return the new edges."""
+        cfg = self.network_config
+        backend = self._backend  # type: ignore[attr-defined]
+        edges: list[Relationship] = []
+        if cfg.semantic_k > 0:
+            vectors = backend.get_vectors([c.id for c in chunks])
+            pairs: set[frozenset[str]] = set()
+            for c in chunks:
+                vec = vectors.get(c.id)
+                if vec is None:
+                    continue
+                scope = build_filter({"status": _ALL_STATUSES}, user_id=c.user_id)
+                found = [(o, sim) for o, sim in backend.vector_search(vec, scope, cfg.semantic_k + 1)
+                         if o != c.id and sim >= cfg.semantic_threshold][: cfg.semantic_k]
+                for other, sim in found:
+                    pair = frozenset((c.id, other))
+                    if pair not in pairs:  # two new memories find each other: one edge
+                        pairs.add(pair)
+                        edges.append(Relationship(c.id, other, RelationType.SEMANTIC, round(float(sim), 6)))
+        if cfg.session_links:
+            edges += self._session_edges(chunks)
+        for kind, attr, on in ((RelationType.ENTITY, "entities", cfg.entity_links),
+                               (RelationType.TAG, "tags", cfg.tag_links)):
+            if on:
+                edges += self._shared_edges(chunks, kind, attr)
+        backend.add_edges(edges)
+        return edges
+
+    def _session_edges(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
+        backend = self._backend  # type: ignore[attr-defined]
+        out: list[Relationship] = []
+        stale: list[Relationship] = []
+        groups: dict[tuple[str, str], set[str]] = {}
+        for c in chunks:
+            if c.session_id is not None:
+                groups.setdefault((c.user_id, c.session_id), set()).add(c.id)
+        for (user, session), new in groups.items():
+            flt = build_filter({"session_id": session, "status": _ALL_STATUSES}, user_id=user)
+            ordered = [c.id for c in backend.scan(flt, order="timestamp")]
+            for a, b in zip(ordered, ordered[1:]):
+                if a in new or b in new:
+                    out.append(Relationship(a, b, RelationType.SESSION, 1.0))
+            # An insert between two old neighbours replaces their direct link.
+            pos = {cid: i for i, cid in enumerate(ordered)}
+            for e in backend.edges([i for i in ordered if i not in new], types=[RelationType.SESSION], direction="out"):
+                if e.target_id in pos and e.source_id in pos and pos[e.target_id] - pos[e.source_id] != 1:
+                    stale.append(e)
+        if stale:
+            backend.delete_edges(stale)
+        return out
+
+    def _shared_edges(self, chunks: Sequence[KnowledgeChunk], kind: RelationType, attr: str) -> list[Relationship]:
+        backend = self._backend  # type: ignore[attr-defined]
+        cap = self.network_config.max_shared_links
+        out: list[Relationship] = []
+        for c in chunks:
+            values = set(getattr(c, attr))
+            if not values:
+                continue
+            key = "tags_any" if attr == "tags" else "entities"
+            flt = build_filter({key: sorted(values), "status": _ALL_STATUSES}, user_id=c.user_id)
+            n = 0
+            for other in backend.scan(flt, order="timestamp", descending=True, limit=cap + 1):
+                if other.id == c.id or n >= cap:
+                    continue
+                shared = values & set(getattr(other, attr))
+                weight = len(shared) / max(len(values), len(set(getattr(other, attr))), 1)
+                out.append(Relationship(c.id, other.id, kind, round(weight, 6)))
+                n += 1
+        return out
+
+    # -- reading the network -----------------------------------------------------------
+    def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,
+                      direction: str = "both") -> list[Relationship]:
+        """Edges touching a memory: "out", "in" or "both" directions."""
+        self.get(chunk_id)  # type: ignore[attr-defined]  # NotFoundError for unknown ids
+        return self._backend.edges([chunk_id], types=None if types is None else list(types),  # type: ignore[attr-defined]
+                                   direction=direction)
+
+    def _expand(self, hits: list[SearchHit], flt: Filter, opts: ExpandOptions, k: int) -> list[SearchHit]:
+        """Follow edges from the hits; return new hits that say how they were reached."""
+        backend = self._backend  # type: ignore[attr-defined]
+        limit = opts.limit if opts.limit is not None else k
+        if opts.hops <= 0 or limit <= 0 or not hits:
+            return []
+        best: dict[str, tuple[float, str, str, int]] = {}  # id -> (score, via, from, hops)
+        seen = {h.id for h in hits}
+        frontier = {h.id: h.score for h in hits}
+        for hop in range(1, opts.hops + 1):
+            edges = backend.edges(list(frontier), types=opts.edge_types, direction="both")
+            reached: dict[str, tuple[float, str, str]] = {}
+            for e in edges:
+                for here, there in ((e.source_id, e.target_id), (e.target_id, e.source_id)):
+                    if here in frontier and there not in seen:
+                        score = frontier[here] * opts.decay * float(e.weight)
+                        if there not in reached or score > reached[there][0]:
+                            reached[there] = (score, e.type.value, here)
+            # Scope and status are enforced on every reached memory, never assumed from the edge.
+            allowed = backend.matching(list(reached), flt)
+            frontier = {}
+            for cid, (score, via, src) in reached.items():
+                if cid in allowed:
+                    seen.add(cid)
+                    frontier[cid] = score
+                    origin = best[src][2] if src in best else src
+                    best[cid] = (score, via, origin, hop)
+            if not frontier:
+                break
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+        chunks = backend.get([cid for cid, _ in ranked])
+        out = []
+        for rank, (cid, (score, via, origin, hops)) in enumerate(ranked, start=1):
+            if cid in chunks:
+                out.append(SearchHit(chunks[cid], score, {"graph": HitSource(rank, score, via, origin, hops)}))
+        return out
+
+    # -- session views -------------------------------------------------------------------
+    def trace(self, session_id: str, *, user_id: str | None = None) -> list[KnowledgeChunk]:
+        """Every memory of a session (any status), oldest first."""
+        flt = build_filter({"session_id": session_id, "status": _ALL_STATUSES}, user_id=user_id)
+        return list(self._backend.scan(flt, order="timestamp"))  # type: ignore[attr-defined]
+
+    def context(self, session_id: str, *, user_id: str | None = None, window: int = 10) -> list[KnowledgeChunk]:
+        """The latest ``window`` active memories of a session, oldest first (to rebuild a conversation)."""
+        from .errors import InvalidInputError
+
+        if not isinstance(window, int) or window < 0:
+            raise InvalidInputError("window must be a non-negative integer")
+        flt = build_filter({"session_id": session_id}, user_id=user_id)
+        latest = list(self._backend.scan(flt, order="timestamp", descending=True, limit=window))  # type: ignore[attr-defined]
+        return latest[::-1]
+

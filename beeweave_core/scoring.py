@@ -1,0 +1,67 @@
+"""From relevance to the final ranking score: effective weight, recency, confidence.
+
+Weights move with feedback (see the lifecycle) and the earned part decays by
+``decay`` per ``period`` from the moment feedback last changed it, computed from
+timestamps at read time, so correctness never depends on a batch job having run.
+A memory nobody rated sits at the neutral weight 1.0, where every factor is 1:
+plain relevance is untouched until there is feedback. Recency is off by default
+because it hurts plain relevance on long-lived memories (old facts are not worse).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .records import KnowledgeChunk
+
+__all__ = ["ScoringConfig", "effective_weight", "score_factor"]
+
+NEUTRAL_WEIGHT = 1.0
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """How a memory's bookkeeping changes its rank.
+
+    Attributes:
+        use_weight: multiply relevance by log(1 + w) / log(2) (1.0 at the neutral weight).
+        decay: factor applied to the earned weight (w - 1) per ``period``.
+        period: the decay period.
+        recency_half_life: if set, multiply by 0.5 ** (age / half_life); off by default.
+        use_confidence: multiply by the memory's confidence (0..1].
+        stale_penalty: multiplier for memories flagged stale by repeated negative feedback.
+    """
+
+    use_weight: bool = True
+    decay: float = 0.95
+    period: timedelta = timedelta(hours=24)
+    recency_half_life: timedelta | None = None
+    use_confidence: bool = True
+    stale_penalty: float = 0.5
+
+
+def effective_weight(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -> float:
+    """The weight now: the earned part (w - 1) decays since ``reinforced_at``; pinned never decays."""
+    w = float(chunk.weight)
+    if chunk.pinned or w == NEUTRAL_WEIGHT:
+        return w
+    since = chunk.reinforced_at or chunk.timestamp
+    periods = max((now - since) / cfg.period, 0.0)
+    return NEUTRAL_WEIGHT + (w - NEUTRAL_WEIGHT) * cfg.decay ** periods
+
+
+def score_factor(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -> float:
+    """The multiplier applied to a memory's relevance (1.0 for an unrated, confident memory)."""
+    f = 1.0
+    if cfg.use_weight:
+        f *= math.log1p(max(effective_weight(chunk, now, cfg), 0.0)) / math.log(2)
+    if cfg.recency_half_life is not None:
+        age = max((now - chunk.timestamp) / cfg.recency_half_life, 0.0)
+        f *= 0.5 ** age
+    if cfg.use_confidence:
+        f *= min(max(float(chunk.confidence), 0.0), 1.0)
+    if chunk.metadata.get("stale"):
+        f *= cfg.stale_penalty
+    return f
