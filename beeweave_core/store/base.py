@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -91,6 +91,27 @@ class StoreBackend(Protocol):
         """Edges touching ``ids``: "out" (source in ids), "in" (target in ids) or "both"."""
 
     def delete_edges(self, edges: Sequence[Relationship]) -> None: ...
+
+    # -- auxiliary state: versions, review notes, patterns, stats, queues ------------------
+    def kv_put(self, namespace: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> None:
+        """Insert or replace one JSON value. ``user_id`` lets ``delete_user`` find it."""
+
+    def kv_get(self, namespace: str, key: str) -> dict[str, Any] | None: ...
+
+    def kv_delete(self, namespace: str, key: str) -> bool: ...
+
+    def kv_scan(self, namespace: str, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every (key, value) of a namespace whose key starts with ``prefix``, in key order."""
+
+    def log_append(self, stream: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> int:
+        """Append to an ordered log (e.g. a chunk's version history); return its sequence number."""
+
+    def log_read(self, stream: str, key: str | None = None, *, after: int = 0,
+                 limit: int | None = None) -> list[tuple[int, str, dict[str, Any]]]:
+        """(seq, key, value) entries of a stream (optionally one key) with seq > ``after``, oldest first."""
+
+    def delete_user(self, user_id: str) -> int:
+        """Forget a user: records, postings, vectors, edges, kv and log entries. Returns records deleted."""
 
     # -- lifecycle -------------------------------------------------------------------
     def flush(self) -> None:

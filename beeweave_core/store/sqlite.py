@@ -57,6 +57,17 @@ MIGRATIONS: list[tuple[str, str]] = [
             PRIMARY KEY (src, dst, type)
         ) WITHOUT ROWID;
         CREATE INDEX edges_dst ON edges (dst, src);
+        CREATE TABLE kv (
+            ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, user_id TEXT,
+            PRIMARY KEY (ns, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX kv_user ON kv (user_id);
+        CREATE TABLE log (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, stream TEXT NOT NULL, key TEXT NOT NULL,
+            value TEXT NOT NULL, user_id TEXT
+        );
+        CREATE INDEX log_stream ON log (stream, key, seq);
+        CREATE INDEX log_user ON log (user_id);
     """),
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -533,6 +544,72 @@ class SQLiteStore:
                                 [*part, *type_args]):
                             out[(src, dst, typ)] = Relationship(src, dst, typ, w)
             return list(out.values())
+
+    # -- auxiliary state ------------------------------------------------------------
+    def kv_put(self, namespace: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> None:
+        text = json.dumps(value, ensure_ascii=False)
+        with self._lock:
+            self._check()
+            with self._tx():
+                self._db.execute("INSERT OR REPLACE INTO kv VALUES (?,?,?,?)", (namespace, key, text, user_id))
+
+    def kv_get(self, namespace: str, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            self._check()
+            row = self._db.execute("SELECT value FROM kv WHERE ns=? AND key=?", (namespace, key)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def kv_delete(self, namespace: str, key: str) -> bool:
+        with self._lock:
+            self._check()
+            with self._tx():
+                cur = self._db.execute("DELETE FROM kv WHERE ns=? AND key=?", (namespace, key))
+            return cur.rowcount > 0
+
+    def kv_scan(self, namespace: str, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            self._check()
+            # substr() instead of LIKE: keys may hold % and _ .
+            rows = self._db.execute(
+                "SELECT key, value FROM kv WHERE ns=? AND substr(key, 1, ?)=? ORDER BY key",
+                (namespace, len(prefix), prefix)).fetchall()
+        for key, value in rows:
+            yield key, json.loads(value)
+
+    def log_append(self, stream: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> int:
+        text = json.dumps(value, ensure_ascii=False)
+        with self._lock:
+            self._check()
+            with self._tx():
+                cur = self._db.execute("INSERT INTO log (stream, key, value, user_id) VALUES (?,?,?,?)",
+                                       (stream, key, text, user_id))
+            return int(cur.lastrowid)  # type: ignore[arg-type]
+
+    def log_read(self, stream: str, key: str | None = None, *, after: int = 0,
+                 limit: int | None = None) -> list[tuple[int, str, dict[str, Any]]]:
+        sql = "SELECT seq, key, value FROM log WHERE stream=? AND seq>?"
+        args: list[Any] = [stream, after]
+        if key is not None:
+            sql += " AND key=?"
+            args.append(key)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        with self._lock:
+            self._check()
+            rows = self._db.execute(sql, args).fetchall()
+        return [(seq, k, json.loads(v)) for seq, k, v in rows]
+
+    def delete_user(self, user_id: str) -> int:
+        with self._lock:
+            self._check()
+            ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE user_id=?", (user_id,))]
+            gone = self._delete(ids, keep_edges=False) if ids else []
+            with self._tx():
+                self._db.execute("DELETE FROM kv WHERE user_id=?", (user_id,))
+                self._db.execute("DELETE FROM log WHERE user_id=?", (user_id,))
+            return len(gone)
 
     # -- lifecycle -------------------------------------------------------------------
     def flush(self) -> None:

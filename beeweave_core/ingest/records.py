@@ -1,0 +1,58 @@
+"""What an agent run hands to the ingestion pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..records import new_id, to_datetime, utcnow
+
+__all__ = ["ToolCall", "KnowledgeEvent"]
+
+
+@dataclass
+class ToolCall:
+    """One tool call of an agent run: the tool, what it was given and what it returned."""
+
+    tool: str
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "input": self.input, "output": self.output, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        return cls(data["tool"], data.get("input"), data.get("output"), data.get("error"))
+
+
+@dataclass
+class KnowledgeEvent:
+    """One agent run (or one conversational turn) to be turned into memories."""
+
+    user_id: str
+    query: str = ""
+    response: str = ""
+    session_id: str | None = None
+    agent_id: str | None = None
+    intermediate_steps: list[ToolCall] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    timestamp: datetime = field(default_factory=utcnow)
+    id: str = field(default_factory=new_id)
+
+    def __post_init__(self) -> None:
+        self.timestamp = to_datetime(self.timestamp)
+        self.intermediate_steps = [s if isinstance(s, ToolCall) else ToolCall.from_dict(s)
+                                   for s in self.intermediate_steps]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "user_id": self.user_id, "query": self.query, "response": self.response,
+                "session_id": self.session_id, "agent_id": self.agent_id,
+                "intermediate_steps": [s.to_dict() for s in self.intermediate_steps],
+                "metadata": self.metadata, "timestamp": self.timestamp.isoformat()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KnowledgeEvent:
+        return cls(**data)
