@@ -151,6 +151,22 @@ class MemoryCore:
         self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._qlock = threading.Lock()
 
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> Any:
+        """Open a store by URL: ``postgresql://...`` (PostgreSQL + pgvector), ``sqlite:///path``
+        or a plain path. Other keyword arguments are those of the constructor; ``pool_size``
+        and ``tenant`` go to the PostgreSQL backend."""
+        if not isinstance(url, str):
+            raise InvalidInputError("url must be a string")
+        if url.startswith(("postgresql://", "postgres://")):
+            from .store.postgres import PostgresStore
+
+            backend_kw = {k: kwargs.pop(k) for k in ("pool_size", "tenant") if k in kwargs}
+            return cls(backend=PostgresStore(url, index_config=kwargs.pop("index", None), **backend_kw), **kwargs)
+        if url.startswith("sqlite:///"):
+            url = url[len("sqlite:///"):]
+        return cls(url or None, **kwargs)
+
     # -- set-up ------------------------------------------------------------------
     def _resolve_tokenizer(self, wanted: TokenizerConfig | None) -> TokenizerConfig:
         stored = self._backend.get_meta("tokenizer")
