@@ -14,7 +14,7 @@ from .embedders import (
 from .context import IndexConfig
 from .engine import SearchConfig
 from .memory import BeeWeave
-from .network import ExpandOptions, NetworkConfig
+from .network import Candidate, ExpandOptions, NetworkConfig
 from .rerank import CrossEncoderReranker, Reranker
 from .scoring import ScoringConfig
 from .events import EventBus, EventType, MemoryEvent
@@ -58,6 +58,7 @@ __all__ = [
     "ScoringConfig",
     "NetworkConfig",
     "ExpandOptions",
+    "Candidate",
     "Reranker",
     "CrossEncoderReranker",
     "EventBus",

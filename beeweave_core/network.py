@@ -12,12 +12,13 @@ Edges are stored once (source -> target) and read in both directions:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .filters import Filter, build_filter
 from .records import ChunkStatus, HitSource, KnowledgeChunk, Relationship, RelationType, SearchHit
 
-__all__ = ["NetworkConfig", "NetworkMixin", "ExpandOptions"]
+__all__ = ["NetworkConfig", "NetworkMixin", "ExpandOptions", "Candidate"]
 
 _ALL_STATUSES = [s.value for s in ChunkStatus]
 
@@ -49,6 +50,19 @@ class ExpandOptions:
     edge_types: tuple[str, ...] | None = None
     decay: float = 0.5
     limit: int | None = None
+
+
+@dataclass
+class Candidate:
+    """A result from outside BeeWeave (e.g. a document retriever) to be post-processed.
+
+    If ``id`` is the id of a stored memory, it is treated as that memory.
+    """
+
+    id: str
+    text: str
+    score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class NetworkMixin:
@@ -178,6 +192,79 @@ class NetworkMixin:
             if cid in chunks:
                 out.append(SearchHit(chunks[cid], score, {"graph": HitSource(rank, score, via, origin, hops)}))
         return out
+
+    def postprocess(self, query: str, candidates: Sequence[Candidate], *, user_id: str | None = None,
+                    filters: Any = None, rerank: Any = None, mmr: float | None = None,
+                    expand: bool | ExpandOptions | None = None, top_n: int | None = None) -> list[SearchHit]:
+        """Apply BeeWeave's ranking to results from any retriever.
+
+        Candidates that are stored memories (in scope) get the memory's weight and
+        confidence factors; all candidates can be reranked (a ``Reranker``) or
+        diversified (MMR); with ``expand``, memories linked to the candidates come in
+        as extra hits (external candidates are linked to their most similar memory).
+        External candidates come back as transient chunks with ``metadata["external"]``.
+        The input is never modified.
+        """
+        from .errors import InvalidInputError
+        from .rerank import Reranker
+        from .rerank import mmr as mmr_select
+        from .scoring import score_factor
+
+        if not isinstance(query, str):
+            raise InvalidInputError("query must be a string")
+        cands = list(candidates)
+        if not all(isinstance(c, Candidate) for c in cands):
+            raise InvalidInputError("candidates must be Candidate objects")
+        if rerank is not None and not isinstance(rerank, Reranker):
+            raise InvalidInputError("rerank must have a rerank(query, hits) method")
+        if top_n is not None and (not isinstance(top_n, int) or top_n < 0):
+            raise InvalidInputError("top_n must be a non-negative integer")
+        opts = ExpandOptions() if expand is True else (expand or None)
+        flt = build_filter(filters, user_id=user_id)
+        backend = self._backend  # type: ignore[attr-defined]
+        now = self.clock()  # type: ignore[attr-defined]
+        ids = [c.id for c in cands]
+        memories = backend.get(list(backend.matching(ids, flt))) if ids else {}
+        hits: list[SearchHit] = []
+        for rank, c in enumerate(cands):
+            base = float(c.score) if c.score is not None else 1.0 / (1 + rank)
+            chunk = memories.get(c.id)
+            if chunk is not None:
+                hits.append(SearchHit(chunk, base * score_factor(chunk, now, self.scoring),  # type: ignore[attr-defined]
+                                      {"input": HitSource(rank + 1, base)}))
+            else:
+                ext = KnowledgeChunk(raw_content=c.text or " ", user_id=user_id or "", id=c.id,
+                                     metadata={**c.metadata, "external": True})
+                hits.append(SearchHit(ext, base, {"input": HitSource(rank + 1, base)}))
+        hits.sort(key=lambda h: (-h.score, h.id))
+        if rerank is not None:
+            hits = rerank.rerank(query, hits)
+        if mmr is not None:
+            texts = [h.chunk.content for h in hits]
+            vecs = self.embedder.embed_documents(texts) if texts else []  # type: ignore[attr-defined]
+            hits = mmr_select(hits, {h.id: v for h, v in zip(hits, vecs)}, len(hits), float(mmr))
+        if top_n is not None:
+            hits = hits[:top_n]
+        if opts is not None and hits:
+            seeds = [h for h in hits if h.id in memories]
+            external = [h for h in hits if h.id not in memories]
+            if external:
+                vecs = self.embedder.embed_documents([h.chunk.content for h in external])  # type: ignore[attr-defined]
+                for h, v in zip(external, vecs):
+                    for mid, sim in backend.vector_search(v, flt, 1):
+                        if sim >= self.network_config.semantic_threshold and mid not in memories:
+                            chunk = backend.get([mid]).get(mid)
+                            if chunk is not None:
+                                src = HitSource(1, h.score * opts.decay * sim, RelationType.SEMANTIC.value, h.id, 1)
+                                seeds.append(SearchHit(chunk, src.score, {"graph": src}))
+            seed_ids = {h.id for h in hits}
+            linked = [s for s in seeds if s.id not in seed_ids]
+            more = self._expand([*[h for h in hits if h.id in memories], *linked], flt,
+                                replace(opts, hops=max(opts.hops, 1)), len(hits))
+            seen = seed_ids | {h.id for h in linked}
+            extra = linked + [h for h in more if h.id not in seen]
+            hits = hits + sorted(extra, key=lambda h: (-h.score, h.id))
+        return hits
 
     # -- session views -------------------------------------------------------------------
     def trace(self, session_id: str, *, user_id: str | None = None) -> list[KnowledgeChunk]:
