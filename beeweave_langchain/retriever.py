@@ -1,0 +1,89 @@
+"""``BeeWeaveRetriever``: BeeWeave's hybrid search as a LangChain retriever."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
+from pydantic import Field
+
+from ._convert import hit_to_document
+
+__all__ = ["BeeWeaveRetriever", "RETRIEVER_NAME"]
+
+# LangChain puts this into every retrieval run's callback metadata ("ls_retriever_name");
+# the callback handler recognises BeeWeave retrievals by it.
+RETRIEVER_NAME = "beeweave"
+
+
+class BeeWeaveRetriever(BaseRetriever):
+    """Memories from a BeeWeave store, as LangChain ``Document`` objects.
+
+    Every option is passed to :meth:`beeweave_core.BeeWeave.search`; the retriever only
+    translates hits into documents. ``Document.metadata`` carries the memory's
+    ``id``, ``score``, ``sources``, ``relationships``, ``user_id``, ``session_id``,
+    ``agent_id``, ``tags``, ``entities``, ``timestamp`` and its own ``metadata``.
+
+    Setup:
+        .. code-block:: bash
+
+            pip install "beeweave[langchain]"
+
+    Instantiate:
+        .. code-block:: python
+
+            from beeweave_core import BeeWeave
+            from beeweave_langchain import BeeWeaveRetriever
+
+            memory = BeeWeave("memory.db")
+            retriever = BeeWeaveRetriever(memory=memory, user_id="alice", k=4)
+
+    Usage:
+        .. code-block:: python
+
+            docs = retriever.invoke("what is alice allergic to")
+            docs = retriever.invoke("what is alice allergic to", k=2)  # k per call
+            docs = await retriever.ainvoke("what is alice allergic to")
+    """
+
+    memory: Any = Field(description="The BeeWeave store to search.")
+    k: int = Field(default=4, ge=0, description="How many memories to return (also an invoke(..., k=) argument).")
+    user_id: str | None = Field(default=None, description="Only this user's memories.")
+    session_id: str | None = Field(default=None, description="Only memories of this session (added to filters).")
+    agent_id: str | None = Field(default=None, description="Only memories of this agent (added to filters).")
+    filters: dict[str, Any] | None = Field(default=None, description="BeeWeave search filters (tags, since, type...).")
+    expand: Any = Field(default=None, description="Graph expansion: True or an ExpandOptions.")
+    rerank: Any = Field(default=None, description="A beeweave_core Reranker, e.g. CrossEncoderReranker.")
+    mmr: float | None = Field(default=None, description="MMR lambda in [0, 1] for diverse results.")
+    fusion: str | None = Field(default=None, description='"zscore", "rrf" or "weighted" (store default if None).')
+    min_score: float | None = Field(default=None, description="Drop hits whose score is below this.")
+    loosen: bool = Field(default=False, description="Relax tag/entity filters when they leave fewer than k hits.")
+
+    def _search_kwargs(self, k: int | None) -> dict[str, Any]:
+        filters = dict(self.filters or {})
+        if self.session_id is not None:
+            filters["session_id"] = self.session_id
+        if self.agent_id is not None:
+            filters["agent_id"] = self.agent_id
+        return {"user_id": self.user_id, "k": self.k if k is None else k, "filters": filters or None,
+                "fusion": self.fusion, "min_score": self.min_score, "expand": self.expand,
+                "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen}
+
+    def _search(self, query: str, k: int | None) -> list[Document]:
+        return [hit_to_document(h) for h in self.memory.search(query, **self._search_kwargs(k))]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None) -> list[Document]:
+        return self._search(query, k)
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None) -> list[Document]:
+        # The engine is blocking (SQLite, FAISS, the embedding model): keep it off the event loop.
+        return await asyncio.to_thread(self._search, query, k)
+
+    def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
+        # A fixed name, so that subclasses are recognised too.
+        return LangSmithRetrieverParams(ls_retriever_name=RETRIEVER_NAME, ls_vector_store_provider="beeweave")
