@@ -1,0 +1,200 @@
+"""The PostgreSQL schema: named, versioned migrations and the per-dimension HNSW indexes.
+
+Every table carries a ``tenant`` column that leads every key, so one set of tables
+holds many isolated memories and the schema distributes by tenant with Citus
+(``create_distributed_table(..., 'tenant')``, all tables co-located).
+
+Vectors live in an untyped ``vector`` column beside their ``dim``: tenants may use
+models of different dimensions, and each dimension gets its own partial HNSW index
+over ``embedding::vector(dim)``, created when that dimension is first written.
+Documents are ``json`` (the text as written), not ``jsonb``: jsonb turns 1e300 into
+an integer, reorders keys and rejects ``\\u0000``, and a memory must come back as it
+went in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import psycopg
+from psycopg import sql
+
+from ..errors import SchemaVersionError, StoreUnavailableError
+
+__all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "ensure_hnsw_index", "lock_key", "hnsw_index_name"]
+
+# HNSW build parameters: the same graph degree and construction beam as the embedded
+# FAISS index (vectors.py), so both backends trade recall for speed alike.
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 80
+
+# Named, ordered migrations. Each runs once, in one transaction, under a database-wide
+# advisory lock (so concurrent first opens do not race), and is recorded in
+# schema_migrations. Never edit a published one: add the next.
+MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_initial", """
+        CREATE SEQUENCE chunk_seq AS bigint;
+        CREATE TABLE chunks (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigint NOT NULL DEFAULT nextval('chunk_seq'),
+            id text COLLATE "C" NOT NULL,
+            user_id text COLLATE "C" NOT NULL,
+            agent_id text COLLATE "C",
+            session_id text COLLATE "C",
+            ts double precision NOT NULL,
+            status text NOT NULL,
+            ctype text NOT NULL,
+            intent text,
+            tags text[] NOT NULL,
+            entities text[] NOT NULL,
+            doc json NOT NULL,
+            dim integer NOT NULL,
+            embedding vector NOT NULL,
+            doc_len integer NOT NULL,
+            nb_len bigint NOT NULL DEFAULT 0,
+            PRIMARY KEY (tenant, seq),
+            UNIQUE (tenant, id)
+        );
+        CREATE INDEX chunks_session ON chunks (tenant, user_id, session_id, ts, seq);
+        CREATE INDEX chunks_time ON chunks (tenant, ts, seq);
+        CREATE INDEX chunks_tags ON chunks USING gin (tags);
+        CREATE INDEX chunks_entities ON chunks USING gin (entities);
+        CREATE TABLE postings (
+            tenant text COLLATE "C" NOT NULL,
+            term text COLLATE "C" NOT NULL,
+            chunk_seq bigint NOT NULL,
+            tf integer NOT NULL,
+            PRIMARY KEY (tenant, term, chunk_seq)
+        );
+        CREATE INDEX postings_chunk ON postings (tenant, chunk_seq);
+        CREATE TABLE terms (
+            tenant text COLLATE "C" NOT NULL,
+            term text COLLATE "C" NOT NULL,
+            df integer NOT NULL,
+            PRIMARY KEY (tenant, term)
+        );
+        CREATE TABLE df_hist (
+            tenant text COLLATE "C" NOT NULL,
+            df integer NOT NULL,
+            n_terms bigint NOT NULL,
+            PRIMARY KEY (tenant, df)
+        );
+        CREATE TABLE stats (
+            tenant text COLLATE "C" PRIMARY KEY,
+            n_docs bigint NOT NULL DEFAULT 0,
+            total_len bigint NOT NULL DEFAULT 0,
+            total_nb_len bigint NOT NULL DEFAULT 0,
+            dim integer
+        );
+        CREATE TABLE neighbours (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigint NOT NULL,
+            nb_seq bigint NOT NULL,
+            PRIMARY KEY (tenant, seq, nb_seq)
+        );
+        CREATE TABLE edges (
+            tenant text COLLATE "C" NOT NULL,
+            src text COLLATE "C" NOT NULL,
+            dst text COLLATE "C" NOT NULL,
+            type text NOT NULL,
+            weight double precision NOT NULL,
+            PRIMARY KEY (tenant, src, dst, type),
+            FOREIGN KEY (tenant, src) REFERENCES chunks (tenant, id) ON DELETE CASCADE,
+            FOREIGN KEY (tenant, dst) REFERENCES chunks (tenant, id) ON DELETE CASCADE
+        );
+        CREATE INDEX edges_dst ON edges (tenant, dst, src);
+        CREATE TABLE kv (
+            tenant text COLLATE "C" NOT NULL,
+            ns text COLLATE "C" NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            value json NOT NULL,
+            user_id text COLLATE "C",
+            PRIMARY KEY (tenant, ns, key)
+        );
+        CREATE INDEX kv_user ON kv (tenant, user_id);
+        CREATE TABLE log (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigserial NOT NULL,
+            stream text COLLATE "C" NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            value json NOT NULL,
+            user_id text COLLATE "C",
+            PRIMARY KEY (tenant, seq)
+        );
+        CREATE INDEX log_stream ON log (tenant, stream, key, seq);
+        CREATE INDEX log_stream_seq ON log (tenant, stream, seq);
+        CREATE INDEX log_user ON log (tenant, user_id);
+        CREATE TABLE meta (
+            tenant text COLLATE "C" NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            value text NOT NULL,
+            PRIMARY KEY (tenant, key)
+        );
+    """),
+]
+PG_SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def lock_key(*parts: str) -> int:
+    """A signed 64-bit advisory-lock key for a tuple of strings (stable across processes)."""
+    digest = hashlib.sha1("\x00".join(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _vector_schema(conn: psycopg.Connection) -> str | None:
+    row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                       "WHERE e.extname = 'vector'").fetchone()
+    return None if row is None else row[0]
+
+
+def migrate(conn: psycopg.Connection, schema: str) -> str:
+    """Bring ``schema`` up to date; return the schema holding pgvector (for search_path).
+
+    ``conn`` is a fresh autocommit connection.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("beeweave-migrate"),))
+        vschema = _vector_schema(conn)
+        if vschema is None:
+            try:
+                with conn.transaction():
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except psycopg.Error as exc:
+                raise StoreUnavailableError(
+                    f"pgvector is not installed in this database and cannot be created here ({exc}); "
+                    "run CREATE EXTENSION vector as a privileged user (managed services: enable the "
+                    "'vector' extension) and open the store again") from exc
+            vschema = _vector_schema(conn)
+        ident = sql.Identifier(schema)
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}, {}").format(ident, sql.Identifier(vschema or "public")))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
+                     "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        version = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+        if version > PG_SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"the PostgreSQL schema {schema!r} has version {version}; this BeeWeave understands up to "
+                f"{PG_SCHEMA_VERSION}: upgrade beeweave")
+        for i, (name, ddl) in enumerate(MIGRATIONS[version:], start=version + 1):
+            conn.execute(ddl)  # type: ignore[arg-type]  # trusted DDL, several statements
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (i, name))
+    return vschema or "public"
+
+
+def hnsw_index_name(dim: int) -> str:
+    return f"chunks_hnsw_{int(dim)}"
+
+
+def ensure_hnsw_index(conn: psycopg.Connection, dim: int) -> None:
+    """Create the partial HNSW index for one dimension if it is missing (inside the caller's
+    transaction). Cosine equals inner product here: every stored vector is unit-length."""
+    dim = int(dim)
+    name = hnsw_index_name(dim)
+    if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None:
+        return
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("beeweave-hnsw", str(dim)),))
+    conn.execute(sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {} ON chunks USING hnsw ((embedding::vector({})) vector_ip_ops) "
+        "WITH (m = {}, ef_construction = {}) WHERE dim = {}").format(
+        sql.Identifier(name), sql.Literal(dim), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION),
+        sql.Literal(dim)))

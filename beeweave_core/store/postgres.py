@@ -1,0 +1,712 @@
+"""The scale-out backend: PostgreSQL with pgvector, shared by many agents and processes.
+
+Nothing is cached in the process: every read is a query, so every process on the
+database sees every other's committed writes. BM25 (with session context) runs in
+SQL over postings and maintained statistics and gives the embedded backend's scores;
+dense search uses a pgvector HNSW index with an exact scan whenever the filtered
+candidate set is small, as the embedded FAISS index does.
+
+Isolation: a ``tenant`` column leads every key and every WHERE clause, so one set of
+tables holds many memories that never see each other (and distributes by tenant with
+Citus). Writes that change a tenant's index (insert, update, replace, delete) run in
+one transaction each, serialised per tenant by an advisory lock because the BM25
+statistics are tenant-wide; reads never wait for them. Every committed change of a
+record is announced with NOTIFY on the tenant's channel (see ``pg_events``).
+
+Requires ``pip install "beeweave[postgres]"`` (psycopg 3, psycopg_pool, pgvector).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+
+from ..context import IndexConfig
+from ..errors import (
+    DimensionMismatchError,
+    DuplicateIdError,
+    InvalidInputError,
+    MissingDependencyError,
+    NotFoundError,
+    StoreClosedError,
+    StoreUnavailableError,
+)
+from ..events import EventType
+from ..filters import Filter
+from ..records import KnowledgeChunk, Relationship
+from ..vectors import EXACT_LIMIT
+from .base import ChunkRow
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(
+        'the PostgreSQL backend needs psycopg 3, psycopg_pool and pgvector: pip install "beeweave[postgres]"'
+    ) from exc
+
+from . import pg_index
+from .pg_events import RemoteListener, channel_name, event_payloads
+from .pg_schema import PG_SCHEMA_VERSION, MIGRATIONS, ensure_hnsw_index, lock_key, migrate
+from .pg_sql import LEXICAL_SQL, clean, filter_sql
+
+__all__ = ["PostgresStore"]
+
+def _no_nul(what: str, values: Sequence[str | None]) -> None:
+    for v in values:
+        if v is not None and "\x00" in v:
+            raise InvalidInputError(f"{what} {v!r} contains a NUL character, which PostgreSQL text cannot hold")
+
+
+def _columns(c: KnowledgeChunk) -> tuple[Any, ...]:
+    doc = c.to_dict()
+    doc.pop("relationships")  # edges live in their own table
+    pc = c.processed_content
+    return (c.id, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
+            pc.type.value if pc else "text", c.intent.value if c.intent else None, list(c.tags), list(c.entities),
+            json.dumps(doc, ensure_ascii=False))
+
+
+def _checked(c: KnowledgeChunk) -> tuple[Any, ...]:
+    cols = _columns(c)
+    _no_nul("id, user, agent or session", cols[:4])
+    _no_nul("tag or entity", [*c.tags, *c.entities])
+    return cols
+
+
+def _split_url(url: str, schema: str | None) -> tuple[str, str]:
+    """Take BeeWeave's own ``schema`` query parameter out of the URL (libpq would refuse it)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours = [v for k, v in query if k == "schema"]
+    if not ours:
+        return url, schema or "beeweave"
+    rest = [(k, v) for k, v in query if k != "schema"]
+    if ours and schema is None:
+        schema = ours[-1]
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema or "beeweave"
+
+
+class PostgresStore:
+    """A ``StoreBackend`` on PostgreSQL + pgvector.
+
+    Setup:
+        .. code-block:: bash
+
+            pip install "beeweave[postgres]"   # and a PostgreSQL with the vector extension
+
+    Instantiate:
+        .. code-block:: python
+
+            from beeweave_core import BeeWeave
+
+            memory = BeeWeave.from_url("postgresql://user:pw@host/db", tenant="team-a")
+
+    Args:
+        url: a libpq URL or conninfo string; ``?schema=NAME`` picks the schema.
+        index_config: BM25 and session-context settings for a new tenant; an existing
+            tenant keeps its own (a different one is refused).
+        pool_size: the most connections this store opens at once.
+        tenant: whose memory this is; every query is scoped to it.
+        schema: the PostgreSQL schema holding the tables (created if missing).
+        exact_limit: up to this many filtered candidates, dense search is an exact scan.
+        ef_search: the HNSW search beam before widening for selective filters.
+        timeout: seconds to wait for the database or a free pooled connection.
+    """
+
+    def __init__(self, url: str, *, index_config: IndexConfig | None = None, pool_size: int = 4,
+                 tenant: str = "default", schema: str | None = None, exact_limit: int = EXACT_LIMIT,
+                 ef_search: int = 96, timeout: float = 30.0) -> None:
+        if not isinstance(url, str) or not url:
+            raise InvalidInputError("url must be a PostgreSQL URL")
+        if not isinstance(tenant, str) or not tenant or "\x00" in tenant:
+            raise InvalidInputError("tenant must be a non-empty string without NUL characters")
+        if not isinstance(pool_size, int) or pool_size < 1:
+            raise InvalidInputError("pool_size must be a positive integer")
+        self.url, self.schema = _split_url(url, schema)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", self.schema):
+            raise InvalidInputError(f"schema must be a plain SQL identifier, got {self.schema!r}")
+        self.tenant = tenant
+        self.exact_limit, self.ef_search = exact_limit, ef_search
+        self.origin = uuid.uuid4().hex  # tells this store's own notifications from others'
+        self.channel = channel_name(self.schema, tenant)
+        self._lock_key = lock_key("beeweave-tenant", self.schema, tenant)
+        self._listeners: list[RemoteListener] = []
+        self._indexed_dims: set[int] = set()
+        self._closed = False
+        try:
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1))) as conn:
+                vschema = migrate(conn, self.schema)
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"cannot open the PostgreSQL store: {exc}") from exc
+        self._search_path = sql.SQL("SET search_path TO {}, {}").format(
+            sql.Identifier(self.schema), sql.Identifier(vschema))
+        self._pool = ConnectionPool(self.url, min_size=1, max_size=pool_size, timeout=timeout,
+                                    configure=self._configure, open=False, name=f"beeweave-{tenant}")
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+            self.index_config = self._resolve_index_config(index_config)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- connections -----------------------------------------------------------------
+    def _configure(self, conn: psycopg.Connection) -> None:
+        conn.execute(self._search_path)
+        register_vector(conn)
+        conn.commit()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        """One pooled connection in one transaction (committed on success)."""
+        self._check()
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise StoreUnavailableError(f"no PostgreSQL connection free or reachable: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(f"the PostgreSQL store failed: {exc}") from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[psycopg.Connection]:
+        """A transaction holding the tenant's write lock: the BM25 statistics are tenant-wide."""
+        with self._conn() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            yield conn
+
+    def _resolve_index_config(self, wanted: IndexConfig | None) -> IndexConfig:
+        with self._conn() as conn:
+            conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, 'index_config', %s) "
+                         "ON CONFLICT DO NOTHING", (self.tenant, json.dumps((wanted or IndexConfig()).to_dict())))
+            stored = conn.execute("SELECT value FROM meta WHERE tenant = %s AND key = 'index_config'",
+                                  (self.tenant,)).fetchone()[0]
+        cfg = IndexConfig.from_dict(json.loads(stored))
+        if wanted is not None and wanted != cfg:
+            raise InvalidInputError(f"this store was indexed with {cfg}; open it without index_config=")
+        return cfg
+
+    @property
+    def _w(self) -> float:
+        """The lexical context weight in force (0 when context is off)."""
+        cfg = self.index_config
+        return float(cfg.lexical_context_weight) if cfg.context_radius else 0.0
+
+    # -- metadata ------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._conn() as conn:
+            if key == "schema_version":
+                return str(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0])
+            if key.startswith("migration_"):
+                row = conn.execute("SELECT name FROM schema_migrations WHERE to_char(version, 'FM0000') = %s",
+                                   (key[len("migration_"):],)).fetchone()
+                return None if row is None else row[0]
+            row = conn.execute("SELECT value FROM meta WHERE tenant = %s AND key = %s", (self.tenant, key)).fetchone()
+            return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        _no_nul("meta", [key, value])
+        with self._conn() as conn:
+            conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, %s, %s) "
+                         "ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value", (self.tenant, key, value))
+
+    # -- writes ----------------------------------------------------------------------------
+    def insert(self, rows: Sequence[ChunkRow]) -> None:
+        self._check()
+        rows = list(rows)
+        seen: set[str] = set()
+        for r in rows:
+            if r.chunk.id in seen:
+                raise DuplicateIdError(f"a chunk with id {r.chunk.id!r} already exists")
+            seen.add(r.chunk.id)
+        if not rows:
+            return
+        prepared = [(_checked(r.chunk), r) for r in rows]
+        with self._write() as conn:
+            self._insert(conn, prepared, EventType.CREATED)
+
+    def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
+                event: EventType) -> None:
+        t = self.tenant
+        ids = [cols[0] for cols, _ in prepared]
+        existing = {r[0] for r in conn.execute("SELECT id FROM chunks WHERE tenant = %s AND id = ANY(%s)", (t, ids))}
+        if existing:
+            first = next(i for i in ids if i in existing)
+            raise DuplicateIdError(f"a chunk with id {first!r} already exists")
+        vectors = [np.asarray(r.vector, np.float32) for _, r in prepared]
+        dim = len(vectors[0])
+        if any(v.ndim != 1 or len(v) != dim for v in vectors):
+            raise DimensionMismatchError("the vectors of one batch must all have the same dimension")
+        st = conn.execute("SELECT n_docs, dim FROM stats WHERE tenant = %s", (t,)).fetchone()
+        if st is not None and st[0] > 0 and st[1] != dim:
+            raise DimensionMismatchError(f"vectors of dimension {dim} cannot go into a store of dimension {st[1]}")
+        if dim not in self._indexed_dims:
+            ensure_hnsw_index(conn, dim)
+            self._indexed_dims.add(dim)
+        n = len(prepared)
+        seqs = sorted(r[0] for r in conn.execute("SELECT nextval('chunk_seq') FROM generate_series(1, %s)", (n,)))
+        counts = [dict(Counter(r.terms)) for _, r in prepared]
+        for tc in counts:
+            _no_nul("term", list(tc))
+        lengths = [sum(tc.values()) for tc in counts]
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO chunks (tenant, seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, "
+                "tags, entities, doc, dim, embedding, doc_len) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s)",
+                [(t, seq, *cols, dim, vec, length)
+                 for seq, (cols, _), vec, length in zip(seqs, prepared, vectors, lengths)])
+        pg_index.add_postings(conn, t, seqs, counts)
+        changes: pg_index.SessionChanges = {}
+        for seq, (cols, _) in zip(seqs, prepared):
+            if cols[3] is not None:
+                changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
+        nb = pg_index.rethread(conn, t, self.index_config.context_radius, changes)
+        pg_index.bump_stats(conn, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
+        self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
+
+    def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
+        self._check()
+        latest = {c.id: c for c in chunks}  # the last version of an id wins, as written in order
+        prepared = {cid: _checked(c) for cid, c in latest.items()}
+        if not prepared:
+            return
+        t = self.tenant
+        with self._write() as conn:
+            old = {r[0]: r[1:] for r in conn.execute(
+                "SELECT id, seq, user_id, session_id, ts, nb_len FROM chunks WHERE tenant = %s AND id = ANY(%s)",
+                (t, list(prepared)))}
+            missing = [i for i in prepared if i not in old]
+            if missing:
+                raise NotFoundError(f"no chunk with id {missing[0]!r}")
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE chunks SET user_id = %s, agent_id = %s, session_id = %s, ts = %s, status = %s, ctype = %s, "
+                    "intent = %s, tags = %s, entities = %s, doc = %s::json WHERE tenant = %s AND id = %s",
+                    [(*cols[1:], t, cid) for cid, cols in prepared.items()])
+            changes: pg_index.SessionChanges = {}
+            moved, nb = [], 0
+            for cid, cols in prepared.items():
+                seq, user, session, ts, nb_len = old[cid]
+                if (user, session, ts) == (cols[1], cols[3], cols[4]):
+                    continue
+                moved.append(seq)
+                nb -= nb_len
+                if session is not None:
+                    changes.setdefault((user, session), []).append((ts, seq))
+                if cols[3] is not None:
+                    changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
+            if moved and self.index_config.context_radius:
+                conn.execute("DELETE FROM neighbours WHERE tenant = %s AND seq = ANY(%s)", (t, moved))
+                conn.execute("UPDATE chunks SET nb_len = 0 WHERE tenant = %s AND seq = ANY(%s)", (t, moved))
+                nb += pg_index.rethread(conn, t, self.index_config.context_radius, changes)
+                pg_index.bump_stats(conn, t, nb_length=nb)
+            self._notify(conn, EventType.UPDATED, [(c[0], c[1], c[2], c[8]) for c in prepared.values()])
+
+    def replace(self, rows: Sequence[ChunkRow]) -> None:
+        # A changed text means new postings and a new vector: delete and re-insert under
+        # the same id, keeping edges, in one transaction.
+        self._check()
+        rows = list(rows)
+        if not rows:
+            return
+        ids = [r.chunk.id for r in rows]
+        if len(set(ids)) != len(ids):
+            raise DuplicateIdError("replace got the same id twice")
+        prepared = [(_checked(r.chunk), r) for r in rows]
+        with self._write() as conn:
+            kept = self._edges(conn, ids, None, "both")
+            self._delete(conn, ids, None)
+            self._insert(conn, prepared, EventType.UPDATED)
+            self._add_edges(conn, kept)
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        self._check()
+        ids = list(dict.fromkeys(clean(ids)))
+        if not ids:
+            return []
+        with self._write() as conn:
+            return self._delete(conn, ids, EventType.DELETED)
+
+    def _delete(self, conn: psycopg.Connection, ids: Sequence[str], event: EventType | None) -> list[str]:
+        """Delete records (their edges go by cascade); ``event=None`` announces nothing."""
+        t = self.tenant
+        gone = conn.execute(
+            "DELETE FROM chunks WHERE tenant = %s AND id = ANY(%s) "
+            "RETURNING id, seq, user_id, agent_id, session_id, ts, tags, doc_len, nb_len", (t, list(ids))).fetchall()
+        if not gone:
+            return []
+        seqs = [g[1] for g in gone]
+        pg_index.remove_postings(conn, t, seqs)
+        changes: pg_index.SessionChanges = {}
+        if self.index_config.context_radius:
+            conn.execute("DELETE FROM neighbours WHERE tenant = %s AND seq = ANY(%s)", (t, seqs))
+            for _, seq, user, _, session, ts, *_ in gone:
+                if session is not None:
+                    changes.setdefault((user, session), []).append((ts, seq))
+        nb = pg_index.rethread(conn, t, self.index_config.context_radius, changes)
+        pg_index.bump_stats(conn, t, docs=-len(gone), length=-sum(g[7] for g in gone),
+                            nb_length=nb - sum(g[8] for g in gone))
+        if event is not None:
+            self._notify(conn, event, [(g[0], g[2], g[3], g[6]) for g in gone])
+        deleted = {g[0] for g in gone}
+        return [i for i in ids if i in deleted]
+
+    def _notify(self, conn: psycopg.Connection, event: EventType, rows: list[tuple[str, str, str | None, Any]]) -> None:
+        payloads = event_payloads(event.value, rows, tenant=self.tenant, origin=self.origin)
+        conn.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (self.channel, payloads))
+
+    # -- reads ---------------------------------------------------------------------------
+    def contains(self, ids: Sequence[str]) -> set[str]:
+        self._check()
+        ids = clean(ids)
+        if not ids:
+            return set()
+        with self._conn() as conn:
+            return {r[0] for r in conn.execute("SELECT id FROM chunks WHERE tenant = %s AND id = ANY(%s)",
+                                               (self.tenant, ids))}
+
+    def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
+        self._check()
+        ids = list(dict.fromkeys(clean(ids)))
+        if not ids:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute("SELECT id, doc FROM chunks WHERE tenant = %s AND id = ANY(%s)",
+                                (self.tenant, ids)).fetchall()
+            out = {cid: KnowledgeChunk.from_dict(doc) for cid, doc in rows}
+            if out:
+                for e in self._edges(conn, list(out), None, "out"):
+                    out[e.source_id].relationships.append(e)
+        return out
+
+    def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
+             descending: bool = False) -> Iterator[KnowledgeChunk]:
+        self._check()
+        where, args = filter_sql(flt)
+        direction = "DESC" if descending else "ASC"
+        order_by = f"c.ts {direction}, c.seq {direction}" if order == "timestamp" else f"c.seq {direction}"
+        lim = "" if limit is None else " LIMIT %(lim)s"
+        with self._conn() as conn:
+            ids = [r[0] for r in conn.execute(
+                f"SELECT c.id FROM chunks c WHERE c.tenant = %(t)s{where} ORDER BY {order_by}{lim}",
+                {"t": self.tenant, "lim": max(int(limit or 0), 0), **args})]
+        return self._scan_batches(ids)
+
+    def _scan_batches(self, ids: list[str]) -> Iterator[KnowledgeChunk]:
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            got = self.get(part)
+            for cid in part:
+                if cid in got:
+                    yield got[cid]
+
+    def count(self, flt: Filter | None = None) -> int:
+        with self._conn() as conn:
+            if flt is None:
+                row = conn.execute("SELECT n_docs FROM stats WHERE tenant = %s", (self.tenant,)).fetchone()
+                return 0 if row is None else int(row[0])
+            where, args = filter_sql(flt)
+            return int(conn.execute(f"SELECT count(*) FROM chunks c WHERE c.tenant = %(t)s{where}",
+                                    {"t": self.tenant, **args}).fetchone()[0])
+
+    def matching(self, ids: Sequence[str], flt: Filter) -> set[str]:
+        self._check()
+        ids = clean(ids)
+        if not ids:
+            return set()
+        where, args = filter_sql(flt)
+        with self._conn() as conn:
+            return {r[0] for r in conn.execute(
+                f"SELECT c.id FROM chunks c WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s){where}",
+                {"t": self.tenant, "ids": ids, **args})}
+
+    def statuses(self) -> dict[str, int]:
+        """Live record counts per status."""
+        with self._conn() as conn:
+            return {s: int(n) for s, n in conn.execute(
+                "SELECT status, count(*) FROM chunks WHERE tenant = %s GROUP BY status", (self.tenant,))}
+
+    @property
+    def dim(self) -> int | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT dim FROM stats WHERE tenant = %s", (self.tenant,)).fetchone()
+        return None if row is None else row[0]
+
+    # -- retrieval -----------------------------------------------------------------------
+    def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
+                       include: Sequence[str] = ()) -> list[tuple[str, float]]:
+        self._check()
+        query = {t: c for t, c in terms.items() if "\x00" not in t}
+        cfg = self.index_config
+        where, args = filter_sql(flt)
+        params = {"t": self.tenant, "terms": list(query), "qtfs": [float(c) for c in query.values()],
+                  "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon),
+                  "k": max(int(k), 0), "include": clean(include), **args}
+        with self._conn() as conn:
+            rows = conn.execute(LEXICAL_SQL.format(flt=where), params).fetchall()  # type: ignore[arg-type]
+        return sorted(((i, float(s)) for i, s in rows), key=lambda kv: (-kv[1], kv[0]))
+
+    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
+        self._check()
+        q = np.asarray(vector, np.float32)
+        if k <= 0:
+            return []
+        where, args = filter_sql(flt)
+        params = {"t": self.tenant, "q": q, "k": int(k), **args}
+        with self._conn() as conn:
+            st = conn.execute("SELECT n_docs, dim FROM stats WHERE tenant = %s", (self.tenant,)).fetchone()
+            if st is None or st[0] == 0:
+                return []
+            n_docs, dim = st
+            if q.shape != (dim,):
+                raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({dim},)")
+            if not exact:
+                n_cand = conn.execute(
+                    f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s{where} LIMIT %(lim)s) x",
+                    {**params, "lim": self.exact_limit + 1}).fetchone()[0]
+                if n_cand == 0:
+                    return []
+                exact = n_cand <= self.exact_limit
+            if not exact:
+                # pgvector filters after the graph walk, so widen the beam as the filter
+                # gets more selective (as vectors.py does for FAISS); if the walk still
+                # comes back short, the exact scan below answers instead.
+                selectivity = min(1.0, n_cand / max(n_docs, 1))
+                ef = int(min(1000, max(self.ef_search, 2 * k) / max(selectivity, 0.05) ** 0.5))
+                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef, 1))))
+                vec = sql.SQL("c.embedding::vector({d}) <#> %(q)s::vector({d})").format(d=sql.Literal(int(dim)))
+                rows = conn.execute(sql.SQL(
+                    "SELECT c.id, -({vec}) FROM chunks c WHERE c.tenant = %(t)s AND c.dim = {d}" + where
+                    + " ORDER BY {vec} LIMIT %(k)s").format(vec=vec, d=sql.Literal(int(dim))), params).fetchall()
+                if len(rows) >= k:
+                    return [(i, float(s)) for i, s in rows]
+            rows = conn.execute(
+                f"SELECT c.id, -(c.embedding <#> %(q)s) AS s FROM chunks c WHERE c.tenant = %(t)s{where} "
+                "ORDER BY s DESC, c.seq LIMIT %(k)s", params).fetchall()
+        return [(i, float(s)) for i, s in rows]
+
+    def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""
+        self._check()
+        ids = list(dict.fromkeys(clean(ids)))
+        if not ids:
+            return {}
+        cfg = self.index_config
+        w = float(cfg.vector_context_weight) if cfg.context_radius else 0.0
+        with self._conn() as conn:
+            own = conn.execute("SELECT seq, id, embedding FROM chunks WHERE tenant = %s AND id = ANY(%s)",
+                               (self.tenant, ids)).fetchall()
+            if not own:
+                return {}
+            mat = np.stack([e.to_numpy() for _, _, e in own]).astype(np.float64)
+            if w:
+                row_of = {seq: i for i, (seq, _, _) in enumerate(own)}
+                for seq, e in conn.execute(
+                        "SELECT n.seq, c.embedding FROM neighbours n JOIN chunks c ON c.tenant = n.tenant "
+                        "AND c.seq = n.nb_seq WHERE n.tenant = %s AND n.seq = ANY(%s)",
+                        (self.tenant, list(row_of))):
+                    mat[row_of[seq]] += w * e.to_numpy().astype(np.float64)
+                mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+        scores = mat @ np.asarray(vector, np.float64)
+        return {cid: float(s) for (_, cid, _), s in zip(own, scores.tolist())}
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        self._check()
+        ids = clean(ids)
+        if not ids:
+            return {}
+        with self._conn() as conn:
+            return {cid: e.to_numpy().astype(np.float32) for cid, e in conn.execute(
+                "SELECT id, embedding FROM chunks WHERE tenant = %s AND id = ANY(%s)", (self.tenant, ids))}
+
+    # -- relationships ----------------------------------------------------------------------
+    def add_edges(self, edges: Sequence[Relationship]) -> None:
+        self._check()
+        if not edges:
+            return
+        with self._conn() as conn:
+            self._add_edges(conn, list(edges))
+
+    def _add_edges(self, conn: psycopg.Connection, edges: Sequence[Relationship]) -> None:
+        """Insert or overwrite edges whose two ends exist (later duplicates win)."""
+        latest = {(e.source_id, e.target_id, e.type.value): float(e.weight) for e in edges
+                  if "\x00" not in e.source_id + e.target_id}
+        if not latest:
+            return
+        keys = sorted(latest)
+        conn.execute(
+            "INSERT INTO edges (tenant, src, dst, type, weight) "
+            "SELECT %(t)s, u.src, u.dst, u.type, u.w FROM unnest(%(src)s::text[], %(dst)s::text[], %(type)s::text[], "
+            "%(w)s::float8[]) AS u(src, dst, type, w) "
+            "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = u.src) "
+            "AND EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = u.dst) "
+            "ON CONFLICT (tenant, src, dst, type) DO UPDATE SET weight = excluded.weight",
+            {"t": self.tenant, "src": [k[0] for k in keys], "dst": [k[1] for k in keys],
+             "type": [k[2] for k in keys], "w": [latest[k] for k in keys]})
+
+    def delete_edges(self, edges: Sequence[Relationship]) -> None:
+        self._check()
+        if not edges:
+            return
+        with self._conn() as conn:
+            conn.execute(
+                "DELETE FROM edges e USING unnest(%s::text[], %s::text[], %s::text[]) AS u(src, dst, type) "
+                "WHERE e.tenant = %s AND e.src = u.src AND e.dst = u.dst AND e.type = u.type",
+                ([e.source_id for e in edges], [e.target_id for e in edges], [e.type.value for e in edges],
+                 self.tenant))
+
+    def edges(self, ids: Sequence[str], *, types: Sequence[str] | None = None,
+              direction: str = "both") -> list[Relationship]:
+        self._check()
+        if direction not in ("in", "out", "both"):
+            raise InvalidInputError("direction must be 'in', 'out' or 'both'")
+        ids = list(dict.fromkeys(clean(ids)))
+        if not ids:
+            return []
+        with self._conn() as conn:
+            return self._edges(conn, ids, types, direction)
+
+    def _edges(self, conn: psycopg.Connection, ids: Sequence[str], types: Sequence[str] | None,
+               direction: str) -> list[Relationship]:
+        ends = {"out": "src = ANY(%(ids)s)", "in": "dst = ANY(%(ids)s)",
+                "both": "(src = ANY(%(ids)s) OR dst = ANY(%(ids)s))"}[direction]
+        type_sql = "" if types is None else " AND type = ANY(%(types)s::text[])"
+        rows = conn.execute(
+            f"SELECT src, dst, type, weight FROM edges WHERE tenant = %(t)s AND {ends}{type_sql} ORDER BY src, dst, type",
+            {"t": self.tenant, "ids": list(ids),
+             "types": None if types is None else [getattr(x, "value", x) for x in types]}).fetchall()
+        return [Relationship(s, d, typ, w) for s, d, typ, w in rows]
+
+    # -- auxiliary state -------------------------------------------------------------------
+    def kv_put(self, namespace: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> None:
+        _no_nul("namespace, key or user", [namespace, key, user_id])
+        text = json.dumps(value, ensure_ascii=False)
+        with self._conn() as conn:
+            conn.execute("INSERT INTO kv (tenant, ns, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) "
+                         "ON CONFLICT (tenant, ns, key) DO UPDATE SET value = excluded.value, user_id = excluded.user_id",
+                         (self.tenant, namespace, key, text, user_id))
+
+    def kv_get(self, namespace: str, key: str) -> dict[str, Any] | None:
+        if "\x00" in namespace + key:
+            self._check()
+            return None
+        with self._conn() as conn:
+            row = conn.execute("SELECT value FROM kv WHERE tenant = %s AND ns = %s AND key = %s",
+                               (self.tenant, namespace, key)).fetchone()
+        return None if row is None else row[0]
+
+    def kv_delete(self, namespace: str, key: str) -> bool:
+        if "\x00" in namespace + key:
+            self._check()
+            return False
+        with self._conn() as conn:
+            cur = conn.execute("DELETE FROM kv WHERE tenant = %s AND ns = %s AND key = %s",
+                               (self.tenant, namespace, key))
+            return cur.rowcount > 0
+
+    def kv_scan(self, namespace: str, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+        if "\x00" in namespace + prefix:
+            self._check()
+            return iter(())
+        with self._conn() as conn:
+            # starts_with, not LIKE: keys may hold % and _. "C" order is code-point order.
+            rows = conn.execute("SELECT key, value FROM kv WHERE tenant = %s AND ns = %s AND key >= %s "
+                                "AND starts_with(key, %s) ORDER BY key",
+                                (self.tenant, namespace, prefix, prefix)).fetchall()
+        return iter(rows)
+
+    def log_append(self, stream: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> int:
+        _no_nul("stream, key or user", [stream, key, user_id])
+        text = json.dumps(value, ensure_ascii=False)
+        with self._conn() as conn:
+            # One writer per stream at a time, so sequence numbers are in commit order and a
+            # reader polling with after=<last seq> never skips an entry committed late.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("beeweave-log", self.schema, self.tenant, stream),))
+            return int(conn.execute(
+                "INSERT INTO log (tenant, stream, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) RETURNING seq",
+                (self.tenant, stream, key, text, user_id)).fetchone()[0])
+
+    def log_read(self, stream: str, key: str | None = None, *, after: int = 0,
+                 limit: int | None = None) -> list[tuple[int, str, dict[str, Any]]]:
+        if "\x00" in stream + (key or ""):
+            self._check()
+            return []
+        query = "SELECT seq, key, value FROM log WHERE tenant = %s AND stream = %s AND seq > %s"
+        args: list[Any] = [self.tenant, stream, after]
+        if key is not None:
+            query += " AND key = %s"
+            args.append(key)
+        query += " ORDER BY seq"
+        if limit is not None:
+            query += " LIMIT %s"
+            args.append(int(limit))
+        with self._conn() as conn:
+            return [(int(s), k, v) for s, k, v in conn.execute(query, args)]  # type: ignore[arg-type]
+
+    def delete_user(self, user_id: str) -> int:
+        self._check()
+        if "\x00" in user_id:
+            return 0
+        with self._write() as conn:
+            ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE tenant = %s AND user_id = %s",
+                                              (self.tenant, user_id))]
+            gone = self._delete(conn, ids, EventType.DELETED) if ids else []
+            conn.execute("DELETE FROM kv WHERE tenant = %s AND user_id = %s", (self.tenant, user_id))
+            conn.execute("DELETE FROM log WHERE tenant = %s AND user_id = %s", (self.tenant, user_id))
+        return len(gone)
+
+    def drop_tenant(self) -> int:
+        """Delete everything of this tenant (records, index, edges, kv, log, meta); return records deleted.
+        The store stays open and empty, with its index configuration kept."""
+        with self._write() as conn:
+            n = conn.execute("SELECT coalesce(max(n_docs), 0) FROM stats WHERE tenant = %s",
+                             (self.tenant,)).fetchone()[0]
+            for table in ("edges", "neighbours", "postings", "terms", "df_hist", "stats", "kv", "log", "chunks"):
+                conn.execute(sql.SQL("DELETE FROM {} WHERE tenant = %s").format(sql.Identifier(table)),
+                             (self.tenant,))
+            conn.execute("DELETE FROM meta WHERE tenant = %s AND key <> 'index_config'", (self.tenant,))
+        return int(n)
+
+    # -- events across processes ------------------------------------------------------------
+    def listen(self, callback: Callable[[dict[str, Any]], Any], *, include_own: bool = False) -> RemoteListener:
+        """Call ``callback(payload)`` from a background thread for every record change that
+        another process (another store) commits on this tenant; ``close()`` the returned
+        listener to stop. Payload keys: type, chunk_id, user_id, agent_id, tags, tenant, origin."""
+        self._check()
+        listener = RemoteListener(self.url, self.channel, callback, origin=self.origin, include_own=include_own)
+        self._listeners.append(listener)
+        return listener
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Nothing to do: every write is committed when it returns."""
+        self._check()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for listener in self._listeners:
+            listener.close()
+        self._pool.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r}, tenant={self.tenant!r}, schema_version={PG_SCHEMA_VERSION})"
+
+
+assert PG_SCHEMA_VERSION == len(MIGRATIONS)

@@ -1,0 +1,35 @@
+"""The backend conformance suite (conformance.py), unchanged, against PostgresStore on a
+real PostgreSQL with pgvector (pgserver): once as configured by default, and once with
+the HNSW path forced on (exact_limit=0) so the pgvector index and its fallback are
+exercised too. Every backend the suite opens is a fresh tenant in one schema."""
+
+from __future__ import annotations
+
+import pytest
+
+from beeweave_core.store.postgres import PostgresStore
+from conformance import BackendConformance
+from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+
+
+def _reopen(backend: PostgresStore) -> PostgresStore:
+    backend.close()
+    return PostgresStore(backend.url, schema=backend.schema, tenant=backend.tenant,
+                         exact_limit=backend.exact_limit)
+
+
+class TestPostgres(BackendConformance):
+    exact_limit = 10_000
+
+    @pytest.fixture
+    def backend_factory(self, pg_url):  # noqa: F811
+        return lambda index_config=None: PostgresStore(pg_url, index_config=index_config, tenant=new_tenant(),
+                                                       exact_limit=self.exact_limit, pool_size=2)
+
+    @pytest.fixture
+    def reopen(self):
+        return _reopen
+
+
+class TestPostgresHNSW(TestPostgres):
+    exact_limit = 0
