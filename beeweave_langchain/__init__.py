@@ -2,9 +2,11 @@
 a retriever over BeeWeave memories, and a conversation memory.
 
 These classes translate LangChain types to the engine and back; every behaviour
-lives in ``beeweave_core``.
+lives in ``beeweave_core``. Importing this package loads no model.
 """
 
+from .callbacks import BeeWeaveCallbackHandler
+from .memory import BeeWeaveMemory
 from .retriever import BeeWeaveRetriever
 
-__all__ = ["BeeWeaveRetriever"]
+__all__ = ["BeeWeaveCallbackHandler", "BeeWeaveMemory", "BeeWeaveRetriever"]

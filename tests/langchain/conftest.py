@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,3 +21,9 @@ def pytest_pycollect_makeitem(collector: Any, name: str, obj: object) -> Generat
     for item in result if isinstance(result, list) else [result]:
         if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(getattr(item, "obj", None)):
             item.add_marker(pytest.mark.asyncio)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+if str(EXAMPLES) not in sys.path:  # the examples' scripted chat model serves the tests too
+    sys.path.insert(0, str(EXAMPLES))
+
