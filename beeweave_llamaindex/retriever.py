@@ -1,0 +1,99 @@
+"""``BeeWeaveRetriever``: BeeWeave's hybrid search as a LlamaIndex retriever."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
+
+from beeweave_core import InvalidInputError
+
+from .filters import to_beeweave_filters
+from .nodes import hit_to_node
+
+if TYPE_CHECKING:
+    from beeweave_core import BeeWeave, ExpandOptions, Reranker
+
+__all__ = ["BeeWeaveRetriever"]
+
+
+class BeeWeaveRetriever(BaseRetriever):
+    """Retrieves memories from a BeeWeave store (hybrid BM25 + vector search).
+
+    Setup:
+        .. code-block:: bash
+
+            pip install "beeweave[llamaindex]"
+
+    Instantiate:
+        .. code-block:: python
+
+            from beeweave_core import BeeWeave
+            from beeweave_llamaindex import BeeWeaveRetriever
+
+            memory = BeeWeave()
+            memory.add("The user prefers answers in Chinese.", user_id="alice")
+            retriever = BeeWeaveRetriever(memory, user_id="alice", similarity_top_k=3)
+
+    Usage:
+        .. code-block:: python
+
+            for n in retriever.retrieve("language preference"):
+                print(n.score, n.node.get_content(), n.node.metadata["sources"])
+
+            # or in a query engine
+            from llama_index.core.query_engine import RetrieverQueryEngine
+            engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
+
+    Each result is ``NodeWithScore(TextNode(id_=memory id, text=raw content, metadata=...))``;
+    the metadata holds the memory's fields (tags, timestamp, session_id...), its
+    relationships, ``sources`` (which retrievers found it) and ``loosened``.
+
+    Args:
+        memory: the BeeWeave store.
+        similarity_top_k: how many memories to return.
+        user_id: only this user's memories (``None``: every user's).
+        session_id: only memories of this session.
+        filters: LlamaIndex ``MetadataFilters`` (AND only) on user_id, agent_id,
+            session_id, type, intent, status (EQ / IN), tags (IN / ANY / ALL /
+            CONTAINS), entities (IN / ANY / CONTAINS) and timestamp (GT / GTE / LT / LTE,
+            inclusive bounds). Anything else raises ``InvalidInputError``.
+        fusion, min_score, expand, rerank, mmr, loosen: passed to ``BeeWeave.search``.
+
+    A ``QueryBundle.embedding`` is not used: it comes from LlamaIndex's embedding
+    model, not the store's, so BeeWeave embeds the query string itself.
+    """
+
+    def __init__(self, memory: BeeWeave, *, similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+                 user_id: str | None = None, session_id: str | None = None,
+                 filters: MetadataFilters | None = None, fusion: str | None = None,
+                 min_score: float | None = None, expand: bool | ExpandOptions | None = None,
+                 rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
+                 callback_manager: CallbackManager | None = None, verbose: bool = False) -> None:
+        bw_filters = to_beeweave_filters(filters)
+        if session_id is not None:
+            if "session_id" in bw_filters:
+                raise InvalidInputError("session_id is given both as the scope and in filters; give it once")
+            bw_filters["session_id"] = session_id
+        self.memory = memory
+        self.similarity_top_k = similarity_top_k
+        self.user_id = user_id
+        self.session_id = session_id
+        self.filters = filters
+        self._search_kwargs: dict[str, Any] = dict(
+            user_id=user_id, filters=bw_filters or None, fusion=fusion, min_score=min_score,
+            expand=expand, rerank=rerank, mmr=mmr, loosen=loosen)
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        hits = self.memory.search(query_bundle.query_str, k=self.similarity_top_k, **self._search_kwargs)
+        return [hit_to_node(h) for h in hits]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # The engine is synchronous (SQLite, FAISS, the embedder): run it off the event loop.
+        return await asyncio.to_thread(self._retrieve, query_bundle)
