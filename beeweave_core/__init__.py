@@ -27,6 +27,7 @@ from .errors import (
     InvalidInputError,
     InvalidVectorError,
     MissingDependencyError,
+    ModelLoadError,
     NotFoundError,
     SchemaVersionError,
     StoreClosedError,
@@ -97,5 +98,6 @@ __all__ = [
     "StoreClosedError",
     "MissingDependencyError",
     "StoreUnavailableError",
+    "ModelLoadError",
     "__version__",
 ]

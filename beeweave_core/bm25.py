@@ -23,7 +23,7 @@ def bm25_idf(n_docs: int, df: np.ndarray, epsilon: float) -> tuple[np.ndarray, f
 
 
 class _Postings:
-    """Growable (slot, tf) arrays for one term. Dead slots stay until compaction."""
+    """Growable (slot, tf) arrays for one term, kept sorted by slot."""
 
     __slots__ = ("slots", "tfs", "n")
 
@@ -36,8 +36,14 @@ class _Postings:
         if self.n == len(self.slots):
             self.slots = np.resize(self.slots, 2 * self.n)
             self.tfs = np.resize(self.tfs, 2 * self.n)
-        self.slots[self.n] = slot
-        self.tfs[self.n] = tf
+        if self.n and slot < self.slots[self.n - 1]:  # a re-used slot: keep the order
+            i = int(np.searchsorted(self.slots[: self.n], slot))
+            self.slots[i + 1 : self.n + 1] = self.slots[i : self.n].copy()
+            self.tfs[i + 1 : self.n + 1] = self.tfs[i : self.n].copy()
+            self.slots[i], self.tfs[i] = slot, tf
+        else:
+            self.slots[self.n] = slot
+            self.tfs[self.n] = tf
         self.n += 1
 
     def extend(self, slots: np.ndarray, tfs: np.ndarray) -> None:
@@ -49,13 +55,18 @@ class _Postings:
         self.slots[self.n : need] = slots
         self.tfs[self.n : need] = tfs
         self.n = need
+        if need > 1 and (np.diff(self.slots[:need]) < 0).any():
+            order = np.argsort(self.slots[:need], kind="stable")
+            self.slots[:need] = self.slots[:need][order]
+            self.tfs[:need] = self.tfs[:need][order]
 
-    def compact(self, alive: np.ndarray) -> None:
-        keep = alive[self.slots[: self.n]]
-        kept = int(keep.sum())
-        self.slots = self.slots[: self.n][keep].copy()
-        self.tfs = self.tfs[: self.n][keep].copy()
-        self.n = kept
+    def remove_slot(self, slot: int) -> None:
+        # Postings are in insertion (= slot) order, so the entry is found by bisection.
+        i = int(np.searchsorted(self.slots[: self.n], slot))
+        if i < self.n and self.slots[i] == slot:
+            self.slots[i : self.n - 1] = self.slots[i + 1 : self.n]
+            self.tfs[i : self.n - 1] = self.tfs[i + 1 : self.n]
+            self.n -= 1
 
 
 class BM25Index:
@@ -170,11 +181,12 @@ class BM25Index:
         return self._nb[slots]
 
     def remove(self, slot: int, term_counts: Mapping[int, int]) -> None:
-        """Un-index one document; its postings become dead entries, compacted lazily."""
+        """Un-index one document and drop its postings."""
         if slot >= len(self._alive) or not self._alive[slot]:
             return
         for term_id in term_counts:
             self._df[term_id] -= 1
+            self._postings[term_id].remove_slot(slot)
         self._alive[slot] = False
         self._n_docs -= 1
         self._total_len -= self._ctx_len[slot]
@@ -195,12 +207,16 @@ class BM25Index:
         return self._idf_cache[1], self._idf_cache[2]
 
     # -- scoring -------------------------------------------------------------
-    def score(self, query_terms: Mapping[int, int], allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def score(self, query_terms: Mapping[int, int], allowed: np.ndarray | None = None,
+              sources: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Return (slots, scores) of live documents containing any query term.
 
         ``query_terms`` maps term id to how often it occurs in the query (a term
         repeated in the query counts again, as in rank_bm25). ``allowed`` is an
-        optional boolean mask over slots applied before ranking.
+        optional boolean mask over slots applied before ranking. ``sources`` is an
+        optional cheaper pre-filter on the postings themselves; it must be closed
+        under neighbourhood (a user or session scope is: neighbours share both),
+        so that it never drops a term a returned document's context holds.
         """
         if self._n_docs == 0:
             return np.zeros(0, np.int64), np.zeros(0)
@@ -213,13 +229,11 @@ class BM25Index:
             if term_id >= len(self._postings) or self._df[term_id] <= 0:
                 continue
             p = self._postings[term_id]
-            if p.n > 2 * self._df[term_id] + 8:
-                p.compact(self._alive)
             slots = p.slots[: p.n]
             tfs = p.tfs[: p.n].astype(np.float64)
-            live = self._alive[slots]
-            if not live.all():
-                slots, tfs = slots[live], tfs[live]
+            if sources is not None:
+                keep = sources[slots]
+                slots, tfs = slots[keep], tfs[keep]
             if self._width and self.context_weight and len(slots):
                 slots, tfs = self._spread(slots, tfs)
             if allowed is not None and len(slots):
@@ -255,6 +269,13 @@ class BM25Index:
         wts = np.concatenate([tfs, np.repeat(tfs * self.context_weight, self._width)])
         keep = recv >= 0
         recv, wts = recv[keep], wts[keep]
+        n_slots = len(self._alive)
+        if len(recv) * 16 > n_slots:  # dense accumulation beats sorting for long postings
+            acc = np.bincount(recv, weights=wts, minlength=n_slots)
+            hit = np.zeros(n_slots, bool)
+            hit[recv] = True
+            uniq = np.flatnonzero(hit)
+            return uniq.astype(np.int32), acc[uniq]
         uniq, inv = np.unique(recv, return_inverse=True)
         return uniq.astype(np.int32), np.bincount(inv, weights=wts, minlength=len(uniq))
 

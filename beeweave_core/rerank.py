@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .errors import InvalidInputError, MissingDependencyError
+from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from .records import HitSource, SearchHit
 
 __all__ = ["Reranker", "CrossEncoderReranker", "mmr"]
@@ -50,7 +50,10 @@ class CrossEncoderReranker:
                         from sentence_transformers import CrossEncoder
                     except ImportError as exc:
                         raise MissingDependencyError("CrossEncoderReranker needs sentence-transformers") from exc
-                    self._model = CrossEncoder(self.model_name, device=self.device, max_length=self.max_length)
+                    try:
+                        self._model = CrossEncoder(self.model_name, device=self.device, max_length=self.max_length)
+                    except (OSError, ValueError, RuntimeError) as exc:
+                        raise ModelLoadError(f"cannot load the cross-encoder {self.model_name!r}: {exc}") from exc
         return self._model
 
     def rerank(self, query: str, hits: Sequence[SearchHit]) -> list[SearchHit]:

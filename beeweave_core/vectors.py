@@ -41,6 +41,10 @@ class VectorIndex:
         self._hnsw_n = 0
 
     @property
+    def has_graph(self) -> bool:
+        return self._hnsw is not None
+
+    @property
     def n_alive(self) -> int:
         return self._n_alive
 

@@ -132,6 +132,18 @@ class AttributeColumns:
             m &= id_m
         return m
 
+    def scope_mask(self, flt: Filter, alive: np.ndarray) -> np.ndarray | None:
+        """The user/session part of a filter: closed under session neighbourhood."""
+        if flt.user_ids is None and flt.session_ids is None:
+            return None
+        n = len(alive)
+        m = alive.copy()
+        if flt.user_ids is not None:
+            m &= self._in("user", flt.user_ids, n)
+        if flt.session_ids is not None:
+            m &= self._in("session", flt.session_ids, n)
+        return m
+
     def status_counts(self, alive: np.ndarray) -> dict[str, int]:
         col = self.arrays["status"][: len(alive)][alive]
         names = {c: s for s, c in self.codes["status"].code.items()}

@@ -73,6 +73,11 @@ MIGRATIONS: list[tuple[str, str]] = [
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
+def _same_store(graph: Path, store_id: str) -> bool:
+    id_path = Path(str(graph) + ".id")
+    return id_path.exists() and id_path.read_text().strip() == store_id
+
+
 def _count_terms(terms: Sequence[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for t in terms:
@@ -145,6 +150,18 @@ class SQLiteStore:
             raise InvalidInputError(f"this store was indexed with {cfg}; open it without index_config=")
         return cfg
 
+    def _store_id(self) -> str:
+        """A random id made when the database is created: ties side files to this database."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
+        if row is None:
+            import uuid
+
+            value = uuid.uuid4().hex
+            with self._tx():
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (value,))
+            row = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
+        return str(row[0])
+
     @staticmethod
     def _session_key(user: str, session: str | None) -> tuple[str, str] | None:
         return None if session is None else (user, session)
@@ -189,6 +206,8 @@ class SQLiteStore:
         if graph is not None and Path(str(graph) + ".keys.npy").exists():
             try:
                 saved = np.load(str(graph) + ".keys.npy")
+                if not _same_store(graph, self._store_id()):
+                    saved = None  # a graph left by another database at this path
             except Exception:
                 saved = None
         slot_by_seq: dict[int, int] = {} if saved is None else {int(s): i for i, s in enumerate(saved.tolist())}
@@ -229,6 +248,8 @@ class SQLiteStore:
         self._refresh_neighbours(self._order.all_slots())
         if graph is not None and saved is not None:
             self._vec.load_graph(graph, np.asarray(self._seqs, np.int64))
+        elif graph is not None and graph.exists():
+            graph.unlink()  # stale: never let it be mistaken for ours later
 
     # -- metadata ------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -383,6 +404,7 @@ class SQLiteStore:
     # -- reads ---------------------------------------------------------------------
     def contains(self, ids: Sequence[str]) -> set[str]:
         with self._lock:
+            self._check()
             return {i for i in ids if i in self._slot_of}
 
     def _chunks_from_rows(self, rows: Sequence[tuple[str, str]]) -> dict[str, KnowledgeChunk]:
@@ -452,7 +474,8 @@ class SQLiteStore:
             if not self._slot_of:
                 return []
             mask = self._mask(flt)
-            slots, scores = self._lex.score(qt, mask) if qt else (np.zeros(0, np.int64), np.zeros(0))
+            scope = self._cols.scope_mask(flt, self._alive())
+            slots, scores = self._lex.score(qt, mask, scope) if qt else (np.zeros(0, np.int64), np.zeros(0))
             top_slots, top_scores = top_k(slots, scores, k)
             out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
             if include:
@@ -543,7 +566,7 @@ class SQLiteStore:
                                 f"SELECT src, dst, type, weight FROM edges WHERE {col} IN ({marks}){type_sql}",
                                 [*part, *type_args]):
                             out[(src, dst, typ)] = Relationship(src, dst, typ, w)
-            return list(out.values())
+            return [out[key] for key in sorted(out)]  # deterministic, whatever SQLite's plan
 
     # -- auxiliary state ------------------------------------------------------------
     def kv_put(self, namespace: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> None:
@@ -616,7 +639,8 @@ class SQLiteStore:
         with self._lock:
             self._check()
             graph = self._graph_path()
-            if graph is not None and self._vec is not None:
+            if graph is not None and self._vec is not None and self._vec.has_graph:
+                Path(str(graph) + ".id").write_text(self._store_id())
                 self._vec.save_graph(graph, np.asarray(self._seqs, np.int64))
 
     def close(self) -> None:
@@ -632,5 +656,6 @@ class SQLiteStore:
     def statuses(self) -> dict[str, int]:
         """Live record counts per status (cheap; used by stats)."""
         with self._lock:
+            self._check()
             return self._cols.status_counts(self._alive())
 
