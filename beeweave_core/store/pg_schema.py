@@ -6,7 +6,8 @@ holds many isolated memories and the schema distributes by tenant with Citus
 
 Vectors live in an untyped ``vector`` column beside their ``dim``: tenants may use
 models of different dimensions, and each dimension gets its own partial HNSW index
-over ``embedding::vector(dim)``, created when that dimension is first written.
+over ``embedding::vector(dim)``. Like the embedded FAISS graph, it is built only once
+there are more vectors of that dimension than an exact scan handles well.
 Documents are ``json`` (the text as written), not ``jsonb``: jsonb turns 1e300 into
 an integer, reorders keys and rejects ``\\u0000``, and a memory must come back as it
 went in.
@@ -21,12 +22,13 @@ from psycopg import sql
 
 from ..errors import SchemaVersionError, StoreUnavailableError
 
-__all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "ensure_hnsw_index", "lock_key", "hnsw_index_name"]
+__all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "build_hnsw_index", "lock_key", "hnsw_index_name"]
 
-# HNSW build parameters: the same graph degree and construction beam as the embedded
-# FAISS index (vectors.py), so both backends trade recall for speed alike.
-HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 80
+# HNSW build parameters: pgvector's defaults. Every insert into a pgvector HNSW index
+# walks the graph (a few milliseconds a row here, three times more at FAISS's m=32), so
+# the graph is kept light; search widens ef_search instead.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
 
 # Named, ordered migrations. Each runs once, in one transaction, under a database-wide
 # advisory lock (so concurrent first opens do not race), and is recorded in
@@ -185,16 +187,33 @@ def hnsw_index_name(dim: int) -> str:
     return f"chunks_hnsw_{int(dim)}"
 
 
-def ensure_hnsw_index(conn: psycopg.Connection, dim: int) -> None:
-    """Create the partial HNSW index for one dimension if it is missing (inside the caller's
-    transaction). Cosine equals inner product here: every stored vector is unit-length."""
-    dim = int(dim)
+def build_hnsw_index(conn: psycopg.Connection, dim: int) -> bool:
+    """Build the partial HNSW index of one dimension unless it exists; return whether it
+    exists now. ``conn`` is an autocommit connection with the schema on its search_path.
+
+    The build runs CONCURRENTLY, so writers go on meanwhile; one process builds while the
+    others skip (a session advisory lock), and an invalid index left by a failed build is
+    dropped and built again. Cosine equals inner product: stored vectors are unit-length.
+    """
     name = hnsw_index_name(dim)
-    if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None:
-        return
-    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("beeweave-hnsw", str(dim)),))
-    conn.execute(sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {} ON chunks USING hnsw ((embedding::vector({})) vector_ip_ops) "
-        "WITH (m = {}, ef_construction = {}) WHERE dim = {}").format(
-        sql.Identifier(name), sql.Literal(dim), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION),
-        sql.Literal(dim)))
+    valid_sql = "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)"
+    row = conn.execute(valid_sql, (name,)).fetchone()
+    if row is not None and row[0]:
+        return True
+    key = lock_key("beeweave-hnsw", str(int(dim)))
+    if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        return False  # another process is building it
+    try:
+        row = conn.execute(valid_sql, (name,)).fetchone()
+        if row is not None and row[0]:
+            return True
+        if row is not None:
+            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON chunks USING hnsw ((embedding::vector({})) vector_ip_ops) "
+            "WITH (m = {}, ef_construction = {}) WHERE dim = {}").format(
+            sql.Identifier(name), sql.Literal(int(dim)), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION),
+            sql.Literal(int(dim))))
+        return True
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

@@ -57,7 +57,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from . import pg_index
 from .pg_events import RemoteListener, channel_name, event_payloads
-from .pg_schema import PG_SCHEMA_VERSION, MIGRATIONS, ensure_hnsw_index, lock_key, migrate
+from .pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, lock_key, migrate
 from .pg_sql import LEXICAL_SQL, clean, filter_sql
 
 __all__ = ["PostgresStore"]
@@ -143,6 +143,7 @@ class PostgresStore:
         self._lock_key = lock_key("beeweave-tenant", self.schema, tenant)
         self._listeners: list[RemoteListener] = []
         self._indexed_dims: set[int] = set()
+        self.last_vector_path = ""  # how the last vector_search answered: exact, hnsw or hnsw+exact
         self._closed = False
         try:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1))) as conn:
@@ -238,6 +239,7 @@ class PostgresStore:
         prepared = [(_checked(r.chunk), r) for r in rows]
         with self._write() as conn:
             self._insert(conn, prepared, EventType.CREATED)
+        self._maybe_index(len(rows[0].vector))
 
     def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
                 event: EventType) -> None:
@@ -254,9 +256,6 @@ class PostgresStore:
         st = conn.execute("SELECT n_docs, dim FROM stats WHERE tenant = %s", (t,)).fetchone()
         if st is not None and st[0] > 0 and st[1] != dim:
             raise DimensionMismatchError(f"vectors of dimension {dim} cannot go into a store of dimension {st[1]}")
-        if dim not in self._indexed_dims:
-            ensure_hnsw_index(conn, dim)
-            self._indexed_dims.add(dim)
         n = len(prepared)
         seqs = sorted(r[0] for r in conn.execute("SELECT nextval('chunk_seq') FROM generate_series(1, %s)", (n,)))
         counts = [dict(Counter(r.terms)) for _, r in prepared]
@@ -278,6 +277,34 @@ class PostgresStore:
         nb = pg_index.rethread(conn, t, self.index_config.context_radius, changes)
         pg_index.bump_stats(conn, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
+
+    def _maybe_index(self, dim: int) -> None:
+        """Once an exact scan no longer answers every search, build the HNSW index of this
+        dimension (after the write committed, concurrently with other writers)."""
+        if dim in self._indexed_dims:
+            return
+        with self._conn() as conn:
+            n = conn.execute("SELECT coalesce(sum(n_docs), 0) FROM stats WHERE dim = %s", (dim,)).fetchone()[0]
+        if n > self.exact_limit:
+            self.ensure_vector_index(dim)
+
+    def ensure_vector_index(self, dim: int | None = None) -> bool:
+        """Build the HNSW index for ``dim`` (default: this tenant's) now rather than when the
+        store outgrows exact search; return whether it exists (False: another process is
+        building it). Safe to call from several processes."""
+        self._check()
+        dim = int(dim or self.dim or 0)
+        if dim <= 0:
+            return False
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                conn.execute(self._search_path)
+                built = build_hnsw_index(conn, dim)
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"cannot build the vector index: {exc}") from exc
+        if built:
+            self._indexed_dims.add(dim)
+        return built
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         self._check()
@@ -333,6 +360,7 @@ class PostgresStore:
             self._delete(conn, ids, None)
             self._insert(conn, prepared, EventType.UPDATED)
             self._add_edges(conn, kept)
+        self._maybe_index(len(rows[0].vector))
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         self._check()
@@ -494,7 +522,11 @@ class PostgresStore:
                     "SELECT c.id, -({vec}) FROM chunks c WHERE c.tenant = %(t)s AND c.dim = {d}" + where
                     + " ORDER BY {vec} LIMIT %(k)s").format(vec=vec, d=sql.Literal(int(dim))), params).fetchall()
                 if len(rows) >= k:
+                    self.last_vector_path = "hnsw"
                     return [(i, float(s)) for i, s in rows]
+                self.last_vector_path = "hnsw+exact"
+            else:
+                self.last_vector_path = "exact"
             rows = conn.execute(
                 f"SELECT c.id, -(c.embedding <#> %(q)s) AS s FROM chunks c WHERE c.tenant = %(t)s{where} "
                 "ORDER BY s DESC, c.seq LIMIT %(k)s", params).fetchall()

@@ -1,0 +1,139 @@
+"""What only the PostgreSQL backend has: tenants, versioned migrations, the URL's schema,
+values PostgreSQL text cannot hold, and exact JSON round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+
+from beeweave_core import IndexConfig, InvalidInputError, KnowledgeChunk, Relationship, SchemaVersionError
+from beeweave_core.filters import build_filter
+from beeweave_core.store.base import ChunkRow
+from beeweave_core.store.pg_schema import MIGRATIONS
+from beeweave_core.store.postgres import PostgresStore
+from postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
+
+EVERYTHING = build_filter({"status": ["active", "pending", "archived", "merged", "expired"]})
+
+
+def _row(cid: str, text: str, user: str = "ann", seed: int = 0, **kw) -> ChunkRow:
+    v = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+    terms = text.replace("\x00", " ").split()  # as the tokenizer does
+    return ChunkRow(KnowledgeChunk(raw_content=text, id=cid, user_id=user, **kw), v / np.linalg.norm(v), terms)
+
+
+@pytest.fixture
+def two_tenants(pg_url):  # noqa: F811
+    a = PostgresStore(pg_url, tenant=new_tenant("a"))
+    b = PostgresStore(pg_url, tenant=new_tenant("b"))
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_tenants_share_tables_and_never_see_each_other(two_tenants) -> None:
+    a, b = two_tenants
+    a.insert([_row("m1", "apple pie", session_id="s", seed=1), _row("m2", "apple tart", session_id="s", seed=2)])
+    b.insert([_row("m1", "banana bread", session_id="s", seed=3)])  # the same id and user in another tenant
+    assert (a.count(), b.count()) == (2, 1)
+    assert a.get(["m1"])["m1"].raw_content == "apple pie" and b.get(["m1"])["m1"].raw_content == "banana bread"
+    assert b.lexical_search({"apple": 1}, EVERYTHING, 10) == []
+    assert [i for i, _ in b.vector_search(a.get_vectors(["m2"])["m2"], EVERYTHING, 10)] == ["m1"]
+    assert b.contains(["m2"]) == set() and b.matching(["m1", "m2"], EVERYTHING) == {"m1"}
+    a.add_edges([Relationship("m1", "m2", "semantic")])
+    b.add_edges([Relationship("m1", "m2", "semantic")])  # m2 is not b's: nothing is written
+    assert b.edges(["m1", "m2"]) == [] and len(a.edges(["m1"])) == 1
+    a.kv_put("notes", "k", {"v": 1}, user_id="ann")
+    a.log_append("versions", "m1", {"v": 1}, user_id="ann")
+    assert b.kv_get("notes", "k") is None and b.log_read("versions") == []
+    a.set_meta("embedder", "x")
+    assert b.get_meta("embedder") is None
+    assert b.delete_user("ann") == 1
+    assert a.count() == 2 and a.kv_get("notes", "k") == {"v": 1} and len(a.log_read("versions")) == 1
+    # BM25 statistics are per tenant: b's (now empty) corpus changes nothing in a's scores.
+    alone = PostgresStore(a.url, schema=a.schema, tenant=new_tenant("c"))
+    try:
+        alone.insert([_row("m1", "apple pie", session_id="s", seed=1), _row("m2", "apple tart", session_id="s", seed=2)])
+        assert alone.lexical_search({"apple": 1, "pie": 1}, EVERYTHING, 5) == \
+            a.lexical_search({"apple": 1, "pie": 1}, EVERYTHING, 5)
+        assert alone.drop_tenant() == 2
+        assert alone.count() == 0 and alone.get(["m1"]) == {}
+    finally:
+        alone.close()
+
+
+def test_migrations_are_named_versioned_and_run_once(pg_url) -> None:  # noqa: F811
+    store = PostgresStore(pg_url, tenant=new_tenant())
+    try:
+        assert store.get_meta("schema_version") == str(len(MIGRATIONS))
+        assert store.get_meta("migration_0001") == "0001_initial"
+        with psycopg.connect(store.url) as conn:
+            conn.execute(f'SET search_path TO "{store.schema}"')
+            applied = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version").fetchall()
+            assert applied == [(i + 1, name) for i, (name, _) in enumerate(MIGRATIONS)]
+            PostgresStore(pg_url, tenant=new_tenant()).close()  # a second open migrates nothing
+            assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
+    finally:
+        store.close()
+
+
+def test_a_newer_schema_is_refused() -> None:
+    with fresh_schema("newer") as schema:
+        url = schema_url(server_url(), schema)
+        PostgresStore(url).close()
+        with psycopg.connect(server_url(), autocommit=True) as conn:
+            conn.execute(f'INSERT INTO "{schema}".schema_migrations (version, name) VALUES (99, \'9999_future\')')
+        with pytest.raises(SchemaVersionError, match="upgrade beeweave"):
+            PostgresStore(url)
+
+
+def test_index_config_is_kept_per_tenant(pg_url) -> None:  # noqa: F811
+    tenant = new_tenant()
+    cfg = IndexConfig(context_radius=1)
+    PostgresStore(pg_url, tenant=tenant, index_config=cfg).close()
+    again = PostgresStore(pg_url, tenant=tenant)
+    assert again.index_config == cfg
+    again.close()
+    with pytest.raises(InvalidInputError, match="open it without index_config"):
+        PostgresStore(pg_url, tenant=tenant, index_config=IndexConfig(context_radius=3))
+
+
+def test_nul_characters_are_refused_or_kept_exactly(pg_url) -> None:  # noqa: F811
+    store = PostgresStore(pg_url, tenant=new_tenant())
+    try:
+        with pytest.raises(InvalidInputError, match="NUL"):
+            store.insert([_row("ok", "fine"), _row("bad", "text", user="a\x00b")])
+        assert store.count() == 0  # the whole batch was refused
+        # Inside the record's text (JSON) a NUL is stored and comes back as it went in.
+        store.insert([_row("nul", "zero\x00byte", metadata={"raw": "a\x00b"})])
+        got = store.get(["nul"])["nul"]
+        assert got.raw_content == "zero\x00byte" and got.metadata == {"raw": "a\x00b"}
+        # Filters and lookups with NUL simply match nothing.
+        assert store.get(["a\x00"]) == {} and store.count(build_filter({"user_id": "a\x00b"})) == 0
+        assert store.lexical_search({"x\x00": 1}, EVERYTHING, 5) == []
+    finally:
+        store.close()
+
+
+def test_json_round_trips_exactly(pg_url) -> None:  # noqa: F811
+    """jsonb would turn 1e300 into an integer and reorder keys; the store keeps them."""
+    store = PostgresStore(pg_url, tenant=new_tenant())
+    try:
+        meta = {"z": 1, "a": [1e300, 1.5e-7, 2**70, None, True], "中文": "值"}
+        store.insert([_row("j", "json", metadata=meta)])
+        got = store.get(["j"])["j"].metadata
+        assert got == meta and list(got) == ["z", "a", "中文"] and isinstance(got["a"][0], float)
+        store.kv_put("ns", "k", meta)
+        assert store.kv_get("ns", "k") == meta
+    finally:
+        store.close()
+
+
+def test_url_schema_parameter_and_bad_arguments() -> None:
+    with pytest.raises(InvalidInputError):
+        PostgresStore(schema_url(server_url(), "no-dashes-allowed"))
+    with pytest.raises(InvalidInputError):
+        PostgresStore(server_url(), tenant="")
+    with pytest.raises(InvalidInputError):
+        PostgresStore(server_url(), pool_size=0)
