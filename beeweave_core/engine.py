@@ -179,6 +179,7 @@ class MemoryCore:
 
             backend = SQLiteStore(path, index_config=index)
         self._backend = backend
+        self._dim: int | None = None
         try:
             self.tokenizer = Tokenizer(self._resolve_tokenizer(tokenizer))
             self.embedder: Embedder = self._resolve_embedder(embedder)
@@ -240,9 +241,12 @@ class MemoryCore:
         return emb
 
     def _record_embedder(self, dim: int) -> None:
+        if self._dim == dim:
+            return
         stored = self._backend.get_meta("embedder")
         if stored is None:
             self._backend.set_meta("embedder", json.dumps({"name": self.embedder.name, "dim": dim}))
+            self._dim = dim
         elif json.loads(stored)["dim"] != dim:
             raise DimensionMismatchError(
                 f"vectors of dimension {dim} cannot go into a store of dimension {json.loads(stored)['dim']}")
@@ -253,8 +257,10 @@ class MemoryCore:
 
     @property
     def dim(self) -> int | None:
-        stored = self._backend.get_meta("embedder")
-        return json.loads(stored)["dim"] if stored else None
+        if self._dim is None:  # cached: asked on every search with a query vector
+            stored = self._backend.get_meta("embedder")
+            self._dim = json.loads(stored)["dim"] if stored else None
+        return self._dim
 
     # -- writing -------------------------------------------------------------------
     def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
@@ -553,7 +559,8 @@ class MemoryCore:
         if mode is FusionMode.ZSCORE:
             # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
             fused = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in fused]
-        pool = fused[: max(3 * k, 20) if rerank is None and mmr_lambda is None else max(4 * k, 40)]
+        # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
+        pool = fused[: max(2 * k, k + 10) if rerank is None and mmr_lambda is None else max(4 * k, 40)]
         chunks = self._backend.get([cid for cid, _, _ in pool])
         scored = []
         for cid, score, src in pool:
@@ -616,6 +623,7 @@ class MemoryCore:
             rows += [ChunkRow(c, v, self.tokenizer(c.content)) for c, v in zip(batch, vecs)]
         self.embedder = new
         self._backend.set_meta("embedder", json.dumps({"name": new.name, "dim": int(new.dim)}))
+        self._dim = int(new.dim)
         if rows:
             self._backend.replace(rows)
         with self._qlock:

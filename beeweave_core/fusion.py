@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
 
@@ -26,8 +26,9 @@ def _normalised(ranked: Ranked, mode: FusionMode) -> dict[str, float]:
         hi, lo = max(scores), min(scores)
         span = hi - lo
         return {i: (s - lo) / span if span else 1.0 for i, s in ranked}
-    mean = statistics.fmean(scores)
-    std = statistics.pstdev(scores) if len(scores) > 1 else 0.0
+    n = len(scores)
+    mean = math.fsum(scores) / n
+    std = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / n)  # population std
     # A list with no spread (e.g. no query term matched) says nothing: all zeros.
     return {i: (s - mean) / std if std > 1e-9 else 0.0 for i, s in ranked}
 

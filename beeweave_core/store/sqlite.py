@@ -23,7 +23,7 @@ from ..context import IndexConfig, SessionOrder
 from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
-from ..vectors import VectorIndex
+from ..vectors import VectorIndex, matvec
 from .base import SCHEMA_VERSION, ChunkRow
 from .columns import AttributeColumns
 
@@ -508,9 +508,9 @@ class SQLiteStore:
                 nb = self._lex.neighbours(slots)
                 valid = nb >= 0
                 nvec = self._vec.vectors(np.where(valid, nb, 0).ravel()).reshape(*nb.shape, -1)
-                mat = mat + w * (nvec * valid[..., None]).sum(axis=1)
-                mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-            scores = mat @ np.asarray(vector, np.float64)
+                mat = mat + w * np.einsum("ijk,ij->ik", nvec, valid.astype(nvec.dtype))
+                mat /= np.maximum(np.sqrt(np.einsum("ij,ij->i", mat, mat))[:, None], 1e-12)
+            scores = matvec(mat, np.asarray(vector, np.float64))
             return {self._ids[s]: float(x) for s, x in zip(slots.tolist(), scores.tolist())}  # type: ignore[misc]
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
