@@ -6,6 +6,9 @@ timestamps at read time, so correctness never depends on a batch job having run.
 A memory nobody rated sits at the neutral weight 1.0, where every factor is 1:
 plain relevance is untouched until there is feedback. Recency is off by default
 because it hurts plain relevance on long-lived memories (old facts are not worse).
+
+Expiry is also read from timestamps: a memory whose ``expires_at`` has passed is
+ranked down at once, before any maintenance run archives it.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from .errors import InvalidInputError
 from .records import KnowledgeChunk
 
-__all__ = ["ScoringConfig", "effective_weight", "score_factor"]
+__all__ = ["ScoringConfig", "effective_weight", "is_expired", "score_factor", "NEUTRAL_WEIGHT"]
 
 NEUTRAL_WEIGHT = 1.0
 
@@ -31,7 +35,10 @@ class ScoringConfig:
         period: the decay period.
         recency_half_life: if set, multiply by 0.5 ** (age / half_life); off by default.
         use_confidence: multiply by the memory's confidence (0..1].
-        stale_penalty: multiplier for memories flagged stale by repeated negative feedback.
+        stale_penalty: multiplier for memories flagged stale by repeated negative feedback
+            (``metadata["stale"]``).
+        expired_penalty: multiplier for memories whose ``expires_at`` has passed (pinned
+            memories never expire).
     """
 
     use_weight: bool = True
@@ -40,6 +47,19 @@ class ScoringConfig:
     recency_half_life: timedelta | None = None
     use_confidence: bool = True
     stale_penalty: float = 0.5
+    expired_penalty: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.decay, (int, float)) and 0.0 < self.decay <= 1.0):
+            raise InvalidInputError(f"decay must be in (0, 1], got {self.decay!r}")
+        for name in ("period", "recency_half_life"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+                raise InvalidInputError(f"{name} must be a positive timedelta, got {value!r}")
+        for name in ("stale_penalty", "expired_penalty"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
+                raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
 
 
 def effective_weight(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -> float:
@@ -50,6 +70,11 @@ def effective_weight(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -
     since = chunk.reinforced_at or chunk.timestamp
     periods = max((now - since) / cfg.period, 0.0)
     return NEUTRAL_WEIGHT + (w - NEUTRAL_WEIGHT) * cfg.decay ** periods
+
+
+def is_expired(chunk: KnowledgeChunk, now: datetime) -> bool:
+    """True when ``expires_at`` has passed; pinned memories never expire."""
+    return not chunk.pinned and chunk.expires_at is not None and chunk.expires_at <= now
 
 
 def score_factor(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -> float:
@@ -64,4 +89,6 @@ def score_factor(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -> fl
         f *= min(max(float(chunk.confidence), 0.0), 1.0)
     if chunk.metadata.get("stale"):
         f *= cfg.stale_penalty
+    if is_expired(chunk, now):
+        f *= cfg.expired_penalty
     return f

@@ -1,0 +1,189 @@
+"""Configuration of the memory lifecycle: feedback, access tracking, merge, expiry, capacity."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from typing import Any
+
+from ..errors import InvalidInputError
+from ..records import KnowledgeChunk
+
+__all__ = ["FeedbackSignal", "ForgetAction", "ReviewDecision", "ExpiryRule", "DEFAULT_EXPIRY_RULES", "LifecycleConfig"]
+
+
+class FeedbackSignal(str, Enum):
+    """What an agent or a user says about a memory it was given."""
+
+    USED = "used"  # the memory was put to use (also counts as an access)
+    UP = "up"  # it was good
+    DOWN = "down"  # it was wrong or unhelpful
+
+
+class ForgetAction(str, Enum):
+    """What happens to an expired or evicted memory."""
+
+    ARCHIVE = "archive"  # status "archived": out of search, still readable with get()
+    DELETE = "delete"  # gone, with its vectors and relationships
+
+
+# English words are delimited by lookarounds, not \b: in mixed text such as "今天weather"
+# a Chinese character counts as a word character, so \b would never match.
+def _en(words: str) -> str:
+    return rf"(?<![A-Za-z])(?:{words})(?![A-Za-z])"
+
+
+_NOW = "|".join((_en(r"today'?s?|tonight|tomorrow|this (?:morning|afternoon|evening)|right now|currently"),
+                 "今天|今日|今晚|明天|明日|现在|目前|当前"))
+_WEATHER = "|".join((_en(r"weather|forecast|temperature|rain(?:ing|y)?|snow(?:ing|y)?|sunny|cloudy|humidity"),
+                     "天气|气温|预报|下雨|下雪|降雨|降温|晴天|阴天|多云|湿度"))
+_STOCK = "|".join((_en(r"(?:stock|share) price|shares? (?:is|are) trading|trading at|stock quote"),
+                   "股价|股票价格|收盘价|开盘价|行情"))
+_NUMBER = r"\d|[零一二两三四五六七八九十百千万亿]+\s*(?:元|块|美元|点)"
+
+
+@dataclass(frozen=True)
+class ExpiryRule:
+    """Give a memory an ``expires_at`` when it is added, if it has none.
+
+    A rule matches when the memory has any of ``tags``, or when every one of
+    ``patterns`` (case-insensitive regular expressions) is found in its content.
+    The memory then expires ``ttl`` after its own timestamp (when it was said).
+    """
+
+    name: str
+    ttl: timedelta
+    patterns: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    _compiled: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.ttl, timedelta) or self.ttl <= timedelta(0):
+            raise InvalidInputError(f"expiry rule {self.name!r}: ttl must be a positive timedelta")
+        if isinstance(self.patterns, str) or isinstance(self.tags, str):
+            raise InvalidInputError(f"expiry rule {self.name!r}: patterns and tags are tuples of strings")
+        if not self.patterns and not self.tags:
+            raise InvalidInputError(f"expiry rule {self.name!r} needs patterns or tags")
+        try:
+            compiled = tuple(re.compile(p, re.IGNORECASE) for p in self.patterns)
+        except re.error as exc:
+            raise InvalidInputError(f"expiry rule {self.name!r}: bad pattern: {exc}") from None
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+        object.__setattr__(self, "tags", tuple(self.tags))
+        object.__setattr__(self, "_compiled", compiled)
+
+    def matches(self, chunk: KnowledgeChunk) -> bool:
+        if self.tags and set(self.tags) & set(chunk.tags):
+            return True
+        text = chunk.content
+        return bool(self._compiled) and all(p.search(text) for p in self._compiled)
+
+
+DEFAULT_EXPIRY_RULES: tuple[ExpiryRule, ...] = (
+    # "Today's weather is sunny", "今天天气晴": a weather report tied to a day. A lasting
+    # preference ("the user likes rainy weather") has no time cue and does not expire.
+    ExpiryRule("weather", timedelta(hours=24), patterns=(_NOW, _WEATHER)),
+    # "AAPL stock price is $190", "股价涨到190元": a quote, with a number in it.
+    ExpiryRule("stock_price", timedelta(hours=24), patterns=(_STOCK, _NUMBER)),
+    ExpiryRule("ephemeral_tag", timedelta(hours=24), tags=("ephemeral", "weather", "stock_price")),
+)
+
+
+def _positive_int(name: str, value: Any, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _number(name: str, value: Any, lo: float | None = None, hi: float | None = None) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+        raise InvalidInputError(f"{name} must be a number, got {value!r}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise InvalidInputError(f"{name} must be between {lo} and {hi}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class LifecycleConfig:
+    """How memories are reinforced, merged, expired and forgotten.
+
+    Attributes:
+        used_delta, up_delta, down_delta: weight change per feedback signal; applied to
+            the effective (decayed) weight, then clamped to [min_weight, max_weight].
+        min_weight, max_weight: bounds of a memory's weight.
+        stale_after: this many ``down`` signals in a row mark a memory stale (ranked down
+            by ``ScoringConfig.stale_penalty``) and put it in the review queue.
+        access_flush_interval: seconds an access (a search hit) may wait in memory before
+            it is written to the store; 0 writes at every search. ``flush()`` and
+            ``close()`` always write what is pending.
+        access_batch: write at once when this many memories wait.
+        merge_threshold: cosine at or above which two memories of a user are duplicates.
+        merge_candidates: how many nearest neighbours are examined per memory.
+        merge_on_insert: also merge duplicates as they are added, not only in ``maintain()``.
+        expiry_rules: rules that set ``expires_at`` on new memories without one.
+        expired_action: what ``maintain()`` does to an expired memory of low weight.
+        review_weight: an expired memory whose effective weight is at least this goes to
+            the review queue instead.
+        capacity: at most this many active memories per user (``None``: no limit).
+        capacity_on_insert: enforce ``capacity`` when memories are added (else only in
+            ``maintain()``).
+        evict_access_weight, evict_age_weight: w1 and w2 of the eviction score
+            ln(access_count + 1)·w1 + 1/(age_days + 1)·w2; the lowest go first.
+        evict_action: what happens to an evicted memory.
+    """
+
+    used_delta: float = 0.1
+    up_delta: float = 0.5
+    down_delta: float = -0.5
+    min_weight: float = 0.05
+    max_weight: float = 10.0
+    stale_after: int = 3
+    access_flush_interval: float = 2.0
+    access_batch: int = 256
+    merge_threshold: float = 0.9
+    merge_candidates: int = 10
+    merge_on_insert: bool = False
+    expiry_rules: tuple[ExpiryRule, ...] = DEFAULT_EXPIRY_RULES
+    expired_action: ForgetAction = ForgetAction.ARCHIVE
+    review_weight: float = 1.5
+    capacity: int | None = None
+    capacity_on_insert: bool = True
+    evict_access_weight: float = 1.0
+    evict_age_weight: float = 1.0
+    evict_action: ForgetAction = ForgetAction.ARCHIVE
+
+    def __post_init__(self) -> None:
+        for name in ("used_delta", "up_delta", "down_delta", "evict_access_weight", "evict_age_weight"):
+            _number(name, getattr(self, name))
+        _number("min_weight", self.min_weight, 0.0)
+        _number("max_weight", self.max_weight, self.min_weight)
+        _number("access_flush_interval", self.access_flush_interval, 0.0)
+        _number("merge_threshold", self.merge_threshold, -1.0, 1.0)
+        _number("review_weight", self.review_weight)
+        _positive_int("stale_after", self.stale_after)
+        _positive_int("access_batch", self.access_batch)
+        _positive_int("merge_candidates", self.merge_candidates)
+        _positive_int("capacity", self.capacity, allow_none=True)
+        rules = tuple(self.expiry_rules)
+        if not all(isinstance(r, ExpiryRule) for r in rules):
+            raise InvalidInputError("expiry_rules must be ExpiryRule objects")
+        object.__setattr__(self, "expiry_rules", rules)
+        for name in ("expired_action", "evict_action"):
+            try:
+                object.__setattr__(self, name, ForgetAction(getattr(self, name)))
+            except ValueError:
+                raise InvalidInputError(f"{name} must be 'archive' or 'delete', got {getattr(self, name)!r}") from None
+
+    def delta(self, signal: FeedbackSignal) -> float:
+        return {FeedbackSignal.USED: self.used_delta, FeedbackSignal.UP: self.up_delta,
+                FeedbackSignal.DOWN: self.down_delta}[signal]
+
+
+class ReviewDecision(str, Enum):
+    """What to do with a memory in the review queue."""
+
+    KEEP = "keep"  # clear the stale mark and a passed expiry; it stays active
+    ARCHIVE = "archive"
+    DELETE = "delete"

@@ -1,0 +1,46 @@
+"""Expiry by rule, and the eviction score used when a capacity limit is set."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from ..records import KnowledgeChunk
+from .config import ExpiryRule, LifecycleConfig
+
+__all__ = ["rule_expiry", "eviction_score", "eviction_victims"]
+
+
+def rule_expiry(chunk: KnowledgeChunk, rules: Sequence[ExpiryRule]) -> tuple[datetime, str] | None:
+    """(expires_at, rule name) from the matching rule with the shortest ttl, or None.
+
+    Memories that are pinned or already have an ``expires_at`` are left alone.
+    """
+    if chunk.pinned or chunk.expires_at is not None:
+        return None
+    hits = [r for r in rules if r.matches(chunk)]
+    if not hits:
+        return None
+    rule = min(hits, key=lambda r: r.ttl)
+    return chunk.timestamp + rule.ttl, rule.name
+
+
+def eviction_score(chunk: KnowledgeChunk, now: datetime, cfg: LifecycleConfig) -> float:
+    """ln(access_count + 1)·w1 + 1/(age_days + 1)·w2, where age runs from the memory's timestamp."""
+    age_days = max((now - chunk.timestamp) / timedelta(days=1), 0.0)
+    return (math.log(chunk.access_count + 1) * cfg.evict_access_weight
+            + cfg.evict_age_weight / (age_days + 1.0))
+
+
+def eviction_victims(active: Sequence[KnowledgeChunk], capacity: int, now: datetime,
+                     cfg: LifecycleConfig) -> list[KnowledgeChunk]:
+    """Which of a user's active memories to evict to get down to ``capacity``: the lowest
+    scores first (ties: oldest, then id). Pinned memories are never evicted, so a user
+    with more pinned memories than the capacity stays above it."""
+    over = len(active) - capacity
+    if over <= 0:
+        return []
+    candidates = sorted((c for c in active if not c.pinned),
+                        key=lambda c: (eviction_score(c, now, cfg), c.timestamp, c.id))
+    return candidates[:over]

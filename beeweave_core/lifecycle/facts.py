@@ -1,0 +1,170 @@
+"""Facts (one current value per subject, with version history), opinions (several views,
+each with its source and confidence) and conflict groups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import InvalidInputError, NotFoundError
+from ..events import EventType
+from ..records import ChunkStatus, KnowledgeChunk, new_id
+from .base import LifecycleHost, id_list
+from .conflicts import GROUP_KEY, conflict_order
+from .expiry import rule_expiry
+from .feedback import FEEDBACK_KEY, STALE_KEY
+from .history import read_versions, record_version
+from .reports import MemoryVersion
+
+__all__ = ["FactsMixin"]
+
+FACTS = "lifecycle.facts"  # kv: "<user>\x1f<subject key>" -> {"chunk_id", "subject_key"}
+CONFLICTS = "lifecycle.conflicts"  # kv: "<user>\x1f<group>" -> {"ids": [...]}
+
+
+def _key(user_id: str, name: str) -> str:
+    return f"{user_id}\x1f{name}"
+
+
+def _name(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+class FactsMixin(LifecycleHost):
+    # -- facts -------------------------------------------------------------------------------
+    def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,
+                      metadata: Mapping[str, Any] | None = None, tags: Iterable[str] = (), **fields: Any) -> str:
+        """Store the current value of a fact about ``subject_key`` (e.g. "home_city") and return
+        the memory's id, the same id every time for one user and subject key.
+
+        New content replaces the old (it is re-embedded and re-indexed, and its timestamp
+        becomes now); the old state is kept in ``history(id)``. The same content again
+        only refreshes the fields given. ``fields`` are those of :meth:`add` (session_id,
+        agent_id, confidence, timestamp, summary, entities...).
+        """
+        _name("subject_key", subject_key)
+        _name("user_id", user_id)
+        if isinstance(tags, str):
+            raise InvalidInputError("tags must be a list of strings")
+        md = dict(metadata or {})
+        if source is not None:
+            md["source"] = _name("source", source)
+        key = _key(user_id, subject_key)
+        with self._changes():
+            entry = self.backend.kv_get(FACTS, key)
+            current = self.backend.get([entry["chunk_id"]]).get(entry["chunk_id"]) if entry else None
+            if current is None:
+                md.update(kind="fact", fact_key=subject_key, version=1)
+                cid = self.add(content, user_id=user_id, tags=tags, metadata=md, **fields)
+                self.backend.kv_put(FACTS, key, {"chunk_id": cid, "subject_key": subject_key}, user_id=user_id)
+                return cid
+            return self._revise_fact(current, content, md, list(tags), fields)
+
+    def _revise_fact(self, current: KnowledgeChunk, content: str, md: dict[str, Any], tags: list[str],
+                     fields: dict[str, Any]) -> str:
+        changes: dict[str, Any] = dict(fields)
+        if "content" in changes:
+            raise InvalidInputError("pass the fact's content as the second argument")
+        new_md = dict(current.metadata, **md)
+        changes["tags"] = list(dict.fromkeys([*current.tags, *tags]))
+        changes["status"] = ChunkStatus.ACTIVE  # a fact said again is current, even if it was archived
+        if content != current.raw_content:
+            now = self.clock()
+            changes.setdefault("timestamp", now)
+            changes["raw_content"] = content
+            # Rebuilt from raw_content: MemoryCore.update() re-embeds only when the indexed
+            # text (processed_content) changes, and it keeps the old one when only raw_content
+            # is given.
+            changes["processed_content"] = None
+            new_md["version"] = int(current.metadata.get("version", 1)) + 1
+            new_md.pop(STALE_KEY, None)  # corrected content is no longer the stale one
+            new_md[FEEDBACK_KEY] = dict(current.metadata.get(FEEDBACK_KEY) or {}, down_streak=0)
+            if "expires_at" not in changes and current.metadata.get("expiry_rule"):
+                probe = current.copy(raw_content=content, processed_content=None, expires_at=None,
+                                     timestamp=changes["timestamp"], tags=changes["tags"])
+                found = rule_expiry(probe, self.lifecycle.expiry_rules)
+                changes["expires_at"] = found[0] if found else None
+                new_md["expiry_rule"] = found[1] if found else None
+            record_version(self.backend, current, "fact_update", now)
+        changes["metadata"] = {k: v for k, v in new_md.items() if v is not None}
+        if any(current.to_dict().get(k) != (v.value if hasattr(v, "value") else v) for k, v in changes.items()):
+            self.update(current.id, **changes)
+        return current.id
+
+    def fact(self, subject_key: str, *, user_id: str) -> KnowledgeChunk | None:
+        """The current memory of a fact, or None if it was never remembered (or was deleted)."""
+        entry = self.backend.kv_get(FACTS, _key(_name("user_id", user_id), _name("subject_key", subject_key)))
+        return None if entry is None else self.backend.get([entry["chunk_id"]]).get(entry["chunk_id"])
+
+    def history(self, chunk_id: str) -> list[MemoryVersion]:
+        """The earlier versions of a memory, oldest first (the current state is ``get(id)``).
+
+        A version is written when a fact gets new content and when duplicates are merged
+        into the memory. Versions outlive a deleted memory until ``delete_user``.
+        """
+        _name("chunk_id", chunk_id)
+        versions = read_versions(self.backend, chunk_id)
+        if not versions and not self.backend.contains([chunk_id]):
+            raise NotFoundError(f"no chunk with id {chunk_id!r}")
+        return versions
+
+    # -- opinions and conflicts --------------------------------------------------------------
+    def remember_opinion(self, content: str, *, user_id: str, topic: str, source: str | None = None,
+                         confidence: float = 1.0, metadata: Mapping[str, Any] | None = None, **fields: Any) -> str:
+        """Store one view on ``topic`` with its source and confidence; every view is kept.
+
+        Two or more views on a topic form the conflict group ``"opinion:<topic>"``: search
+        orders them by confidence, then recency, and :meth:`opinions` lists them so.
+        """
+        _name("topic", topic)
+        md = dict(metadata or {}, kind="opinion", topic=topic)
+        if source is not None:
+            md["source"] = _name("source", source)
+        with self._changes() as box:
+            cid = self.add(content, user_id=user_id, metadata=md, confidence=confidence, **fields)
+            self._join_group(user_id, f"opinion:{topic}", [cid], box)
+        return cid
+
+    def opinions(self, topic: str, *, user_id: str) -> list[KnowledgeChunk]:
+        """The active views on ``topic``: highest confidence first, then newest."""
+        return self.conflicts(f"opinion:{_name('topic', topic)}", user_id=user_id)
+
+    def mark_conflict(self, chunk_ids: Iterable[str], *, group: str | None = None) -> str:
+        """Mark memories of one user as conflicting (alternative answers to one question)
+        and return the group's name (a new one unless ``group`` is given)."""
+        ids = id_list(chunk_ids)
+        group = _name("group", group) if group is not None else f"conflict:{new_id()[:12]}"
+        with self._changes() as box:
+            chunks = self.get_many(ids)
+            if len(chunks) != len(ids):
+                missing = sorted(set(ids) - {c.id for c in chunks})
+                raise NotFoundError(f"no chunk with id {missing[0]!r}")
+            if len(ids) < 2:
+                raise InvalidInputError("a conflict needs at least two memories")
+            users = {c.user_id for c in chunks}
+            if len(users) > 1:
+                raise InvalidInputError(f"conflicting memories must belong to one user, got {sorted(users)}")
+            self._join_group(users.pop(), group, ids, box)
+        return group
+
+    def conflicts(self, group: str, *, user_id: str) -> list[KnowledgeChunk]:
+        """The active members of a conflict group: highest confidence first, then newest."""
+        entry = self.backend.kv_get(CONFLICTS, _key(_name("user_id", user_id), _name("group", group))) or {}
+        found = self.backend.get(entry.get("ids", []))
+        members = [c for c in found.values() if c.status is ChunkStatus.ACTIVE]
+        return sorted(members, key=conflict_order)
+
+    def _join_group(self, user_id: str, group: str, ids: list[str], box: Any) -> None:
+        key = _key(user_id, group)
+        entry = self.backend.kv_get(CONFLICTS, key) or {"ids": []}
+        existing = self.backend.get(list(dict.fromkeys([*entry["ids"], *ids])))
+        self.backend.kv_put(CONFLICTS, key, {"ids": list(existing)}, user_id=user_id)
+        if len(existing) < 2:
+            return
+        marked = [c.copy(metadata=dict(c.metadata, **{GROUP_KEY: group}), relationships=[])
+                  for c in existing.values() if c.metadata.get(GROUP_KEY) != group]
+        self.backend.update(marked)
+        for c in marked:
+            box.emit(EventType.UPDATED, c, fields=["metadata"], conflict_group=group)

@@ -1,0 +1,57 @@
+"""What the lifecycle hands back: maintenance reports, review items and past versions."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..records import KnowledgeChunk
+
+__all__ = ["MaintenanceReport", "ReviewItem", "MemoryVersion"]
+
+
+@dataclass
+class MaintenanceReport:
+    """What one ``maintain()`` run did.
+
+    ``merged``, ``expired`` and ``evicted`` say why memories left the active set;
+    ``archived`` and ``deleted`` say what happened to them (an expired or evicted memory
+    is counted once in each pair). ``flagged`` counts memories newly put in the review
+    queue; ``merges`` maps each primary to the ids merged into it in this run.
+    """
+
+    merged: int = 0
+    expired: int = 0
+    archived: int = 0
+    deleted: int = 0
+    flagged: int = 0
+    evicted: int = 0
+    merges: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    """A memory waiting for a decision: ``reasons`` holds "stale" and/or "expired"."""
+
+    chunk_id: str
+    user_id: str | None
+    reasons: tuple[str, ...]
+    flagged_at: datetime
+
+
+@dataclass(frozen=True)
+class MemoryVersion:
+    """A past state of a memory: as it was just before ``replaced_at``.
+
+    ``reason`` is "fact_update" (a fact got new content) or "merge" (duplicates were
+    folded into it).
+    """
+
+    seq: int
+    chunk: KnowledgeChunk
+    replaced_at: datetime
+    reason: str

@@ -1,0 +1,40 @@
+"""Fixtures of the lifecycle tests: a controllable clock and stores that use it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.lifecycle import LifecycleConfig
+from lifecycle_support import DIM, Clock
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def make(clock: Clock) -> Iterator[Callable[..., BeeWeave]]:
+    """``make(path=None, **lifecycle_options)``: a store on the test clock, closed at the end."""
+    opened: list[BeeWeave] = []
+
+    def _make(path: Path | None = None, *, scoring: Any = None, **options: Any) -> BeeWeave:
+        options.setdefault("access_flush_interval", 0.0)
+        m = BeeWeave(path, embedder=HashingEmbedder(DIM), clock=clock, scoring=scoring,
+                     lifecycle=LifecycleConfig(**options))
+        opened.append(m)
+        return m
+
+    yield _make
+    for m in opened:
+        m.close()
+
+
+@pytest.fixture
+def mem(make: Callable[..., BeeWeave]) -> BeeWeave:
+    return make()
