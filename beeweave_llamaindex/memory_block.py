@@ -95,7 +95,8 @@ def messages_to_events(messages: list[ChatMessage], *, user_id: str,
             if m.role == MessageRole.SYSTEM:
                 continue
             events.append(KnowledgeEvent(user_id=user_id, agent_id=agent_id,
-                                         session_id=m.additional_kwargs.get("session_id")))
+                                         session_id=m.additional_kwargs.get("session_id"),
+                                         metadata={"source": "llama_index.memory"}))
         event = events[-1]
         if m.role == MessageRole.USER:
             event.query = text

@@ -44,7 +44,7 @@ def test_turns_become_knowledge_events() -> None:
         ("thanks", "", "c1", "helper", "alice"),
     ]
     assert events[0].intermediate_steps == [ToolCall(tool="weather", output="18C, sunny")]
-    assert all(isinstance(e, KnowledgeEvent) for e in events)
+    assert all(isinstance(e, KnowledgeEvent) and e.metadata == {"source": "llama_index.memory"} for e in events)
 
 
 def test_a_reply_without_its_question_is_still_a_turn() -> None:
