@@ -8,7 +8,7 @@ from typing import Any
 
 from ..records import new_id, to_datetime, utcnow
 
-__all__ = ["ToolCall", "KnowledgeEvent"]
+__all__ = ["ToolCall", "KnowledgeEvent", "DeadLetter"]
 
 
 @dataclass
@@ -30,7 +30,11 @@ class ToolCall:
 
 @dataclass
 class KnowledgeEvent:
-    """One agent run (or one conversational turn) to be turned into memories."""
+    """One agent run (or one conversational turn) to be turned into memories.
+
+    ``feedback`` is the user's rating of the run when it is known at ingest time
+    (> 0 positive, < 0 negative); admission rules may require it to be positive.
+    """
 
     user_id: str
     query: str = ""
@@ -41,6 +45,7 @@ class KnowledgeEvent:
     metadata: dict[str, Any] = field(default_factory=dict)
     timestamp: datetime = field(default_factory=utcnow)
     id: str = field(default_factory=new_id)
+    feedback: float | None = None
 
     def __post_init__(self) -> None:
         self.timestamp = to_datetime(self.timestamp)
@@ -51,8 +56,21 @@ class KnowledgeEvent:
         return {"id": self.id, "user_id": self.user_id, "query": self.query, "response": self.response,
                 "session_id": self.session_id, "agent_id": self.agent_id,
                 "intermediate_steps": [s.to_dict() for s in self.intermediate_steps],
-                "metadata": self.metadata, "timestamp": self.timestamp.isoformat()}
+                "metadata": self.metadata, "timestamp": self.timestamp.isoformat(), "feedback": self.feedback}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KnowledgeEvent:
         return cls(**data)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An event whose processing failed: kept with its error until retried or discarded.
+
+    The event is the redacted one when redaction ran before the failure.
+    """
+
+    event: KnowledgeEvent
+    error: str
+    attempts: int
+    failed_at: datetime
