@@ -133,6 +133,14 @@ MIGRATIONS: list[tuple[str, str]] = [
             PRIMARY KEY (tenant, key)
         );
     """),
+    # A 384-float vector is 1.5 kB, which with the record passes PostgreSQL's 2 kB
+    # TOAST threshold: the vector (it does not compress) went out of line, and every
+    # exact scan fetched each one from the TOAST table. MAIN keeps vectors in the row
+    # and lets the JSON record be compressed or moved instead. (Rows written before keep
+    # their storage until rewritten.)
+    ("0002_vectors_inline", """
+        ALTER TABLE chunks ALTER COLUMN embedding SET STORAGE MAIN;
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 

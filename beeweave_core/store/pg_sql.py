@@ -62,8 +62,11 @@ def filter_sql(flt: Filter | None, alias: str = "c") -> tuple[str, dict[str, Any
 # the filter over ``c``.
 #
 # N and the lengths come from the stats row, df from terms, the mean idf from the df
-# histogram, so a search reads only the postings of its query terms and their
-# neighbours: never a whole table.
+# histogram, so a search reads only the postings of its query terms, their neighbours
+# and their records: never a whole table. Neighbours and records are fetched by key in
+# LATERAL subqueries fenced with OFFSET 0, and filtered outside them: right after a bulk
+# load the planner's statistics are stale, and it would otherwise scan a user's
+# records once per posting.
 LEXICAL_SQL = """
 WITH st AS (
     SELECT n_docs::float8 AS n, (total_len + %(w)s * total_nb_len)::float8 / n_docs AS avgdl
@@ -84,7 +87,8 @@ WITH st AS (
 ), spread AS (
     SELECT term, seq, tf FROM p
     UNION ALL
-    SELECT p.term, n.nb_seq, %(w)s * p.tf FROM p JOIN neighbours n ON n.tenant = %(t)s AND n.seq = p.seq
+    SELECT p.term, n.nb_seq, %(w)s * p.tf FROM p CROSS JOIN LATERAL (
+        SELECT nb_seq FROM neighbours n WHERE n.tenant = %(t)s AND n.seq = p.seq OFFSET 0) n
     WHERE %(w)s > 0
 ), f AS (
     SELECT term, seq, sum(tf) AS f FROM spread GROUP BY term, seq
@@ -93,7 +97,7 @@ WITH st AS (
            sum(qi.wt * (f.f * (%(k1)s + 1)) / (f.f + %(k1)s * (1 - %(b)s + %(b)s
                * (c.doc_len + %(w)s * c.nb_len) / st.avgdl))) AS score
     FROM f JOIN qi USING (term) CROSS JOIN st
-    JOIN chunks c ON c.tenant = %(t)s AND c.seq = f.seq
+    CROSS JOIN LATERAL (SELECT * FROM chunks c WHERE c.tenant = %(t)s AND c.seq = f.seq OFFSET 0) c
     WHERE true {flt}
     GROUP BY c.id, c.seq
 ), top AS (
@@ -101,6 +105,8 @@ WITH st AS (
 )
 SELECT id, score FROM top
 UNION ALL
-SELECT c.id, coalesce(s.score, 0) FROM chunks c LEFT JOIN scored s ON s.seq = c.seq
-WHERE c.tenant = %(t)s AND c.id = ANY(%(include)s::text[]) AND c.id NOT IN (SELECT id FROM top) {flt}
+SELECT c.id, coalesce(s.score, 0) FROM unnest(%(include)s::text[]) AS inc(id)
+CROSS JOIN LATERAL (SELECT * FROM chunks c WHERE c.tenant = %(t)s AND c.id = inc.id OFFSET 0) c
+LEFT JOIN scored s ON s.seq = c.seq
+WHERE c.id NOT IN (SELECT id FROM top) {flt}
 """

@@ -484,7 +484,7 @@ class PostgresStore:
         where, args = filter_sql(flt)
         params = {"t": self.tenant, "terms": list(query), "qtfs": [float(c) for c in query.values()],
                   "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon),
-                  "k": max(int(k), 0), "include": clean(include), **args}
+                  "k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))), **args}
         with self._conn() as conn:
             rows = conn.execute(LEXICAL_SQL.format(flt=where), params).fetchall()  # type: ignore[arg-type]
         return sorted(((i, float(s)) for i, s in rows), key=lambda kv: (-kv[1], kv[0]))
@@ -542,7 +542,7 @@ class PostgresStore:
         w = float(cfg.vector_context_weight) if cfg.context_radius else 0.0
         with self._conn() as conn:
             own = conn.execute("SELECT seq, id, embedding FROM chunks WHERE tenant = %s AND id = ANY(%s)",
-                               (self.tenant, ids)).fetchall()
+                               (self.tenant, ids), binary=True).fetchall()
             if not own:
                 return {}
             mat = np.stack([e.to_numpy() for _, _, e in own]).astype(np.float64)
@@ -551,7 +551,7 @@ class PostgresStore:
                 for seq, e in conn.execute(
                         "SELECT n.seq, c.embedding FROM neighbours n JOIN chunks c ON c.tenant = n.tenant "
                         "AND c.seq = n.nb_seq WHERE n.tenant = %s AND n.seq = ANY(%s)",
-                        (self.tenant, list(row_of))):
+                        (self.tenant, list(row_of)), binary=True):
                     mat[row_of[seq]] += w * e.to_numpy().astype(np.float64)
                 mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
         scores = mat @ np.asarray(vector, np.float64)
@@ -564,7 +564,7 @@ class PostgresStore:
             return {}
         with self._conn() as conn:
             return {cid: e.to_numpy().astype(np.float32) for cid, e in conn.execute(
-                "SELECT id, embedding FROM chunks WHERE tenant = %s AND id = ANY(%s)", (self.tenant, ids))}
+                "SELECT id, embedding FROM chunks WHERE tenant = %s AND id = ANY(%s)", (self.tenant, ids), binary=True)}
 
     # -- relationships ----------------------------------------------------------------------
     def add_edges(self, edges: Sequence[Relationship]) -> None:
