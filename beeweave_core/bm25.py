@@ -88,7 +88,11 @@ class BM25Index:
         self._nb = np.full((0, self._width), -1, dtype=np.int32)
         self._alive = np.zeros(0, dtype=bool)
         self._n_docs = 0
-        self._total_len = 0.0  # sum of _ctx_len over live documents
+        # Lengths are integers; keep the totals integral so that their order of
+        # accumulation can never change avgdl (reopen must reproduce scores exactly).
+        self._own_total = 0  # sum of own lengths of live documents
+        self._nb_total = 0  # sum over live documents of their neighbours' own lengths
+        self._nb_len = np.zeros(0, dtype=np.int64)  # per document: its neighbours' own lengths
         self._idf_cache: tuple[int, np.ndarray, float] | None = None  # (version, idf, mean)
         self._version = 0
 
@@ -99,7 +103,9 @@ class BM25Index:
 
     @property
     def avgdl(self) -> float:
-        return self._total_len / self._n_docs if self._n_docs else 0.0
+        if not self._n_docs:
+            return 0.0
+        return (self._own_total + self.context_weight * self._nb_total) / self._n_docs
 
     def _ensure_slot(self, slot: int) -> None:
         if slot >= len(self._doc_len):
@@ -107,6 +113,7 @@ class BM25Index:
             extra = cap - len(self._doc_len)
             self._doc_len = np.concatenate([self._doc_len, np.zeros(extra)])
             self._ctx_len = np.concatenate([self._ctx_len, np.zeros(extra)])
+            self._nb_len = np.concatenate([self._nb_len, np.zeros(extra, np.int64)])
             self._alive = np.concatenate([self._alive, np.zeros(extra, bool)])
             self._nb = np.concatenate([self._nb, np.full((extra, self._width), -1, np.int32)])
 
@@ -131,8 +138,8 @@ class BM25Index:
         self._doc_len[slot] = length
         self._alive[slot] = True
         self._n_docs += 1
-        self._ctx_len[slot] = self._context_length(slot)
-        self._total_len += self._ctx_len[slot]
+        self._own_total += length
+        self._set_context_length(slot)
         self._version += 1
 
     def add_bulk(self, slots: np.ndarray, term_ids: np.ndarray, tfs: np.ndarray, doc_slots: np.ndarray,
@@ -142,9 +149,10 @@ class BM25Index:
             self._ensure_slot(int(doc_slots.max()))
         self._doc_len[doc_slots] = doc_lens
         self._ctx_len[doc_slots] = doc_lens
+        self._nb_len[doc_slots] = 0
         self._alive[doc_slots] = True
         self._n_docs += len(doc_slots)
-        self._total_len += float(doc_lens.sum())
+        self._own_total += int(doc_lens.sum())
         if len(term_ids):
             self._ensure_term(int(term_ids.max()))
             order = np.argsort(term_ids, kind="stable")
@@ -159,21 +167,33 @@ class BM25Index:
                 self._df[tid] += e - s
         self._version += 1
 
-    def _context_length(self, slot: int) -> float:
+    def _set_context_length(self, slot: int) -> None:
         row = self._nb[slot]
-        row = row[row >= 0]
-        return float(self._doc_len[slot] + self.context_weight * self._doc_len[row].sum())
+        nb_len = int(self._doc_len[row[row >= 0]].sum())
+        self._nb_total += nb_len - int(self._nb_len[slot])
+        self._nb_len[slot] = nb_len
+        self._ctx_len[slot] = self._doc_len[slot] + self.context_weight * nb_len
 
     def set_neighbours(self, slot: int, neighbours: list[int]) -> None:
         """Set which documents' terms count (weighted) as this document's context."""
         if not self._width or slot >= len(self._alive) or not self._alive[slot]:
             return
         row = np.full(self._width, -1, np.int32)
-        row[: len(neighbours)] = neighbours[: self._width]
+        row[: len(neighbours)] = sorted(neighbours)[: self._width]
         self._nb[slot] = row
-        new_len = self._context_length(slot)
-        self._total_len += new_len - self._ctx_len[slot]
-        self._ctx_len[slot] = new_len
+        self._set_context_length(slot)
+        self._version += 1
+
+    def set_neighbours_bulk(self, slots: np.ndarray, nb: np.ndarray) -> None:
+        """Set many neighbour rows at once (rows in canonical order, as ``SessionOrder.add_bulk`` gives)."""
+        if not self._width or not len(slots):
+            return
+        self._nb[slots] = nb
+        valid = nb >= 0
+        nb_len = np.where(valid, self._doc_len[np.where(valid, nb, 0)], 0.0).sum(axis=1).astype(np.int64)
+        self._nb_total += int(nb_len.sum()) - int(self._nb_len[slots].sum())
+        self._nb_len[slots] = nb_len
+        self._ctx_len[slots] = self._doc_len[slots] + self.context_weight * nb_len
         self._version += 1
 
     def neighbours(self, slots: np.ndarray) -> np.ndarray:
@@ -189,7 +209,9 @@ class BM25Index:
             self._postings[term_id].remove_slot(slot)
         self._alive[slot] = False
         self._n_docs -= 1
-        self._total_len -= self._ctx_len[slot]
+        self._own_total -= int(self._doc_len[slot])
+        self._nb_total -= int(self._nb_len[slot])
+        self._nb_len[slot] = 0
         self._doc_len[slot] = 0
         self._ctx_len[slot] = 0
         if self._width:

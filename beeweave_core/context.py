@@ -14,9 +14,11 @@ import bisect
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from .errors import InvalidInputError
 
-__all__ = ["IndexConfig", "SessionOrder"]
+__all__ = ["IndexConfig", "SessionOrder", "canonical_rows"]
 
 
 @dataclass(frozen=True)
@@ -56,61 +58,111 @@ class IndexConfig:
             raise InvalidInputError(f"not an index configuration: {data!r}") from exc
 
 
+def canonical_rows(nb: np.ndarray) -> np.ndarray:
+    """Neighbour rows in one canonical order (ascending slots, -1 last), so sums over
+    neighbours add up in the same order whether built one by one or in bulk: reopening
+    a store must reproduce its scores bit for bit."""
+    big = np.iinfo(nb.dtype).max
+    out = np.sort(np.where(nb < 0, big, nb), axis=1)
+    return np.where(out == big, -1, out).astype(nb.dtype)
+
+
 class SessionOrder:
-    """Per-session ordered slots; reports whose neighbourhoods an insert or delete changed."""
+    """Per-session ordered slots; reports whose neighbourhoods an insert or delete changed.
+
+    A session is keyed by (user code, session code) — small ints interned by the
+    store — and holds its slots sorted by (timestamp, insertion seq). Per-slot data
+    lives in numpy arrays so a million memories cost a few bytes each.
+    """
 
     def __init__(self, radius: int) -> None:
         self.radius = radius
-        self._order: dict[tuple[str, str], list[tuple[float, int, int]]] = {}  # key -> [(ts, seq, slot)]
-        self._key_of: dict[int, tuple[tuple[str, str], tuple[float, int, int]]] = {}
+        self._lists: dict[tuple[int, int], list[int]] = {}
+        self._ts = np.zeros(0, np.float64)
+        self._seq = np.zeros(0, np.int64)
+        self._key = np.zeros((0, 2), np.int64)  # (user, session) codes; session 0 = none
 
-    def add(self, slot: int, key: tuple[str, str] | None, ts: float, seq: int) -> list[int]:
+    def _grow(self, slot: int) -> None:
+        if slot >= len(self._ts):
+            cap = max(slot + 1, 2 * len(self._ts), 64)
+            extra = cap - len(self._ts)
+            self._ts = np.concatenate([self._ts, np.zeros(extra)])
+            self._seq = np.concatenate([self._seq, np.zeros(extra, np.int64)])
+            self._key = np.concatenate([self._key, np.zeros((extra, 2), np.int64)])
+
+    def _sort_key(self, slot: int) -> tuple[float, int]:
+        return (float(self._ts[slot]), int(self._seq[slot]))
+
+    def add(self, slot: int, key: tuple[int, int] | None, ts: float, seq: int) -> list[int]:
         """Place a slot; return the slots whose neighbour lists must be recomputed."""
         if key is None or self.radius == 0:
             return []
-        entry = (ts, seq, slot)
-        lst = self._order.setdefault(key, [])
-        pos = bisect.bisect(lst, entry)
-        lst.insert(pos, entry)
-        self._key_of[slot] = (key, entry)
-        return [e[2] for e in lst[max(0, pos - self.radius) : pos + self.radius + 1]]
+        self._grow(slot)
+        self._ts[slot], self._seq[slot], self._key[slot] = ts, seq, key
+        lst = self._lists.setdefault(key, [])
+        pos = bisect.bisect(lst, (ts, seq), key=self._sort_key)
+        lst.insert(pos, slot)
+        return lst[max(0, pos - self.radius) : pos + self.radius + 1]
 
-    def add_bulk(self, items: list[tuple[int, tuple[str, str] | None, float, int]]) -> None:
-        if self.radius == 0:
-            return
-        for slot, key, ts, seq in items:
-            if key is not None:
-                entry = (ts, seq, slot)
-                self._order.setdefault(key, []).append(entry)
-                self._key_of[slot] = (key, entry)
-        for lst in self._order.values():
-            lst.sort()
+    def _position(self, slot: int) -> tuple[list[int], int] | None:
+        if slot >= len(self._ts) or self._key[slot, 1] == 0:
+            return None
+        lst = self._lists.get((int(self._key[slot, 0]), int(self._key[slot, 1])))
+        if not lst:
+            return None
+        pos = bisect.bisect_left(lst, self._sort_key(slot), key=self._sort_key)
+        while pos < len(lst) and lst[pos] != slot:  # equal keys cannot happen (seq is unique)
+            pos += 1
+        return (lst, pos) if pos < len(lst) else None
 
     def remove(self, slot: int) -> list[int]:
-        found = self._key_of.pop(slot, None)
+        found = self._position(slot)
         if found is None:
             return []
-        key, entry = found
-        lst = self._order[key]
-        pos = bisect.bisect_left(lst, entry)
+        lst, pos = found
         del lst[pos]
+        key = (int(self._key[slot, 0]), int(self._key[slot, 1]))
+        self._key[slot] = 0
         if not lst:
-            del self._order[key]
+            del self._lists[key]
             return []
-        return [e[2] for e in lst[max(0, pos - self.radius) : pos + self.radius]]
+        return lst[max(0, pos - self.radius) : pos + self.radius]
 
     def neighbours(self, slot: int) -> list[int]:
-        found = self._key_of.get(slot)
+        found = self._position(slot)
         if found is None:
             return []
-        key, entry = found
-        lst = self._order[key]
-        pos = bisect.bisect_left(lst, entry)
+        lst, pos = found
         r = self.radius
-        return [e[2] for e in lst[max(0, pos - r) : pos + r + 1] if e[2] != slot]
+        return [s for s in lst[max(0, pos - r) : pos + r + 1] if s != slot]
 
-    def all_slots(self) -> list[int]:
-        return list(self._key_of)
-
-    def session_slots(self, key: tuple[str, str]) -> list[int]:
-        return [e[2] for e in self._order.get(key, [])]
+    def add_bulk(self, slots: np.ndarray, users: np.ndarray, sessions: np.ndarray, ts: np.ndarray,
+                 seqs: np.ndarray) -> np.ndarray:
+        """Place many slots at once; return their neighbour matrix (len(slots) x 2r, -1 = none)."""
+        width = 2 * self.radius
+        out = np.full((len(slots), width), -1, np.int32)
+        if self.radius == 0 or not len(slots):
+            return out
+        self._grow(int(slots.max()))
+        self._ts[slots], self._seq[slots] = ts, seqs
+        self._key[slots, 0], self._key[slots, 1] = users, sessions
+        has = sessions != 0
+        idx = np.flatnonzero(has)
+        order = idx[np.lexsort((seqs[idx], ts[idx], sessions[idx], users[idx]))]
+        u, sess = users[order], sessions[order]
+        # Neighbours are the sorted entries within +-r that belong to the same session.
+        col = 0
+        for d in [*range(-self.radius, 0), *range(1, self.radius + 1)]:
+            j = np.arange(len(order)) + d
+            ok = (j >= 0) & (j < len(order))
+            jj = np.where(ok, j, 0)
+            ok &= (u[jj] == u) & (sess[jj] == sess)
+            out[order[ok], col] = slots[order[jj[ok]]]
+            col += 1
+        out = canonical_rows(out)
+        bounds = np.flatnonzero((np.diff(u) != 0) | (np.diff(sess) != 0)) + 1
+        for part in np.split(slots[order], bounds):
+            if len(part):
+                s0 = int(part[0])
+                self._lists[(int(self._key[s0, 0]), int(self._key[s0, 1]))] = part.tolist()
+        return out

@@ -3,6 +3,7 @@ vectorised numpy operations, so filters run inside retrieval at any store size."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -90,6 +91,22 @@ class AttributeColumns:
         self.ts[slot] = ts
         self.tags.set(slot, tags)
         self.entities.set(slot, entities)
+
+    def set_bulk(self, slots: np.ndarray, users: Sequence[str], agents: Sequence[str | None],
+                 sessions: Sequence[str | None], ts: np.ndarray, statuses: Sequence[str], ctypes: Sequence[str],
+                 intents: Sequence[str | None], tags_json: Sequence[str], entities_json: Sequence[str]) -> None:
+        """Fill many slots from column lists (tags/entities as stored JSON text)."""
+        if not len(slots):
+            return
+        self._grow(int(slots.max()))
+        for f, values in zip(_FIELDS, (users, agents, sessions, statuses, ctypes, intents)):
+            get = self.codes[f].get
+            self.arrays[f][slots] = np.fromiter((get(v) for v in values), np.int32, len(slots))
+        self.ts[slots] = ts
+        for index, texts in ((self.tags, tags_json), (self.entities, entities_json)):
+            for slot, text in zip(slots.tolist(), texts):
+                if text != "[]":
+                    index.set(slot, json.loads(text))
 
     def clear(self, slot: int) -> None:
         for f in _FIELDS:

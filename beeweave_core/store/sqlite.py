@@ -115,7 +115,6 @@ class SQLiteStore:
         self._order = SessionOrder(cfg.context_radius)
         self._vec: VectorIndex | None = None
         self._cols = AttributeColumns()
-        self._slot_terms: dict[int, dict[int, int]] = {}
         self._load()
 
     # -- schema ------------------------------------------------------------------
@@ -147,7 +146,9 @@ class SQLiteStore:
         if wanted is not None and wanted != cfg:
             from ..errors import InvalidInputError
 
-            raise InvalidInputError(f"this store was indexed with {cfg}; open it without index_config=")
+            raise InvalidInputError(
+                f"this store was indexed with {cfg}; open it without index= (BeeWeave) / index_config= "
+                "(SQLiteStore): the stored configuration is used, or build a new store for another one")
         return cfg
 
     def _store_id(self) -> str:
@@ -161,10 +162,6 @@ class SQLiteStore:
                 self._db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (value,))
             row = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
         return str(row[0])
-
-    @staticmethod
-    def _session_key(user: str, session: str | None) -> tuple[str, str] | None:
-        return None if session is None else (user, session)
 
     def _refresh_neighbours(self, slots: Any) -> None:
         for slot in set(slots):
@@ -191,6 +188,7 @@ class SQLiteStore:
         return None if self.path is None else self.path.with_name(self.path.name + ".hnsw")
 
     def _load(self) -> None:
+        """Rebuild the in-memory indexes from committed rows, column-wise (fast at 1M rows)."""
         self._term_ids = {t: i for i, t in self._db.execute("SELECT id, term FROM terms")}
         rows = self._db.execute(
             "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities, lex, vector "
@@ -198,7 +196,9 @@ class SQLiteStore:
         ).fetchall()
         if not rows:
             return
-        dim = len(rows[0][12]) // 4
+        seqs, ids, users, agents, sessions, tss, statuses, ctypes, intents, tags, ents, lexes, vecs = zip(*rows)
+        del rows
+        dim = len(vecs[0]) // 4
         self._vec = VectorIndex(dim)
         # Keep the slot numbering of a saved HNSW graph so it can be reused as is.
         graph = self._graph_path()
@@ -210,46 +210,54 @@ class SQLiteStore:
                     saved = None  # a graph left by another database at this path
             except Exception:
                 saved = None
-        slot_by_seq: dict[int, int] = {} if saved is None else {int(s): i for i, s in enumerate(saved.tolist())}
-        n_slots = 0 if saved is None else len(saved)
+        seq_arr = np.asarray(seqs, np.int64)
+        if saved is None:
+            slots = np.arange(len(seqs), dtype=np.int64)
+            self._seqs = list(seqs)
+        else:
+            pos = {int(s): i for i, s in enumerate(saved.tolist())}
+            extra = iter(range(len(saved), len(saved) + len(seqs)))
+            slots = np.fromiter((pos[q] if q in pos else next(extra) for q in seqs), np.int64, len(seqs))
+            self._seqs = saved.tolist() + [-1] * (int(slots.max()) + 1 - len(saved))
+            for q, sl in zip(seqs, slots.tolist()):
+                self._seqs[sl] = q
+        n_slots = len(self._seqs)
         self._ids = [None] * n_slots
-        self._seqs = [-1] * n_slots if saved is None else saved.tolist()
-        slots = np.empty(len(rows), np.int64)
-        vecs = np.empty((len(rows), dim), np.float32)
-        lex_slots, lex_terms, lex_tfs, lens = [], [], [], np.empty(len(rows), np.int64)
-        order_items: list[tuple[int, tuple[str, str] | None, float, int]] = []
-        for i, (seq, cid, user, agent, session, ts, status, ctype, intent, tags, ents, lex, vec) in enumerate(rows):
-            slot = slot_by_seq.get(seq)
-            if slot is None:
-                slot = len(self._ids)
-                self._ids.append(None)
-                self._seqs.append(seq)
-            self._ids[slot] = cid
-            self._slot_of[cid] = slot
-            slots[i] = slot
-            vecs[i] = np.frombuffer(vec, dtype=np.float32)
-            pairs = np.frombuffer(lex, dtype=np.int32).reshape(-1, 2)
-            self._slot_terms[slot] = dict(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
-            lex_slots.append(np.full(len(pairs), slot, np.int32))
-            lex_terms.append(pairs[:, 0])
-            lex_tfs.append(pairs[:, 1])
-            lens[i] = int(pairs[:, 1].sum())
-            self._cols.set(slot, user, agent, session, ts, status, ctype, intent, json.loads(tags), json.loads(ents))
-            order_items.append((slot, self._session_key(user, session), ts, seq))
-        # Slots of the saved graph whose rows were deleted stay dead placeholders.
-        self._vec.set(np.arange(len(self._ids)), np.zeros((len(self._ids), dim), np.float32))
-        dead = [s for s, cid in enumerate(self._ids) if cid is None]
-        for s in dead:
-            self._vec.remove(s)
-        self._vec._mat[slots] = vecs
-        self._lex.add_bulk(np.concatenate(lex_slots), np.concatenate(lex_terms).astype(np.int64),
-                           np.concatenate(lex_tfs).astype(np.float32), slots, lens)
-        self._order.add_bulk(order_items)
-        self._refresh_neighbours(self._order.all_slots())
+        for cid, sl in zip(ids, slots.tolist()):
+            self._ids[sl] = cid
+        self._slot_of = dict(zip(ids, slots.tolist()))
+        # Vectors: one buffer, one reshape. Slots of deleted rows stay dead placeholders.
+        mat = np.zeros((n_slots, dim), np.float32)
+        mat[slots] = np.frombuffer(b"".join(vecs), np.float32).reshape(len(vecs), dim)
+        del vecs
+        self._vec.set(np.arange(n_slots), mat)
+        for sl in np.setdiff1d(np.arange(n_slots), slots).tolist():
+            self._vec.remove(sl)
+        # Postings: (term, tf) pairs of every row, tagged with the row's slot.
+        counts = np.fromiter((len(b) // 8 for b in lexes), np.int64, len(lexes))
+        pairs = np.frombuffer(b"".join(lexes), np.int32).reshape(-1, 2)
+        del lexes
+        pair_slots = np.repeat(slots, counts).astype(np.int32)
+        lens = np.bincount(np.repeat(np.arange(len(slots)), counts), weights=pairs[:, 1], minlength=len(slots))
+        self._lex.add_bulk(pair_slots, pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.float32), slots,
+                           lens.astype(np.int64))
+        # Filter columns.
+        self._cols.set_bulk(slots, users, agents, sessions, np.asarray(tss, np.float64), statuses, ctypes, intents,
+                            tags, ents)
+        # Session neighbourhoods, computed for all sessions at once.
+        user_codes = self._cols.arrays["user"][slots].astype(np.int64)
+        session_codes = self._cols.arrays["session"][slots].astype(np.int64)
+        nb = self._order.add_bulk(slots, user_codes, session_codes, np.asarray(tss, np.float64), seq_arr)
+        self._lex.set_neighbours_bulk(slots, nb)
         if graph is not None and saved is not None:
             self._vec.load_graph(graph, np.asarray(self._seqs, np.int64))
         elif graph is not None and graph.exists():
             graph.unlink()  # stale: never let it be mistaken for ours later
+
+    def _order_key(self, slot: int, session: str | None) -> tuple[int, int] | None:
+        if session is None:
+            return None
+        return (int(self._cols.arrays["user"][slot]), int(self._cols.arrays["session"][slot]))
 
     # -- metadata ------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -330,13 +338,11 @@ class SQLiteStore:
                 self._ids.append(c.id)
                 self._seqs.append(seq)
                 self._slot_of[c.id] = slot
-                self._slot_terms[slot] = tc
                 self._lex.add(slot, tc)
                 self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
                                c.processed_content.type.value if c.processed_content else "text",
                                c.intent.value if c.intent else None, c.tags, c.entities)
-                touched += self._order.add(slot, self._session_key(c.user_id, c.session_id),
-                                           c.timestamp.timestamp(), seq)
+                touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(), seq)
             self._refresh_neighbours(touched)
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
@@ -357,13 +363,12 @@ class SQLiteStore:
             for c in chunks:
                 slot = self._slot_of[c.id]
                 touched += self._order.remove(slot)
-                touched += self._order.add(slot, self._session_key(c.user_id, c.session_id), c.timestamp.timestamp(),
-                                           self._seqs[slot])
-            self._refresh_neighbours(touched)
-            for c in chunks:
-                self._cols.set(self._slot_of[c.id], c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
+                self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
                                c.status.value, c.processed_content.type.value if c.processed_content else "text",
                                c.intent.value if c.intent else None, c.tags, c.entities)
+                touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(),
+                                           self._seqs[slot])
+            self._refresh_neighbours(touched)
 
     def replace(self, rows: Sequence[ChunkRow]) -> None:
         # A changed text means new postings and a new vector: delete and re-insert
@@ -385,6 +390,11 @@ class SQLiteStore:
         present = [i for i in dict.fromkeys(ids) if i in self._slot_of]
         if not present:
             return []
+        lex = {}
+        for i in range(0, len(present), 500):
+            part = present[i : i + 500]
+            lex.update(self._db.execute(
+                f"SELECT id, lex FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
         with self._tx():
             self._db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in present])
             if not keep_edges:
@@ -393,7 +403,8 @@ class SQLiteStore:
         for cid in present:
             slot = self._slot_of.pop(cid)
             self._ids[slot] = None
-            self._lex.remove(slot, self._slot_terms.pop(slot))
+            pairs = np.frombuffer(lex[cid], np.int32).reshape(-1, 2)
+            self._lex.remove(slot, dict(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist())))
             assert self._vec is not None
             self._vec.remove(slot)
             self._cols.clear(slot)
