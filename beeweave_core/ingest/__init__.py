@@ -1,14 +1,24 @@
-"""Ingestion pipeline: knowledge events in, memories out (being built: see issue 4).
+"""Ingestion pipeline: knowledge events in, memories out.
 
-The building blocks so far: PII redaction (:mod:`.redact`), normalization of text, code
-and data (:mod:`.normalize`), and extraction of a summary, tags, entities and an intent
-(:mod:`.extract` offline, :mod:`.llm` with any LangChain or LlamaIndex model).
+``BeeWeave.ingest(event)`` validates a :class:`KnowledgeEvent`, writes it durably to a
+queue (``<db>.queue`` beside a SQLite store) and returns at once. A background worker
+then, in batches: redacts personal data and secrets (:mod:`.redact`), normalizes text,
+code and data (:mod:`.normalize`), extracts a summary, tags, entities and an intent
+(:mod:`.extract`, :mod:`.llm`), decides active vs pending review (:mod:`.admission`),
+embeds, stores and links the memories (:mod:`.pipeline`), and counts recurring questions
+(:mod:`.patterns`). Events that fail go to the dead letters; a process that dies leaves
+its events queued, and the next open processes them exactly once (:mod:`.runtime`).
+``import_documents`` seeds a store from text, Markdown and JSONL (:mod:`.documents`).
 """
 
+from .admission import Admission, AdmissionRules, Candidate, SourceRule
+from .config import IngestConfig, PatternConfig, PatternScope, QueueFullPolicy, Window
 from .errors import ExtractionError, InvalidEventError, QueueFullError
 from .extract import Extraction, Extractor, OfflineExtractor
 from .llm import LLMExtractor
 from .normalize import normalize
+from .patterns import HotPattern
+from .queue import EventQueue, SQLiteEventQueue
 from .records import DeadLetter, KnowledgeEvent, ToolCall
 from .redact import PiiKind, PiiPattern, Redactor
 
@@ -16,10 +26,22 @@ __all__ = [
     "KnowledgeEvent",
     "ToolCall",
     "DeadLetter",
+    "IngestConfig",
+    "QueueFullPolicy",
+    "PatternConfig",
+    "PatternScope",
+    "Window",
+    "AdmissionRules",
+    "SourceRule",
+    "Admission",
+    "Candidate",
     "Extraction",
     "Extractor",
     "OfflineExtractor",
     "LLMExtractor",
+    "HotPattern",
+    "EventQueue",
+    "SQLiteEventQueue",
     "PiiKind",
     "PiiPattern",
     "Redactor",

@@ -1,7 +1,238 @@
-"""Ingestion API mixin. Being built: see issue 4."""
+"""``IngestMixin``: the ingestion methods of ``BeeWeave``.
+
+``ingest(event)`` validates the event, writes it durably to the queue and returns its id;
+a background worker does the rest (redact, normalize, extract, admit, embed, store,
+link, count patterns) in batches. See :mod:`beeweave_core.ingest` for the whole story.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import InvalidInputError, NotFoundError
+from ..filters import build_filter
+from ..records import ChunkStatus, KnowledgeChunk
+from .config import IngestConfig
+from .documents import DocFormat, document_chunks, load_sources
+from .patterns import HotPattern
+from .records import DeadLetter, KnowledgeEvent
+from .runtime import IngestRuntime
+from .validate import EVENT_KEYS, event_dict, event_json
+
+__all__ = ["IngestMixin"]
+
+logger = logging.getLogger(__name__)
+
+
+def _ids(name: str, ids: str | Iterable[str]) -> list[str]:
+    if isinstance(ids, str):
+        ids = [ids]
+    if not isinstance(ids, Iterable):
+        raise InvalidInputError(f"{name} takes an id or a list of ids")
+    out = list(dict.fromkeys(ids))
+    for i in out:
+        if not isinstance(i, str) or not i.strip():
+            raise InvalidInputError(f"{name}: ids must be non-empty strings, got {i!r}")
+    return out
+
 
 class IngestMixin:
-    pass
+    """Knowledge events in, memories out: non-blocking, durable, exactly once.
+
+    Usage:
+        .. code-block:: python
+
+            from beeweave_core import BeeWeave
+            from beeweave_core.ingest import IngestConfig, KnowledgeEvent, ToolCall
+
+            with BeeWeave("memory.db", ingest=IngestConfig()) as memory:
+                memory.ingest(KnowledgeEvent(user_id="alice", query="How do I reset my password?",
+                                             response="Settings > Security > Reset password."))
+                memory.flush()  # only to wait for the worker (e.g. in a test or a script)
+                memory.search("password reset", user_id="alice")
+
+    Args:
+        ingest: an :class:`IngestConfig` (keyword argument of the ``BeeWeave`` constructor).
+    """
+
+    def __init__(self, *args: Any, ingest: IngestConfig | None = None, **kwargs: Any) -> None:
+        if ingest is not None and not isinstance(ingest, IngestConfig):
+            raise InvalidInputError("ingest must be an IngestConfig")
+        super().__init__(*args, **kwargs)
+        try:
+            self._ingest = IngestRuntime(self, ingest or IngestConfig())
+            self._ingest.open()  # resume events a dead process left queued
+        except BaseException:
+            self.close()  # type: ignore[attr-defined]
+            raise
+
+    @property
+    def ingest_config(self) -> IngestConfig:
+        return self._ingest.config
+
+    # -- events -----------------------------------------------------------------------------
+    def ingest(self, event: KnowledgeEvent | Mapping[str, Any]) -> str:
+        """Queue a knowledge event and return its id at once.
+
+        The event is validated and written durably before this returns; the worker turns
+        it into memories in the background (``flush()`` waits for it). An event id that
+        is already queued or processed is not processed again. A bad event raises
+        ``InvalidInputError`` and writes nothing; a full queue follows
+        ``IngestConfig.when_full``.
+        """
+        rt = self._ingest
+        body = event_dict(event, now=self.clock())  # type: ignore[attr-defined]
+        if rt.config.redact_before_queue:
+            from .pipeline import redact_event
+
+            body, _ = redact_event(rt.pipeline.redactor, body)
+        text = event_json(body, max_chars=rt.config.max_event_chars)
+        rt.put(body["id"], body["user_id"], text)
+        return body["id"]
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued event is processed (at most ``timeout`` seconds), then
+        persist the store's derived structures. True if the queue is empty."""
+        drained = self._ingest.flush(timeout)
+        super().flush()  # type: ignore[misc]
+        return drained
+
+    def start_ingest(self) -> None:
+        """Start the worker (needed only with ``IngestConfig(autostart=False)``)."""
+        self._ingest.wake()
+
+    def pending_events(self) -> int:
+        """How many ingested events wait for the worker (dead letters not counted)."""
+        return self._ingest.pending_count()
+
+    def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
+        """Events whose processing failed, oldest first, with their errors."""
+        q = self._ingest._queue
+        if q is None:
+            return []
+        out = []
+        for row in q.dead(limit):
+            fields = {k: row.body[k] for k in EVENT_KEYS if k in row.body}
+            out.append(DeadLetter(KnowledgeEvent.from_dict(fields), row.error, row.attempts,
+                                  datetime.fromtimestamp(row.failed_at, tz=timezone.utc)))
+        return out
+
+    def retry_dead_letters(self, ids: str | Iterable[str] | None = None) -> int:
+        """Queue dead events again (all, or those with the given event ids); return how many."""
+        q = self._ingest._queue
+        if q is None:
+            return 0
+        n = q.revive(None if ids is None else _ids("retry_dead_letters", ids))
+        if n:
+            self._ingest.wake()
+        return n
+
+    def discard_dead_letters(self, ids: str | Iterable[str]) -> int:
+        """Delete dead events for good; return how many."""
+        q = self._ingest._queue
+        return 0 if q is None else q.discard(_ids("discard_dead_letters", ids))
+
+    # -- review --------------------------------------------------------------------------------
+    def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
+                limit: int | None = None) -> list[KnowledgeChunk]:
+        """Memories waiting for review, oldest first (``metadata["ingest"]["review"]`` says why)."""
+        filters: dict[str, Any] = {"status": ChunkStatus.PENDING.value}
+        if agent_id is not None:
+            filters["agent_id"] = agent_id
+        flt = build_filter(filters, user_id=user_id)
+        return list(self.backend.scan(flt, order="timestamp", limit=limit))  # type: ignore[attr-defined]
+
+    def _reviewable(self, name: str, ids: str | Iterable[str]) -> list[KnowledgeChunk]:
+        wanted = _ids(name, ids)
+        found = self.backend.get(wanted)  # type: ignore[attr-defined]
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise NotFoundError(f"no memory with id {missing[0]!r}; nothing was changed")
+        return [found[i] for i in wanted if found[i].status is ChunkStatus.PENDING]
+
+    def approve(self, ids: str | Iterable[str]) -> list[str]:
+        """Make pending memories active; return the ids that changed (others were not pending)."""
+        chunks = self._reviewable("approve", ids)
+        at = self.clock().isoformat()  # type: ignore[attr-defined]
+        for c in chunks:
+            meta = dict(c.metadata)
+            meta["ingest"] = {**meta.get("ingest", {}), "reviewed": {"decision": "approved", "at": at}}
+            self.update(c.id, status=ChunkStatus.ACTIVE, metadata=meta)  # type: ignore[attr-defined]
+        return [c.id for c in chunks]
+
+    def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]:
+        """Delete pending memories; return the ids that were rejected.
+
+        Rejected memories are deleted, not archived: they never were knowledge, and
+        keeping them would keep text someone decided should not be remembered. Their ids
+        are remembered (with ``reason``), so re-ingesting the same event does not bring
+        them back.
+        """
+        chunks = self._reviewable("reject", ids)
+        self._ingest.mark_rejected(chunks, reason)
+        self.delete_many([c.id for c in chunks])  # type: ignore[attr-defined]
+        return [c.id for c in chunks]
+
+    # -- patterns -------------------------------------------------------------------------------
+    def hot_patterns(self, *, user_id: str | None = None) -> list[HotPattern]:
+        """Recurring questions that are hot now (within a window of ``PatternConfig``), most
+        asked first. ``user_id`` limits to one user's (with ``PatternScope.USER``)."""
+        return self._ingest.patterns.hot(user_id)
+
+    # -- cold start ----------------------------------------------------------------------------------
+    def import_documents(self, sources: Any, *, user_id: str, agent_id: str | None = None,
+                         tags: Sequence[str] = (), format: DocFormat | str | None = None,
+                         chunk_chars: int = 1200, overlap: int = 150, review: bool = False,
+                         show_progress: bool | None = None, batch_size: int = 256) -> list[str]:
+        """Import FAQ or documentation as seed memories; return the chunk ids in order.
+
+        Args:
+            sources: a path or a text, or a list of them (text, Markdown, JSONL; by file
+                suffix, else guessed from the content).
+            user_id: whose memories they become.
+            tags: added to every chunk (besides the extracted keywords and "document").
+            format: force ``"text"``, ``"markdown"`` or ``"jsonl"``.
+            chunk_chars / overlap: chunk size and the overlap between neighbours.
+            review: store them pending review instead of active.
+            show_progress: a progress bar (default: when there are 100 chunks or more).
+
+        Everything is read and checked before anything is stored. Chunks already stored by
+        an earlier import of the same document are skipped. Redaction applies.
+        """
+        from .pipeline import Pipeline
+
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise InvalidInputError("user_id must be a non-empty string")
+        if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
+            raise InvalidInputError("tags must be a list of non-empty strings")
+        chunks = document_chunks(load_sources(sources, format), chunk_chars, overlap)
+        pipeline: Pipeline = self._ingest.pipeline
+        records = []
+        for dc in chunks:
+            records.append(pipeline.document_chunk(dc, user_id=user_id, agent_id=agent_id, tags=list(tags),
+                                                   status=ChunkStatus.PENDING if review else ChunkStatus.ACTIVE,
+                                                   now=self.clock()))  # type: ignore[attr-defined]
+        ids = list(dict.fromkeys(r.id for r in records))
+        existing = self.backend.contains(ids)  # type: ignore[attr-defined]
+        seen: set[str] = set(existing)
+        new = []
+        for r in records:
+            if r.id not in seen:
+                seen.add(r.id)
+                new.append(r)
+        if new:
+            self.add_many(new, batch_size=batch_size,  # type: ignore[attr-defined]
+                          show_progress=len(new) >= 100 if show_progress is None else show_progress)
+        return ids
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def _before_close(self) -> None:
+        rt = getattr(self, "_ingest", None)
+        try:
+            if rt is not None:
+                rt.close()
+        finally:
+            super()._before_close()  # type: ignore[misc]

@@ -71,8 +71,7 @@ class FactsMixin(LifecycleHost):
         changes["tags"] = list(dict.fromkeys([*current.tags, *tags]))
         changes["status"] = ChunkStatus.ACTIVE  # a fact said again is current, even if it was archived
         if content != current.raw_content:
-            now = self.clock()
-            changes.setdefault("timestamp", now)
+            changes.setdefault("timestamp", self.clock())
             changes["raw_content"] = content
             # Rebuilt from raw_content: MemoryCore.update() re-embeds only when the indexed
             # text (processed_content) changes, and it keeps the old one when only raw_content
@@ -86,11 +85,15 @@ class FactsMixin(LifecycleHost):
                                      timestamp=changes["timestamp"], tags=changes["tags"])
                 found = rule_expiry(probe, self.lifecycle.expiry_rules)
                 changes["expires_at"] = found[0] if found else None
-                new_md["expiry_rule"] = found[1] if found else None
-            record_version(self.backend, current, "fact_update", now)
-        changes["metadata"] = {k: v for k, v in new_md.items() if v is not None}
+                if found:
+                    new_md["expiry_rule"] = found[1]
+                else:
+                    new_md.pop("expiry_rule")
+        changes["metadata"] = new_md
         if any(current.to_dict().get(k) != (v.value if hasattr(v, "value") else v) for k, v in changes.items()):
-            self.update(current.id, **changes)
+            new = self.update(current.id, **changes)  # validates first: bad input changes nothing
+            if "raw_content" in changes:
+                record_version(self.backend, current, "fact_update", new.timestamp)
         return current.id
 
     def fact(self, subject_key: str, *, user_id: str) -> KnowledgeChunk | None:

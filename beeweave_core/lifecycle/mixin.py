@@ -33,7 +33,6 @@ class LifecycleMixin(MaintenanceMixin, FactsMixin):
     Usage:
         .. code-block:: python
 
-            from datetime import timedelta
             from beeweave_core import BeeWeave
             from beeweave_core.lifecycle import LifecycleConfig
 

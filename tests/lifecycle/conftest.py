@@ -20,13 +20,19 @@ def clock() -> Clock:
 
 @pytest.fixture
 def make(clock: Clock) -> Iterator[Callable[..., BeeWeave]]:
-    """``make(path=None, **lifecycle_options)``: a store on the test clock, closed at the end."""
+    """``make(path_or_url=None, *, tenant=None, scoring=None, **lifecycle_options)``: a store on
+    the test clock (SQLite by path, PostgreSQL by URL), closed at the end."""
     opened: list[BeeWeave] = []
 
-    def _make(path: Path | None = None, *, scoring: Any = None, **options: Any) -> BeeWeave:
+    def _make(where: str | Path | None = None, *, tenant: str | None = None, scoring: Any = None,
+              **options: Any) -> BeeWeave:
         options.setdefault("access_flush_interval", 0.0)
-        m = BeeWeave(path, embedder=HashingEmbedder(DIM), clock=clock, scoring=scoring,
-                     lifecycle=LifecycleConfig(**options))
+        kw: dict[str, Any] = dict(embedder=HashingEmbedder(DIM), clock=clock, scoring=scoring,
+                                  lifecycle=LifecycleConfig(**options))
+        if tenant is not None:
+            m = BeeWeave.from_url(str(where), tenant=tenant, **kw)
+        else:
+            m = BeeWeave(where, **kw)
         opened.append(m)
         return m
 

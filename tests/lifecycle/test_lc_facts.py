@@ -53,6 +53,17 @@ def test_same_content_again_is_not_a_new_version(mem) -> None:
     assert mem.get(cid).confidence == 0.6 and mem.history(cid) == []
 
 
+def test_a_bad_revision_changes_nothing(mem) -> None:
+    cid = mem.remember_fact("diet", "The user is vegetarian", user_id="u")
+    before = mem.get(cid).to_dict()
+    for bad in ("   ", 42):
+        with pytest.raises(InvalidInputError):
+            mem.remember_fact("diet", bad, user_id="u")
+    with pytest.raises(InvalidInputError):
+        mem.remember_fact("diet", "The user is vegan", user_id="u", confidence="high")
+    assert mem.get(cid).to_dict() == before and mem.history(cid) == []
+
+
 def test_facts_are_per_user(mem) -> None:
     a = mem.remember_fact("home_city", "Lives in Paris", user_id="a")
     b = mem.remember_fact("home_city", "Lives in Rome", user_id="b")

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
-from beeweave_core import ChunkStatus, RelationType
+from collections.abc import Callable
+
+import pytest
+
+from beeweave_core import BeeWeave, ChunkStatus, RelationType
 from lifecycle_support import unit
+from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 
-def test_lifecycle_state_survives_close_and_reopen(make, tmp_path, clock) -> None:
-    db_path = tmp_path / "memory.db"
-    m = make(db_path, up_delta=1.0, stale_after=2, access_flush_interval=3600)
+@pytest.fixture(params=["sqlite", "postgres"])
+def reopen(request, make, tmp_path) -> Callable[..., BeeWeave]:
+    """Opens the same store (a SQLite file, or a PostgreSQL tenant) each time it is called."""
+    if request.param == "sqlite":
+        path = tmp_path / "memory.db"
+        return lambda **options: make(path, **options)
+    url, tenant = request.getfixturevalue("pg_url"), new_tenant("lifecycle")
+    return lambda **options: make(url, tenant=tenant, **options)
+
+
+def test_lifecycle_state_survives_close_and_reopen(reopen, clock) -> None:
+    m = reopen(up_delta=1.0, stale_after=2, access_flush_interval=3600)
     a = m.add("the user wants dark mode everywhere", user_id="u", embedding=unit(1, 0))
     b = m.add("dark mode please", user_id="u", embedding=unit(1, 0.1))
     s = m.add("the printer is on floor 2", user_id="u", embedding=unit(0, 1))
@@ -33,7 +47,7 @@ def test_lifecycle_state_survives_close_and_reopen(make, tmp_path, clock) -> Non
     weights = {cid: m.effective_weight(cid) for cid in (a, s)}
     m.close()
 
-    m = make(db_path)
+    m = reopen()
     assert {cid: m.get(cid).to_dict() for cid in (a, b, s, w, f, o1, o2)} == state
     assert m.get(a).access_count == 3  # a and b found by the first search (b folded into a), a by the second
     assert m.get(b).status is ChunkStatus.MERGED and m.get(w).status is ChunkStatus.ARCHIVED
@@ -51,9 +65,8 @@ def test_lifecycle_state_survives_close_and_reopen(make, tmp_path, clock) -> Non
     assert m.effective_weight(a) < weights[a]
 
 
-def test_delete_user_forgets_lifecycle_records(make, tmp_path) -> None:
-    db_path = tmp_path / "memory.db"
-    m = make(db_path, stale_after=1)
+def test_delete_user_forgets_lifecycle_records(reopen) -> None:
+    m = reopen(stale_after=1)
     f = m.remember_fact("k", "one", user_id="u")
     m.remember_fact("k", "two", user_id="u")
     m.feedback([f], "down")

@@ -1,0 +1,175 @@
+"""Configuration of the ingestion pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..errors import InvalidInputError
+from .admission import AdmissionRules
+from .redact import PiiKind, PiiPattern
+
+__all__ = ["QueueFullPolicy", "PatternScope", "Window", "PatternConfig", "IngestConfig"]
+
+
+class QueueFullPolicy(str, Enum):
+    """What ``ingest()`` does when ``max_pending`` events are waiting.
+
+    - ``BLOCK`` (default): wait up to ``full_timeout`` seconds for the worker to make
+      room, then raise :class:`QueueFullError`. A full queue means the worker cannot keep
+      up; slowing the agent down briefly loses nothing, and a caller that must never
+      wait long gets an error it can act on.
+    - ``RAISE``: raise :class:`QueueFullError` at once.
+    - ``DROP_OLDEST``: accept the new event and move the oldest waiting one to the dead
+      letters (error "dropped: queue full"): it is kept, not processed, and
+      ``retry_dead_letters()`` brings it back. For agents that must never wait.
+    """
+
+    BLOCK = "block"
+    RAISE = "raise"
+    DROP_OLDEST = "drop_oldest"
+
+
+class PatternScope(str, Enum):
+    """Whose questions are counted together: each user's own (``USER``) or everyone's."""
+
+    USER = "user"
+    GLOBAL = "global"
+
+
+class Window(NamedTuple):
+    """A sliding window: a key is hot when it was seen ``threshold`` times within ``span``."""
+
+    span: timedelta
+    threshold: int
+
+    @property
+    def name(self) -> str:
+        secs = int(self.span.total_seconds())
+        for unit, size, least in (("d", 86400, 2 * 86400), ("h", 3600, 3600), ("m", 60, 60)):
+            if secs % size == 0 and secs >= least:
+                return f"{secs // size}{unit}"  # 1h, 24h, 7d, 30m
+        return f"{secs}s"
+
+
+@dataclass(frozen=True)
+class PatternConfig:
+    """Recurring-question detection.
+
+    Attributes:
+        enabled: count questions at all.
+        windows: the sliding windows; a key is hot when any window reaches its threshold.
+        scope: count per user or across users (``GLOBAL`` pattern memories belong to
+            ``shared_user_id``).
+        weight: the weight of a pattern memory (ordinary memories have 1.0).
+        max_examples: how many example questions a pattern keeps.
+        max_hits: at most this many sightings are kept per key (the newest; counts stop there).
+        refresh_every: while a key stays hot, its memory is rewritten (counts, best
+            answer) every this many sightings.
+    """
+
+    enabled: bool = True
+    windows: Sequence[Window] = (Window(timedelta(hours=1), 3), Window(timedelta(hours=24), 5))
+    scope: PatternScope = PatternScope.USER
+    shared_user_id: str = "__shared__"
+    weight: float = 2.0
+    max_examples: int = 5
+    max_hits: int = 200
+    refresh_every: int = 10
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scope", PatternScope(self.scope))
+        wins = tuple(Window(*w) for w in self.windows)
+        if not wins or any(w.span.total_seconds() <= 0 or w.threshold < 1 for w in wins):
+            raise InvalidInputError("pattern windows need a positive span and a threshold of at least 1")
+        object.__setattr__(self, "windows", wins)
+        if not isinstance(self.refresh_every, int) or self.refresh_every < 1:
+            raise InvalidInputError("refresh_every must be a positive integer")
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """How ``BeeWeave.ingest`` turns knowledge events into memories.
+
+    Pass it as ``BeeWeave(..., ingest=IngestConfig(...))``.
+
+    Attributes:
+        redact: redact personal data and secrets before anything is stored or embedded.
+        pii_kinds: which built-in kinds to redact (default: all).
+        custom_patterns: extra :class:`PiiPattern` rules.
+        redact_before_queue: redact on the caller's thread, before the event is written
+            to the queue file, so that raw personal data never touches the disk. Costs
+            the caller about 0.3 ms per KB of text; off by default (the queue file then
+            holds an event only until it is processed, and processed events are zeroed).
+        extractor: an ``Extractor`` (default: the offline one); e.g. ``LLMExtractor(llm)``.
+        admission: :class:`AdmissionRules` (active vs pending review).
+        patterns: :class:`PatternConfig` (recurring questions).
+        tool_memories: store a tool call's output as its own memory (see ``pipeline``).
+        min_tool_output_chars: shorter tool outputs are not memories of their own.
+        max_tool_output_chars: longer tool outputs are cut (with a marker) in the memory.
+        max_event_chars: a larger event is refused by ``ingest``.
+        max_pending: the queue bound.
+        when_full: :class:`QueueFullPolicy` when ``max_pending`` events wait.
+        full_timeout: how long ``BLOCK`` waits before raising.
+        batch_size: events per worker batch (one embedding call per batch).
+        queue_path: where the queue file goes; default ``<db>.queue`` beside a SQLite
+            store. A backend without a file (e.g. PostgreSQL) keeps the queue in memory
+            unless this is set, or ``queue`` is given.
+        queue: a ready ``EventQueue`` (e.g. a PostgreSQL table queue).
+        fsync: fsync every queued event (survives power loss; costs milliseconds).
+        autostart: start the worker on the first ``ingest``/on open. ``False`` leaves
+            events queued until ``flush()`` or ``start_ingest()``.
+        close_timeout: how long ``close()`` waits for the worker's current batch.
+        switch_interval: while a worker runs, the interpreter's thread switch interval
+            (``sys.setswitchinterval``, process-wide) is lowered to this many seconds, and
+            restored when the last worker stops. A thread that needs the GIL while the
+            worker runs Python code waits up to this long; at the default 5 ms that wait,
+            not ingest()'s own work, would set ingest()'s p99. ``None`` leaves it alone.
+    """
+
+    redact: bool = True
+    pii_kinds: Sequence[PiiKind | str] | None = None
+    custom_patterns: Sequence[PiiPattern] = ()
+    redact_before_queue: bool = False
+    extractor: Any = None
+    admission: AdmissionRules = field(default_factory=AdmissionRules)
+    patterns: PatternConfig = field(default_factory=PatternConfig)
+    tool_memories: bool = True
+    min_tool_output_chars: int = 20
+    max_tool_output_chars: int = 8000
+    max_event_chars: int = 1_000_000
+    max_pending: int = 10_000
+    when_full: QueueFullPolicy = QueueFullPolicy.BLOCK
+    full_timeout: float = 5.0
+    batch_size: int = 64
+    queue_path: str | Path | None = None
+    queue: Any = None
+    fsync: bool = False
+    autostart: bool = True
+    close_timeout: float = 30.0
+    switch_interval: float | None = 0.0005
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "when_full", QueueFullPolicy(self.when_full))
+        for name in ("max_pending", "batch_size", "max_event_chars"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("full_timeout", "close_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0:
+                raise InvalidInputError(f"{name} must be a non-negative number of seconds")
+        if self.switch_interval is not None and not (isinstance(self.switch_interval, (int, float))
+                                                     and 0 < self.switch_interval <= 1):
+            raise InvalidInputError("switch_interval must be None or a number of seconds in (0, 1]")
+        if not isinstance(self.admission, AdmissionRules):
+            raise InvalidInputError("admission must be an AdmissionRules")
+        if not isinstance(self.patterns, PatternConfig):
+            raise InvalidInputError("patterns must be a PatternConfig")
+        if self.extractor is not None and not hasattr(self.extractor, "extract"):
+            raise InvalidInputError("extractor must have an extract(query, response, *, content) method; "
+                                    "wrap a chat model in LLMExtractor(model)")

@@ -1,0 +1,256 @@
+"""Recurring questions: a feature key per question, sightings in sliding windows, and a
+high-priority memory for each question that becomes hot.
+
+The key is the intent plus the sorted set of the question's index terms (the store's
+tokenizer: stemmed, stop words removed; Chinese segmented by jieba) without the words
+that only say *how* something is asked ("how", "please", "way", 怎么, 如何...). So
+"How do I reset my password?", "how can I reset the password" and "Password reset - how?"
+share the key ``information_query|password reset``, as do 怎么重置密码 and 如何重置我的密码.
+
+Sightings are stored per key through the backend's key-value store (so they survive a
+reopen), each with its event id: seeing the same event twice (a crash repair) changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ..records import Intent
+from ..tokenizer import Tokenizer
+from .config import PatternConfig, PatternScope
+from .extract import FILLER, REDACTION_TOKEN
+
+__all__ = ["HotPattern", "PatternTracker", "Sighting", "NAMESPACE"]
+
+NAMESPACE = "ingest.patterns"
+_SEP = "\x1f"
+_CHINESE_FILLER = ("请问 请 问 一下 帮 帮忙 帮我 告诉 知道 想 想要 需要 应该 能不能 可不可以 是不是 有没有 "
+                   "方法 办法 步骤 一个 该 呀 啦 哈").split()
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One asked question, as the pattern tracker sees it."""
+
+    event_id: str
+    user_id: str
+    agent_id: str | None
+    query: str
+    intent: Intent
+    at: datetime
+    answer: str = ""  # the (redacted) answer the agent gave
+    answer_id: str | None = None  # the memory holding question and answer
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HotPattern:
+    """A question asked often enough to pass a window's threshold."""
+
+    key: str
+    user_id: str
+    intent: Intent
+    terms: tuple[str, ...]
+    query: str
+    examples: tuple[str, ...]
+    counts: dict[str, int]
+    memory_id: str
+    answer_id: str | None
+    first_seen: datetime
+    last_seen: datetime
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A sighting of a hot key: the pattern, whether it just became hot, and its stored state."""
+
+    pattern: HotPattern
+    became_hot: bool
+    kv_key: str
+    state: dict[str, Any]
+    refresh: bool = False  # time to refresh the memory's counts and best answer
+
+
+def _ts(dt: datetime) -> float:
+    return dt.timestamp()
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+class PatternTracker:
+    """Counts sightings per feature key and reports keys that pass a threshold."""
+
+    def __init__(self, backend: Any, tokenizer: Tokenizer, config: PatternConfig,
+                 clock: Callable[[], datetime]) -> None:
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.config = config
+        self.clock = clock
+        self._filler_terms: frozenset[str] | None = None
+        self._longest = max(w.span for w in config.windows)
+
+    # -- keys ----------------------------------------------------------------------------
+    @property
+    def _filler(self) -> frozenset[str]:
+        # Cut with the store's tokenizer (so stems match), on first use: it may load jieba.
+        if self._filler_terms is None:
+            english = frozenset(t for w in FILLER for t in self.tokenizer(w))
+            self._filler_terms = english | frozenset(_CHINESE_FILLER)
+        return self._filler_terms
+
+    def terms(self, query: str) -> tuple[str, ...]:
+        """The normalized terms of a question (empty if nothing but filler is left)."""
+        tokens = self.tokenizer(REDACTION_TOKEN.sub(" ", query))
+        return tuple(sorted({t for t in tokens if t not in self._filler and not t.isdigit()}))
+
+    def key(self, query: str, intent: Intent) -> str | None:
+        terms = self.terms(query)
+        return f"{Intent(intent).value}|{' '.join(terms)}" if terms else None
+
+    def owner(self, user_id: str) -> str:
+        return user_id if self.config.scope is PatternScope.USER else self.config.shared_user_id
+
+    @staticmethod
+    def memory_id(kv_key: str) -> str:
+        return "pattern:" + hashlib.sha1(kv_key.encode("utf-8")).hexdigest()[:24]
+
+    # -- counting ------------------------------------------------------------------------
+    def counts(self, hits: list[list[Any]], now: datetime) -> dict[str, int]:
+        out = {}
+        for w in self.config.windows:
+            since = _ts(now - w.span)
+            out[w.name] = sum(1 for ts, _ in hits if ts > since)
+        return out
+
+    def is_hot(self, counts: dict[str, int]) -> bool:
+        return any(counts[w.name] >= w.threshold for w in self.config.windows)
+
+    def observe(self, s: Sighting) -> Detection | None:
+        """Record a sighting; return the pattern when it is hot (None otherwise)."""
+        if not self.config.enabled:
+            return None
+        key = self.key(s.query, s.intent)
+        if key is None:
+            return None
+        owner = self.owner(s.user_id)
+        kv_key = owner + _SEP + key
+        state = self.backend.kv_get(NAMESPACE, kv_key) or {
+            "user_id": owner, "intent": Intent(s.intent).value, "key": key, "terms": list(self.terms(s.query)),
+            "hits": [], "examples": [], "first_seen": _ts(s.at)}
+        hits: list[list[Any]] = state["hits"]
+        if any(eid == s.event_id for _, eid in hits):
+            return None  # already counted (the event was processed before a crash)
+        now = self.clock()
+        before = self.counts(hits, now)
+        hits.append([_ts(s.at), s.event_id])
+        hits.sort(key=lambda h: h[0])
+        cutoff = _ts(now - self._longest)
+        state["hits"] = [h for h in hits if h[0] > cutoff][-self.config.max_hits:]
+        example = {"query": s.query, "answer": s.answer[:4000], "answer_id": s.answer_id, "at": _ts(s.at),
+                   "tags": list(s.tags)}
+        state["examples"] = ([e for e in state["examples"] if e["query"] != s.query] + [example])[-self.config.max_examples:]
+        self.backend.kv_put(NAMESPACE, kv_key, state, user_id=None if self.config.scope is PatternScope.GLOBAL else owner)
+        after = self.counts(state["hits"], now)
+        if not self.is_hot(after):
+            return None
+        refresh = len(state["hits"]) % self.config.refresh_every == 0
+        return Detection(self._pattern(kv_key, state, after), not self.is_hot(before), kv_key, state, refresh)
+
+    def _pattern(self, kv_key: str, state: dict[str, Any], counts: dict[str, int]) -> HotPattern:
+        examples = state["examples"]
+        return HotPattern(
+            key=state["key"], user_id=state["user_id"], intent=Intent(state["intent"]), terms=tuple(state["terms"]),
+            query=examples[0]["query"] if examples else "", examples=tuple(e["query"] for e in examples),
+            counts=counts, memory_id=self.memory_id(kv_key), answer_id=state.get("answer_id"),
+            first_seen=_dt(state["first_seen"]),
+            last_seen=_dt(max((h[0] for h in state["hits"]), default=state["first_seen"])))
+
+    # -- the pattern memory -------------------------------------------------------------------
+    def publish(self, memory: Any, det: Detection, agent_id: str | None = None) -> HotPattern:
+        """Create or update the pattern's memory (with the best known answer) and, when the
+        key just became hot, emit ``pattern.detected``. ``memory`` is the BeeWeave.
+
+        While a key stays hot the memory is refreshed (counts, best answer) only every
+        ``refresh_every`` sightings: a hot key is by definition seen often, and rewriting
+        its memory each time would cost more than the sighting itself.
+        """
+        from ..events import EventType, MemoryEvent
+
+        p, state = det.pattern, det.state
+        exists = bool(memory.backend.contains([p.memory_id]))
+        if exists and not (det.became_hot or det.refresh):
+            return p
+        best_id, answer = self._best_answer(memory, state["examples"])
+        content = f"Frequently asked: {p.query}" + (f"\n\n{answer}" if answer else "")
+        tags = ["pattern"] + [t for t in (state["examples"][-1].get("tags") or []) if t != "pattern"][:4]
+        total = p.counts[max(self.config.windows, key=lambda w: w.span).name]
+        fields = dict(tags=tags, weight=float(self.config.weight), intent=p.intent,
+                      summary=f"Recurring question (asked {total} times recently): {p.query}"[:300],
+                      metadata={"source": "ingest.pattern", "pattern_key": p.key, "counts": p.counts,
+                                "examples": list(p.examples), "answer_id": best_id,
+                                "last_seen": p.last_seen.isoformat()})
+        if exists:
+            memory.update(p.memory_id, raw_content=content, **fields)
+        else:
+            memory.add(content, user_id=p.user_id, chunk_id=p.memory_id, **fields)
+        if state.get("answer_id") != best_id:
+            state["answer_id"] = best_id
+            self.backend.kv_put(NAMESPACE, det.kv_key, state,
+                                user_id=None if self.config.scope is PatternScope.GLOBAL else p.user_id)
+        p = HotPattern(**{**p.__dict__, "answer_id": best_id})
+        if det.became_hot:
+            memory.events.emit(MemoryEvent(
+                EventType.PATTERN_DETECTED, p.memory_id, p.user_id, agent_id, tuple(tags),
+                {"key": p.key, "query": p.query, "counts": p.counts, "examples": list(p.examples),
+                 "answer_id": best_id, "intent": p.intent.value}, self.clock()))
+        return p
+
+    @staticmethod
+    def _best_answer(memory: Any, examples: list[dict[str, Any]]) -> tuple[str | None, str]:
+        """The answer of the example whose memory is active and ranks best (weight, confidence,
+        then the newest): feedback on answers decides which one a pattern offers."""
+        by_id = {e["answer_id"]: e for e in examples if e.get("answer_id") and e.get("answer")}
+        if not by_id:
+            return None, ""
+        live = [c for c in memory.get_many(list(by_id)) if c.status.value == "active"]
+        if not live:
+            return None, ""
+        order = {e["answer_id"]: i for i, e in enumerate(examples)}  # later examples are newer
+        best = max(live, key=lambda c: (c.weight, c.confidence, c.timestamp, order[c.id]))
+        return best.id, by_id[best.id]["answer"]
+
+    # -- reading and housekeeping ---------------------------------------------------------------
+    def _scan(self, user_id: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+        prefix = "" if user_id is None else self.owner(user_id) + _SEP
+        return self.backend.kv_scan(NAMESPACE, prefix)
+
+    def hot(self, user_id: str | None = None) -> list[HotPattern]:
+        """Patterns hot now (by ``clock()``), most-asked first."""
+        now = self.clock()
+        out = []
+        for kv_key, state in self._scan(user_id):
+            counts = self.counts(state["hits"], now)
+            if self.is_hot(counts):
+                out.append(self._pattern(kv_key, state, counts))
+        shortest = min(self.config.windows, key=lambda w: w.span).name
+        out.sort(key=lambda p: (-p.counts[shortest], -sum(p.counts.values()), p.key))
+        return out
+
+    def sweep(self) -> int:
+        """Forget keys not seen within the longest window; return how many."""
+        cutoff = _ts(self.clock() - self._longest)
+        stale = [k for k, st in self._scan(None) if not any(ts > cutoff for ts, _ in st["hits"])]
+        for k in stale:
+            self.backend.kv_delete(NAMESPACE, k)
+        return len(stale)
+
+    @property
+    def longest(self) -> timedelta:
+        return self._longest

@@ -1,0 +1,192 @@
+"""From one knowledge event to the memories it becomes.
+
+How an event becomes memories:
+
+- **one turn memory** ``<event id>:0`` holding the question and the answer together. A
+  later question like this one should find the answer *with* the question it answered:
+  alone, an answer ("Use --force.") is often meaningless, and the question is the best
+  retrieval key for it;
+- **one memory per tool call with a meaningful result** ``<event id>:<step>`` (1-based):
+  what a tool returned (a weather report, a query result, a page) is a fact in its own
+  right, to be found later by its own content, whatever question led to it. Failed calls,
+  empty or very short outputs, and an output repeated verbatim as the answer are not
+  memories of their own; the turn memory lists every tool used and every error.
+
+Ids derive from the event id, so processing an event twice stores nothing twice.
+Redaction runs first, on every text and tool value, before anything is normalized,
+extracted, embedded or stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from ..records import ChunkStatus, ContentType, Intent, KnowledgeChunk, ProcessedContent
+from .admission import Candidate, admit
+from .config import IngestConfig
+from .documents import DocChunk
+from .extract import Extraction, Extractor, OfflineExtractor
+from .normalize import normalize
+from .patterns import Sighting
+from .records import KnowledgeEvent, ToolCall
+from .redact import Redactor
+
+__all__ = ["Prepared", "Pipeline", "chunk_ids", "redact_event"]
+
+
+@dataclass
+class Prepared:
+    """The memories of one event, ready for ``add_many``, and the question it asked."""
+
+    event: KnowledgeEvent
+    chunks: list[KnowledgeChunk] = field(default_factory=list)
+    sighting: Sighting | None = None
+
+
+def chunk_ids(event_id: str, n_steps: int) -> list[str]:
+    """Every id an event's memories can have (the turn, then each step)."""
+    return [f"{event_id}:{i}" for i in range(n_steps + 1)]
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def redact_event(redactor: Redactor, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
+    """A redacted copy of a queued event body and the redaction counts per part
+    ("turn", "step1", ...). A body marked ``redacted`` is returned as is."""
+    if body.get("redacted") or not redactor.enabled:
+        return body, dict(body.get("redactions") or {})
+    turn: Counter[str] = Counter()
+    out = dict(body, query=redactor.redact(body.get("query") or "", turn),
+               response=redactor.redact(body.get("response") or "", turn))
+    counts: dict[str, dict[str, int]] = {"turn": dict(turn)} if turn else {}
+    steps = []
+    for i, step in enumerate(body.get("intermediate_steps") or [], start=1):
+        c: Counter[str] = Counter()
+        steps.append(dict(step, input=redactor.redact_value(step.get("input"), c),
+                          output=redactor.redact_value(step.get("output"), c),
+                          error=None if step.get("error") is None else redactor.redact(str(step["error"]), c)))
+        if c:
+            counts[f"step{i}"] = dict(c)
+    out["intermediate_steps"] = steps
+    out["redacted"] = True
+    out["redactions"] = counts
+    return out, counts
+
+
+class Pipeline:
+    """Normalize, redact, extract and admit: everything before embedding and storing."""
+
+    def __init__(self, config: IngestConfig) -> None:
+        self.config = config
+        self.redactor = Redactor(config.pii_kinds, config.custom_patterns, enabled=config.redact)
+        self.extractor: Extractor = config.extractor or OfflineExtractor()
+        self.offline = OfflineExtractor()
+
+    def prepare(self, body: dict[str, Any]) -> Prepared:
+        body, redactions = redact_event(self.redactor, body)
+        fields = {k: body[k] for k in ("id", "user_id", "query", "response", "session_id", "agent_id",
+                                       "intermediate_steps", "metadata", "timestamp", "feedback") if k in body}
+        event = KnowledgeEvent.from_dict(fields)
+        out = Prepared(event)
+        tools = tuple(dict.fromkeys(s.tool for s in event.intermediate_steps))
+        intent = Intent.OTHER
+        query, response = event.query.strip(), event.response.strip()
+        turn_extraction: Extraction | None = None
+        if query or response:
+            turn_extraction = self._turn(out, query, response, tools, redactions.get("turn"))
+            intent = turn_extraction.intent
+        if self.config.tool_memories:
+            for i, step in enumerate(event.intermediate_steps, start=1):
+                self._tool(out, i, step, response, intent, redactions.get(f"step{i}"))
+        if query:
+            out.sighting = Sighting(event.id, event.user_id, event.agent_id, query, intent, event.timestamp,
+                                    answer=response, answer_id=f"{event.id}:0",
+                                    tags=turn_extraction.tags if turn_extraction else ())
+        return out
+
+    def _base_metadata(self, event: KnowledgeEvent, role: str, **extra: Any) -> dict[str, Any]:
+        info = {"event_id": event.id, "role": role, **{k: v for k, v in extra.items() if v not in (None, [], {}, ())}}
+        return {**event.metadata, "ingest": info}
+
+    def _chunk(self, out: Prepared, n: int, raw: str, pc: ProcessedContent, ext: Extraction, intent: Intent,
+               candidate: Candidate, metadata: dict[str, Any]) -> None:
+        status, reasons = admit(self.config.admission, candidate)
+        if reasons:
+            metadata["ingest"]["review"] = reasons
+        ev = out.event
+        out.chunks.append(KnowledgeChunk(
+            raw_content=raw, user_id=ev.user_id, id=f"{ev.id}:{n}", agent_id=ev.agent_id, session_id=ev.session_id,
+            processed_content=pc, summary=ext.summary or None, tags=[t for t in ext.tags if t.strip()],
+            entities=[e for e in ext.entities if e.strip()], intent=intent, timestamp=ev.timestamp,
+            status=status, metadata=metadata))
+
+    def _turn(self, out: Prepared, query: str, response: str, tools: tuple[str, ...],
+              redactions: dict[str, int] | None) -> Extraction:
+        ev = out.event
+        r_pc = normalize(response) if response else None
+        q_pc = normalize(query) if query else None
+        # The answer decides the type (code, data); a question that holds code or data decides otherwise.
+        if r_pc is not None and (r_pc.type is not ContentType.TEXT or q_pc is None or q_pc.type is ContentType.TEXT):
+            shape, parts = r_pc, (query, r_pc.text)
+        else:  # no answer, or a plain answer to a question holding code or data
+            shape, parts = q_pc, (q_pc.text, response)  # type: ignore[union-attr]
+        pc = ProcessedContent(shape.type, "\n\n".join(p for p in parts if p), shape.language, shape.payload)  # type: ignore[union-attr]
+        raw = "\n\n".join(p for p in (query, response) if p)
+        ext = self.extractor.extract(query, response, content=shape)
+        errors = [{"tool": s.tool, "error": s.error} for s in ev.intermediate_steps if s.error]
+        meta = self._base_metadata(ev, "turn", tools=list(tools), tool_errors=errors, feedback=ev.feedback,
+                                   redactions=redactions, extractor=ext.extra.get("extractor"))
+        self._chunk(out, 0, raw, pc, ext, ext.intent, Candidate(raw, ev.user_id, ev.agent_id, tools, ev.feedback, "turn"), meta)
+        return ext
+
+    def _tool(self, out: Prepared, n: int, step: ToolCall, response: str, intent: Intent,
+              redactions: dict[str, int] | None) -> None:
+        if step.error:
+            return
+        output = _text(step.output).strip()
+        if len(output) < self.config.min_tool_output_chars or output == response:
+            return
+        cap = self.config.max_tool_output_chars
+        if len(output) > cap:
+            output = output[:cap] + f"\n…[{len(output) - cap} more characters not kept]"
+        given = _text(step.input).strip()
+        head = f"{step.tool}: {given}" if given else step.tool
+        pc_out = normalize(output)
+        pc = ProcessedContent(pc_out.type, f"{head}\n{pc_out.text}", pc_out.language, pc_out.payload)
+        raw = f"{head}\n{output}"
+        # Tool outputs use the offline extractor: one model call per event, not per tool call.
+        ext = self.offline.extract("", output, content=pc_out)
+        ext = replace(ext, summary=f"{step.tool}: {ext.summary}" if ext.summary else step.tool)
+        ev = out.event
+        meta = self._base_metadata(ev, "tool", tool=step.tool, step=n, redactions=redactions)
+        self._chunk(out, n, raw, pc, ext, intent, Candidate(raw, ev.user_id, ev.agent_id, (step.tool,), ev.feedback, "tool"),
+                    meta)
+
+    def document_chunk(self, dc: DocChunk, *, user_id: str, agent_id: str | None, tags: list[str],
+                       status: ChunkStatus, now: datetime) -> KnowledgeChunk:
+        """A seed memory for one chunk of an imported document (redacted, normalized, extracted)."""
+        counts: Counter[str] = Counter()
+        text = self.redactor.redact(dc.text, counts)
+        question = self.redactor.redact(dc.question, counts) if dc.question else ""
+        answer = text[len(question):].strip() if question and text.startswith(question) else text
+        pc = normalize(answer)
+        if question:
+            pc = ProcessedContent(pc.type, f"{question}\n\n{pc.text}", pc.language, pc.payload)
+        ext = self.offline.extract(question, answer, content=pc)
+        info = {"role": "document", "document": dc.document, "chunk": dc.index, "heading": dc.heading,
+                "redactions": dict(counts) or None}
+        return KnowledgeChunk(
+            raw_content=text, user_id=user_id, id=dc.chunk_id(user_id), agent_id=agent_id, processed_content=pc,
+            summary=ext.summary or None, tags=list(dict.fromkeys([*tags, *dc.tags, *ext.tags])),
+            entities=list(ext.entities), intent=ext.intent if question else None, timestamp=now, status=status,
+            metadata={**dc.metadata, "ingest": {k: v for k, v in info.items() if v is not None}})

@@ -1,0 +1,253 @@
+"""The durable event queue behind ``ingest()``.
+
+``EventQueue`` is the small protocol the pipeline needs; :class:`SQLiteEventQueue` is
+the implementation for a file beside the store (``<db>.queue``) or in memory. It has
+its own connection, so an ``ingest()`` never waits behind the store's writes, and the
+store's connection never sees the queue's.
+
+Why SQLite in WAL mode with ``synchronous=NORMAL``: a committed ``INSERT`` has reached
+the operating system when ``put`` returns, so the event survives the process being
+killed (not a power cut: pass ``fsync=True`` for that, at a cost of milliseconds per
+event). The caller's connection never checkpoints (``wal_autocheckpoint=0``): the
+worker checkpoints from a second connection, outside the queue's lock, so a checkpoint
+never lands on an ``ingest()``. ``secure_delete`` zeroes processed events in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import StoreUnavailableError
+
+__all__ = ["QueuedEvent", "DeadRow", "EventQueue", "SQLiteEventQueue"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    enqueued_at REAL NOT NULL,
+    failed_at REAL
+);
+CREATE INDEX IF NOT EXISTS events_state ON events (state, seq);
+"""
+_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class QueuedEvent:
+    """A pending event as the worker receives it."""
+
+    seq: int
+    id: str
+    body: dict[str, Any]
+    attempts: int
+
+
+@dataclass(frozen=True)
+class DeadRow:
+    """An event that failed, with the error that stopped it."""
+
+    id: str
+    user_id: str
+    body: dict[str, Any]
+    error: str
+    attempts: int
+    failed_at: float
+
+
+@runtime_checkable
+class EventQueue(Protocol):
+    """What the ingestion pipeline needs of a queue (a PostgreSQL table can implement it too).
+
+    Events are ``pending`` until ``done`` removes them, or ``dead`` after ``fail``.
+    ``put`` must be durable when it returns (if ``durable`` is true).
+    """
+
+    durable: bool
+
+    def put(self, event_id: str, user_id: str, body: str) -> bool:
+        """Store a pending event; False (and no change) if the id is already queued."""
+
+    def pending_count(self) -> int: ...
+
+    def take(self, n: int) -> list[QueuedEvent]:
+        """The ``n`` oldest pending events (they stay pending until ``done`` or ``fail``)."""
+
+    def done(self, ids: Sequence[str]) -> None:
+        """Remove processed events (pending or dead)."""
+
+    def fail(self, event_id: str, error: str, *, body: str | None = None) -> None:
+        """Mark a pending event dead with its error (``body`` replaces the stored event)."""
+
+    def dead(self, limit: int | None = None) -> list[DeadRow]: ...
+
+    def revive(self, ids: Sequence[str] | None = None) -> int:
+        """Make dead events pending again (all of them if ``ids`` is None); return how many."""
+
+    def discard(self, ids: Sequence[str]) -> int:
+        """Delete dead events for good; return how many."""
+
+    def drop_oldest(self, exclude: Collection[str], reason: str) -> str | None:
+        """Move the oldest pending event not in ``exclude`` to the dead letters; return its id."""
+
+    def checkpoint(self) -> None:
+        """Housekeeping the worker runs off the callers' path (e.g. a WAL checkpoint)."""
+
+    def close(self) -> None: ...
+
+
+class SQLiteEventQueue:
+    """An :class:`EventQueue` in a SQLite file (``path``) or in memory (``path=None``)."""
+
+    def __init__(self, path: str | Path | None = None, *, fsync: bool = False, timeout: float = 30.0) -> None:
+        self.path = None if path is None else Path(path)
+        self.durable = self.path is not None
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            self._db = self._connect(timeout)
+            self._db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+            self._db.execute("PRAGMA secure_delete=ON")  # processed events leave no trace in the file
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise StoreUnavailableError(f"the queue at {self.path} has schema {version}: upgrade beeweave")
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            self._ckpt = None
+            if self.path is not None:
+                self._db.execute("PRAGMA wal_autocheckpoint=0")  # never checkpoint on a caller's put
+                self._ckpt = self._connect(timeout)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"cannot open the ingest queue at {self.path}: {exc}") from exc
+        self._pending = self._db.execute("SELECT COUNT(*) FROM events WHERE state='pending'").fetchone()[0]
+
+    def _connect(self, timeout: float) -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:" if self.path is None else str(self.path), timeout=timeout,
+                             check_same_thread=False, isolation_level=None)
+        if self.path is not None:
+            db.execute("PRAGMA journal_mode=WAL")
+        return db
+
+    def _check(self) -> None:
+        if self._closed:
+            from ..errors import StoreClosedError
+
+            raise StoreClosedError("the ingest queue is closed")
+
+    def put(self, event_id: str, user_id: str, body: str) -> bool:
+        with self._lock:
+            self._check()
+            cur = self._db.execute("INSERT OR IGNORE INTO events (id, user_id, body, enqueued_at) VALUES (?,?,?,?)",
+                                   (event_id, user_id, body, time.time()))
+            added = cur.rowcount == 1
+            self._pending += added
+            return added
+
+    def pending_count(self) -> int:
+        return self._pending
+
+    def take(self, n: int) -> list[QueuedEvent]:
+        with self._lock:
+            self._check()
+            rows = self._db.execute("SELECT seq, id, body, attempts FROM events WHERE state='pending' "
+                                    "ORDER BY seq LIMIT ?", (n,)).fetchall()
+        return [QueuedEvent(seq, eid, json.loads(body), attempts) for seq, eid, body, attempts in rows]
+
+    def done(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            self._check()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                gone = self._db.execute(f"SELECT COUNT(*) FROM events WHERE state='pending' AND id IN ({marks})",
+                                        list(ids)).fetchone()[0]
+                self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", list(ids))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._pending -= gone
+
+    def fail(self, event_id: str, error: str, *, body: str | None = None) -> None:
+        with self._lock:
+            self._check()
+            cur = self._db.execute(
+                "UPDATE events SET state='dead', error=?, attempts=attempts+1, failed_at=?, body=coalesce(?, body) "
+                "WHERE id=? AND state='pending'", (error, time.time(), body, event_id))
+            self._pending -= cur.rowcount
+
+    def dead(self, limit: int | None = None) -> list[DeadRow]:
+        with self._lock:
+            self._check()
+            rows = self._db.execute("SELECT id, user_id, body, error, attempts, failed_at FROM events "
+                                    "WHERE state='dead' ORDER BY seq LIMIT ?", (-1 if limit is None else limit,)).fetchall()
+        return [DeadRow(eid, uid, json.loads(body), error or "", attempts, failed_at or 0.0)
+                for eid, uid, body, error, attempts, failed_at in rows]
+
+    def revive(self, ids: Sequence[str] | None = None) -> int:
+        with self._lock:
+            self._check()
+            if ids is None:
+                cur = self._db.execute("UPDATE events SET state='pending' WHERE state='dead'")
+            else:
+                marks = ",".join("?" * len(ids))
+                cur = self._db.execute(f"UPDATE events SET state='pending' WHERE state='dead' AND id IN ({marks})",
+                                       list(ids))
+            self._pending += cur.rowcount
+            return cur.rowcount
+
+    def discard(self, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            self._check()
+            return self._db.execute(f"DELETE FROM events WHERE state='dead' AND id IN ({marks})", list(ids)).rowcount
+
+    def drop_oldest(self, exclude: Collection[str], reason: str) -> str | None:
+        with self._lock:
+            self._check()
+            rows = self._db.execute("SELECT id FROM events WHERE state='pending' ORDER BY seq LIMIT ?",
+                                    (len(exclude) + 1,)).fetchall()
+            victim = next((r[0] for r in rows if r[0] not in exclude), None)
+            if victim is not None:
+                self._db.execute("UPDATE events SET state='dead', error=?, failed_at=? WHERE id=?",
+                                 (reason, time.time(), victim))
+                self._pending -= 1
+            return victim
+
+    def checkpoint(self) -> None:
+        if self._ckpt is None or self._closed:
+            return
+        try:
+            self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            pass  # a busy checkpoint is retried after the next batch
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._ckpt is not None:
+                    self._ckpt.close()
+                if self.path is not None:
+                    # Empty the WAL so no processed event lingers in it.
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                self._db.close()

@@ -1,0 +1,119 @@
+"""Checking a knowledge event on the caller's thread, before it is queued.
+
+Everything here is cheap (no regular expressions over the text, no model): ``ingest``
+must return within a couple of milliseconds. A bad event raises
+:class:`InvalidEventError` (or :class:`EmptyContentError`) and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from ..errors import EmptyContentError, InvalidInputError
+from ..records import to_datetime
+from .errors import InvalidEventError
+from .records import KnowledgeEvent, ToolCall
+
+__all__ = ["event_dict", "event_json", "EVENT_KEYS"]
+
+EVENT_KEYS = ("id", "user_id", "query", "response", "session_id", "agent_id", "intermediate_steps", "metadata",
+              "timestamp", "feedback")
+
+
+def _string(name: str, value: Any, *, optional: bool = False, empty_ok: bool = False) -> str | None:
+    if value is None and (optional or empty_ok):
+        return None if optional else ""
+    if not isinstance(value, str):
+        raise InvalidEventError(f"{name} must be a string, got {type(value).__name__}")
+    if not empty_ok and not value.strip():
+        raise InvalidEventError(f"{name} must not be empty")
+    return value
+
+
+def _step(i: int, s: Any) -> dict[str, Any]:
+    if isinstance(s, ToolCall):
+        s = s.to_dict()
+    if not isinstance(s, Mapping):
+        raise InvalidEventError(f"intermediate_steps[{i}] must be a ToolCall or a dict, got {type(s).__name__}")
+    unknown = set(s) - {"tool", "input", "output", "error"}
+    if unknown:
+        raise InvalidEventError(f"intermediate_steps[{i}] has unknown keys {sorted(unknown)}")
+    tool = _string(f"intermediate_steps[{i}].tool", s.get("tool"))
+    error = s.get("error")
+    return {"tool": tool, "input": s.get("input"), "output": s.get("output"),
+            "error": None if error is None else str(error)}
+
+
+def event_dict(event: KnowledgeEvent | Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+    """Validate an event and return it as a new dict (the caller's object is not changed).
+
+    A missing id is generated and a missing timestamp is ``now``; metadata must be JSON.
+    """
+    if isinstance(event, KnowledgeEvent):
+        data: dict[str, Any] = {k: getattr(event, k) for k in EVENT_KEYS}
+    elif isinstance(event, Mapping):
+        unknown = set(event) - set(EVENT_KEYS)
+        if unknown:
+            raise InvalidEventError(f"unknown event keys {sorted(unknown)}; known: {', '.join(EVENT_KEYS)}")
+        data = dict(event)
+    else:
+        raise InvalidEventError(f"ingest takes a KnowledgeEvent or a dict, got {type(event).__name__}")
+    event_id = data.get("id")
+    if event_id is None:
+        from ..records import new_id
+
+        event_id = new_id()
+    _string("id", event_id)
+    if len(event_id) > 256:
+        raise InvalidEventError("an event id may have at most 256 characters")
+    user_id = _string("user_id", data.get("user_id"))
+    query = _string("query", data.get("query"), empty_ok=True)
+    response = _string("response", data.get("response"), empty_ok=True)
+    steps_in = data.get("intermediate_steps") or []
+    if isinstance(steps_in, (str, bytes, Mapping)) or not hasattr(steps_in, "__iter__"):
+        raise InvalidEventError("intermediate_steps must be a list of ToolCalls or dicts")
+    steps = [_step(i, s) for i, s in enumerate(steps_in)]
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidEventError(f"metadata must be a dict, got {type(metadata).__name__}")
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEventError(f"metadata must be JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise InvalidEventError("metadata is nested too deeply") from None
+    feedback = data.get("feedback")
+    if feedback is not None and (isinstance(feedback, bool) or not isinstance(feedback, (int, float))
+                                 or not math.isfinite(feedback)):
+        raise InvalidEventError("feedback must be a finite number (> 0 positive, < 0 negative) or None")
+    try:
+        ts = to_datetime(data["timestamp"]) if data.get("timestamp") is not None else to_datetime(now)
+    except InvalidInputError as exc:
+        raise InvalidEventError(str(exc)) from None
+    if not (query.strip() or response.strip() or any(s["output"] not in (None, "") for s in steps)):  # type: ignore[union-attr]
+        raise EmptyContentError("the event has no query, no response and no tool output: nothing to remember")
+    return {"id": event_id, "user_id": user_id, "query": query, "response": response,
+            "session_id": _string("session_id", data.get("session_id"), optional=True),
+            "agent_id": _string("agent_id", data.get("agent_id"), optional=True),
+            "intermediate_steps": steps, "metadata": dict(metadata), "timestamp": ts.isoformat(),
+            "feedback": None if feedback is None else float(feedback)}
+
+
+def event_json(body: dict[str, Any], *, max_chars: int) -> str:
+    """The queue's text of a validated event. Tool inputs and outputs that are not JSON
+    are kept as their ``str()``."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, default=str)
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidEventError(f"the event holds text that is not valid Unicode (lone surrogate at {exc.start})") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidEventError(f"the event cannot be serialised: {exc}") from None
+    if len(text) > max_chars:
+        raise InvalidEventError(f"the event has {len(text)} characters; the limit is {max_chars} "
+                                "(IngestConfig.max_event_chars)")
+    return text

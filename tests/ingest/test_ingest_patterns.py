@@ -1,0 +1,162 @@
+"""Recurring questions: one key for paraphrases, sliding windows on a controllable clock,
+the pattern memory, pattern.detected events, and counts that survive a reopen."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from beeweave_core import BeeWeave, EventType, HashingEmbedder, Intent
+from beeweave_core.ingest import IngestConfig, PatternConfig, PatternScope, Window
+from beeweave_core.ingest.patterns import PatternTracker
+
+
+@pytest.fixture
+def tracker(make_memory) -> PatternTracker:
+    return make_memory()._ingest.patterns
+
+
+@pytest.mark.parametrize("phrasings", [
+    ["How do I reset my password?", "how can I reset the password", "Password reset - how?",
+     "Please tell me how to reset my password", "What's the way to reset my password?"],
+    ["怎么重置密码？", "如何重置我的密码", "密码怎样重置呢？", "请问怎么重置密码"],
+    ["How do I deploy to Kubernetes?", "how to deploy on kubernetes", "Deploying to Kubernetes: how?"],
+])
+def test_paraphrases_share_one_key(tracker: PatternTracker, phrasings: list[str]) -> None:
+    keys = {tracker.key(p, Intent.INFORMATION_QUERY) for p in phrasings}
+    assert len(keys) == 1 and None not in keys
+
+
+def test_different_questions_have_different_keys(tracker: PatternTracker) -> None:
+    a = tracker.key("How do I reset my password?", Intent.INFORMATION_QUERY)
+    assert a != tracker.key("How do I reset my router?", Intent.INFORMATION_QUERY)
+    assert a != tracker.key("How do I reset my password?", Intent.PROBLEM_DIAGNOSIS)
+    assert tracker.key("Please, how?", Intent.OTHER) is None  # nothing but filler
+
+
+def ask(m: BeeWeave, n: int, query: str, answer: str = "", user: str = "u") -> None:
+    m.ingest({"user_id": user, "id": f"{user}-ask-{n}", "query": query, "response": answer})
+    assert m.flush(10)
+
+
+def test_a_question_asked_three_times_within_an_hour_becomes_a_pattern(make_memory, clock) -> None:
+    m = make_memory()
+    seen = []
+    m.events.subscribe(seen.append, types=[EventType.PATTERN_DETECTED])
+    phrasings = ["How do I reset my password?", "how can I reset the password", "Password reset - how?",
+                 "how do I reset my password"]
+    for i, q in enumerate(phrasings):
+        ask(m, i, q, "Open Settings > Security and click Reset password.")
+        clock.advance(minutes=10)
+    assert len(seen) == 1  # emitted when the key became hot, not on every later sighting
+    event = seen[0]
+    assert event.type is EventType.PATTERN_DETECTED and event.user_id == "u" and "pattern" in event.tags
+    assert event.data["counts"] == {"1h": 3, "24h": 3} and event.data["key"] == "information_query|password reset"
+    (hot,) = m.hot_patterns(user_id="u")
+    assert hot.counts == {"1h": 4, "24h": 4} and hot.query == "How do I reset my password?"
+    assert set(hot.examples) == set(phrasings)
+    memory = m.get(hot.memory_id)
+    assert memory.id == event.chunk_id and "pattern" in memory.tags and memory.weight == 2.0
+    assert memory.raw_content.startswith("Frequently asked: How do I reset my password?")
+    assert "Open Settings > Security" in memory.raw_content  # the best known answer
+    assert hot.answer_id is not None and m.get(hot.answer_id).metadata["ingest"]["role"] == "turn"
+    assert m.search("reset password", user_id="u", k=1)[0].id == hot.memory_id  # weight ranks it first
+
+
+def test_sliding_windows(make_memory, clock) -> None:
+    m = make_memory()
+    seen = []
+    m.events.subscribe(seen.append, types=[EventType.PATTERN_DETECTED])
+    q = "What is the wifi password in the office?"
+    for i in range(4):  # 4 sightings, 2 hours apart: never 3 in one hour, 4 < 5 in a day
+        ask(m, i, q)
+        clock.advance(hours=2)
+    assert seen == [] and m.hot_patterns() == []
+    ask(m, 4, q)  # the 5th within 24 hours
+    assert len(seen) == 1 and seen[0].data["counts"] == {"1h": 1, "24h": 5}
+    assert [p.counts for p in m.hot_patterns()] == [{"1h": 1, "24h": 5}]
+    clock.advance(hours=25)
+    assert m.hot_patterns() == []  # cooled down
+    for i in range(5, 8):
+        ask(m, i, q)
+    assert len(seen) == 2  # hot again: a new event
+
+
+def test_chinese_paraphrases_become_one_pattern(make_memory, clock) -> None:
+    m = make_memory()
+    for i, q in enumerate(["怎么重置密码？", "如何重置我的密码", "密码怎样重置呢？"]):
+        ask(m, i, q, "打开设置，点击重置密码。")
+        clock.advance(minutes=5)
+    (hot,) = m.hot_patterns()
+    assert hot.terms == ("密码", "重置") and hot.counts["1h"] == 3
+
+
+def test_counts_survive_a_reopen(db_path, clock) -> None:
+    def open_store() -> BeeWeave:
+        return BeeWeave(db_path, embedder=HashingEmbedder(32), clock=clock)
+
+    with open_store() as m:
+        ask(m, 1, "How do I export my data?")
+        ask(m, 2, "how can I export my data")
+        assert m.hot_patterns() == []
+    with open_store() as m:
+        ask(m, 3, "Export my data: how?")
+        (hot,) = m.hot_patterns()
+        assert hot.counts["1h"] == 3
+
+
+def test_a_sighting_is_counted_once(make_memory) -> None:
+    m = make_memory()
+    rt = m._ingest
+    ask(m, 1, "How do I export my data?")
+    ask(m, 1, "How do I export my data?")  # the same event id again
+    state = dict(m.backend.kv_scan("ingest.patterns"))
+    (value,) = state.values()
+    assert len(value["hits"]) == 1 and rt.patterns.hot() == []
+
+
+def test_the_best_answer_follows_the_answers_weight(make_memory, clock) -> None:
+    m = make_memory(patterns=PatternConfig(refresh_every=1))
+    ask(m, 1, "How do I cancel my plan?", "Write to support and ask them to cancel it.")
+    ask(m, 2, "how can I cancel my plan", "Go to Billing > Plan > Cancel.")
+    ask(m, 3, "Cancel my plan: how?", "Call us.")
+    (hot,) = m.hot_patterns()
+    assert hot.answer_id == "u-ask-3:0"  # equal weights: the newest answer
+    m.update("u-ask-2:0", weight=3.0)  # e.g. positive feedback on that answer
+    ask(m, 4, "How do I cancel my plan?", "Call us.")
+    (hot,) = m.hot_patterns()
+    assert hot.answer_id == "u-ask-2:0"
+    assert "Go to Billing > Plan > Cancel." in m.get(hot.memory_id).raw_content
+
+
+def test_global_scope_counts_every_users_questions_together(make_memory) -> None:
+    m = make_memory(patterns=PatternConfig(scope=PatternScope.GLOBAL, windows=[Window(timedelta(hours=1), 3)]))
+    for i, user in enumerate(["ann", "bob", "cy"]):
+        ask(m, i, "How do I change my avatar?", "Profile > Avatar.", user=user)
+    (hot,) = m.hot_patterns()
+    assert hot.user_id == "__shared__" and hot.counts == {"1h": 3}
+    assert m.get(hot.memory_id).user_id == "__shared__"
+    assert m.hot_patterns(user_id="ann") == m.hot_patterns()  # every user sees the shared patterns
+
+
+def test_patterns_can_be_switched_off(make_memory) -> None:
+    m = make_memory(patterns=PatternConfig(enabled=False))
+    for i in range(5):
+        ask(m, i, "How do I reset my password?")
+    assert m.hot_patterns() == []
+
+
+def test_old_keys_are_swept(make_memory, clock) -> None:
+    m = make_memory()
+    ask(m, 1, "How do I export my data?")
+    clock.advance(hours=30)
+    assert m._ingest.patterns.sweep() == 1
+    assert list(m.backend.kv_scan("ingest.patterns")) == []
+
+
+def test_pattern_windows_are_validated() -> None:
+    with pytest.raises(ValueError):
+        PatternConfig(windows=[Window(timedelta(0), 3)])
+    with pytest.raises(ValueError):
+        IngestConfig(patterns={"enabled": False})

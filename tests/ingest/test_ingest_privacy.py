@@ -1,0 +1,104 @@
+"""Personal data never reaches the embedder, nor any file the store writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.ingest import IngestConfig, KnowledgeEvent, PiiPattern, ToolCall
+from ingest_support import everything
+
+PII = ["alice.smith@example.com", "13812345678", "4111 1111 1111 1111", "4111111111111111",
+       "11010519491231002X", "192.168.13.37", "sk-proj-Zx8Qp2LmN4vR7tY1wK9sD3fG6h", "EMP-884422",
+       "hunter2-pass"]
+
+
+class Recording(HashingEmbedder):
+    def __init__(self) -> None:
+        super().__init__(32)
+        self.seen: list[str] = []
+
+    def embed_documents(self, texts: Any) -> np.ndarray:
+        self.seen.extend(texts)
+        return super().embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.seen.append(text)
+        return super().embed_query(text)
+
+
+def leaky_event(i: int) -> KnowledgeEvent:
+    return KnowledgeEvent(
+        user_id="u", id=f"e{i}", session_id="s",
+        query="Mail alice.smith@example.com and call 13812345678 about card 4111 1111 1111 1111",
+        response="Done. Her ID 11010519491231002X is on file; the server 192.168.13.37 uses key "
+                 "sk-proj-Zx8Qp2LmN4vR7tY1wK9sD3fG6h. Employee EMP-884422.",
+        intermediate_steps=[ToolCall("crm", {"email": "alice.smith@example.com", "password": "hunter2-pass"},
+                                     {"card": 4111111111111111, "phone": "13812345678", "note": "paid in full, thanks"})])
+
+
+def files_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
+
+
+def assert_clean(blob: bytes | str) -> None:
+    data = blob.encode() if isinstance(blob, str) else blob
+    for secret in PII:
+        assert secret.encode() not in data, f"{secret!r} leaked"
+
+
+CUSTOM = [PiiPattern("employee_id", r"EMP-\d{6}")]
+
+
+@pytest.mark.parametrize("before_queue", [False, True])
+def test_pii_never_reaches_the_embedder_nor_the_files(tmp_path: Path, before_queue: bool) -> None:
+    emb = Recording()
+    db = tmp_path / "memory.db"
+    with BeeWeave(db, embedder=emb, ingest=IngestConfig(custom_patterns=CUSTOM, redact_before_queue=before_queue)) as m:
+        for i in range(3):
+            m.ingest(leaky_event(i))
+        m.import_documents(["# Contacts\n\nWrite to alice.smith@example.com or call 13812345678.",
+                            '{"question": "card?", "answer": "4111 1111 1111 1111"}'], user_id="u", format="text")
+        assert m.flush(20)
+        stored = everything(m)
+        assert len(stored) >= 6 and m.dead_letters() == []
+        assert_clean("\n".join(c.to_json() for c in stored))
+    assert emb.seen
+    assert_clean("\n".join(emb.seen))
+    assert_clean(files_bytes(tmp_path))  # the store, its WAL, the queue, the HNSW graph
+
+
+def test_with_redaction_before_the_queue_the_queue_file_never_holds_pii(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    m = BeeWeave(db, embedder=HashingEmbedder(32),
+                 ingest=IngestConfig(custom_patterns=CUSTOM, redact_before_queue=True, autostart=False))
+    try:
+        m.ingest(leaky_event(1))
+        assert_clean(files_bytes(tmp_path))  # queued (durably) but not processed yet
+    finally:
+        m.close()
+    with BeeWeave(db, embedder=HashingEmbedder(32), ingest=IngestConfig(custom_patterns=CUSTOM)) as again:
+        assert again.flush(10)
+        assert {c.id for c in everything(again)} == {"e1:0", "e1:1"}
+        assert again.get("e1:1").processed_content.payload == {"card": "[CARD]", "phone": "[PHONE]",
+                                                               "note": "paid in full, thanks"}
+
+
+def test_redaction_can_be_turned_off(make_memory) -> None:
+    m = make_memory(redact=False)
+    m.ingest({"user_id": "u", "id": "e", "query": "my mail is bob@example.com", "response": "noted, thanks"})
+    assert m.flush(10)
+    assert "bob@example.com" in m.get("e:0").raw_content
+
+
+def test_redaction_counts_are_recorded_without_the_values(make_memory) -> None:
+    m = make_memory()
+    m.ingest(leaky_event(1))
+    assert m.flush(10)
+    assert m.get("e1:0").metadata["ingest"]["redactions"] == {"email": 1, "phone": 1, "bank_card": 1,
+                                                              "national_id": 1, "ip_address": 1, "secret": 1}
+    assert m.get("e1:1").metadata["ingest"]["redactions"] == {"email": 1, "secret": 1, "bank_card": 1, "phone": 1}
