@@ -22,7 +22,7 @@ from psycopg import sql
 
 from ..errors import SchemaVersionError, StoreUnavailableError
 
-__all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "build_hnsw_index", "lock_key", "hnsw_index_name"]
+__all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "check_schema", "build_hnsw_index", "lock_key", "hnsw_index_name"]
 
 # HNSW build parameters: pgvector's defaults. Every insert into a pgvector HNSW index
 # walks the graph (a few milliseconds a row here, three times more at FAISS's m=32), so
@@ -189,6 +189,25 @@ def migrate(conn: psycopg.Connection, schema: str) -> str:
             conn.execute(ddl)  # type: ignore[arg-type]  # trusted DDL, several statements
             conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (i, name))
     return vschema or "public"
+
+
+def check_schema(conn: psycopg.Connection, schema: str) -> str:
+    """For a read-only store (a replica): check the schema is there and current, change
+    nothing; return the schema holding pgvector."""
+    vschema = _vector_schema(conn)
+    if vschema is None:
+        raise StoreUnavailableError("pgvector is not installed in this database")
+    row = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".schema_migrations',)).fetchone()
+    version = 0 if row[0] is None else conn.execute(
+        sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_migrations").format(sql.Identifier(schema))
+    ).fetchone()[0]
+    if version > PG_SCHEMA_VERSION:
+        raise SchemaVersionError(f"the PostgreSQL schema {schema!r} has version {version}; this BeeWeave "
+                                 f"understands up to {PG_SCHEMA_VERSION}: upgrade beeweave")
+    if version < PG_SCHEMA_VERSION:
+        raise StoreUnavailableError(f"the PostgreSQL schema {schema!r} is at version {version}, not "
+                                    f"{PG_SCHEMA_VERSION}: open a writable store on the primary once to migrate it")
+    return vschema
 
 
 def hnsw_index_name(dim: int) -> str:

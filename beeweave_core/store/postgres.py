@@ -57,7 +57,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from . import pg_index
 from .pg_events import RemoteListener, channel_name, event_payloads
-from .pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, lock_key, migrate
+from .pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
 from .pg_sql import LEXICAL_SQL, clean, filter_sql
 
 __all__ = ["PostgresStore"]
@@ -122,11 +122,16 @@ class PostgresStore:
         exact_limit: up to this many filtered candidates, dense search is an exact scan.
         ef_search: the HNSW search beam before widening for selective filters.
         timeout: seconds to wait for the database or a free pooled connection.
+        read_only: open without writing anything (e.g. on a read replica): searches and
+            reads work, every write raises ``StoreUnavailableError``.
+        listen_url: where ``listen()`` connects (LISTEN needs a session: a direct or
+            session-pooled URL when ``url`` goes through a transaction pooler).
     """
 
     def __init__(self, url: str, *, index_config: IndexConfig | None = None, pool_size: int = 4,
                  tenant: str = "default", schema: str | None = None, exact_limit: int = EXACT_LIMIT,
-                 ef_search: int = 96, timeout: float = 30.0) -> None:
+                 ef_search: int = 96, timeout: float = 30.0, read_only: bool = False,
+                 listen_url: str | None = None) -> None:
         if not isinstance(url, str) or not url:
             raise InvalidInputError("url must be a PostgreSQL URL")
         if not isinstance(tenant, str) or not tenant or "\x00" in tenant:
@@ -137,6 +142,8 @@ class PostgresStore:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", self.schema):
             raise InvalidInputError(f"schema must be a plain SQL identifier, got {self.schema!r}")
         self.tenant = tenant
+        self.read_only = bool(read_only)
+        self.listen_url = _split_url(listen_url, self.schema)[0] if listen_url else self.url
         self.exact_limit, self.ef_search = exact_limit, ef_search
         self.origin = uuid.uuid4().hex  # tells this store's own notifications from others'
         self.channel = channel_name(self.schema, tenant)
@@ -147,7 +154,7 @@ class PostgresStore:
         self._closed = False
         try:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1))) as conn:
-                vschema = migrate(conn, self.schema)
+                vschema = check_schema(conn, self.schema) if self.read_only else migrate(conn, self.schema)
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"cannot open the PostgreSQL store: {exc}") from exc
         self._search_path = sql.SQL("SET search_path TO {}, {}").format(
@@ -164,6 +171,8 @@ class PostgresStore:
     # -- connections -----------------------------------------------------------------
     def _configure(self, conn: psycopg.Connection) -> None:
         conn.execute(self._search_path)
+        if self.read_only:
+            conn.execute("SET default_transaction_read_only = on")
         register_vector(conn)
         conn.commit()
 
@@ -172,9 +181,12 @@ class PostgresStore:
             raise StoreClosedError("the store is closed")
 
     @contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection]:
+    def _conn(self, *, write: bool = False) -> Iterator[psycopg.Connection]:
         """One pooled connection in one transaction (committed on success)."""
         self._check()
+        if write and self.read_only:
+            raise StoreUnavailableError("this store was opened read_only (e.g. on a replica): write through "
+                                        "a store on the primary")
         try:
             with self._pool.connection() as conn:
                 yield conn
@@ -186,17 +198,20 @@ class PostgresStore:
     @contextmanager
     def _write(self) -> Iterator[psycopg.Connection]:
         """A transaction holding the tenant's write lock: the BM25 statistics are tenant-wide."""
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
             yield conn
 
     def _resolve_index_config(self, wanted: IndexConfig | None) -> IndexConfig:
         with self._conn() as conn:
-            conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, 'index_config', %s) "
-                         "ON CONFLICT DO NOTHING", (self.tenant, json.dumps((wanted or IndexConfig()).to_dict())))
-            stored = conn.execute("SELECT value FROM meta WHERE tenant = %s AND key = 'index_config'",
-                                  (self.tenant,)).fetchone()[0]
-        cfg = IndexConfig.from_dict(json.loads(stored))
+            if not self.read_only:
+                conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, 'index_config', %s) "
+                             "ON CONFLICT DO NOTHING", (self.tenant, json.dumps((wanted or IndexConfig()).to_dict())))
+            row = conn.execute("SELECT value FROM meta WHERE tenant = %s AND key = 'index_config'",
+                               (self.tenant,)).fetchone()
+        if row is None:  # a read-only store of a tenant nobody wrote yet
+            return wanted or IndexConfig()
+        cfg = IndexConfig.from_dict(json.loads(row[0]))
         if wanted is not None and wanted != cfg:
             raise InvalidInputError(f"this store was indexed with {cfg}; open it without index_config=")
         return cfg
@@ -221,7 +236,7 @@ class PostgresStore:
 
     def set_meta(self, key: str, value: str) -> None:
         _no_nul("meta", [key, value])
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, %s, %s) "
                          "ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value", (self.tenant, key, value))
 
@@ -283,7 +298,7 @@ class PostgresStore:
         dimension (after the write committed, concurrently with other writers)."""
         if dim in self._indexed_dims:
             return
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             n = conn.execute("SELECT coalesce(sum(n_docs), 0) FROM stats WHERE dim = %s", (dim,)).fetchone()[0]
         if n > self.exact_limit:
             self.ensure_vector_index(dim)
@@ -293,6 +308,8 @@ class PostgresStore:
         store outgrows exact search; return whether it exists (False: another process is
         building it). Safe to call from several processes."""
         self._check()
+        if self.read_only:
+            raise StoreUnavailableError("a read_only store builds no index: call this on the primary")
         dim = int(dim or self.dim or 0)
         if dim <= 0:
             return False
@@ -571,7 +588,7 @@ class PostgresStore:
         self._check()
         if not edges:
             return
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             self._add_edges(conn, list(edges))
 
     def _add_edges(self, conn: psycopg.Connection, edges: Sequence[Relationship]) -> None:
@@ -595,7 +612,7 @@ class PostgresStore:
         self._check()
         if not edges:
             return
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             conn.execute(
                 "DELETE FROM edges e USING unnest(%s::text[], %s::text[], %s::text[]) AS u(src, dst, type) "
                 "WHERE e.tenant = %s AND e.src = u.src AND e.dst = u.dst AND e.type = u.type",
@@ -628,7 +645,7 @@ class PostgresStore:
     def kv_put(self, namespace: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> None:
         _no_nul("namespace, key or user", [namespace, key, user_id])
         text = json.dumps(value, ensure_ascii=False)
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             conn.execute("INSERT INTO kv (tenant, ns, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) "
                          "ON CONFLICT (tenant, ns, key) DO UPDATE SET value = excluded.value, user_id = excluded.user_id",
                          (self.tenant, namespace, key, text, user_id))
@@ -646,7 +663,7 @@ class PostgresStore:
         if "\x00" in namespace + key:
             self._check()
             return False
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             cur = conn.execute("DELETE FROM kv WHERE tenant = %s AND ns = %s AND key = %s",
                                (self.tenant, namespace, key))
             return cur.rowcount > 0
@@ -665,7 +682,7 @@ class PostgresStore:
     def log_append(self, stream: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> int:
         _no_nul("stream, key or user", [stream, key, user_id])
         text = json.dumps(value, ensure_ascii=False)
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             # One writer per stream at a time, so sequence numbers are in commit order and a
             # reader polling with after=<last seq> never skips an entry committed late.
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("beeweave-log", self.schema, self.tenant, stream),))
@@ -720,7 +737,8 @@ class PostgresStore:
         another process (another store) commits on this tenant; ``close()`` the returned
         listener to stop. Payload keys: type, chunk_id, user_id, agent_id, tags, tenant, origin."""
         self._check()
-        listener = RemoteListener(self.url, self.channel, callback, origin=self.origin, include_own=include_own)
+        listener = RemoteListener(self.listen_url, self.channel, callback, origin=self.origin,
+                                  include_own=include_own)
         self._listeners.append(listener)
         return listener
 

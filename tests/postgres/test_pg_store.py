@@ -137,3 +137,33 @@ def test_url_schema_parameter_and_bad_arguments() -> None:
         PostgresStore(server_url(), tenant="")
     with pytest.raises(InvalidInputError):
         PostgresStore(server_url(), pool_size=0)
+
+
+def test_a_read_only_store_reads_like_the_primary_and_refuses_writes(pg_url) -> None:  # noqa: F811
+    """What a store on a read replica does (here on the primary, with read-only sessions)."""
+    from beeweave_core import StoreUnavailableError
+
+    tenant = new_tenant()
+    primary = PostgresStore(pg_url, tenant=tenant, index_config=IndexConfig(context_radius=1))
+    replica = PostgresStore(pg_url, tenant=tenant, read_only=True)
+    try:
+        primary.insert([_row("r1", "apple pie", session_id="s", seed=1), _row("r2", "apple tart", session_id="s", seed=2)])
+        assert replica.index_config == primary.index_config
+        assert replica.lexical_search({"apple": 1}, EVERYTHING, 5) == primary.lexical_search({"apple": 1}, EVERYTHING, 5)
+        assert replica.get(["r1"]) == primary.get(["r1"]) and replica.count() == 2
+        writes = {
+            "insert": lambda: replica.insert([_row("r3", "kiwi")]),
+            "delete": lambda: replica.delete(["r1"]),
+            "update": lambda: replica.update([primary.get(["r1"])["r1"]]),
+            "set_meta": lambda: replica.set_meta("k", "v"),
+            "kv_put": lambda: replica.kv_put("ns", "k", {}),
+            "log_append": lambda: replica.log_append("s", "k", {}),
+            "add_edges": lambda: replica.add_edges([Relationship("r1", "r2", "semantic")]),
+        }
+        for name, call in writes.items():
+            with pytest.raises(StoreUnavailableError, match="read_only"):
+                call()
+        assert primary.count() == 2
+    finally:
+        primary.close()
+        replica.close()
