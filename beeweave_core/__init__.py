@@ -36,6 +36,16 @@ from .errors import (
     UnknownFilterError,
 )
 from .filters import Filter
+from .lifecycle import (
+    ExpiryRule,
+    FeedbackSignal,
+    ForgetAction,
+    LifecycleConfig,
+    MaintenanceReport,
+    MemoryVersion,
+    ReviewDecision,
+    ReviewItem,
+)
 from .fusion import FusionMode
 from .records import (
     ChunkStatus,
@@ -63,6 +73,14 @@ __all__ = [
     "Reranker",
     "CrossEncoderReranker",
     "EventBus",
+    "LifecycleConfig",
+    "FeedbackSignal",
+    "ForgetAction",
+    "ReviewDecision",
+    "ExpiryRule",
+    "MaintenanceReport",
+    "MemoryVersion",
+    "ReviewItem",
     "EventType",
     "MemoryEvent",
     "KnowledgeChunk",

@@ -431,6 +431,8 @@ class MemoryCore:
         unknown = set(changes) - set(data)
         if unknown:
             raise InvalidInputError(f"unknown KnowledgeChunk fields: {sorted(unknown)}")
+        if "raw_content" in changes and "processed_content" not in changes:
+            data["processed_content"] = None  # derived from the old text: re-derive from the new one
         data.update(changes)
         data.pop("relationships")
         try:
@@ -439,9 +441,6 @@ class MemoryCore:
             raise InvalidInputError(str(exc)) from None
         self._to_chunk(new)  # same validation as on the way in
         if new.content != current.content:
-            if "processed_content" not in changes:
-                new.processed_content = None
-                new.__post_init__()
             self._backend.replace(self._rows([(new, None)]))
         else:
             self._backend.update([new])
