@@ -594,6 +594,15 @@ class MemoryCore:
         vector = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return {"lexical": lexical, "vector": vector}
 
+    # -- integrity ---------------------------------------------------------------------
+    def verify(self) -> Any:
+        """Check that the lexical and vector indexes and the relationships agree with the records."""
+        return self._backend.verify()
+
+    def repair(self) -> Any:
+        """Rebuild the indexes from the records and drop dangling relationships; returns a fresh check."""
+        return self._backend.repair()
+
     # -- lifecycle ---------------------------------------------------------------------
     def flush(self) -> None:
         self._backend.flush()

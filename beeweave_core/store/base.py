@@ -17,7 +17,7 @@ import numpy as np
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 
-__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION"]
+__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport"]
 
 # Bumped by every named migration; a store newer than the code refuses to open.
 SCHEMA_VERSION = 1
@@ -30,6 +30,20 @@ class ChunkRow:
     chunk: KnowledgeChunk
     vector: np.ndarray
     terms: list[str]
+
+
+@dataclass
+class VerifyReport:
+    """What ``verify()`` found: ``ok`` when the indexes and relationships agree with the records."""
+
+    records: int
+    edges: int
+    problems: list[str]
+    problem_count: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem_count and not self.problems
 
 
 @runtime_checkable
@@ -112,6 +126,13 @@ class StoreBackend(Protocol):
 
     def delete_user(self, user_id: str) -> int:
         """Forget a user: records, postings, vectors, edges, kv and log entries. Returns records deleted."""
+
+    # -- integrity -------------------------------------------------------------------
+    def verify(self) -> VerifyReport:
+        """Check lexical and vector indexes and relationships against the records."""
+
+    def repair(self) -> VerifyReport:
+        """Rebuild derived indexes from the records, drop dangling relationships; return a fresh check."""
 
     # -- lifecycle -------------------------------------------------------------------
     def flush(self) -> None:

@@ -24,7 +24,7 @@ from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, Sto
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..vectors import VectorIndex, matvec
-from .base import SCHEMA_VERSION, ChunkRow
+from .base import SCHEMA_VERSION, ChunkRow, VerifyReport
 from .columns import AttributeColumns
 
 __all__ = ["SQLiteStore"]
@@ -644,6 +644,68 @@ class SQLiteStore:
                 self._db.execute("DELETE FROM kv WHERE user_id=?", (user_id,))
                 self._db.execute("DELETE FROM log WHERE user_id=?", (user_id,))
             return len(gone)
+
+    # -- integrity -------------------------------------------------------------------
+    def verify(self) -> VerifyReport:
+        """Check the in-memory indexes and the relationships against the committed records."""
+        with self._lock:
+            self._check()
+            problems: list[str] = []
+            rows = self._db.execute("SELECT id, lex, vector FROM chunks").fetchall()
+            ids = {cid for cid, _, _ in rows}
+            if ids != set(self._slot_of):
+                problems.append(f"index ids differ from records: {len(ids - set(self._slot_of))} missing, "
+                                f"{len(set(self._slot_of) - ids)} extra")
+            known_terms = set(self._term_ids.values())
+            df: dict[int, int] = {}
+            for cid, lex, vec in rows:
+                slot = self._slot_of.get(cid)
+                if slot is None:
+                    continue
+                pairs = np.frombuffer(lex, np.int32).reshape(-1, 2)
+                for tid, tf in pairs.tolist():
+                    df[tid] = df.get(tid, 0) + 1
+                    if tid not in known_terms:
+                        problems.append(f"{cid}: term id {tid} missing from the terms table")
+                    p = self._lex._postings[tid] if tid < len(self._lex._postings) else None
+                    i = -1 if p is None else int(np.searchsorted(p.slots[: p.n], slot))
+                    if p is None or i >= p.n or p.slots[i] != slot or p.tfs[i] != tf:
+                        problems.append(f"{cid}: posting for term {tid} missing or wrong")
+                if self._vec is None or not np.array_equal(self._vec.get(slot), np.frombuffer(vec, np.float32)):
+                    problems.append(f"{cid}: vector differs from the record")
+            live_df = {t: int(c) for t, c in enumerate(self._lex._df[: len(self._lex._postings)].tolist()) if c}
+            if live_df != df:
+                problems.append("document frequencies differ from the records")
+            if self._lex.n_docs != len(rows) or (self._vec is not None and self._vec.n_alive != len(rows)):
+                problems.append("live document counts differ from the records")
+            dangling = self._db.execute(
+                "SELECT count(*) FROM edges WHERE src NOT IN (SELECT id FROM chunks) OR dst NOT IN (SELECT id FROM chunks)"
+            ).fetchone()[0]
+            if dangling:
+                problems.append(f"{dangling} relationships point at missing records")
+            return VerifyReport(records=len(rows), edges=self._db.execute("SELECT count(*) FROM edges").fetchone()[0],
+                                problems=problems[:100], problem_count=len(problems))
+
+    def repair(self) -> VerifyReport:
+        """Rebuild every index from the records and drop dangling relationships; return the new check."""
+        with self._lock:
+            self._check()
+            with self._tx():
+                self._db.execute("DELETE FROM edges WHERE src NOT IN (SELECT id FROM chunks) "
+                                 "OR dst NOT IN (SELECT id FROM chunks)")
+            graph = self._graph_path()
+            for side in ([] if graph is None else [graph, Path(str(graph) + ".keys.npy")]):
+                if side.exists():
+                    side.unlink()
+            cfg = self.index_config
+            self._term_ids, self._slot_of, self._ids, self._seqs = {}, {}, [], []
+            self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
+                                  context_weight=cfg.lexical_context_weight)
+            self._order = SessionOrder(cfg.context_radius)
+            self._vec = None
+            self._cols = AttributeColumns()
+            self._load()
+            return self.verify()
 
     # -- lifecycle -------------------------------------------------------------------
     def flush(self) -> None:
