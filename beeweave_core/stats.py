@@ -1,0 +1,278 @@
+"""Usage statistics of a memory: what is stored, what is used, and how fast search is.
+
+Two kinds of numbers:
+
+- read from the records themselves: counts by status, source agent and intent, growth
+  per day, the hottest memories (most used) and the newest;
+- recorded while the memory is used, by a :class:`StatsRecorder`: each search's latency
+  and the ids it returned, and when a memory was last marked "used" by feedback. Both
+  are kept in the store (``kv_put``), so ``beeweave stats`` in another process sees the
+  searches a server answered. Searches are a rolling sample (the newest ``capacity``).
+
+A memory's heat is ``access_count + up - down`` (feedback counts in
+``metadata["feedback"]``); ``used`` feedback already counts as an access.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from .events import EventType, MemoryEvent
+from .filters import build_filter
+from .records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+
+__all__ = ["StatsRecorder", "MemoryStats", "MemorySummary", "LatencyStats", "compute_stats", "heat",
+           "SEARCHES", "USED"]
+
+logger = logging.getLogger(__name__)
+
+SEARCHES = "stats.searches"  # kv ring: "000042" -> {"at", "ms", "ids", "user_id"}
+USED = "stats.used"  # kv: chunk id -> {"at": the latest "used" feedback}
+_STATE = "stats.state"  # kv: "ring" -> {"next": slot}
+_ALL_STATUSES = [s.value for s in ChunkStatus]
+_LIVE = (ChunkStatus.ACTIVE, ChunkStatus.PENDING)
+
+
+def heat(chunk: KnowledgeChunk) -> int:
+    fb = chunk.metadata.get("feedback") or {}
+    return int(chunk.access_count) + int(fb.get("up", 0)) - int(fb.get("down", 0))
+
+
+class StatsRecorder:
+    """Times searches and notes "used" feedback of one memory, written to its store in batches.
+
+    Writes wait in memory until ``batch`` searches are pending or ``interval`` seconds
+    have passed since the first of them (a timer), and at ``flush()`` / ``close()``: a
+    write transaction per search would sit on the read path.
+
+    Usage:
+        .. code-block:: python
+
+            recorder = StatsRecorder(memory)
+            hits = recorder.search("deploy steps", user_id="alice")  # memory.search, timed
+            recorder.close()
+            print(compute_stats(memory).latency)
+    """
+
+    def __init__(self, memory: Any, *, capacity: int = 5000, batch: int = 64, interval: float = 2.0) -> None:
+        self.memory = memory
+        self.capacity = capacity
+        self._batch = batch
+        self._interval = interval
+        self._searches: list[dict[str, Any]] = []
+        self._used: dict[str, tuple[str, str | None]] = {}
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
+        self._sub = memory.events.subscribe(self._on_event, types=[EventType.UPDATED])
+
+    def search(self, query: str, **kwargs: Any) -> list[SearchHit]:
+        """``memory.search`` with its latency and results recorded."""
+        t0 = time.perf_counter()
+        hits = self.memory.search(query, **kwargs)
+        self.record_search((time.perf_counter() - t0) * 1000.0, hits, user_id=kwargs.get("user_id"))
+        return hits
+
+    def record_search(self, ms: float, hits: Iterable[SearchHit], *, user_id: str | None = None,
+                      at: datetime | None = None) -> None:
+        ids = [h.id for h in hits]
+        if not isinstance(user_id, str):
+            owners = {h.chunk.user_id for h in hits}
+            user_id = owners.pop() if len(owners) == 1 else None  # so that forgetting the user forgets it
+        entry = {"at": (at or self.memory.clock()).isoformat(), "ms": round(float(ms), 3), "ids": ids,
+                 "user_id": user_id}
+        self._add(lambda: self._searches.append(entry))
+
+    def _on_event(self, ev: MemoryEvent) -> None:
+        if ev.data.get("feedback") == "used" and ev.chunk_id is not None:
+            self._add(lambda: self._used.__setitem__(ev.chunk_id, (ev.at.isoformat(), ev.user_id)))
+
+    def _add(self, change: Any) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            change()
+            due = self._interval == 0 or len(self._searches) + len(self._used) >= self._batch
+            if not due and self._timer is None:
+                self._timer = threading.Timer(self._interval, self._on_timer)
+                self._timer.daemon = True
+                self._timer.start()
+        if due:
+            self.flush()
+
+    def _on_timer(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # a background write must not kill the process; the next flush retries
+            logger.exception("BeeWeave: writing search statistics failed")
+
+    def flush(self) -> None:
+        """Write what is pending to the store."""
+        with self._write_lock:
+            with self._lock:
+                searches, self._searches = self._searches, []
+                used, self._used = self._used, {}
+                self._stop_timer()
+            if not searches and not used:
+                return
+            backend = self.memory.backend
+            for cid, (at, user) in used.items():
+                backend.kv_put(USED, cid, {"at": at}, user_id=user)
+            if searches:
+                state = backend.kv_get(_STATE, "ring") or {"next": 0}
+                slot = int(state["next"])
+                for entry in searches:
+                    backend.kv_put(SEARCHES, f"{slot % self.capacity:07d}", entry, user_id=entry["user_id"])
+                    slot += 1
+                backend.kv_put(_STATE, "ring", {"next": slot % self.capacity})
+
+    def close(self) -> None:
+        """Write what is pending and stop listening; later searches are not recorded."""
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                self._closed = True
+                self._stop_timer()
+            self.memory.events.unsubscribe(self._sub)
+
+    def _stop_timer(self) -> None:  # with self._lock held
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+@dataclass
+class MemorySummary:
+    """One memory as the stats show it."""
+
+    id: str
+    user_id: str
+    agent_id: str | None
+    status: str
+    heat: int
+    access_count: int
+    used: int
+    up: int
+    down: int
+    weight: float
+    timestamp: str
+    text: str
+
+    @classmethod
+    def of(cls, c: KnowledgeChunk, chars: int = 160) -> MemorySummary:
+        fb = c.metadata.get("feedback") or {}
+        text = c.summary or c.raw_content
+        return cls(c.id, c.user_id, c.agent_id, c.status.value, heat(c), c.access_count, int(fb.get("used", 0)),
+                   int(fb.get("up", 0)), int(fb.get("down", 0)), float(c.weight), c.timestamp.isoformat(),
+                   text if len(text) <= chars else text[: chars - 1] + "…")
+
+
+@dataclass
+class LatencyStats:
+    """Search latency over the recorded sample, in milliseconds (None without searches)."""
+
+    count: int = 0
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    max: float | None = None
+    samples: list[float] = field(default_factory=list)  # for histograms; not in to_dict
+
+    @classmethod
+    def of(cls, ms: list[float]) -> LatencyStats:
+        if not ms:
+            return cls()
+        a = np.asarray(ms, dtype=np.float64)
+        p50, p95, p99 = (round(float(x), 3) for x in np.percentile(a, [50, 95, 99]))
+        return cls(len(ms), p50, p95, p99, round(float(a.mean()), 3), round(float(a.max()), 3), list(ms))
+
+
+@dataclass
+class MemoryStats:
+    """What :func:`compute_stats` finds. ``to_dict()`` is the JSON of ``GET /api/v1/stats``.
+
+    ``growth`` lists (day, memories added that day, live total at the end of it) for live
+    (active or pending) memories by their timestamp. ``used_share`` is the share of
+    recorded searches that returned at least one memory later marked "used".
+    """
+
+    generated_at: str
+    user_id: str | None
+    total: int
+    by_status: dict[str, int]
+    by_agent: dict[str, int]
+    by_intent: dict[str, int]
+    growth: list[tuple[str, int, int]]
+    hottest: list[MemorySummary]
+    newest: list[MemorySummary]
+    latency: LatencyStats
+    searches: int
+    searches_with_hits: int
+    searches_used: int
+    used_share: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["latency"].pop("samples")
+        out["growth"] = [{"day": d, "added": n, "total": t} for d, n, t in self.growth]
+        return out
+
+
+def _searches(backend: Any, user_id: str | None) -> list[dict[str, Any]]:
+    rows = [v for _, v in backend.kv_scan(SEARCHES) if user_id is None or v.get("user_id") == user_id]
+    return sorted(rows, key=lambda v: v["at"])
+
+
+def compute_stats(memory: Any, *, user_id: str | None = None, top: int = 10,
+                  recorder: StatsRecorder | None = None) -> MemoryStats:
+    """Statistics of the whole store, or of one user's memories.
+
+    ``recorder`` is flushed first so that the searches it holds are counted. Reads every
+    record once (O(n)); meant for dashboards and reports, not for a hot path.
+    """
+    if recorder is not None:
+        recorder.flush()
+    backend = memory.backend
+    chunks = list(backend.scan(build_filter({"status": _ALL_STATUSES}, user_id=user_id)))
+    live = [c for c in chunks if c.status in _LIVE]
+    by_status = {s.value: 0 for s in ChunkStatus}
+    by_status.update(Counter(c.status.value for c in chunks))
+    by_day = Counter(c.timestamp.date().isoformat() for c in live)
+    growth, total = [], 0
+    for day in sorted(by_day):
+        total += by_day[day]
+        growth.append((day, by_day[day], total))
+    hottest = sorted((c for c in live if heat(c) > 0), key=lambda c: (-heat(c), -c.timestamp.timestamp(), c.id))
+    newest = sorted(live, key=lambda c: (-c.timestamp.timestamp(), c.id))
+    searches = _searches(backend, user_id)
+    used_at = {key: to_datetime(v["at"]) for key, v in backend.kv_scan(USED)}
+    used = 0
+    for s in searches:
+        at = to_datetime(s["at"])
+        if any(cid in used_at and used_at[cid] >= at for cid in s["ids"]):
+            used += 1
+    return MemoryStats(
+        generated_at=memory.clock().isoformat(), user_id=user_id, total=len(chunks), by_status=by_status,
+        by_agent=_ranked(Counter(c.agent_id or "(none)" for c in live)),
+        by_intent=_ranked(Counter(c.intent.value if c.intent else "(none)" for c in live)),
+        growth=growth, hottest=[MemorySummary.of(c) for c in hottest[:top]],
+        newest=[MemorySummary.of(c) for c in newest[:top]],
+        latency=LatencyStats.of([float(s["ms"]) for s in searches]), searches=len(searches),
+        searches_with_hits=sum(1 for s in searches if s["ids"]), searches_used=used,
+        used_share=round(used / len(searches), 4) if searches else None)
+
+
+def _ranked(counts: Mapping[str, int]) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
