@@ -1,0 +1,126 @@
+"""Server configuration: where the stores are, which API key belongs to which tenant, limits.
+
+API keys come from (the first that is given):
+- ``api_keys=`` (a mapping key -> tenant),
+- a file (``--api-keys FILE`` / ``BEEWEAVE_API_KEYS_FILE``): JSON ``{"key": "tenant", ...}``
+  or TOML with a ``[keys]`` table of ``key = "tenant"``,
+- the environment variable ``BEEWEAVE_API_KEYS="key1:tenantA,key2:tenantB"``.
+
+Several keys may map to one tenant (key rotation). Keys are at least 8 characters of
+printable ASCII without spaces, ``:`` or ``,``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInputError
+from .stores import check_tenant
+
+__all__ = ["ServerConfig", "parse_api_keys", "load_api_keys", "keys_from_env", "DEFAULT_MAX_BODY"]
+
+DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
+ENV_KEYS = "BEEWEAVE_API_KEYS"
+ENV_KEYS_FILE = "BEEWEAVE_API_KEYS_FILE"
+
+
+def _check_key(key: Any) -> str:
+    if not isinstance(key, str) or len(key) < 8 or not key.isascii() or not key.isprintable() \
+            or any(ch in key for ch in " :,"):
+        shown = key[:4] + "…" if isinstance(key, str) else repr(key)
+        raise InvalidInputError(f"API key {shown!r}: keys are at least 8 printable ASCII characters "
+                                "without spaces, ':' or ','")
+    return key
+
+
+def _checked(pairs: Mapping[str, str]) -> dict[str, str]:
+    out = {_check_key(k): check_tenant(t) for k, t in pairs.items()}
+    if not out:
+        raise InvalidInputError("no API keys are configured")
+    return out
+
+
+def parse_api_keys(text: str) -> dict[str, str]:
+    """``"key1:tenantA,key2:tenantB"`` -> ``{"key1": "tenantA", "key2": "tenantB"}``."""
+    pairs: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        key, sep, tenant = item.partition(":")
+        if not sep:
+            raise InvalidInputError(f"API keys are written key:tenant, separated by commas; got {item[:4]!r}…")
+        if key in pairs:
+            raise InvalidInputError("an API key is listed twice")
+        pairs[key] = tenant
+    return _checked(pairs)
+
+
+def load_api_keys(path: str | Path) -> dict[str, str]:
+    """Keys from a JSON object or a TOML ``[keys]`` table."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read the API key file {p}: {exc.strerror}") from None
+    try:
+        if p.suffix.lower() == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text).get("keys")
+        else:
+            data = json.loads(text)
+            data = data.get("keys", data) if isinstance(data, dict) else data
+    except ValueError as exc:
+        raise InvalidInputError(f"the API key file {p} is not valid {p.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise InvalidInputError(f"the API key file {p} must map each key to a tenant name")
+    return _checked(data)
+
+
+def keys_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    env = os.environ if environ is None else environ
+    if env.get(ENV_KEYS_FILE):
+        return load_api_keys(env[ENV_KEYS_FILE])
+    if env.get(ENV_KEYS):
+        return parse_api_keys(env[ENV_KEYS])
+    return None
+
+
+@dataclass
+class ServerConfig:
+    """Everything ``create_app`` needs.
+
+    Attributes:
+        store: a directory (one SQLite store per tenant), a PostgreSQL URL, a single
+            SQLite file (exactly one tenant), or ``None`` (every tenant in memory).
+        api_keys: API key -> tenant.
+        embedder: the embedding model for new stores (existing stores use their own).
+        max_body_bytes: larger request bodies get 413.
+        max_k: the largest ``k`` a search may ask for.
+        max_flush_timeout: the longest ``POST /flush`` may wait, in seconds.
+        memory_kwargs: other ``BeeWeave`` arguments for every store (``ingest=``, ``lifecycle=``...).
+    """
+
+    store: str | Path | None
+    api_keys: Mapping[str, str]
+    embedder: Any = None
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    max_k: int = 100
+    max_flush_timeout: float = 60.0
+    memory_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.api_keys = _checked(dict(self.api_keys))
+        if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1024:
+            raise InvalidInputError("max_body_bytes must be an integer of at least 1024")
+        if not isinstance(self.max_k, int) or self.max_k < 1:
+            raise InvalidInputError("max_k must be a positive integer")
+
+    @property
+    def tenants(self) -> frozenset[str]:
+        return frozenset(self.api_keys.values())

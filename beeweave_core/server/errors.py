@@ -1,0 +1,161 @@
+"""How errors leave the server: always JSON ``{"error", "detail"}``, never a 500 for bad input.
+
+=====================================  ======
+``InvalidInputError`` (and subclasses)  400
+``UnknownFilterError``                  400
+missing API key                         401
+API key not recognised                  403
+``NotFoundError``, unknown route        404
+``DuplicateIdError``                    409
+body larger than the limit              413
+request body fails the schema           422 (``errors`` lists each field)
+``QueueFullError``                      503 with ``Retry-After``
+store unavailable / closed / no model   503
+anything else (a bug)                   500, logged
+=====================================  ======
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..errors import (
+    BeeWeaveError,
+    DuplicateIdError,
+    InvalidInputError,
+    MissingDependencyError,
+    ModelLoadError,
+    NotFoundError,
+    StoreClosedError,
+    StoreUnavailableError,
+)
+from ..ingest.errors import QueueFullError
+
+__all__ = ["SafeJSONResponse", "BodyLimit", "install_error_handlers", "status_of"]
+
+logger = logging.getLogger(__name__)
+
+_HTTP_NAMES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+               405: "MethodNotAllowed", 413: "PayloadTooLarge", 415: "UnsupportedMediaType", 422: "ValidationError"}
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON with non-ASCII escaped: text holding a lone surrogate (valid in JSON as ``"\\ud800"``)
+    is echoed safely instead of failing to encode as UTF-8."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def _error(status: int, kind: str, detail: str, **extra: Any) -> SafeJSONResponse:
+    headers = extra.pop("headers", None)
+    return SafeJSONResponse({"error": kind, "detail": detail, **extra}, status_code=status, headers=headers)
+
+
+def status_of(exc: BeeWeaveError) -> int:
+    if isinstance(exc, DuplicateIdError):
+        return 409
+    if isinstance(exc, InvalidInputError):
+        return 400
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, (QueueFullError, StoreUnavailableError, StoreClosedError, MissingDependencyError,
+                        ModelLoadError)):
+        return 503
+    return 500  # a mismatched store (embedder, tokenizer, schema) is the operator's to fix
+
+
+def _where(loc: Any) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)] if isinstance(loc, (list, tuple)) else [str(loc)]
+    return ".".join(parts) or "body"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(BeeWeaveError)
+    async def beeweave_error(request: Request, exc: BeeWeaveError) -> SafeJSONResponse:
+        status = status_of(exc)
+        if status >= 500:
+            logger.error("BeeWeave %s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
+        headers = {"Retry-After": "1"} if isinstance(exc, QueueFullError) else None
+        return _error(status, type(exc).__name__, str(exc) or type(exc).__name__, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> SafeJSONResponse:
+        errors = []
+        for e in exc.errors():
+            msg = str(e.get("msg", "invalid"))
+            ctx = e.get("ctx") or {}
+            if e.get("type") == "json_invalid" and ctx.get("error"):
+                msg = f"malformed JSON: {ctx['error']}"
+            elif e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",):
+                msg = "the request needs a JSON object as its body"
+            errors.append({"loc": [str(p) for p in e.get("loc", ())], "msg": msg, "type": str(e.get("type", ""))})
+        detail = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors[:5]) or "invalid request"
+        if len(errors) > 5:
+            detail += f"; and {len(errors) - 5} more"
+        return _error(422, "ValidationError", detail, errors=errors)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> SafeJSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 400 and detail == "There was an error parsing the body":
+            detail = "the request body is not valid UTF-8 JSON"
+        return _error(exc.status_code, _HTTP_NAMES.get(exc.status_code, "HTTPError"), detail,
+                      headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> SafeJSONResponse:
+        logger.exception("unexpected error on %s %s", request.method, request.url.path)
+        return _error(500, "InternalError", f"unexpected {type(exc).__name__}; the server log has the details")
+
+
+class BodyLimit:
+    """ASGI middleware: request bodies above ``max_bytes`` get 413, checked on the declared
+    Content-Length first and on the bytes actually received (chunked uploads) too."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = None
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await _error(400, "BadRequest", "the Content-Length header is not a number")(scope, receive, send)
+                    return
+        if declared is not None and declared > self.max_bytes:
+            await self._too_large(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    # An HTTPException raised while the body is read reaches the handler above.
+                    raise HTTPException(413, self._message())
+            return message
+
+        await self.app(scope, limited, send)
+
+    def _message(self) -> str:
+        return f"the request body is larger than the limit of {self.max_bytes} bytes"
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _error(413, "PayloadTooLarge", self._message())(scope, receive, send)
