@@ -1,0 +1,172 @@
+"""The ``beeweave`` command line: look inside a memory, feed it, serve it.
+
+``beeweave [--store PATH_OR_URL] [--tenant NAME] [--embedder NAME] COMMAND ...``
+
+``--store`` is a SQLite file, a directory of tenant stores (with ``--tenant``), a
+``postgresql://`` URL, or the ``http(s)://`` URL of a BeeWeave server (with ``--api-key``).
+Errors print one line to stderr and exit non-zero; ``BEEWEAVE_DEBUG=1`` shows tracebacks.
+The commands are implemented in :mod:`beeweave_core.cli_commands`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+__all__ = ["main", "build_parser", "COMMANDS"]
+
+DEFAULT_STORE = "beeweave.db"
+
+# name -> one-line help; the order is the order of ``beeweave --help``.
+COMMANDS = {
+    "demo": "store a short agent conversation and answer questions from it (offline)",
+    "ingest": "add JSONL knowledge events or text/Markdown/JSONL documents (progress bar)",
+    "search": "hybrid search of the memory",
+    "serve": "run the REST API (uvicorn)",
+    "stats": "hottest and newest memories, distributions, growth, search latency",
+    "export": "write all of a user's data as JSON",
+    "forget": "delete everything of a user",
+    "maintain": "merge duplicates, expire and evict now",
+    "review": "list memories waiting for review; approve, reject or resolve them",
+    "report": "write a self-contained HTML report with charts",
+    "openapi": "write the REST API's OpenAPI spec as JSON",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage itself is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="beeweave", description="BeeWeave: the memory an agent grows with use.",
+                epilog="commands:\n" + "\n".join(f"  {n:<9} {h}" for n, h in COMMANDS.items()),
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", default=os.environ.get("BEEWEAVE_STORE", DEFAULT_STORE),
+                   help="SQLite file, directory of tenant stores, postgresql:// URL or http(s):// server URL "
+                        f"(default: $BEEWEAVE_STORE or {DEFAULT_STORE})")
+    p.add_argument("--tenant", default=os.environ.get("BEEWEAVE_TENANT"),
+                   help="the tenant's store in a directory of stores or a PostgreSQL database")
+    p.add_argument("--embedder", default=None,
+                   help="embedding model name (default: the one the store was built with, else MiniLM); "
+                        "e.g. beeweave:hashing-64")
+    p.add_argument("--api-key", default=os.environ.get("BEEWEAVE_API_KEY"),
+                   help="API key for an http(s):// store (default: $BEEWEAVE_API_KEY)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def cmd(name: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=COMMANDS[name], description=COMMANDS[name])
+
+    cmd("demo")
+
+    c = cmd("ingest")
+    c.add_argument("files", nargs="+", help="JSONL files of knowledge events, or documents (.txt, .md, .jsonl)")
+    c.add_argument("--user-id", help="the user (required for documents; the default for events without one)")
+    c.add_argument("--agent-id", help="the agent, for documents")
+    c.add_argument("--tag", action="append", default=[], help="a tag for every document chunk (repeatable)")
+    c.add_argument("--as", dest="kind", choices=["auto", "events", "documents"], default="auto",
+                   help="how to read the files (auto: JSONL whose records are events are events)")
+    c.add_argument("--review", action="store_true", help="store documents pending review")
+    c.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for queued events (default 120)")
+    c.add_argument("--no-wait", action="store_true", help="return once events are queued")
+
+    c = cmd("search")
+    c.add_argument("query")
+    c.add_argument("--user-id")
+    c.add_argument("-k", type=int, default=5, help="how many hits (default 5)")
+    c.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                   help="a filter, e.g. tags=deploy or since=2024-01-01 (repeatable; comma-separated lists)")
+    c.add_argument("--fusion", choices=["zscore", "rrf", "weighted"])
+    c.add_argument("--min-score", type=float)
+    c.add_argument("--mmr", type=float, metavar="LAMBDA", help="diversify with MMR (0..1; 1 = relevance only)")
+    c.add_argument("--expand", action="store_true", help="follow relationships from the hits")
+    c.add_argument("--loosen", action="store_true", help="relax tag/entity filters when they leave fewer than k hits")
+    c.add_argument("--json", action="store_true", help="print the hits as JSON")
+
+    c = cmd("serve")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=8000)
+    c.add_argument("--api-keys", metavar="FILE",
+                   help="JSON or TOML file of API key -> tenant (default: $BEEWEAVE_API_KEYS_FILE, "
+                        "or $BEEWEAVE_API_KEYS='key1:tenantA,key2:tenantB')")
+    c.add_argument("--max-body-bytes", type=int, default=1_048_576, help="larger requests get 413 (default 1 MiB)")
+    c.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+    c = cmd("stats")
+    c.add_argument("--user-id")
+    c.add_argument("--top", type=int, default=10)
+    c.add_argument("--json", action="store_true")
+
+    c = cmd("export")
+    c.add_argument("user_id")
+    c.add_argument("-o", "--output", help="write to this file (default: standard output)")
+
+    c = cmd("forget")
+    c.add_argument("user_id")
+    c.add_argument("--yes", action="store_true", help="confirm: the user's data cannot be restored")
+
+    c = cmd("maintain")
+    c.add_argument("--user-id")
+    c.add_argument("--json", action="store_true")
+
+    c = cmd("review")
+    c.add_argument("action", nargs="?", default="list", choices=["list", "approve", "reject", "resolve"],
+                   help="list (default), approve IDS, reject IDS, resolve ID keep|archive|delete")
+    c.add_argument("ids", nargs="*", help="memory ids (for resolve: the id, then the decision)")
+    c.add_argument("--user-id")
+    c.add_argument("--reason", help="why (for reject)")
+    c.add_argument("--json", action="store_true")
+
+    c = cmd("report")
+    c.add_argument("-o", "--output", default="beeweave-report.html", help="default: beeweave-report.html")
+    c.add_argument("--user-id")
+    c.add_argument("--top", type=int, default=8, help="how many hottest memories to draw the graph around")
+
+    c = cmd("openapi")
+    c.add_argument("-o", "--output", help="write to this file (default: standard output)")
+    return p
+
+
+def _fail(message: str, code: int = 1) -> int:
+    line = " ".join(str(message).split())  # one line, whatever the message held
+    print(f"beeweave: error: {line}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from . import cli_commands
+    from .errors import BeeWeaveError
+
+    debug = os.environ.get("BEEWEAVE_DEBUG") not in (None, "", "0")
+    try:
+        return int(getattr(cli_commands, "cmd_" + args.command)(args) or 0)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except BeeWeaveError as exc:
+        if debug:
+            raise
+        return _fail(str(exc) or type(exc).__name__)
+    except OSError as exc:
+        if debug:
+            raise
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        return _fail(f"{exc.strerror or exc}{':' if where else ''}{where}")
+    except Exception as exc:  # a bug: still one line, with a way to see more
+        if debug:
+            raise
+        return _fail(f"internal error ({type(exc).__name__}: {exc}); run with BEEWEAVE_DEBUG=1 for the traceback", 70)
+
+
+def _entry() -> Any:  # pragma: no cover - python -m beeweave_core.cli
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _entry()

@@ -1,0 +1,318 @@
+"""The commands of ``beeweave`` (see :mod:`beeweave_core.cli` for the parser).
+
+Each ``cmd_<name>(args)`` returns an exit code and raises ``BeeWeaveError`` (or
+``OSError``) for anything the user should fix; ``cli.main`` prints it as one line.
+A command works the same on a local store (through ``MemoryService``) and on a server
+(through ``BeeWeaveClient``); only ``report`` and document import need a local store.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidInputError
+
+__all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "stats", "export", "forget", "maintain",
+                                 "review", "report", "openapi")]
+
+
+def _is_remote(store: str) -> bool:
+    return store.startswith(("http://", "https://"))
+
+
+@contextmanager
+def _service(args: Any) -> Iterator[Any]:
+    """A ``MemoryService`` on the local store, or a ``BeeWeaveClient`` for a server URL."""
+    if _is_remote(args.store):
+        from .client import BeeWeaveClient
+
+        if args.tenant:
+            raise InvalidInputError("--tenant is for local stores; a server picks the tenant from --api-key")
+        client = BeeWeaveClient(args.store, args.api_key)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    from .server.service import MemoryService
+    from .server.stores import open_memory
+
+    svc = MemoryService(open_memory(args.store, tenant=args.tenant, embedder=args.embedder))
+    try:
+        yield svc
+    finally:
+        svc.close()
+
+
+def _local(args: Any, what: str) -> Any:
+    if _is_remote(args.store):
+        raise InvalidInputError(f"{what} reads the store directly: pass a store path or a PostgreSQL URL, "
+                                "not a server URL")
+    return _service(args)
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+# -- demo --------------------------------------------------------------------------------------------
+def cmd_demo(args: Any) -> int:
+    from .demo import main as demo_main
+
+    return int(demo_main() or 0)
+
+
+# -- ingest -----------------------------------------------------------------------------------------------
+def _jsonl_records(path: Path) -> list[tuple[int, Any]]:
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    out.append((n, json.loads(line)))
+                except ValueError as exc:
+                    raise InvalidInputError(f"{path}:{n}: not a JSON line ({exc})") from None
+    return out
+
+
+def _is_event(record: Any) -> bool:
+    from .ingest.validate import EVENT_KEYS
+
+    return isinstance(record, dict) and set(record) <= set(EVENT_KEYS) and bool(
+        {"query", "response", "intermediate_steps"} & set(record))
+
+
+def _plan(args: Any) -> tuple[list[tuple[Path, int, dict[str, Any]]], list[Path]]:
+    """Split the files into events (validated) and documents, before anything is written."""
+    from datetime import datetime, timezone
+
+    from .ingest.validate import event_dict
+
+    events: list[tuple[Path, int, dict[str, Any]]] = []
+    documents: list[Path] = []
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            raise InvalidInputError(f"no such file: {path}")
+        records = _jsonl_records(path) if path.suffix.lower() in (".jsonl", ".ndjson") else []
+        as_events = args.kind == "events" or (args.kind == "auto" and records and all(_is_event(r) for _, r in records))
+        if args.kind == "events" and not records:
+            raise InvalidInputError(f"{path}: --as events needs a JSONL file of knowledge events")
+        if not as_events:
+            documents.append(path)
+            continue
+        for n, rec in records:
+            if not isinstance(rec, dict):
+                raise InvalidInputError(f"{path}:{n}: an event is a JSON object")
+            rec = dict(rec)
+            if "user_id" not in rec:
+                if not args.user_id:
+                    raise InvalidInputError(f"{path}:{n}: the event has no user_id; pass --user-id")
+                rec["user_id"] = args.user_id
+            try:
+                event_dict(rec, now=datetime.now(timezone.utc))
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{path}:{n}: {exc}") from None
+            events.append((path, n, rec))
+    if documents and not args.user_id:
+        raise InvalidInputError(f"documents ({documents[0]}) need --user-id: whose memories do they become?")
+    return events, documents
+
+
+def cmd_ingest(args: Any) -> int:
+    from tqdm.auto import tqdm
+
+    events, documents = _plan(args)
+    if documents and _is_remote(args.store):
+        raise InvalidInputError("document import reads the store directly: pass a store path, not a server URL")
+    with _service(args) as svc:
+        if events:
+            for path, n, rec in tqdm(events, desc="beeweave ingest", unit="event", file=sys.stderr):
+                try:
+                    svc.ingest(rec)
+                except InvalidInputError as exc:
+                    raise InvalidInputError(f"{path}:{n}: {exc}") from None
+            print(f"queued {len(events)} event(s)")
+            if not args.no_wait:
+                if svc.flush(args.timeout):
+                    print("all queued events are processed")
+                else:
+                    print(f"events are still queued after {args.timeout:g} s; they will be processed later",
+                          file=sys.stderr)
+        if documents:
+            ids = svc.memory.import_documents(documents, user_id=args.user_id, agent_id=args.agent_id,
+                                              tags=args.tag, review=args.review, show_progress=True)
+            print(f"imported {len(ids)} chunk(s) from {len(documents)} document(s)")
+    return 0
+
+
+# -- search -----------------------------------------------------------------------------------------------
+_LIST_FILTERS = {"user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "entities", "type", "intent",
+                 "status", "ids"}
+
+
+def _filters(items: list[str]) -> dict[str, Any] | None:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--filter takes KEY=VALUE, got {item!r}")
+        out[key] = [v for v in value.split(",") if v] if key in _LIST_FILTERS else value
+    return out or None
+
+
+def cmd_search(args: Any) -> int:
+    with _service(args) as svc:
+        hits = svc.search(args.query, user_id=args.user_id, k=args.k, filters=_filters(args.filter),
+                          fusion=args.fusion, min_score=args.min_score, mmr=args.mmr, expand=args.expand or None,
+                          loosen=args.loosen)
+    if args.json:
+        _print_json([h.to_dict() for h in hits])
+        return 0
+    if not hits:
+        print("no memories found")
+    for i, h in enumerate(hits, start=1):
+        how = ",".join(h.sources)
+        print(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.chunk.user_id}; {how}]")
+        print(f"    {_one_line(h.chunk.raw_content)}")
+    return 0
+
+
+# -- serve --------------------------------------------------------------------------------------------------
+def cmd_serve(args: Any) -> int:
+    from .server import ServerConfig, keys_from_env, load_api_keys, serve
+
+    if _is_remote(args.store):
+        raise InvalidInputError("serve needs a local store (a directory, a SQLite file or a PostgreSQL URL)")
+    keys = load_api_keys(args.api_keys) if args.api_keys else keys_from_env()
+    if not keys:
+        raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:tenant,...'")
+    config = ServerConfig(args.store, keys, embedder=args.embedder, max_body_bytes=args.max_body_bytes)
+    tenants = sorted(config.tenants)
+    print(f"beeweave: serving {len(tenants)} tenant(s) ({', '.join(tenants)}) from {args.store} "
+          f"on http://{args.host}:{args.port}", file=sys.stderr)
+    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+# -- stats ----------------------------------------------------------------------------------------------------
+def _stats_dict(svc: Any, user_id: str | None, top: int) -> dict[str, Any]:
+    found = svc.stats(user_id=user_id, top=top)
+    return found if isinstance(found, dict) else found.to_dict()
+
+
+def cmd_stats(args: Any) -> int:
+    with _service(args) as svc:
+        s = _stats_dict(svc, args.user_id, args.top)
+    if args.json:
+        _print_json(s)
+        return 0
+    from .cli_format import print_stats
+
+    print_stats(s)
+    return 0
+
+
+# -- export / forget --------------------------------------------------------------------------------------------
+def cmd_export(args: Any) -> int:
+    with _service(args) as svc:
+        data = svc.export_user(args.user_id)
+    text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
+    if args.output:
+        out = Path(args.output)
+        if out.is_dir():
+            raise InvalidInputError(f"{out} is a directory; give a file name")
+        out.write_text(text + "\n", encoding="utf-8")
+        print(f"wrote {len(data['chunks'])} memories of {args.user_id!r} to {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text + "\n")
+    return 0
+
+
+def cmd_forget(args: Any) -> int:
+    if not args.yes:
+        raise InvalidInputError(f"forgetting {args.user_id!r} cannot be undone: add --yes to confirm")
+    with _service(args) as svc:
+        n = svc.forget_user(args.user_id)
+    print(f"forgot {args.user_id!r}: {n} memories deleted")
+    return 0
+
+
+# -- maintain / review ---------------------------------------------------------------------------------------------
+def cmd_maintain(args: Any) -> int:
+    with _service(args) as svc:
+        report = svc.maintain(user_id=args.user_id).to_dict()
+    if args.json:
+        _print_json(report)
+    else:
+        print(", ".join(f"{k} {v}" for k, v in report.items() if k != "merges"))
+    return 0
+
+
+def cmd_review(args: Any) -> int:
+    with _service(args) as svc:
+        if args.action == "list":
+            if args.ids:
+                raise InvalidInputError("review list takes no ids")
+            pending = svc.pending(user_id=args.user_id)
+            flagged = svc.review_queue(user_id=args.user_id)
+            if args.json:
+                _print_json({"pending": [c.to_dict() for c in pending],
+                             "flagged": [{"chunk_id": i.chunk_id, "user_id": i.user_id, "reasons": list(i.reasons),
+                                          "flagged_at": i.flagged_at.isoformat()} for i in flagged]})
+                return 0
+            print(f"{len(pending)} pending review" + (":" if pending else ""))
+            for c in pending:
+                why = (c.metadata.get("ingest") or {}).get("review")
+                print(f"  {c.id}  [{c.user_id}]  {_one_line(c.raw_content, 80)}" + (f"  ({why})" if why else ""))
+            print(f"{len(flagged)} flagged by the lifecycle" + (":" if flagged else ""))
+            for i in flagged:
+                print(f"  {i.chunk_id}  [{i.user_id}]  {', '.join(i.reasons)}")
+            return 0
+        if not args.ids:
+            raise InvalidInputError(f"review {args.action} needs memory ids")
+        if args.action == "resolve":
+            if len(args.ids) != 2:
+                raise InvalidInputError("review resolve takes an id and a decision (keep, archive or delete)")
+            kept = svc.resolve_review(args.ids[0], args.ids[1])
+            print(f"{args.ids[0]}: {args.ids[1]}" + ("" if kept is None else f" (now {kept.status.value})"))
+            return 0
+        done = svc.approve(args.ids) if args.action == "approve" else svc.reject(args.ids, reason=args.reason)
+        verb = "approved" if args.action == "approve" else "rejected"
+        print(f"{verb} {len(done)} of {len(args.ids)}" + (": " + " ".join(done) if done else " (none was pending)"))
+    return 0
+
+
+# -- report / openapi ---------------------------------------------------------------------------------------------------
+def cmd_report(args: Any) -> int:
+    from .report import write_report
+
+    with _local(args, "report") as svc:
+        out = write_report(svc.memory, args.output, user_id=args.user_id, top=args.top, recorder=svc.recorder)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_openapi(args: Any) -> int:
+    from .server import ServerConfig, create_app
+
+    # The spec does not depend on the stores or the keys: a throwaway configuration is enough.
+    spec = create_app(ServerConfig(None, {"openapi-only-key": "openapi"})).openapi()
+    text = json.dumps(spec, indent=2, ensure_ascii=False)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text + "\n")
+    return 0
