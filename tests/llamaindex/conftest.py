@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from beeweave_core import BeeWeave, KnowledgeChunk, ProcessedContent
-from support import dt
 
 # id, user, agent, session, tags, entities, intent, type, status, year
 ROWS = [
@@ -31,7 +32,8 @@ def chunks() -> list[KnowledgeChunk]:
     for cid, user, agent, session, tags, entities, intent, type_, status, year in ROWS:
         text = TEXTS[cid]
         out.append(KnowledgeChunk(raw_content=text, user_id=user, id=cid, agent_id=agent, session_id=session,
-                                  tags=tags, entities=entities, intent=intent, status=status, timestamp=dt(year),
+                                  tags=tags, entities=entities, intent=intent, status=status,
+                                  timestamp=datetime(year, 1, 1, tzinfo=timezone.utc),
                                   processed_content=ProcessedContent(type_, text, "python" if type_ == "code" else None)))
     return out
 
