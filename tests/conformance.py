@@ -1,0 +1,672 @@
+"""The storage-backend conformance suite.
+
+Every ``StoreBackend`` (store/base.py) must pass it. To run it against a backend,
+subclass :class:`BackendConformance` in a ``test_conformance_<name>.py`` module and
+provide one fixture:
+
+* ``backend_factory``: a callable ``(index_config=None) -> backend`` returning a new,
+  empty, open backend (built with that ``IndexConfig``, or the default one).
+
+and, if the backend persists, override a second one:
+
+* ``reopen``: a callable taking an open backend, closing it and returning a new
+  backend over the same storage (default ``None``: persistence tests are skipped).
+
+Everything here talks to the protocol directly (ChunkRow in, ids and scores out),
+never through ``BeeWeave``, so it checks exactly what the engine relies on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from beeweave_core import (
+    BeeWeaveError,
+    ChunkStatus,
+    ContentType,
+    DuplicateIdError,
+    IndexConfig,
+    Intent,
+    KnowledgeChunk,
+    NotFoundError,
+    ProcessedContent,
+    Relationship,
+    RelationType,
+    StoreClosedError,
+)
+from beeweave_core.filters import build_filter
+from beeweave_core.store.base import ChunkRow, StoreBackend
+from support import dt, matches
+
+DIM = 8
+EVERY_STATUS = {"status": [s.value for s in ChunkStatus]}
+
+
+def vec(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def row(cid: str, text: str, seed: int | None = None, **fields) -> ChunkRow:
+    fields.setdefault("user_id", "ann")
+    pc = fields.pop("processed_content", None)
+    chunk = KnowledgeChunk(raw_content=text, id=cid, processed_content=pc, **fields)
+    seed = seed if seed is not None else sum(map(ord, cid))
+    return ChunkRow(chunk, vec(seed), text.lower().split())
+
+
+# A small world where every filter key has something to tell apart.
+WORLD = [
+    row("w0", "apple banana", user_id="ann", agent_id="a1", session_id="s1", tags=["x"], timestamp=dt(2024, 1, 1),
+        entities=["Paris"]),
+    row("w1", "apple apple cherry", user_id="ann", agent_id="a2", session_id="s1", tags=["x", "y"],
+        timestamp=dt(2024, 2, 1), intent=Intent.CODE_GENERATION),
+    row("w2", "banana cherry date", user_id="bob", agent_id="a1", session_id="s2", tags=["y"],
+        timestamp=dt(2024, 3, 1), processed_content=ProcessedContent(ContentType.CODE, "banana cherry date", "py")),
+    row("w3", "apple date elder fig", user_id="bob", session_id="s3", timestamp=dt(2024, 4, 1),
+        status=ChunkStatus.ARCHIVED),
+    row("w4", "fig grape apple", user_id="cid", agent_id="a3", tags=["x", "y", "z"], timestamp=dt(2024, 5, 1),
+        intent=Intent.OTHER, entities=["Paris", "Acme"]),
+    row("w5", "grape grape grape", user_id="cid", timestamp=dt(2024, 6, 1), status=ChunkStatus.PENDING,
+        processed_content=ProcessedContent(ContentType.DATA, "grape grape grape")),
+    row("w6", "apple cherry fig grape banana date", user_id="ann", session_id="s2", tags=["z"],
+        timestamp=dt(2024, 7, 1)),
+]
+
+FILTERS = [
+    {},
+    {"user_id": "ann"},
+    {"user_id": ["bob", "cid"]},
+    {"agent_id": "a1"},
+    {"session_id": ["s1", "s2"]},
+    {"tags": "x"},
+    {"tags_any": ["y", "z"]},
+    {"tags_all": ["x", "y"]},
+    {"entities": "Paris"},
+    {"entities": ["Acme", "Nowhere"], "tags": "z"},
+    {"since": dt(2024, 3, 1)},
+    {"until": dt(2024, 3, 1)},
+    {"since": dt(2024, 2, 1), "until": dt(2024, 6, 1)},
+    {"type": "code"},
+    {"type": ["text", "data"], "status": ["active", "pending"]},
+    {"intent": ["code_generation", "other"]},
+    {"status": "archived"},
+    EVERY_STATUS,
+    {"ids": ["w0", "w3", "w4", "nope"]},
+    {"user_id": "ann", "tags": "x", "since": dt(2024, 1, 15)},
+    {"user_id": "nobody"},
+]
+
+
+# Index configurations the suite builds backends with: rank_bm25's own constants with
+# no session context (so scores must equal BM25Okapi's), and one with context on.
+PLAIN = IndexConfig(k1=1.5, b=0.75, epsilon=0.25, context_radius=0)
+CONTEXT = IndexConfig(k1=1.2, b=0.5, epsilon=0.25, context_radius=1, lexical_context_weight=0.4,
+                      vector_context_weight=0.5)
+
+# One conversation (ann, chat) with tied timestamps, the same session name under another
+# user (a different conversation), and a memory with no session (no context).
+SESSION = [
+    row(f"t{i}", text, user_id=user, session_id=sess, timestamp=dt(2024, 1, 1, hour))
+    for i, (text, user, sess, hour) in enumerate([
+        ("kiwi lime", "ann", "chat", 3),
+        ("lime mango", "ann", "chat", 1),
+        ("mango", "ann", "chat", 4),
+        ("kiwi kiwi papaya", "ann", "chat", 1),
+        ("papaya", "ann", "chat", 5),
+        ("lime", "ann", "chat", 9),
+        ("quince kiwi", "ann", "chat", 2),
+        ("mango quince", "ann", "chat", 6),
+        ("kiwi", "bob", "chat", 2),
+        ("lime papaya", "bob", "chat", 3),
+        ("kiwi mango lime", "ann", None, 4),
+    ])
+]
+
+
+class Reference:
+    """A slow, obviously-correct model of a backend's records and scores.
+
+    Session context: the records of one (user, session), ordered by timestamp then
+    insertion, each have as neighbours those within ``context_radius`` positions.
+    A record's term counts and length add its neighbours' times the lexical context
+    weight; df and N count records, as rank_bm25 does. A record's context vector is
+    normalise(own + weight * sum of the neighbours' vectors).
+    """
+
+    def __init__(self, cfg: IndexConfig) -> None:
+        self.cfg = cfg
+        self.rows: dict[str, ChunkRow] = {}
+        self.seq: dict[str, int] = {}
+        self._next = 0
+
+    def insert(self, rows) -> None:
+        for r in rows:
+            self.rows[r.chunk.id] = r
+            self.seq[r.chunk.id] = self._next
+            self._next += 1
+
+    def delete(self, ids) -> None:
+        for i in ids:
+            self.rows.pop(i, None)
+
+    def update(self, chunks) -> None:
+        for c in chunks:
+            r = self.rows[c.id]
+            self.rows[c.id] = ChunkRow(c, r.vector, r.terms)
+
+    def replace(self, rows) -> None:
+        self.delete([r.chunk.id for r in rows])
+        self.insert(rows)
+
+    def neighbours(self) -> dict[str, list[str]]:
+        groups: dict[tuple[str, str], list[str]] = {}
+        for i, r in self.rows.items():
+            if r.chunk.session_id is not None:
+                groups.setdefault((r.chunk.user_id, r.chunk.session_id), []).append(i)
+        out: dict[str, list[str]] = {i: [] for i in self.rows}
+        rad = self.cfg.context_radius
+        for ids in groups.values():
+            ids.sort(key=lambda i: (self.rows[i].chunk.timestamp.timestamp(), self.seq[i]))
+            for p, i in enumerate(ids):
+                out[i] = ids[max(0, p - rad) : p] + ids[p + 1 : p + rad + 1]
+        return out
+
+    def lexical(self, query: dict[str, int], flt: dict) -> dict[str, float]:
+        cfg, nb = self.cfg, self.neighbours()
+        w = cfg.lexical_context_weight if cfg.context_radius else 0.0
+        tf = {i: Counter(r.terms) for i, r in self.rows.items()}
+        if not tf:
+            return {}
+        dl = {i: len(r.terms) + w * sum(len(self.rows[n].terms) for n in nb[i]) for i, r in self.rows.items()}
+        avgdl = sum(dl.values()) / len(dl)
+        df = Counter(t for c in tf.values() for t in c)
+        n = len(tf)
+        raw = {t: math.log(n - d + 0.5) - math.log(d + 0.5) for t, d in df.items()}
+        mean = sum(raw.values()) / len(raw) if raw else 0.0
+        idf = {t: cfg.epsilon * mean if v < 0 else v for t, v in raw.items()}
+        out = {}
+        for i, r in self.rows.items():
+            if not matches(r.chunk, flt):
+                continue
+            score, hit = 0.0, False
+            for q, qtf in query.items():
+                f = tf[i][q] + w * sum(tf[m][q] for m in nb[i])
+                if f > 0 and q in idf:
+                    hit = True
+                    score += idf[q] * qtf * f * (cfg.k1 + 1) / (f + cfg.k1 * (1 - cfg.b + cfg.b * dl[i] / avgdl))
+            if hit:
+                out[i] = score
+        return out
+
+    def vector(self, q: np.ndarray, ids) -> dict[str, float]:
+        nb = self.neighbours()
+        w = self.cfg.vector_context_weight if self.cfg.context_radius else 0.0
+        out = {}
+        for i in ids:
+            if i in self.rows:
+                v = self.rows[i].vector.astype(np.float64)
+                v = v + w * sum((self.rows[n].vector.astype(np.float64) for n in nb[i]), np.zeros(DIM))
+                out[i] = float(v / np.linalg.norm(v) @ q)
+        return out
+
+
+def _expected(flt: dict, rows=WORLD) -> set[str]:
+    return {r.chunk.id for r in rows if matches(r.chunk, flt)}
+
+
+def _counts(terms) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in terms:
+        out[t] = out.get(t, 0) + 1
+    return out
+
+
+def _ids(pairs) -> list[str]:
+    return [i for i, _ in pairs]
+
+
+class BackendConformance:
+    """Behaviour every StoreBackend must show. See the module docstring to use it."""
+
+    @pytest.fixture
+    def reopen(self) -> Callable[[StoreBackend], StoreBackend] | None:
+        return None
+
+    @pytest.fixture
+    def make(self, backend_factory):
+        """Open more backends (e.g. with another IndexConfig); all closed at teardown."""
+        opened: list[StoreBackend] = []
+
+        def make(index_config: IndexConfig | None = None) -> StoreBackend:
+            opened.append(backend_factory(index_config=index_config))
+            return opened[-1]
+
+        yield make
+        for b in opened:
+            b.close()
+
+    @pytest.fixture
+    def backend(self, make):
+        return make()
+
+    @pytest.fixture
+    def world(self, make):
+        """WORLD in a backend without session context, so plain BM25 semantics hold."""
+        b = make(PLAIN)
+        b.insert(WORLD)
+        return b
+
+    # -- protocol and metadata ------------------------------------------------------------
+    def test_is_a_store_backend(self, backend) -> None:
+        assert isinstance(backend, StoreBackend)
+
+    def test_meta(self, backend) -> None:
+        assert backend.get_meta("no-such-key") is None
+        backend.set_meta("k", "v1")
+        assert backend.get_meta("k") == "v1"
+        backend.set_meta("k", '{"json": "值"}')
+        assert backend.get_meta("k") == '{"json": "值"}'
+        assert backend.get_meta("schema_version") is not None
+
+    # -- records -----------------------------------------------------------------------------
+    def test_insert_get_contains_count(self, world) -> None:
+        assert world.count() == len(WORLD)
+        assert world.contains(["w0", "w3", "nope"]) == {"w0", "w3"}
+        got = world.get(["w2", "nope", "w0", "w2"])
+        assert set(got) == {"w0", "w2"}
+        for r in WORLD:
+            assert world.get([r.chunk.id])[r.chunk.id] == r.chunk
+
+    def test_insert_nothing(self, backend) -> None:
+        backend.insert([])
+        assert backend.count() == 0
+        assert backend.get([]) == {}
+        assert backend.contains([]) == set()
+
+    @pytest.mark.parametrize("dup", ["existing", "within_batch"])
+    def test_duplicate_id_rejects_the_whole_batch(self, world, dup) -> None:
+        batch = [row("n1", "kiwi lime"), row("n2", "kiwi mango")]
+        batch.append(row("w1", "kiwi") if dup == "existing" else row("n1", "kiwi again"))
+        lex_before = world.lexical_search({"apple": 1}, build_filter(EVERY_STATUS), 50)
+        with pytest.raises(DuplicateIdError):
+            world.insert(batch)
+        assert world.count() == len(WORLD)
+        assert world.contains(["n1", "n2"]) == set()
+        assert world.lexical_search({"kiwi": 1}, build_filter(EVERY_STATUS), 10) == []
+        assert world.lexical_search({"apple": 1}, build_filter(EVERY_STATUS), 50) == lex_before
+        assert world.get(["w1"])["w1"] == WORLD[1].chunk
+        world.insert(batch[:2])  # the good rows alone go in
+        assert world.count() == len(WORLD) + 2
+
+    def test_delete(self, world) -> None:
+        world.add_edges([Relationship("w0", "w1", "semantic"), Relationship("w2", "w0", "entity"),
+                         Relationship("w1", "w2", "session")])
+        assert sorted(world.delete(["w0", "nope", "w0"])) == ["w0"]
+        assert world.delete(["w0"]) == []
+        assert world.count() == len(WORLD) - 1
+        assert world.contains(["w0"]) == set() and world.get(["w0"]) == {}
+        everything = build_filter(EVERY_STATUS)
+        assert "w0" not in {c.id for c in world.scan(everything)}
+        assert "w0" not in _ids(world.lexical_search({"apple": 1, "banana": 1}, everything, 50))
+        assert "w0" not in _ids(world.vector_search(WORLD[0].vector, everything, 50, exact=True))
+        assert "w0" not in world.get_vectors(["w0"])
+        # Every edge touching w0 went with it, in both directions; others stay.
+        assert world.edges(["w0"]) == []
+        assert [(e.source_id, e.target_id) for e in world.edges(["w1", "w2"])] == [("w1", "w2")]
+
+    def test_update_changes_attributes_not_text(self, world) -> None:
+        c = world.get(["w0"])["w0"]
+        c2 = c.copy(status=ChunkStatus.ARCHIVED, tags=["new"], user_id="zed", session_id=None,
+                    timestamp=c.timestamp + timedelta(days=400), metadata={"m": 1})
+        world.update([c2])
+        assert world.get(["w0"])["w0"] == c2
+        assert world.count(build_filter({"user_id": "zed"})) == 0  # archived: hidden by default
+        assert {c.id for c in world.scan(build_filter({"user_id": "zed", "status": "archived", "tags": "new"}))} == {"w0"}
+        assert world.count(build_filter({"tags": "x"})) == len(_expected({"tags": "x"}) - {"w0"})
+        assert {c.id for c in world.scan(build_filter({"tags": "x", **EVERY_STATUS}))} == \
+            _expected({"tags": "x", **EVERY_STATUS}) - {"w0"}
+        lex = world.lexical_search({"banana": 1}, build_filter({"status": "archived"}), 10)
+        assert "w0" in _ids(lex)
+        np.testing.assert_allclose(world.get_vectors(["w0"])["w0"], WORLD[0].vector, atol=1e-6)
+        with pytest.raises(NotFoundError):
+            world.update([KnowledgeChunk("x", "ann", id="nope")])
+
+    def test_replace_changes_text_and_vector_keeps_edges(self, world) -> None:
+        world.add_edges([Relationship("w0", "w1", "semantic"), Relationship("w2", "w0", "tag")])
+        new = row("w0", "kiwi lime", seed=999, user_id="ann", timestamp=dt(2024, 1, 1))
+        world.replace([new])
+        assert world.count() == len(WORLD)
+        assert world.get(["w0"])["w0"].raw_content == "kiwi lime"
+        flt = build_filter(None)
+        assert _ids(world.lexical_search({"kiwi": 1}, flt, 5)) == ["w0"]
+        assert "w0" not in _ids(world.lexical_search({"banana": 1}, flt, 50))
+        np.testing.assert_allclose(world.get_vectors(["w0"])["w0"], new.vector, atol=1e-6)
+        assert _ids(world.vector_search(new.vector, flt, 1, exact=True)) == ["w0"]
+        assert {(e.source_id, e.target_id) for e in world.edges(["w0"])} == {("w0", "w1"), ("w2", "w0")}
+
+    def test_scan_order_and_limit(self, world) -> None:
+        everything = build_filter(EVERY_STATUS)
+        by_time = [r.chunk.id for r in sorted(WORLD, key=lambda r: r.chunk.timestamp)]
+        assert [c.id for c in world.scan(everything)] == by_time
+        assert [c.id for c in world.scan(everything, descending=True)] == by_time[::-1]
+        assert [c.id for c in world.scan(everything, limit=3)] == by_time[:3]
+        assert [c.id for c in world.scan(everything, limit=2, descending=True)] == by_time[::-1][:2]
+        assert [c.id for c in world.scan(everything, limit=0)] == []
+
+    @pytest.mark.parametrize("flt", FILTERS, ids=[str(sorted(f)) for f in FILTERS])
+    def test_every_filter_in_every_read(self, world, flt) -> None:
+        want = _expected(flt)
+        f = build_filter(flt)
+        assert world.count(f) == len(want)
+        assert {c.id for c in world.scan(f)} == want
+        assert world.matching([r.chunk.id for r in WORLD] + ["nope"], f) == want
+        terms = {"apple": 1, "banana": 1, "cherry": 1, "date": 1, "fig": 1, "grape": 1}
+        assert set(_ids(world.lexical_search(terms, f, 100))) == want
+        for exact in (True, False):
+            assert set(_ids(world.vector_search(vec(1), f, 100, exact=exact))) == want
+        k = max(len(want) - 1, 1)
+        assert len(world.lexical_search(terms, f, k)) == min(k, len(want))
+        assert len(world.vector_search(vec(1), f, k)) == min(k, len(want))
+
+    # -- retrieval ---------------------------------------------------------------------------
+    def test_lexical_search_is_bm25_over_every_live_record(self, world) -> None:
+        """Without session context, scores are rank_bm25's BM25Okapi on the same terms."""
+        corpus = {r.chunk.id: r.terms for r in WORLD}
+        order = sorted(corpus)
+        bm25 = BM25Okapi([corpus[i] for i in order], k1=PLAIN.k1, b=PLAIN.b, epsilon=PLAIN.epsilon)
+        for query in (["apple"], ["grape", "grape", "fig"], ["banana", "date", "unknown"], ["elder"]):
+            ref = dict(zip(order, bm25.get_scores(query)))
+            for flt in ({}, EVERY_STATUS, {"user_id": "bob", "status": ["active", "archived"]}):
+                got = world.lexical_search(_counts(query), build_filter(flt), 100)
+                scores = [s for _, s in got]
+                assert scores == sorted(scores, reverse=True)
+                want = {i for i in _expected(flt) if set(query) & set(corpus[i])}
+                assert set(_ids(got)) == want
+                for i, s in got:
+                    # Statistics cover every live record, whatever the filter.
+                    assert s == pytest.approx(ref[i], abs=1e-6), (query, flt, i)
+        assert world.lexical_search({"unknown": 1}, build_filter(None), 10) == []
+        assert world.lexical_search({}, build_filter(None), 10) == []
+        top = world.lexical_search({"apple": 1}, build_filter(EVERY_STATUS), 2)
+        assert len(top) == 2 and top[0][0] == "w1"  # apple twice in a short record
+
+    def test_reference_model_is_rank_bm25_without_context(self) -> None:
+        """Anchors the Reference used for the context tests to BM25Okapi."""
+        ref = Reference(PLAIN)
+        ref.insert(WORLD + SESSION)
+        order = sorted(ref.rows)
+        bm25 = BM25Okapi([ref.rows[i].terms for i in order], k1=PLAIN.k1, b=PLAIN.b, epsilon=PLAIN.epsilon)
+        for query in (["apple", "kiwi", "kiwi"], ["lime"], ["grape", "papaya"]):
+            want = dict(zip(order, bm25.get_scores(query)))
+            got = ref.lexical(_counts(query), EVERY_STATUS)
+            assert got and all(got[i] == pytest.approx(want[i], abs=1e-9) for i in got)
+
+    def _check_context(self, b, ref: Reference) -> None:
+        queries = [{"kiwi": 1}, {"lime": 2, "papaya": 1}, {"mango": 1, "quince": 1, "apple": 1}, {"nothing": 1}]
+        for flt in ({}, EVERY_STATUS, {"user_id": "ann"}, {"session_id": "chat", "user_id": "bob"}):
+            for q in queries:
+                got = b.lexical_search(q, build_filter(flt), 1000)
+                want = ref.lexical(q, flt)
+                assert set(_ids(got)) == set(want), (q, flt)
+                for i, s in got:
+                    assert s == pytest.approx(want[i], abs=1e-6), (q, flt, i)
+        ids = sorted(ref.rows) + ["no-such-id"]
+        for seed in range(3):
+            q = vec(500 + seed)
+            got = b.vector_scores(q, ids)
+            want = ref.vector(q, ids)
+            assert set(got) == set(want)
+            for i in want:
+                assert got[i] == pytest.approx(want[i], abs=1e-5), i
+
+    @pytest.mark.parametrize("cfg", [PLAIN, CONTEXT], ids=["plain", "context"])
+    def test_session_context_scores_follow_the_index_config(self, make, cfg) -> None:
+        b, ref = make(cfg), Reference(cfg)
+        for rows in (WORLD, SESSION):
+            b.insert(rows)
+            ref.insert(rows)
+        self._check_context(b, ref)
+        # A deletion in the middle of a conversation changes its neighbours' context.
+        b.delete(["t4", "t0"])
+        ref.delete(["t4", "t0"])
+        self._check_context(b, ref)
+        # Moving a memory in time or to another session re-threads the conversation.
+        moved = [b.get(["t1"])["t1"].copy(timestamp=dt(2024, 1, 1, 8)),
+                 b.get(["t2"])["t2"].copy(session_id="elsewhere"),
+                 b.get(["w6"])["w6"].copy(session_id="chat")]
+        b.update(moved)
+        ref.update(moved)
+        self._check_context(b, ref)
+        # New text for a memory, and new memories tied in time with old ones.
+        new = [row("t5", "apple apple", seed=77, user_id="ann", session_id="chat", timestamp=dt(2024, 1, 1, 9))]
+        b.replace(new)
+        ref.replace(new)
+        more = [row("t11", "kiwi quince", user_id="ann", session_id="chat", timestamp=dt(2024, 1, 1, 1)),
+                row("t12", "lime", user_id="bob", session_id="chat", timestamp=dt(2024, 1, 1, 2))]
+        b.insert(more)
+        ref.insert(more)
+        self._check_context(b, ref)
+
+    def test_include_adds_the_scores_of_named_records(self, make) -> None:
+        b = make(PLAIN)
+        b.insert(WORLD)
+        flt = build_filter({"user_id": ["ann", "bob"]})
+        top1 = b.lexical_search({"apple": 1}, flt, 1)
+        assert _ids(top1) == ["w1"]
+        got = b.lexical_search({"apple": 1}, flt, 1, include=["w2", "w6", "w4", "w3", "nope", "w1"])
+        # w2 (no apple) scores 0; w4 is cid's and w3 archived: both outside the filter.
+        assert _ids(got) == ["w1", "w6", "w2"]
+        full = dict(b.lexical_search({"apple": 1}, flt, 100))
+        assert dict(got) == {"w1": full["w1"], "w6": full["w6"], "w2": 0.0}
+        assert b.lexical_search({"unknown": 1}, flt, 5, include=["w0"]) == [("w0", 0.0)]
+
+    def test_vector_search_is_exact_cosine(self, world) -> None:
+        mat = {r.chunk.id: r.vector.astype(np.float64) for r in WORLD}
+        for seed in range(5):
+            q = vec(100 + seed)
+            for flt in ({}, EVERY_STATUS, {"user_id": ["ann", "cid"], **EVERY_STATUS}):
+                want_ids = sorted(_expected(flt), key=lambda i: -float(mat[i] @ q))
+                got = world.vector_search(q, build_filter(flt), 100, exact=True)
+                assert _ids(got) == want_ids
+                for i, s in got:
+                    assert s == pytest.approx(float(mat[i] @ q), abs=1e-5)
+                assert _ids(world.vector_search(q, build_filter(flt), 3)) == want_ids[:3]
+        assert world.vector_search(vec(1), build_filter({"user_id": "nobody"}), 5) == []
+
+    def test_get_vectors(self, world) -> None:
+        got = world.get_vectors(["w1", "w5", "nope"])
+        assert set(got) == {"w1", "w5"}
+        np.testing.assert_allclose(got["w5"], WORLD[5].vector, atol=1e-6)
+        assert got["w1"].dtype == np.float32 and got["w1"].shape == (DIM,)
+
+    def test_empty_backend_searches(self, backend) -> None:
+        assert backend.lexical_search({"apple": 1}, build_filter(None), 5) == []
+        assert backend.vector_search(vec(1), build_filter(None), 5) == []
+        assert backend.count() == 0 and backend.count(build_filter(None)) == 0
+        assert list(backend.scan(build_filter(None))) == []
+
+    # -- relationships -------------------------------------------------------------------------
+    def test_edges_in_both_directions(self, world) -> None:
+        world.add_edges([
+            Relationship("w0", "w1", RelationType.SEMANTIC, 0.9),
+            Relationship("w0", "w2", RelationType.ENTITY, 0.5),
+            Relationship("w3", "w0", RelationType.SESSION, 1.0),
+            Relationship("w0", "w1", RelationType.TAG, 0.2),  # same pair, other type: a second edge
+        ])
+        key = lambda e: (e.source_id, e.target_id, e.type.value)  # noqa: E731
+        out = sorted(map(key, world.edges(["w0"], direction="out")))
+        assert out == [("w0", "w1", "semantic"), ("w0", "w1", "tag"), ("w0", "w2", "entity")]
+        assert sorted(map(key, world.edges(["w0"], direction="in"))) == [("w3", "w0", "session")]
+        assert len(world.edges(["w0"])) == 4
+        assert sorted(map(key, world.edges(["w1"], direction="in"))) == [("w0", "w1", "semantic"), ("w0", "w1", "tag")]
+        assert sorted(map(key, world.edges(["w0"], types=["semantic", RelationType.SESSION]))) == \
+            [("w0", "w1", "semantic"), ("w3", "w0", "session")]
+        # Both ends asked for: the edge between them is listed once.
+        assert len(world.edges(["w0", "w1"])) == 4
+        assert world.edges(["w6"]) == []
+        with pytest.raises(BeeWeaveError):
+            world.edges(["w0"], direction="sideways")
+
+    def test_edges_overwrite_and_delete(self, world) -> None:
+        world.add_edges([Relationship("w0", "w1", "semantic", 0.3)])
+        world.add_edges([Relationship("w0", "w1", "semantic", 0.8)])
+        (edge,) = world.edges(["w0"])
+        assert edge.weight == pytest.approx(0.8) and isinstance(edge.type, RelationType)
+        world.add_edges([Relationship("w1", "w2", "entity")])
+        world.delete_edges([Relationship("w0", "w1", "semantic"), Relationship("w5", "w6", "tag")])
+        assert world.edges(["w0"]) == []
+        assert len(world.edges(["w1"])) == 1
+        world.add_edges([])
+        world.delete_edges([])
+
+    def test_get_attaches_outgoing_relationships(self, world) -> None:
+        world.add_edges([Relationship("w0", "w1", "semantic", 0.5), Relationship("w2", "w0", "entity")])
+        c = world.get(["w0"])["w0"]
+        assert c.relationships == [Relationship("w0", "w1", RelationType.SEMANTIC, 0.5)]
+        assert world.get(["w1"])["w1"].relationships == []
+
+    # -- auxiliary state: key-value and logs ------------------------------------------------------
+    def test_kv(self, backend) -> None:
+        assert backend.kv_get("ns", "missing") is None
+        backend.kv_put("ns", "a", {"v": 1})
+        backend.kv_put("ns", "a", {"v": 2, "nested": {"list": [1, "二", None]}})
+        assert backend.kv_get("ns", "a") == {"v": 2, "nested": {"list": [1, "二", None]}}
+        for key in ("b%_1", "b%_2", "bx", "c", "b"):
+            backend.kv_put("ns", key, {"k": key})
+        backend.kv_put("other", "a", {"v": "other namespace"})
+        assert [k for k, _ in backend.kv_scan("ns")] == ["a", "b", "b%_1", "b%_2", "bx", "c"]
+        # Prefixes are literal: % and _ are not wildcards.
+        assert [k for k, _ in backend.kv_scan("ns", "b%_")] == ["b%_1", "b%_2"]
+        assert dict(backend.kv_scan("ns", "bx")) == {"bx": {"k": "bx"}}
+        assert list(backend.kv_scan("empty")) == []
+        assert backend.kv_delete("ns", "a") is True
+        assert backend.kv_delete("ns", "a") is False
+        assert backend.kv_get("ns", "a") is None
+        assert backend.kv_get("other", "a") == {"v": "other namespace"}
+
+    def test_log(self, backend) -> None:
+        seqs = [backend.log_append("versions", key, {"n": i}) for i, key in enumerate(["c1", "c2", "c1", "c1"])]
+        assert seqs == sorted(seqs) and len(set(seqs)) == 4
+        other = backend.log_append("notes", "c1", {"note": "elsewhere"})
+        assert [(k, v["n"]) for _, k, v in backend.log_read("versions")] == [("c1", 0), ("c2", 1), ("c1", 2),
+                                                                               ("c1", 3)]
+        assert [v["n"] for _, _, v in backend.log_read("versions", "c1")] == [0, 2, 3]
+        assert [s for s, _, _ in backend.log_read("versions", after=seqs[1])] == seqs[2:]
+        assert [s for s, _, _ in backend.log_read("versions", limit=2)] == seqs[:2]
+        assert backend.log_read("versions", "c1", after=seqs[2], limit=5) == [(seqs[3], "c1", {"n": 3})]
+        assert backend.log_read("notes") == [(other, "c1", {"note": "elsewhere"})]
+        assert backend.log_read("nothing") == []
+
+    def test_delete_user_forgets_everything_of_theirs(self, world) -> None:
+        world.add_edges([Relationship("w0", "w2", "semantic"), Relationship("w4", "w1", "entity"),
+                         Relationship("w4", "w5", "tag")])
+        world.kv_put("notes", "ann-1", {"x": 1}, user_id="ann")
+        world.kv_put("notes", "bob-1", {"x": 2}, user_id="bob")
+        world.kv_put("notes", "shared", {"x": 3})
+        world.log_append("versions", "w0", {"v": 1}, user_id="ann")
+        kept = world.log_append("versions", "w2", {"v": 1}, user_id="bob")
+        anns = {r.chunk.id for r in WORLD if r.chunk.user_id == "ann"}
+        assert world.delete_user("ann") == len(anns)
+        assert world.delete_user("ann") == 0
+        assert world.delete_user("nobody") == 0
+        everything = build_filter(EVERY_STATUS)
+        assert world.contains(list(anns)) == set()
+        assert world.count(everything) == len(WORLD) - len(anns)
+        assert world.count(build_filter({"user_id": "ann", **EVERY_STATUS})) == 0
+        assert not set(_ids(world.lexical_search({"apple": 1, "cherry": 1}, everything, 50))) & anns
+        assert not set(_ids(world.vector_search(vec(1), everything, 50, exact=True))) & anns
+        assert {(e.source_id, e.target_id) for e in world.edges(["w2", "w4", "w5"])} == {("w4", "w5")}
+        assert world.kv_get("notes", "ann-1") is None
+        assert world.kv_get("notes", "bob-1") == {"x": 2} and world.kv_get("notes", "shared") == {"x": 3}
+        assert world.log_read("versions") == [(kept, "w2", {"v": 1})]
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def test_closed_backend_refuses_work(self, world) -> None:
+        world.flush()
+        world.close()
+        calls = {
+            "get": lambda: world.get(["w0"]),
+            "contains": lambda: world.contains(["w0"]),
+            "count": lambda: world.count(),
+            "matching": lambda: world.matching(["w0"], build_filter(None)),
+            "scan": lambda: list(world.scan(build_filter(None))),
+            "insert": lambda: world.insert([row("n", "kiwi")]),
+            "update": lambda: world.update([WORLD[0].chunk]),
+            "replace": lambda: world.replace([WORLD[0]]),
+            "delete": lambda: world.delete(["w0"]),
+            "lexical_search": lambda: world.lexical_search({"apple": 1}, build_filter(None), 3),
+            "vector_search": lambda: world.vector_search(vec(1), build_filter(None), 3),
+            "vector_scores": lambda: world.vector_scores(vec(1), ["w0"]),
+            "get_vectors": lambda: world.get_vectors(["w0"]),
+            "get_meta": lambda: world.get_meta("k"),
+            "set_meta": lambda: world.set_meta("k", "v"),
+            "edges": lambda: world.edges(["w0"]),
+            "add_edges": lambda: world.add_edges([Relationship("w0", "w1", "tag")]),
+            "delete_edges": lambda: world.delete_edges([Relationship("w0", "w1", "tag")]),
+            "kv_put": lambda: world.kv_put("ns", "k", {}),
+            "kv_get": lambda: world.kv_get("ns", "k"),
+            "kv_delete": lambda: world.kv_delete("ns", "k"),
+            "kv_scan": lambda: list(world.kv_scan("ns")),
+            "log_append": lambda: world.log_append("s", "k", {}),
+            "log_read": lambda: world.log_read("s"),
+            "delete_user": lambda: world.delete_user("ann"),
+            "flush": lambda: world.flush(),
+        }
+        answered = []
+        for name, call in calls.items():
+            try:
+                call()
+            except StoreClosedError:
+                continue
+            answered.append(name)
+        assert answered == [], f"these methods still work on a closed backend: {answered}"
+        world.close()  # twice is harmless
+
+    def test_reopen_keeps_everything(self, make, reopen) -> None:
+        if reopen is None:
+            pytest.skip("this backend does not persist")
+        world = make(CONTEXT)
+        world.insert(WORLD + SESSION)
+        world.add_edges([Relationship("w0", "w1", "semantic", 0.5), Relationship("w2", "w0", "entity")])
+        world.set_meta("note", "kept")
+        world.delete(["w4"])
+        everything = build_filter(EVERY_STATUS)
+        queries = [{"apple": 1}, {"grape": 2, "fig": 1}, {"kiwi": 1, "lime": 1}]
+        world_scores = world.vector_scores(vec(9), [r.chunk.id for r in WORLD + SESSION])
+        before = (
+            {i: c for i, c in world.get([r.chunk.id for r in WORLD]).items()},
+            [world.lexical_search(q, everything, 10) for q in queries],
+            [world.vector_search(vec(s), everything, 10) for s in range(3)],
+            world.count(everything),
+        )
+        again = reopen(world)
+        try:
+            assert again.get_meta("note") == "kept"
+            after = (
+                {i: c for i, c in again.get([r.chunk.id for r in WORLD]).items()},
+                [again.lexical_search(q, everything, 10) for q in queries],
+                [again.vector_search(vec(s), everything, 10) for s in range(3)],
+                again.count(everything),
+            )
+            for name, a, b in zip(("records", "lexical", "vector", "count"), after, before):
+                assert a == b, f"{name} differ after reopening"
+            ids = [r.chunk.id for r in WORLD + SESSION]
+            assert again.vector_scores(vec(9), ids) == pytest.approx(world_scores)
+            assert again.contains(["w4"]) == set()
+            again.insert([row("n1", "apple kiwi")])  # and it keeps working
+            assert "n1" in _ids(again.lexical_search({"kiwi": 1}, everything, 5))
+        finally:
+            again.close()
+
+    def test_nonfinite_scores_never_escape(self, world) -> None:
+        for s in [s for _, s in world.lexical_search({"apple": 3, "grape": 1}, build_filter(EVERY_STATUS), 50)] + \
+                 [s for _, s in world.vector_search(vec(3), build_filter(EVERY_STATUS), 50)]:
+            assert math.isfinite(s)

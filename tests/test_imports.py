@@ -1,0 +1,151 @@
+"""The public surface is a contract, and importing BeeWeave has no side effects:
+no heavy dependency is imported, and no process-wide setting changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import beeweave_core
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EXPECTED_ALL = [
+    "BeeWeave",
+    "SearchConfig",
+    "IndexConfig",
+    "ScoringConfig",
+    "NetworkConfig",
+    "ExpandOptions",
+    "Candidate",
+    "Reranker",
+    "CrossEncoderReranker",
+    "EventBus",
+    "LifecycleConfig",
+    "FeedbackSignal",
+    "ForgetAction",
+    "ReviewDecision",
+    "ExpiryRule",
+    "MaintenanceReport",
+    "MemoryVersion",
+    "ReviewItem",
+    "EventType",
+    "MemoryEvent",
+    "KnowledgeChunk",
+    "ProcessedContent",
+    "Relationship",
+    "SearchHit",
+    "HitSource",
+    "ContentType",
+    "ChunkStatus",
+    "Intent",
+    "RelationType",
+    "FusionMode",
+    "Filter",
+    "Tokenizer",
+    "TokenizerConfig",
+    "Embedder",
+    "SentenceTransformerEmbedder",
+    "LangChainEmbedder",
+    "LlamaIndexEmbedder",
+    "HashingEmbedder",
+    "DEFAULT_MODEL_NAME",
+    "BeeWeaveError",
+    "InvalidInputError",
+    "EmptyContentError",
+    "DimensionMismatchError",
+    "InvalidVectorError",
+    "UnknownFilterError",
+    "DuplicateIdError",
+    "NotFoundError",
+    "EmbedderMismatchError",
+    "TokenizerMismatchError",
+    "SchemaVersionError",
+    "StoreClosedError",
+    "MissingDependencyError",
+    "StoreUnavailableError",
+    "ModelLoadError",
+    "__version__",
+]
+
+HEAVY = ["torch", "sentence_transformers", "transformers", "faiss", "jieba", "Stemmer", "tqdm"]
+
+
+def test_all_is_exactly_the_public_surface() -> None:
+    assert sorted(beeweave_core.__all__) == sorted(EXPECTED_ALL)
+    assert len(beeweave_core.__all__) == len(set(beeweave_core.__all__))
+    for name in beeweave_core.__all__:
+        assert hasattr(beeweave_core, name), name
+
+
+def test_every_error_is_exported_and_a_beeweave_error() -> None:
+    from beeweave_core import errors as errors_module
+
+    assert set(errors_module.__all__) <= set(beeweave_core.__all__), "an error class is not exported"
+    for name in errors_module.__all__:
+        assert issubclass(getattr(errors_module, name), beeweave_core.BeeWeaveError), name
+
+
+# Run in a fresh interpreter: this process has long since imported everything.
+_PROBE = textwrap.dedent(
+    """
+    import json, logging, os, sys, warnings
+    import numpy  # a hard dependency that installs warning filters of its own
+
+    def state():
+        loggers = {n: l.level for n, l in logging.root.manager.loggerDict.items() if isinstance(l, logging.Logger)}
+        return {
+            "env": dict(os.environ),
+            "warnings": [repr(f) for f in warnings.filters],
+            "root": [logging.root.level, len(logging.root.handlers)],
+            "loggers": loggers,
+            "disable": logging.root.manager.disable,
+            "recursion": sys.getrecursionlimit(),
+        }
+
+    before = state()
+    import __MODULE__
+    after = state()
+    new_loggers = {n: lv for n, lv in after["loggers"].items() if n not in before["loggers"]}
+    changed_loggers = {n: lv for n, lv in before["loggers"].items() if after["loggers"].get(n) != lv}
+    print(json.dumps({
+        "heavy": [m for m in __HEAVY__ if m in sys.modules],
+        "env": before["env"] == after["env"],
+        "warnings": before["warnings"] == after["warnings"],
+        "root": before["root"] == after["root"],
+        "disable": before["disable"] == after["disable"],
+        "recursion": before["recursion"] == after["recursion"],
+        "new_loggers_with_levels": {n: lv for n, lv in new_loggers.items() if lv != logging.NOTSET},
+        "changed_loggers": changed_loggers,
+    }))
+    """
+)
+
+
+@pytest.mark.parametrize("module", ["beeweave_core", "beeweave_core.store.sqlite", "beeweave_core.engine"])
+def test_import_has_no_side_effects(module: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "HYPOTHESIS"))}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", _PROBE.replace("__MODULE__", module).replace("__HEAVY__", repr(HEAVY))], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["heavy"] == [], f"importing {module} imported {report['heavy']}"
+    assert report["env"], "os.environ changed"
+    assert report["warnings"], "warnings filters changed"
+    assert report["root"], "root logger level or handlers changed"
+    assert report["disable"] and report["recursion"]
+    assert report["new_loggers_with_levels"] == {}
+    assert report["changed_loggers"] == {}
+    assert out.stderr == "", out.stderr
+
+
+def test_version_matches_the_package_metadata() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'version = "{beeweave_core.__version__}"' in text

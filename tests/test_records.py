@@ -1,0 +1,178 @@
+"""Typed records: KnowledgeChunk converts to JSON and back without loss, and every
+mode is a str Enum."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beeweave_core import (
+    BeeWeave,
+    ChunkStatus,
+    ContentType,
+    FusionMode,
+    HashingEmbedder,
+    HitSource,
+    Intent,
+    InvalidInputError,
+    KnowledgeChunk,
+    ProcessedContent,
+    Relationship,
+    RelationType,
+    SearchHit,
+)
+from beeweave_core.records import to_datetime
+
+ENUMS = [ContentType, ChunkStatus, Intent, RelationType, FusionMode]
+
+text = st.text(max_size=40)
+nonblank = st.text(min_size=1, max_size=40).filter(lambda s: s.strip())
+finite = st.floats(allow_nan=False, allow_infinity=False)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | finite | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=12,
+)
+zones = st.sampled_from([None, timezone.utc, timezone(timedelta(hours=8)), timezone(timedelta(hours=-5, minutes=-30))])
+datetimes = st.builds(
+    lambda d, tz: d.replace(tzinfo=tz),
+    st.datetimes(min_value=datetime(1900, 1, 2), max_value=datetime(2200, 1, 1)),
+    zones,
+)
+processed = st.builds(ProcessedContent, type=st.sampled_from(list(ContentType)) | st.sampled_from([t.value for t in ContentType]),
+                      text=text, language=st.none() | text, payload=json_values)
+relationships = st.builds(Relationship, source_id=nonblank, target_id=nonblank,
+                          type=st.sampled_from(list(RelationType)), weight=finite)
+
+chunks = st.builds(
+    KnowledgeChunk,
+    raw_content=nonblank,
+    user_id=nonblank,
+    id=nonblank,
+    agent_id=st.none() | nonblank,
+    session_id=st.none() | nonblank,
+    processed_content=st.none() | processed,
+    summary=st.none() | text,
+    tags=st.lists(nonblank, max_size=5),
+    entities=st.lists(nonblank, max_size=5),
+    intent=st.none() | st.sampled_from(list(Intent)) | st.sampled_from([i.value for i in Intent]),
+    timestamp=datetimes,
+    weight=finite,
+    reinforced_at=st.none() | datetimes,
+    confidence=finite,
+    access_count=st.integers(0, 10**9),
+    last_accessed=st.none() | datetimes,
+    expires_at=st.none() | datetimes,
+    pinned=st.booleans(),
+    status=st.sampled_from(list(ChunkStatus)),
+    relationships=st.lists(relationships, max_size=3),
+    metadata=st.dictionaries(text, json_values, max_size=5),
+)
+
+
+@settings(max_examples=60)
+@given(chunks)
+def test_json_round_trip_is_lossless_and_plain(chunk: KnowledgeChunk) -> None:
+    encoded = chunk.to_json()
+    back = KnowledgeChunk.from_json(encoded)
+    assert back == chunk
+    assert back.to_json() == encoded
+    assert KnowledgeChunk.from_dict(chunk.to_dict()) == chunk
+    # Types survive, not just values.
+    assert isinstance(back.status, ChunkStatus)
+    assert back.intent is None or isinstance(back.intent, Intent)
+    assert isinstance(back.processed_content.type, ContentType)
+    assert all(isinstance(r, Relationship) and isinstance(r.type, RelationType) for r in back.relationships)
+    assert back.timestamp.tzinfo is not None and back.timestamp.utcoffset() == timedelta(0)
+
+    # to_dict holds only plain JSON types: no enums, datetimes or dataclasses leak out.
+    d = chunk.to_dict()
+
+    def plain(v):
+        if isinstance(v, Enum):
+            return False
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and plain(x) for k, x in v.items())
+        if isinstance(v, list):
+            return all(plain(x) for x in v)
+        return v is None or type(v) in (str, int, float, bool)
+
+    assert plain(d)
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+
+
+@pytest.fixture(scope="module")
+def store():
+    m = BeeWeave(embedder=HashingEmbedder(8))
+    yield m
+    m.close()
+
+
+@settings(max_examples=40)
+@given(chunks)
+def test_store_round_trip_keeps_every_field(store, chunk: KnowledgeChunk) -> None:
+    """What the SQLite store gives back is the chunk that went in. Relationships live in
+    their own table and the engine weaves new ones on insert, so they are set aside."""
+    chunk = chunk.copy(id=f"rt-{store.count()}-{abs(hash(chunk.id))}", relationships=[])
+    store.add_many([chunk])
+    assert store.get(chunk.id).copy(relationships=[]) == chunk
+
+
+def test_naive_datetimes_are_utc_and_inputs_are_normalised() -> None:
+    c = KnowledgeChunk("x", "u", timestamp="2024-05-01T12:00:00Z", status="archived", intent="other",
+                       processed_content={"type": "code", "text": "print()", "language": "python"})
+    assert c.timestamp == datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    assert c.status is ChunkStatus.ARCHIVED and c.intent is Intent.OTHER
+    assert c.processed_content == ProcessedContent(ContentType.CODE, "print()", "python")
+    assert to_datetime(datetime(2024, 1, 1)) == datetime(2024, 1, 1, tzinfo=timezone.utc)
+    assert to_datetime(0) == datetime(1970, 1, 1, tzinfo=timezone.utc)
+    assert c.content == "print()"  # the processed text is what is indexed
+    assert KnowledgeChunk("raw", "u").content == "raw"
+
+
+@pytest.mark.parametrize("enum", ENUMS)
+def test_modes_are_str_enums(enum) -> None:
+    assert issubclass(enum, str) and issubclass(enum, Enum)
+    for member in enum:
+        assert isinstance(member, str)
+        assert member == member.value
+        assert enum(member.value) is member
+        assert json.dumps(member) == json.dumps(member.value)
+        assert member.value == member.value.lower()
+
+
+@pytest.mark.parametrize("bad", [dict(status="deleted"), dict(intent="gossip"), dict(timestamp="not a date"),
+                                 dict(processed_content={"type": "video"}), dict(timestamp=float("inf"))])
+def test_invalid_field_values_raise_invalid_input(bad) -> None:
+    with pytest.raises(InvalidInputError):
+        KnowledgeChunk("x", "u", **bad)
+
+
+def test_unknown_fields_are_rejected() -> None:
+    d = KnowledgeChunk("x", "u").to_dict()
+    d["colour"] = "red"
+    with pytest.raises(InvalidInputError):
+        KnowledgeChunk.from_dict(d)
+
+
+def test_relationship_round_trip_and_bad_type() -> None:
+    r = Relationship("a", "b", "entity", 0.5)
+    assert r.type is RelationType.ENTITY
+    assert Relationship.from_dict(r.to_dict()) == r
+    with pytest.raises(InvalidInputError):
+        Relationship("a", "b", "friendship")
+
+
+def test_search_hit_to_dict_is_json() -> None:
+    c = KnowledgeChunk("x", "u", intent=Intent.OTHER)
+    hit = SearchHit(c, 0.5, {"lexical": HitSource(1, 2.0), "graph": HitSource(2, 0.1, via="entity", from_id="z", hops=1)})
+    d = json.loads(json.dumps(hit.to_dict()))
+    assert d["chunk"] == c.to_dict() and d["score"] == 0.5
+    assert d["sources"]["lexical"] == {"rank": 1, "score": 2.0}
+    assert d["sources"]["graph"]["via"] == "entity" and d["sources"]["graph"]["hops"] == 1
+    assert hit.id == c.id

@@ -1,0 +1,187 @@
+"""Vector search: the exact scan equals brute-force numpy, and the HNSW path keeps
+recall@10 >= 0.95 against it, with filters of varying selectivity and deleted slots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.filters import build_filter
+from beeweave_core.vectors import VectorIndex
+from support import faiss_single_thread, unit_vectors
+
+DIM = 32
+
+
+def brute_force(mat: np.ndarray, alive: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k (slots, scores) by float64 inner product, ties broken by slot."""
+    cand = np.flatnonzero(alive)
+    scores = mat[cand].astype(np.float64) @ query.astype(np.float64)
+    order = np.lexsort((cand, -scores))[:k]
+    return cand[order], scores[order]
+
+
+def assert_same_topk(got: tuple[np.ndarray, np.ndarray], want: tuple[np.ndarray, np.ndarray]) -> None:
+    gs, gv = got
+    ws, wv = want
+    assert len(gs) == len(ws)
+    np.testing.assert_allclose(gv, wv, atol=1e-5)
+    assert np.all(np.diff(gv) <= 0), "best first"
+    # Ids must agree except where two scores are too close to order in float32.
+    for i, (a, b) in enumerate(zip(gs.tolist(), ws.tolist())):
+        if a != b:
+            assert abs(gv[i] - wv[i]) < 1e-5 and abs(wv[i] - (wv[i + 1] if i + 1 < len(wv) else -9)) < 1e-5, (i, a, b)
+
+
+# -- exact search ---------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_search_equals_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 700
+    mat = unit_vectors(rng, n, DIM)
+    vi = VectorIndex(DIM)
+    vi.set(np.arange(n), mat)
+    dead = rng.choice(n, 150, replace=False)
+    for s in dead:
+        vi.remove(int(s))
+    alive = np.ones(n, bool)
+    alive[dead] = False
+    assert vi.n_alive == n - 150
+    for q in unit_vectors(rng, 10, DIM):
+        for k in (1, 10, 100):
+            assert_same_topk(vi.search(q, k, exact=True), brute_force(mat, alive, q, k))
+        mask = rng.random(n) < 0.2
+        assert_same_topk(vi.search(q, 10, mask, exact=True), brute_force(mat, alive & mask, q, 10))
+        # Below exact_limit the default path is the same scan.
+        assert_same_topk(vi.search(q, 10, mask), brute_force(mat, alive & mask, q, 10))
+
+
+def test_exact_search_edge_cases() -> None:
+    rng = np.random.default_rng(1)
+    vi = VectorIndex(8)
+    q = unit_vectors(rng, 1, 8)[0]
+    assert len(vi.search(q, 5)[0]) == 0  # empty index
+    mat = unit_vectors(rng, 5, 8)
+    vi.set(np.arange(5), mat)
+    assert len(vi.search(q, 0)[0]) == 0
+    slots, _ = vi.search(q, 50)
+    assert sorted(slots.tolist()) == [0, 1, 2, 3, 4]  # k larger than the index
+    assert len(vi.search(q, 3, np.zeros(5, bool))[0]) == 0  # nothing allowed
+    vi.remove(2)
+    vi.remove(2)  # removing twice is harmless
+    assert vi.n_alive == 4
+    assert 2 not in vi.search(q, 50)[0].tolist()
+    np.testing.assert_array_equal(vi.get(3), mat[3])
+
+
+def test_store_exact_vector_search_equals_brute_force() -> None:
+    rng = np.random.default_rng(5)
+    m = BeeWeave(embedder=HashingEmbedder(DIM))
+    try:
+        raw = rng.standard_normal((300, DIM)) * rng.uniform(0.1, 10, (300, 1))  # unnormalised on purpose
+        users = rng.choice(["ann", "bob", "cid"], 300)
+        ids = m.add_many([{"content": f"memory {i}", "user_id": str(u), "embedding": v.tolist()}
+                          for i, (u, v) in enumerate(zip(users, raw))])
+        for cid in ids[::7]:
+            m.delete(cid)
+        live = [i for j, i in enumerate(ids) if j % 7]
+        stored = m.backend.get_vectors(live)
+        assert set(stored) == set(live)
+        by_id = dict(zip(ids, raw))
+        for cid in live:  # vectors are stored L2-normalised
+            np.testing.assert_allclose(stored[cid], by_id[cid] / np.linalg.norm(by_id[cid]), atol=1e-6)
+        mat = np.stack([stored[i] for i in live])
+        user_of = dict(zip(ids, users))
+        for q in unit_vectors(rng, 8, DIM):
+            for user in (None, "bob"):
+                flt = build_filter(None, user_id=user)
+                keep = np.array([user is None or user_of[i] == user for i in live])
+                want_slots, want_scores = brute_force(mat, keep, q, 15)
+                for exact in (True, False):
+                    got = m.backend.vector_search(q, flt, 15, exact=exact)
+                    assert [i for i, _ in got] == [live[s] for s in want_slots]
+                    np.testing.assert_allclose([s for _, s in got], want_scores, atol=1e-5)
+    finally:
+        m.close()
+
+
+# -- approximate (HNSW) search -----------------------------------------------------------
+N_HNSW = 3000
+
+
+def _recall(vi: VectorIndex, mat: np.ndarray, alive: np.ndarray, queries: np.ndarray,
+            mask: np.ndarray | None, k: int = 10) -> float:
+    allowed = alive if mask is None else alive & mask
+    recalls = []
+    for q in queries:
+        slots, scores = vi.search(q, k, mask)
+        slots = slots.tolist()
+        assert len(set(slots)) == len(slots), "a slot was returned twice"
+        assert all(allowed[s] for s in slots), "HNSW returned a dead or filtered-out slot"
+        # Scores come from the stored vectors, whatever path found them.
+        np.testing.assert_allclose(scores, mat[slots] @ q, atol=1e-4)
+        truth, _ = brute_force(mat, allowed, q, k)
+        recalls.append(len(set(slots) & set(truth.tolist())) / len(truth))
+    return float(np.mean(recalls))
+
+
+@pytest.fixture(scope="module")
+def hnsw_data():
+    rng = np.random.default_rng(2024)
+    mat = unit_vectors(rng, N_HNSW, DIM)
+    queries = unit_vectors(rng, 40, DIM)
+    return rng, mat, queries
+
+
+def _hnsw_index(mat: np.ndarray) -> VectorIndex:
+    vi = VectorIndex(DIM, exact_limit=0)  # every search takes the HNSW path
+    vi.set(np.arange(len(mat)), mat)
+    return vi
+
+
+@pytest.mark.parametrize("selectivity", [None, 0.5, 0.1, 0.02])
+def test_hnsw_recall_against_brute_force(hnsw_data, selectivity) -> None:
+    rng, mat, queries = hnsw_data
+    with faiss_single_thread():
+        vi = _hnsw_index(mat)
+        alive = np.ones(N_HNSW, bool)
+        mask = None if selectivity is None else np.random.default_rng(7).random(N_HNSW) < selectivity
+        assert _recall(vi, mat, alive, queries, mask) >= 0.95
+    assert vi._hnsw is not None, "the HNSW path was not taken"
+
+
+def test_hnsw_recall_with_deleted_slots(hnsw_data) -> None:
+    rng, mat, queries = hnsw_data
+    with faiss_single_thread():
+        vi = _hnsw_index(mat)
+        vi.search(queries[0], 10)  # build the graph before deleting: deletes are tombstones
+        assert vi._hnsw is not None
+        alive = np.ones(N_HNSW, bool)
+        dead = np.random.default_rng(8).choice(N_HNSW, N_HNSW // 3, replace=False)
+        for s in dead:
+            vi.remove(int(s))
+        alive[dead] = False
+        assert _recall(vi, mat, alive, queries, None) >= 0.95
+        for sel in (0.3, 0.05):
+            mask = np.random.default_rng(9).random(N_HNSW) < sel
+            assert _recall(vi, mat, alive, queries, mask) >= 0.95
+        # A query equal to a deleted vector must not find it.
+        for s in dead[:20]:
+            assert int(s) not in vi.search(mat[s], 10)[0].tolist()
+
+
+def test_hnsw_sees_vectors_added_after_the_graph_was_built(hnsw_data) -> None:
+    rng, mat, queries = hnsw_data
+    half = N_HNSW // 2
+    with faiss_single_thread():
+        vi = _hnsw_index(mat[:half])
+        vi.search(queries[0], 10)
+        assert vi._hnsw is not None and vi._hnsw.ntotal == half
+        vi.set(np.arange(half, N_HNSW), mat[half:])
+        alive = np.ones(N_HNSW, bool)
+        assert _recall(vi, mat, alive, queries, None) >= 0.95
+        for s in range(half, N_HNSW, 150):
+            assert vi.search(mat[s], 1)[0].tolist() == [s]
+        with pytest.raises(ValueError):
+            vi.set(np.array([3]), mat[:1])  # a slot in the graph cannot be overwritten
