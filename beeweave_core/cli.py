@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON or TOML file of API key -> tenant (default: $BEEWEAVE_API_KEYS_FILE, "
                         "or $BEEWEAVE_API_KEYS='key1:tenantA,key2:tenantB')")
     c.add_argument("--max-body-bytes", type=int, default=1_048_576, help="larger requests get 413 (default 1 MiB)")
+    c.add_argument("--queue-dir", help="where PostgreSQL tenants keep their ingest queues (durable 202s)")
     c.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
     c = cmd("stats")

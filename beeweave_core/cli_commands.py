@@ -198,7 +198,8 @@ def cmd_serve(args: Any) -> int:
     keys = load_api_keys(args.api_keys) if args.api_keys else keys_from_env()
     if not keys:
         raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:tenant,...'")
-    config = ServerConfig(args.store, keys, embedder=args.embedder, max_body_bytes=args.max_body_bytes)
+    config = ServerConfig(args.store, keys, embedder=args.embedder, max_body_bytes=args.max_body_bytes,
+                          queue_dir=args.queue_dir)
     tenants = sorted(config.tenants)
     print(f"beeweave: serving {len(tenants)} tenant(s) ({', '.join(tenants)}) from {args.store} "
           f"on http://{args.host}:{args.port}", file=sys.stderr)

@@ -10,12 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 
 from .. import __version__
 from ..errors import InvalidInputError, NotFoundError
+from ..ingest import IngestConfig
 from ..lifecycle.reports import MaintenanceReport
 from ..network import ExpandOptions
 from .auth import KeyRing, tenant_of
@@ -42,7 +45,7 @@ from .schemas import (
     TraceOut,
 )
 from .service import MemoryService, review_dict
-from .stores import TenantStores, open_memory
+from .stores import TenantStores, is_postgres_url, open_memory
 
 __all__ = ["create_app"]
 
@@ -169,7 +172,12 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
     """The FastAPI app for ``config``; ``stores`` replaces how tenant stores are opened (tests)."""
     if stores is None:
         def opener(store: Any, tenant: str | None = None) -> MemoryService:
-            return MemoryService(open_memory(store, tenant=tenant, embedder=config.embedder, **config.memory_kwargs))
+            kwargs = dict(config.memory_kwargs)
+            if config.queue_dir is not None and tenant is not None and is_postgres_url(store):
+                ingest = kwargs.get("ingest") or IngestConfig()
+                Path(config.queue_dir).mkdir(parents=True, exist_ok=True)
+                kwargs["ingest"] = replace(ingest, queue_path=Path(config.queue_dir) / f"{tenant}.queue")
+            return MemoryService(open_memory(store, tenant=tenant, embedder=config.embedder, **kwargs))
 
         stores = TenantStores(config.store, config.tenants, opener=opener)
 

@@ -104,6 +104,9 @@ class ServerConfig:
         max_k: the largest ``k`` a search may ask for.
         max_flush_timeout: the longest ``POST /flush`` may wait, in seconds.
         memory_kwargs: other ``BeeWeave`` arguments for every store (``ingest=``, ``lifecycle=``...).
+        queue_dir: where the ingest queues of PostgreSQL tenants live (``<queue_dir>/<tenant>.queue``).
+            A SQLite store keeps its queue beside its file; without ``queue_dir`` a PostgreSQL
+            tenant's queue is in memory, so a 202 is not durable.
     """
 
     store: str | Path | None
@@ -113,6 +116,7 @@ class ServerConfig:
     max_k: int = 100
     max_flush_timeout: float = 60.0
     memory_kwargs: dict[str, Any] = field(default_factory=dict)
+    queue_dir: str | Path | None = None
 
     def __post_init__(self) -> None:
         self.api_keys = _checked(dict(self.api_keys))

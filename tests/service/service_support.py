@@ -61,7 +61,8 @@ def start_server(config: ServerConfig) -> LiveServer:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the test server did not start")
         time.sleep(0.01)
-    root = Path(config.store) if config.store is not None else None
+    local = config.store is not None and not str(config.store).startswith(("postgresql://", "postgres://"))
+    root = Path(config.store) if local else None
     return LiveServer(f"http://127.0.0.1:{port}", app, server, thread, root)
 
 

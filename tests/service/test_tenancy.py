@@ -10,7 +10,7 @@ import pytest
 
 from beeweave_core import ExpandOptions, InvalidInputError, NotFoundError
 from beeweave_core.client import AuthenticationError
-from beeweave_core.server import ServerConfig, load_api_keys, parse_api_keys
+from beeweave_core.server import ServerConfig, TenantStores, load_api_keys, parse_api_keys
 from beeweave_core.server.config import keys_from_env
 from service_support import ACME_KEY2, BETA_KEY, event
 
@@ -131,13 +131,25 @@ def test_key_files(tmp_path):
             load_api_keys(path)
 
 
-def test_a_single_file_serves_only_one_tenant(tmp_path):
-    with pytest.raises(InvalidInputError, match="one store"):
-        from beeweave_core.server import TenantStores
+def test_where_each_tenant_store_is(tmp_path):
+    opened = []
 
+    def opener(store, tenant=None):
+        opened.append((store, tenant))
+        return object()
+
+    one = TenantStores(tmp_path / "one.db", ["acme"], opener=opener)
+    one.get("acme")
+    many = TenantStores(tmp_path / "stores", ["acme", "beta"], opener=opener)
+    many.get("beta")
+    many.get("beta")  # opened once
+    assert opened == [(tmp_path / "one.db", None), (tmp_path / "stores", "beta")]
+    with pytest.raises(InvalidInputError, match="one store"):
         TenantStores(tmp_path / "one.db", ["acme", "beta"])
     with pytest.raises(InvalidInputError):
         TenantStores(tmp_path, ["../up"])
+    with pytest.raises(InvalidInputError):
+        many.get("gamma")
 
 
 def test_keys_are_hashed_not_kept(live):

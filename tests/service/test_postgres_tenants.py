@@ -1,0 +1,39 @@
+"""The server on PostgreSQL: tenants share the tables, the backend scopes every statement."""
+
+from __future__ import annotations
+
+import pytest
+
+from beeweave_core import NotFoundError
+from beeweave_core.server import ServerConfig
+from service_support import ACME_KEY, BETA_KEY, EMBEDDER, KEYS, event, start_server
+
+pg_support = pytest.importorskip("postgres.pg_support", reason="PostgreSQL tests need psycopg and pgserver")
+pg_url = pg_support.pg_url  # a fixture: a fresh schema for this module
+
+
+@pytest.fixture(scope="module")
+def pg_live(pg_url, tmp_path_factory):
+    queues = tmp_path_factory.mktemp("queues")
+    srv = start_server(ServerConfig(pg_url, KEYS, embedder=EMBEDDER, queue_dir=queues))
+    yield srv, queues
+    srv.stop()
+
+
+def test_tenants_on_one_database_stay_apart(pg_live):
+    srv, queues = pg_live
+    with srv.client(ACME_KEY) as acme, srv.client(BETA_KEY) as beta:
+        acme.ingest(event("alice", "What is the vault code?", "Acme's vault code is 7781.", session_id="s1",
+                          id="pg-acme"))
+        beta.ingest(event("alice", "What is the vault code?", "Beta's vault code is 1234.", session_id="s1",
+                          id="pg-beta"))
+        assert acme.flush(30) and beta.flush(30)
+        assert [h.id for h in beta.search("vault code", k=10, filters={"ids": ["pg-acme:0", "pg-beta:0"]})] == [
+            "pg-beta:0"]
+        assert [c.id for c in beta.trace("s1")] == ["pg-beta:0"]
+        assert [c["id"] for c in beta.export_user("alice")["chunks"]] == ["pg-beta:0"]
+        with pytest.raises(NotFoundError):
+            beta.feedback(["pg-acme:0"], "up")
+        assert beta.forget_user("alice") == 1
+        assert [h.id for h in acme.search("vault code", user_id="alice", k=10)] == ["pg-acme:0"]
+    assert sorted(p.name for p in queues.glob("*.queue")) == ["acme.queue", "beta.queue"]  # durable 202s
