@@ -6,13 +6,15 @@ every route, filter and expansion that could reach acme's data.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from beeweave_core import ExpandOptions, InvalidInputError, NotFoundError
 from beeweave_core.client import AuthenticationError
 from beeweave_core.server import ServerConfig, TenantStores, load_api_keys, parse_api_keys
 from beeweave_core.server.config import keys_from_env
-from service_support import ACME_KEY2, BETA_KEY, event
+from service_support import ACME_KEY, ACME_KEY2, BETA_KEY, event
 
 SECRET = "The launch code of acme is tangerine-7."
 
@@ -155,3 +157,24 @@ def test_where_each_tenant_store_is(tmp_path):
 def test_keys_are_hashed_not_kept(live):
     ring = live.app.state.keyring
     assert BETA_KEY not in repr(vars(ring))
+
+
+def test_concurrent_clients_of_two_tenants(live):
+    """Tenant stores open lazily under a lock; parallel writers and readers get no 5xx and no mix-up."""
+    def work(i: int) -> list[int]:
+        key, tenant = (ACME_KEY, "acme") if i % 2 else (BETA_KEY, "beta")
+        codes = []
+        with live.http(key) as h:
+            for j in range(5):
+                codes.append(h.post("/api/v1/ingest", json=event(f"load-{tenant}", f"note {i}-{j} of {tenant}?",
+                                                                   f"This note {i}-{j} belongs to {tenant}.")).status_code)
+                r = h.post("/api/v1/search", json={"query": f"note of {tenant}", "k": 5})
+                codes.append(r.status_code)
+                other = "beta" if tenant == "acme" else "acme"
+                assert all(other not in x["chunk"]["raw_content"] for x in r.json()["hits"])
+            codes.append(h.get("/api/v1/stats").status_code)
+        return codes
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = [c for batch in pool.map(work, range(8)) for c in batch]
+    assert set(codes) <= {200, 202} and codes.count(202) == 40
