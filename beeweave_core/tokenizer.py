@@ -41,6 +41,26 @@ CHINESE_STOPWORDS = frozenset(
 )
 
 
+_JIEBA: Any = None
+_JIEBA_LOCK = threading.Lock()
+
+
+def _shared_jieba() -> Any:
+    """One jieba dictionary per process: loading it takes about a second and it is read-only."""
+    global _JIEBA
+    if _JIEBA is None:
+        with _JIEBA_LOCK:
+            if _JIEBA is None:
+                try:
+                    import jieba
+                except ImportError as exc:  # pragma: no cover - a declared dependency
+                    raise MissingDependencyError("Chinese text needs jieba: pip install jieba") from exc
+                tok = jieba.Tokenizer()
+                tok.initialize()
+                _JIEBA = tok
+    return _JIEBA
+
+
 @dataclass(frozen=True)
 class TokenizerConfig:
     """What decides how text is cut. Stored with the index as JSON."""
@@ -119,15 +139,7 @@ class Tokenizer:
 
     def _segment(self, run: str) -> list[str]:
         if self._jieba is None:
-            with self._lock:
-                if self._jieba is None:
-                    try:
-                        import jieba
-                    except ImportError as exc:  # pragma: no cover - a declared dependency
-                        raise MissingDependencyError("Chinese text needs jieba: pip install jieba") from exc
-                    tok = jieba.Tokenizer()
-                    tok.initialize()
-                    self._jieba = tok
+            self._jieba = _shared_jieba()
         # Search mode also yields the short words inside long ones (中华人民共和国 ->
         # 中华, 人民, 共和国...), so a query using a part still matches the whole.
         return [w for w in self._jieba.cut_for_search(run) if w.strip()]

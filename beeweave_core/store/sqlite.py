@@ -102,8 +102,19 @@ class SQLiteStore:
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL is durable across process crashes
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailableError(f"cannot open the store at {self.path}: {exc}") from exc
+        except BaseException as exc:
+            if hasattr(self, "_db"):
+                self._db.close()  # never leak the connection of a store that failed to open
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreUnavailableError(f"cannot open the store at {self.path}: {exc}") from exc
+            raise
+        try:
+            self._init_indexes(index_config)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _init_indexes(self, index_config: IndexConfig | None) -> None:
         self.index_config = self._resolve_index_config(index_config)
         cfg = self.index_config
         self._term_ids: dict[str, int] = {}
