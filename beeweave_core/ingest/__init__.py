@@ -1,14 +1,16 @@
 """Ingestion pipeline: knowledge events in, memories out.
 
-``BeeWeave.ingest(event)`` validates a :class:`KnowledgeEvent`, writes it durably to a
-queue (``<db>.queue`` beside a SQLite store) and returns at once. A background worker
-then, in batches: redacts personal data and secrets (:mod:`.redact`), normalizes text,
-code and data (:mod:`.normalize`), extracts a summary, tags, entities and an intent
-(:mod:`.extract`, :mod:`.llm`), decides active vs pending review (:mod:`.admission`),
-embeds, stores and links the memories (:mod:`.pipeline`), and counts recurring questions
-(:mod:`.patterns`). Events that fail go to the dead letters; a process that dies leaves
-its events queued, and the next open processes them exactly once (:mod:`.runtime`).
-``import_documents`` seeds a store from text, Markdown and JSONL (:mod:`.documents`).
+``BeeWeave.ingest(event)`` validates a :class:`KnowledgeEvent`, appends it to a
+memory-mapped journal beside the store (durable once the call returns; :mod:`.intake`)
+and returns at once. A background worker moves events into the queue (``<db>.queue``,
+:mod:`.queue`) and then, in batches: redacts personal data and secrets (:mod:`.redact`),
+normalizes text, code and data (:mod:`.normalize`), extracts a summary, tags, entities
+and an intent (:mod:`.extract`, :mod:`.llm`), decides active vs pending review
+(:mod:`.admission`), embeds, stores and links the memories (:mod:`.pipeline`), and
+counts recurring questions (:mod:`.patterns`). Events that fail go to the dead letters;
+a process that dies leaves its events queued, and the next open processes them exactly
+once (:mod:`.runtime`). ``import_documents`` seeds a store from text, Markdown and JSONL
+(:mod:`.documents`).
 """
 
 from .admission import Admission, AdmissionRules, Candidate, SourceRule

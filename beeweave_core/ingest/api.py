@@ -39,6 +39,12 @@ def _ids(name: str, ids: str | Iterable[str]) -> list[str]:
     return out
 
 
+def _limit(limit: Any) -> int | None:
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise InvalidInputError(f"limit must be a non-negative integer or None, got {limit!r}")
+    return limit
+
+
 class IngestMixin:
     """Knowledge events in, memories out: non-blocking, durable, exactly once.
 
@@ -90,7 +96,7 @@ class IngestMixin:
 
             body, _ = redact_event(rt.pipeline.redactor, body)
         text = event_json(body, max_chars=rt.config.max_event_chars)
-        rt.put(body["id"], body["user_id"], text)
+        rt.put(text)
         return body["id"]
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -110,11 +116,8 @@ class IngestMixin:
 
     def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
         """Events whose processing failed, oldest first, with their errors."""
-        q = self._ingest._queue
-        if q is None:
-            return []
         out = []
-        for row in q.dead(limit):
+        for row in self._ingest.dead(_limit(limit)):
             fields = {k: row.body[k] for k in EVENT_KEYS if k in row.body}
             out.append(DeadLetter(KnowledgeEvent.from_dict(fields), row.error, row.attempts,
                                   datetime.fromtimestamp(row.failed_at, tz=timezone.utc)))
@@ -122,23 +125,17 @@ class IngestMixin:
 
     def retry_dead_letters(self, ids: str | Iterable[str] | None = None) -> int:
         """Queue dead events again (all, or those with the given event ids); return how many."""
-        q = self._ingest._queue
-        if q is None:
-            return 0
-        n = q.revive(None if ids is None else _ids("retry_dead_letters", ids))
-        if n:
-            self._ingest.wake()
-        return n
+        return self._ingest.revive(None if ids is None else _ids("retry_dead_letters", ids))
 
     def discard_dead_letters(self, ids: str | Iterable[str]) -> int:
         """Delete dead events for good; return how many."""
-        q = self._ingest._queue
-        return 0 if q is None else q.discard(_ids("discard_dead_letters", ids))
+        return self._ingest.discard(_ids("discard_dead_letters", ids))
 
     # -- review --------------------------------------------------------------------------------
     def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
                 limit: int | None = None) -> list[KnowledgeChunk]:
         """Memories waiting for review, oldest first (``metadata["ingest"]["review"]`` says why)."""
+        limit = _limit(limit)
         filters: dict[str, Any] = {"status": ChunkStatus.PENDING.value}
         if agent_id is not None:
             filters["agent_id"] = agent_id

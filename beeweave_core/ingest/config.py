@@ -120,15 +120,13 @@ class IngestConfig:
             store. A backend without a file (e.g. PostgreSQL) keeps the queue in memory
             unless this is set, or ``queue`` is given.
         queue: a ready ``EventQueue`` (e.g. a PostgreSQL table queue).
-        fsync: fsync every queued event (survives power loss; costs milliseconds).
+        fsync: fsync every queued event (survives power loss; costs milliseconds). Without
+            it an event is durable against the process dying, not the machine.
+        journal_bytes: the size of the memory-mapped intake file (``<queue>.intake``) that
+            ``ingest()`` appends to; when it is full, the caller moves it into the queue.
         autostart: start the worker on the first ``ingest``/on open. ``False`` leaves
             events queued until ``flush()`` or ``start_ingest()``.
         close_timeout: how long ``close()`` waits for the worker's current batch.
-        switch_interval: while a worker runs, the interpreter's thread switch interval
-            (``sys.setswitchinterval``, process-wide) is lowered to this many seconds, and
-            restored when the last worker stops. A thread that needs the GIL while the
-            worker runs Python code waits up to this long; at the default 5 ms that wait,
-            not ingest()'s own work, would set ingest()'s p99. ``None`` leaves it alone.
     """
 
     redact: bool = True
@@ -149,13 +147,13 @@ class IngestConfig:
     queue_path: str | Path | None = None
     queue: Any = None
     fsync: bool = False
+    journal_bytes: int = 16 << 20
     autostart: bool = True
     close_timeout: float = 30.0
-    switch_interval: float | None = 0.0005
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "when_full", QueueFullPolicy(self.when_full))
-        for name in ("max_pending", "batch_size", "max_event_chars"):
+        for name in ("max_pending", "batch_size", "max_event_chars", "journal_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
@@ -163,9 +161,6 @@ class IngestConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise InvalidInputError(f"{name} must be a non-negative number of seconds")
-        if self.switch_interval is not None and not (isinstance(self.switch_interval, (int, float))
-                                                     and 0 < self.switch_interval <= 1):
-            raise InvalidInputError("switch_interval must be None or a number of seconds in (0, 1]")
         if not isinstance(self.admission, AdmissionRules):
             raise InvalidInputError("admission must be an AdmissionRules")
         if not isinstance(self.patterns, PatternConfig):

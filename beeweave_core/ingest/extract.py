@@ -152,7 +152,7 @@ class _Jieba:
                     except ImportError as exc:  # pragma: no cover - a declared dependency
                         raise MissingDependencyError("Chinese keywords need jieba: pip install jieba") from exc
                     cls._posseg = jieba.posseg
-                    cls._tfidf = jieba.analyse.TFIDF()
+                    cls._tfidf = jieba.analyse.default_tfidf  # another TFIDF() would load the IDF again
         return cls._tfidf, cls._posseg
 
 

@@ -140,13 +140,15 @@ class Pipeline:
             shape, parts = r_pc, (query, r_pc.text)
         else:  # no answer, or a plain answer to a question holding code or data
             shape, parts = q_pc, (q_pc.text, response)  # type: ignore[union-attr]
-        pc = ProcessedContent(shape.type, "\n\n".join(p for p in parts if p), shape.language, shape.payload)  # type: ignore[union-attr]
+        text = "\n\n".join(p for p in parts if p)
+        pc = ProcessedContent(shape.type, text, shape.language, shape.payload)  # type: ignore[union-attr]
         raw = "\n\n".join(p for p in (query, response) if p)
         ext = self.extractor.extract(query, response, content=shape)
         errors = [{"tool": s.tool, "error": s.error} for s in ev.intermediate_steps if s.error]
         meta = self._base_metadata(ev, "turn", tools=list(tools), tool_errors=errors, feedback=ev.feedback,
                                    redactions=redactions, extractor=ext.extra.get("extractor"))
-        self._chunk(out, 0, raw, pc, ext, ext.intent, Candidate(raw, ev.user_id, ev.agent_id, tools, ev.feedback, "turn"), meta)
+        candidate = Candidate(raw, ev.user_id, ev.agent_id, tools, ev.feedback, "turn")
+        self._chunk(out, 0, raw, pc, ext, ext.intent, candidate, meta)
         return ext
 
     def _tool(self, out: Prepared, n: int, step: ToolCall, response: str, intent: Intent,
@@ -169,8 +171,8 @@ class Pipeline:
         ext = replace(ext, summary=f"{step.tool}: {ext.summary}" if ext.summary else step.tool)
         ev = out.event
         meta = self._base_metadata(ev, "tool", tool=step.tool, step=n, redactions=redactions)
-        self._chunk(out, n, raw, pc, ext, intent, Candidate(raw, ev.user_id, ev.agent_id, (step.tool,), ev.feedback, "tool"),
-                    meta)
+        candidate = Candidate(raw, ev.user_id, ev.agent_id, (step.tool,), ev.feedback, "tool")
+        self._chunk(out, n, raw, pc, ext, intent, candidate, meta)
 
     def document_chunk(self, dc: DocChunk, *, user_id: str, agent_id: str | None, tags: list[str],
                        status: ChunkStatus, now: datetime) -> KnowledgeChunk:

@@ -1,16 +1,17 @@
-"""The durable event queue behind ``ingest()``.
+"""The durable event queue: pending events until processed, and the dead letters.
 
 ``EventQueue`` is the small protocol the pipeline needs; :class:`SQLiteEventQueue` is
-the implementation for a file beside the store (``<db>.queue``) or in memory. It has
-its own connection, so an ``ingest()`` never waits behind the store's writes, and the
-store's connection never sees the queue's.
+the implementation for a file beside the store (``<db>.queue``) or in memory. It has its
+own connection, so queue work never waits behind the store's writes. ``ingest()`` does
+not write here itself: it appends to the intake (:mod:`.intake`) and the worker moves
+events in, many per transaction (with ``fsync=True``, or a custom queue, callers write
+here directly).
 
-Why SQLite in WAL mode with ``synchronous=NORMAL``: a committed ``INSERT`` has reached
-the operating system when ``put`` returns, so the event survives the process being
-killed (not a power cut: pass ``fsync=True`` for that, at a cost of milliseconds per
-event). The caller's connection never checkpoints (``wal_autocheckpoint=0``): the
-worker checkpoints from a second connection, outside the queue's lock, so a checkpoint
-never lands on an ``ingest()``. ``secure_delete`` zeroes processed events in the file.
+Why SQLite in WAL mode with ``synchronous=NORMAL``: a committed write has reached the
+operating system, so it survives the process being killed (not a power cut: ``fsync``).
+The writing connection never checkpoints (``wal_autocheckpoint=0``): the worker
+checkpoints from a second connection, outside the queue's lock. ``secure_delete`` zeroes
+processed events in the file, and closing empties the WAL.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class EventQueue(Protocol):
 
     def put(self, event_id: str, user_id: str, body: str) -> bool:
         """Store a pending event; False (and no change) if the id is already queued."""
+
+    def put_many(self, rows: Sequence[tuple[str, str, str]]) -> int:
+        """``put`` for many ``(event_id, user_id, body)`` rows in one transaction; return how many were new."""
 
     def pending_count(self) -> int: ...
 
@@ -152,6 +156,25 @@ class SQLiteEventQueue:
             cur = self._db.execute("INSERT OR IGNORE INTO events (id, user_id, body, enqueued_at) VALUES (?,?,?,?)",
                                    (event_id, user_id, body, time.time()))
             added = cur.rowcount == 1
+            self._pending += added
+            return added
+
+    def put_many(self, rows: Sequence[tuple[str, str, str]]) -> int:
+        if not rows:
+            return 0
+        now = time.time()
+        with self._lock:
+            self._check()
+            before = self._db.total_changes
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO events (id, user_id, body, enqueued_at) VALUES (?,?,?,?)",
+                                     [(eid, uid, body, now) for eid, uid, body in rows])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            added = self._db.total_changes - before
             self._pending += added
             return added
 

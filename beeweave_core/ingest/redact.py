@@ -196,8 +196,8 @@ def _rules() -> list[_Rule]:
               check=_not_already_redacted, scope=_ANCH, anchors=("bearer", "token", "basic"), keep="key"),
         _Rule(*s, re.compile(rf"(?i)(?<![A-Za-z0-9_-])(?P<key>(?:{_SECRET_KEYS})[\"']?\s*[:=]\s*)"
                              r"(?P<value>\[[A-Z][A-Z_]*\]|\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+)"),
-              check=_not_already_redacted, scope=_ANCH, anchors=("pass", "secret", "client", "api", "access", "auth", "refresh", "token", "private"),
-              keep="key"),
+              check=_not_already_redacted, scope=_ANCH, keep="key",
+              anchors=("pass", "secret", "client", "api", "access", "auth", "refresh", "token", "private")),
         _Rule(*s, re.compile(r"(?<![A-Za-z0-9_+/=-])[A-Za-z0-9_+/=-]{32,}(?![A-Za-z0-9_+/=-])"), check=_high_entropy),
         _Rule(*e, re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
                              r"(?![A-Za-z0-9-])"),

@@ -1,5 +1,8 @@
 """The moving parts of ingestion: the queue, the bound, and the background worker.
 
+``ingest()`` appends to the intake (:mod:`.intake`: never releases the GIL); the worker
+moves the intake into the queue, takes batches from the queue and processes them.
+
 Exactly once: an event stays ``pending`` in the queue until its memories are stored;
 their ids derive from the event id, so if the process dies between storing and
 ``done``, the next worker finds the ids already stored, skips them, and only then marks
@@ -11,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -24,8 +26,9 @@ from ..records import KnowledgeChunk
 from .config import IngestConfig, QueueFullPolicy
 from .errors import QueueFullError
 from .patterns import PatternTracker
+from .intake import Intake, MemoryIntake, MmapJournal
 from .pipeline import Pipeline, Prepared, redact_event
-from .queue import EventQueue, QueuedEvent, SQLiteEventQueue
+from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue
 
 __all__ = ["IngestRuntime", "REJECTED"]
 
@@ -35,36 +38,8 @@ REJECTED = "ingest.rejected"  # kv namespace: ids of rejected memories, never st
 _SWEEP_EVERY = timedelta(hours=1)
 
 
-class _SwitchInterval:
-    """Lowers ``sys.setswitchinterval`` while any ingest worker runs; restores it after the last.
-
-    A thread that wants the GIL while the worker runs Python code waits up to the switch
-    interval (5 ms by default): that wait, not ingest()'s own work, would set its p99.
-    """
-
-    _lock = threading.Lock()
-    _users = 0
-    _saved: float | None = None
-
-    @classmethod
-    def acquire(cls, wanted: float | None) -> bool:
-        if wanted is None:
-            return False
-        with cls._lock:
-            if cls._users == 0:
-                cls._saved = sys.getswitchinterval()
-            cls._users += 1
-            if wanted < sys.getswitchinterval():
-                sys.setswitchinterval(wanted)
-        return True
-
-    @classmethod
-    def release(cls) -> None:
-        with cls._lock:
-            cls._users -= 1
-            if cls._users == 0 and cls._saved is not None:
-                sys.setswitchinterval(cls._saved)
-                cls._saved = None
+def _intake_path(queue_path: Path) -> Path:
+    return queue_path.with_name(queue_path.name + ".intake")
 
 
 def queue_path_for(backend: Any) -> Path | None:
@@ -85,7 +60,9 @@ class IngestRuntime:
         self.pipeline = Pipeline(config)
         self.patterns = PatternTracker(memory.backend, memory.tokenizer, config.patterns, memory.clock)
         self._queue: EventQueue | None = None
+        self._intake: Intake | None = None  # None: callers write to the queue directly
         self._lock = threading.Lock()  # queue creation, worker start, close
+        self._move_lock = threading.Lock()  # one mover of intake records at a time, in order
         self._cond = threading.Condition()  # the bound: callers wait here for room, flush() for an empty queue
         self._wake = threading.Event()
         self._inflight: set[str] = set()
@@ -93,9 +70,6 @@ class IngestRuntime:
         self._stop = False
         self._closed = False
         self._last_sweep: datetime | None = None
-        self.processed = 0
-        self.failed = 0
-        self.dropped = 0
 
     # -- the queue --------------------------------------------------------------------------
     def _target(self) -> tuple[Path | None, bool]:
@@ -108,9 +82,10 @@ class IngestRuntime:
         """At start-up: reopen a queue left by an earlier process and resume its pending events.
         A store that never ingested gets no queue file."""
         path, explicit = self._target()
-        if self.config.queue is not None or explicit or (path is not None and path.exists()):
-            q = self.queue()
-            if q.pending_count() and self.config.autostart:
+        left = path is not None and (path.exists() or _intake_path(path).exists())
+        if self.config.queue is not None or explicit or left:
+            self.queue()
+            if self.pending_count() and self.config.autostart:
                 self.start()
 
     def queue(self) -> EventQueue:
@@ -130,38 +105,67 @@ class IngestRuntime:
         if path is None and not hasattr(backend, "path"):
             logger.warning("%s has no file: ingested events are kept in memory until processed (set "
                            "IngestConfig.queue_path to make them durable)", type(backend).__name__)
-        return SQLiteEventQueue(path, fsync=self.config.fsync)
+        queue = SQLiteEventQueue(path, fsync=self.config.fsync)
+        if not self.config.fsync:  # fsync asks for a synced SQLite write per event instead
+            self._intake = MemoryIntake() if path is None else MmapJournal(_intake_path(path), self.config.journal_bytes)
+        return queue
 
-    def put(self, event_id: str, user_id: str, text: str) -> bool:
-        """Queue one validated event under the bound; True if it was new."""
+    def put(self, text: str) -> None:
+        """Queue one validated event (its JSON ``text``) under the bound.
+
+        The common path takes no lock but the intake's and never releases the GIL. The
+        bound is checked without a lock: concurrent callers may pass it by one event each.
+        """
         q = self.queue()
         cfg = self.config
-        with self._cond:
-            if self._closed:
-                raise StoreClosedError("the store is closed")
-            if q.pending_count() >= cfg.max_pending:
-                self._make_room(q)
-            added = q.put(event_id, user_id, text)
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+        if self.pending_count() >= cfg.max_pending:
+            with self._cond:
+                if self.pending_count() >= cfg.max_pending:
+                    self._make_room(q)
+        data = text.encode("utf-8")
+        intake = self._intake
+        if intake is None or not intake.append(data):
+            with self._cond:
+                if intake is not None:
+                    self._move_intake()  # the journal is full: empty it first, so order is kept
+                if intake is None or not intake.append(data):  # larger than the whole journal
+                    body = json.loads(text)
+                    q.put(body["id"], body["user_id"], text)
         if cfg.autostart:
             self.start()
         self._wake.set()
-        return added
+
+    def _move_intake(self) -> None:
+        """Move the intake's records into the queue (one transaction), then let the intake forget them."""
+        intake, q = self._intake, self._queue
+        if intake is None or q is None or not intake.count():
+            return
+        with self._move_lock:
+            records, mark = intake.drain()
+            rows = []
+            for raw in records:
+                body = json.loads(raw)
+                rows.append((body["id"], body["user_id"], raw.decode("utf-8")))
+            q.put_many(rows)  # an id already queued is ignored: a repeated move adds nothing
+            intake.commit(mark)
 
     def _make_room(self, q: EventQueue) -> None:
         """Called holding ``_cond`` with a full queue: apply the full-queue policy."""
         cfg = self.config
-        full = (f"the ingest queue holds {q.pending_count()} events (IngestConfig.max_pending="
+        self._move_intake()  # the queue must hold every waiting event for the policies below
+        full = (f"the ingest queue holds {self.pending_count()} events (IngestConfig.max_pending="
                 f"{cfg.max_pending}); the worker is behind")
         if cfg.when_full is QueueFullPolicy.RAISE:
             raise QueueFullError(full)
         if cfg.when_full is QueueFullPolicy.DROP_OLDEST:
             if q.drop_oldest(set(self._inflight), "dropped: queue full") is not None:
-                self.dropped += 1
                 logger.warning("ingest queue full: the oldest event moved to the dead letters")
             return  # every waiting event is in the worker's hands: go over the bound by at most a batch
         if cfg.autostart:
             self.start()
-        if not self._cond.wait_for(lambda: q.pending_count() < cfg.max_pending or self._closed, cfg.full_timeout):
+        if not self._cond.wait_for(lambda: self.pending_count() < cfg.max_pending or self._closed, cfg.full_timeout):
             raise QueueFullError(f"{full}; waited {cfg.full_timeout} s (IngestConfig.full_timeout)")
         if self._closed:
             raise StoreClosedError("the store is closed")
@@ -183,12 +187,9 @@ class IngestRuntime:
         q = self._queue
         if q is None:
             return
-        lowered = _SwitchInterval.acquire(self.config.switch_interval)
         try:
             self._loop(q)
         finally:
-            if lowered:
-                _SwitchInterval.release()
             with self._cond:
                 self._cond.notify_all()
 
@@ -196,9 +197,14 @@ class IngestRuntime:
         while not self._stop:
             self._wake.clear()  # before take(): a put after this sets it again, so no wake-up is lost
             try:
+                self._move_intake()
                 batch = q.take(self.config.batch_size)
             except StoreClosedError:
                 break
+            except Exception:  # e.g. a full disk: the events stay in the intake and the queue
+                logger.exception("BeeWeave ingest worker: reading the queue failed; retrying shortly")
+                time.sleep(0.5)
+                continue
             if not batch:
                 with self._cond:
                     self._cond.notify_all()
@@ -267,7 +273,6 @@ class IngestRuntime:
                 except Exception:  # the memories are stored; a pattern problem is not the event's failure
                     logger.exception("BeeWeave ingest: pattern detection failed for event %s", p.event.id)
         q.done([qe.id for qe, _ in ready])
-        self.processed += len(ready)
 
     def _store(self, chunks: list[KnowledgeChunk]) -> None:
         if not chunks:
@@ -280,7 +285,6 @@ class IngestRuntime:
             self.memory.add_many(new, show_progress=False, batch_size=len(new))
 
     def _fail(self, q: EventQueue, qe: QueuedEvent, exc: Exception, body: dict[str, Any]) -> None:
-        self.failed += 1
         error = f"{type(exc).__name__}: {exc}"
         logger.warning("BeeWeave ingest: event %s failed and went to the dead letters: %s", qe.id, error)
         q.fail(qe.id, error[:2000], body=json.dumps(body, ensure_ascii=False, default=str))
@@ -291,28 +295,29 @@ class IngestRuntime:
         if q is None:
             return True
         if threading.current_thread() is self._thread:
-            return q.pending_count() == 0  # a subscriber on the worker thread cannot wait for itself
-        if q.pending_count():
+            return self.pending_count() == 0  # a subscriber on the worker thread cannot wait for itself
+        if self.pending_count():
             self.start()
+            self._wake.set()
         thread = self._thread
 
         def drained() -> bool:
-            return q.pending_count() == 0 or self._closed or thread is None or not thread.is_alive()
+            return self.pending_count() == 0 or self._closed or thread is None or not thread.is_alive()
 
         with self._cond:
             self._cond.wait_for(drained, timeout)
-        return q.pending_count() == 0
+        return self.pending_count() == 0
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             queue, thread = self._queue, self._thread
-        if queue is not None and not queue.durable and queue.pending_count():
+        if queue is not None and not queue.durable and self.pending_count():
             # A queue in memory would lose what is left: process it first.
             if not self.flush(self.config.close_timeout):
                 logger.warning("BeeWeave closed with %d ingested events unprocessed (the queue was in memory)",
-                               queue.pending_count())
+                               self.pending_count())
         with self._cond:
             self._closed = True
             self._stop = True
@@ -324,18 +329,41 @@ class IngestRuntime:
                 logger.warning("BeeWeave ingest worker still busy after %s s; its batch stays queued",
                                self.config.close_timeout)
         if queue is not None:
-            queue.close()
+            try:
+                self._move_intake()  # the next open finds them in the queue either way; this is tidier
+            except Exception:
+                logger.exception("BeeWeave ingest: moving the journal into the queue on close failed")
+            finally:
+                if self._intake is not None:
+                    self._intake.close()
+                queue.close()
 
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
     def pending_count(self) -> int:
-        return 0 if self._queue is None else self._queue.pending_count()
+        """Events waiting: in the queue and in the intake."""
+        if self._queue is None:
+            return 0
+        return self._queue.pending_count() + (self._intake.count() if self._intake is not None else 0)
 
     def wake(self) -> None:
         self.start()
         self._wake.set()
+
+    # -- dead letters ----------------------------------------------------------------------------
+    def dead(self, limit: int | None) -> list[DeadRow]:
+        return [] if self._queue is None else self._queue.dead(limit)
+
+    def revive(self, ids: Sequence[str] | None) -> int:
+        n = 0 if self._queue is None else self._queue.revive(ids)
+        if n:
+            self.wake()
+        return n
+
+    def discard(self, ids: Sequence[str]) -> int:
+        return 0 if self._queue is None else self._queue.discard(ids)
 
     def mark_rejected(self, chunks: Sequence[KnowledgeChunk], reason: str | None) -> None:
         at = self.memory.clock().isoformat()

@@ -94,7 +94,8 @@ def event_dict(event: KnowledgeEvent | Mapping[str, Any], *, now: datetime) -> d
         ts = to_datetime(data["timestamp"]) if data.get("timestamp") is not None else to_datetime(now)
     except InvalidInputError as exc:
         raise InvalidEventError(str(exc)) from None
-    if not (query.strip() or response.strip() or any(s["output"] not in (None, "") for s in steps)):  # type: ignore[union-attr]
+    has_output = any(s["output"] not in (None, "") for s in steps)
+    if not (query.strip() or response.strip() or has_output):  # type: ignore[union-attr]
         raise EmptyContentError("the event has no query, no response and no tool output: nothing to remember")
     return {"id": event_id, "user_id": user_id, "query": query, "response": response,
             "session_id": _string("session_id", data.get("session_id"), optional=True),

@@ -1,0 +1,183 @@
+"""The intake: where ``ingest()`` puts an event, without ever releasing the GIL.
+
+Why not insert into the SQLite queue directly: every SQLite call releases the GIL, and
+getting it back while the worker runs Python code can take as long as the interpreter's
+switch interval, or an OS time slice if the worker is descheduled on a busy machine.
+Measured under a busy worker, a direct insert had a p99 of 6 to 25 ms; a write into a
+memory-mapped file stays near 20 µs. So ``ingest()`` appends to an :class:`MmapJournal`
+(a file mapped ``MAP_SHARED``: once the bytes are copied they are in the page cache and
+survive the process being killed) and the worker moves the records into the SQLite queue
+in one transaction, then marks them consumed. A crash between those two steps moves them
+again; the queue ignores an event id it already holds, and a processed event's memories
+are skipped by id, so nothing is processed twice.
+
+A record is ``[length u32][crc32 u32][seq u64][payload]``, 8-byte aligned; the sequence
+number is written last and must follow its predecessor's, so a record torn by a crash,
+or one left from an earlier pass over the file, is never read. Consumed records are
+zeroed. When every record is consumed the journal starts again at the top; a journal
+that is full makes the caller move the records itself (slower, still correct).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+import zlib
+from collections import deque
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import StoreClosedError, StoreUnavailableError
+
+__all__ = ["Intake", "MemoryIntake", "MmapJournal"]
+
+_MAGIC = b"BWJRNL01"
+_HEADER = struct.Struct("<8sQQ")  # magic, consumed offset, last consumed seq
+_TOP = 64  # records start here
+_RECORD = struct.Struct("<II")  # length, crc32 (the seq follows as its own u64)
+_SEQ = struct.Struct("<Q")
+_REC_HEAD = 16
+
+
+class Intake(Protocol):
+    """Fast, ordered hand-over from callers to the worker."""
+
+    def append(self, payload: bytes) -> bool:
+        """Store one record; False if there is no room (nothing was written)."""
+
+    def drain(self) -> tuple[list[bytes], object]:
+        """Every record not yet consumed (oldest first) and a mark for :meth:`commit`."""
+
+    def commit(self, mark: object) -> None:
+        """The records up to ``mark`` are safely elsewhere: forget them."""
+
+    def count(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryIntake:
+    """An :class:`Intake` in memory, for stores that are in memory anyway."""
+
+    def __init__(self) -> None:
+        self._items: deque[bytes] = deque()
+
+    def append(self, payload: bytes) -> bool:
+        self._items.append(payload)  # atomic under the GIL, and it never releases it
+        return True
+
+    def drain(self) -> tuple[list[bytes], object]:
+        items = list(self._items)
+        return items, len(items)
+
+    def commit(self, mark: object) -> None:
+        for _ in range(int(mark)):  # type: ignore[call-overload]
+            self._items.popleft()
+
+    def count(self) -> int:
+        return len(self._items)
+
+    def close(self) -> None:
+        pass
+
+
+class MmapJournal:
+    """An :class:`Intake` in a memory-mapped file (see the module docstring)."""
+
+    def __init__(self, path: str | Path, size: int = 16 << 20) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            fresh = not self.path.exists() or self.path.stat().st_size < _TOP
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                if fresh:
+                    os.ftruncate(fd, max(size, 4 * _TOP))
+                    if hasattr(os, "posix_fallocate"):
+                        os.posix_fallocate(fd, 0, max(size, 4 * _TOP))  # no block allocation on a caller's write
+                self._cap = os.fstat(fd).st_size
+                self._mm = mmap.mmap(fd, self._cap)
+            finally:
+                os.close(fd)  # the mapping keeps the file
+        except OSError as exc:
+            raise StoreUnavailableError(f"cannot open the ingest journal at {self.path}: {exc}") from exc
+        if fresh or self._mm[:8] != _MAGIC:
+            self._write_header(_TOP, 0)
+        self._recover()
+
+    def _write_header(self, consumed: int, seq: int) -> None:
+        self._mm[: _HEADER.size] = _HEADER.pack(_MAGIC, consumed, seq)
+        self._consumed, self._consumed_seq = consumed, seq
+
+    def _recover(self) -> None:
+        """Find the records a previous process appended but the worker never consumed."""
+        _, consumed, seq = _HEADER.unpack_from(self._mm, 0)
+        self._consumed, self._consumed_seq = consumed, seq
+        pos, expected, n = consumed, seq + 1, 0
+        while pos + _REC_HEAD <= self._cap:
+            length, crc = _RECORD.unpack_from(self._mm, pos)
+            (got,) = _SEQ.unpack_from(self._mm, pos + 8)
+            end = pos + _REC_HEAD + length
+            if got != expected or end > self._cap or zlib.crc32(self._mm[pos + _REC_HEAD: end]) != crc:
+                break
+            pos, expected, n = _aligned(end), expected + 1, n + 1
+        self._head, self._next_seq, self._count = pos, expected, n
+
+    def append(self, payload: bytes) -> bool:
+        size = _aligned(_REC_HEAD + len(payload))
+        with self._lock:
+            if self._mm.closed:
+                raise StoreClosedError("the ingest journal is closed")
+            if self._head + size > self._cap and self._consumed == self._head:
+                self._head = _TOP  # everything was consumed: start again at the top
+                self._write_header(_TOP, self._consumed_seq)
+            if self._head + size > self._cap:
+                return False
+            pos = self._head
+            self._mm[pos + _REC_HEAD: pos + _REC_HEAD + len(payload)] = payload
+            self._mm[pos: pos + 8] = _RECORD.pack(len(payload), zlib.crc32(payload))
+            self._mm[pos + 8: pos + 16] = _SEQ.pack(self._next_seq)  # last: this makes the record exist
+            self._head += size
+            self._next_seq += 1
+            self._count += 1
+            return True
+
+    def drain(self) -> tuple[list[bytes], object]:
+        with self._lock:
+            start, end, first = self._consumed, self._head, self._consumed_seq + 1
+            raw = self._mm[start:end]
+        out, pos = [], 0
+        while pos < len(raw):
+            (length,) = struct.unpack_from("<I", raw, pos)
+            out.append(raw[pos + _REC_HEAD: pos + _REC_HEAD + length])
+            pos = _aligned(pos + _REC_HEAD + length)
+        return out, (start, end, first + len(out) - 1, len(out))
+
+    def commit(self, mark: object) -> None:
+        start, end, last_seq, n = mark  # type: ignore[misc]
+        if n == 0:
+            return
+        with self._lock:
+            if self._consumed != start:
+                return  # committed already
+            self._mm[start:end] = bytes(end - start)  # consumed events leave no trace in the file
+            self._count -= n
+            if end == self._head:
+                self._head = _TOP
+                self._write_header(_TOP, last_seq)
+            else:
+                self._write_header(end, last_seq)
+
+    def count(self) -> int:
+        return self._count
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._mm.closed:
+                self._mm.close()
+
+
+def _aligned(n: int) -> int:
+    return (n + 7) & ~7
