@@ -19,7 +19,9 @@ Requires ``pip install "beeweave[postgres]"`` (psycopg 3, psycopg_pool, pgvector
 from __future__ import annotations
 
 import json
+import logging
 import re
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,7 +45,7 @@ from ..events import EventType
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..vectors import EXACT_LIMIT
-from .base import ChunkRow
+from .base import ChunkRow, VerifyReport
 
 try:
     import psycopg
@@ -55,12 +57,14 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         'the PostgreSQL backend needs psycopg 3, psycopg_pool and pgvector: pip install "beeweave[postgres]"'
     ) from exc
 
-from . import pg_index
+from . import pg_index, pg_verify
 from .pg_events import RemoteListener, channel_name, event_payloads
 from .pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
 from .pg_sql import LEXICAL_SQL, clean, filter_sql
 
 __all__ = ["PostgresStore"]
+
+logger = logging.getLogger(__name__)
 
 def _no_nul(what: str, values: Sequence[str | None]) -> None:
     for v in values:
@@ -150,6 +154,7 @@ class PostgresStore:
         self._lock_key = lock_key("beeweave-tenant", self.schema, tenant)
         self._listeners: list[RemoteListener] = []
         self._indexed_dims: set[int] = set()
+        self._builder: threading.Thread | None = None
         self.last_vector_path = ""  # how the last vector_search answered: exact, hnsw or hnsw+exact
         self._closed = False
         try:
@@ -295,13 +300,25 @@ class PostgresStore:
 
     def _maybe_index(self, dim: int) -> None:
         """Once an exact scan no longer answers every search, build the HNSW index of this
-        dimension (after the write committed, concurrently with other writers)."""
-        if dim in self._indexed_dims:
+        dimension in a background thread: the build takes seconds to minutes and waits for
+        older transactions, and the write that crossed the line has committed already.
+        Until the index is valid, searches scan exactly; a build cut short (the process
+        ended) leaves an invalid index that the next build replaces."""
+        if dim in self._indexed_dims or (self._builder is not None and self._builder.is_alive()):
             return
         with self._conn(write=True) as conn:
             n = conn.execute("SELECT coalesce(sum(n_docs), 0) FROM stats WHERE dim = %s", (dim,)).fetchone()[0]
         if n > self.exact_limit:
+            self._builder = threading.Thread(target=self._build_quietly, args=(dim,), daemon=True,
+                                             name=f"beeweave-hnsw-{dim}")
+            self._builder.start()
+
+    def _build_quietly(self, dim: int) -> None:
+        try:
             self.ensure_vector_index(dim)
+        except Exception:  # a failed build only means exact search for longer
+            if not self._closed:
+                logger.warning("building the HNSW index for dimension %s failed", dim, exc_info=True)
 
     def ensure_vector_index(self, dim: int | None = None) -> bool:
         """Build the HNSW index for ``dim`` (default: this tenant's) now rather than when the
@@ -695,17 +712,13 @@ class PostgresStore:
         if "\x00" in stream + (key or ""):
             self._check()
             return []
-        query = "SELECT seq, key, value FROM log WHERE tenant = %s AND stream = %s AND seq > %s"
-        args: list[Any] = [self.tenant, stream, after]
-        if key is not None:
-            query += " AND key = %s"
-            args.append(key)
-        query += " ORDER BY seq"
-        if limit is not None:
-            query += " LIMIT %s"
-            args.append(int(limit))
-        with self._conn() as conn:
-            return [(int(s), k, v) for s, k, v in conn.execute(query, args)]  # type: ignore[arg-type]
+        with self._conn() as conn:  # LIMIT NULL is no limit
+            rows = conn.execute(
+                "SELECT seq, key, value FROM log WHERE tenant = %(t)s AND stream = %(s)s AND seq > %(after)s "
+                "AND (%(key)s::text IS NULL OR key = %(key)s) ORDER BY seq LIMIT %(limit)s",
+                {"t": self.tenant, "s": stream, "after": after, "key": key,
+                 "limit": None if limit is None else int(limit)}).fetchall()
+        return [(int(seq), k, v) for seq, k, v in rows]
 
     def delete_user(self, user_id: str) -> int:
         self._check()
@@ -730,6 +743,25 @@ class PostgresStore:
                              (self.tenant,))
             conn.execute("DELETE FROM meta WHERE tenant = %s AND key <> 'index_config'", (self.tenant,))
         return int(n)
+
+    # -- integrity ---------------------------------------------------------------------------
+    def verify(self) -> VerifyReport:
+        """Check the derived tables (lengths, df, statistics, neighbours) and the relationships
+        against this tenant's records and postings, in one snapshot."""
+        with self._conn() as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            found = pg_verify.problems(conn, self.tenant, self.index_config.context_radius)
+            records, edges = conn.execute(
+                "SELECT (SELECT count(*) FROM chunks WHERE tenant = %(t)s), "
+                "(SELECT count(*) FROM edges WHERE tenant = %(t)s)", {"t": self.tenant}).fetchone()
+        return VerifyReport(records=int(records), edges=int(edges), problems=found, problem_count=len(found))
+
+    def repair(self) -> VerifyReport:
+        """Recompute every derived table from the records and drop dangling relationships;
+        return a fresh check."""
+        with self._write() as conn:
+            pg_verify.rebuild(conn, self.tenant, self.index_config.context_radius)
+        return self.verify()
 
     # -- events across processes ------------------------------------------------------------
     def listen(self, callback: Callable[[dict[str, Any]], Any], *, include_own: bool = False) -> RemoteListener:

@@ -87,8 +87,10 @@ def test_concurrent_writers_lose_and_duplicate_nothing(pg_url) -> None:  # noqa:
     with lock:
         assert sorted(e["chunk_id"] for e in heard if e["type"] == "memory.created") == sorted(all_ids)
 
-    # The statistics maintained by interleaved writers equal a from-scratch computation
-    # over the records in commit order (BM25 with session context, to 1e-6).
+    # The statistics maintained by interleaved writers equal a from-scratch computation:
+    # in SQL (verify) and in Python over the records in commit order (BM25 with session
+    # context, to 1e-6).
+    assert store.verify().ok
     tok = Tokenizer(TokenizerConfig())
     records = {r["chunk_id"]: r for w in range(WRITERS) for r in writer_records(w, PER_WRITER, SEED)}
     with store._conn() as conn:  # the commit order of the records

@@ -167,3 +167,33 @@ def test_a_read_only_store_reads_like_the_primary_and_refuses_writes(pg_url) -> 
     finally:
         primary.close()
         replica.close()
+
+
+def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # noqa: F811
+    store = PostgresStore(pg_url, tenant=new_tenant(), index_config=IndexConfig(context_radius=2))
+    try:
+        store.insert([_row(f"v{i}", f"apple {'pie ' * (i % 3)}tart{i}", session_id="s" if i % 4 else None, seed=i,
+                           timestamp=1_700_000_000 + i // 2) for i in range(30)])
+        store.add_edges([Relationship("v1", "v2", "semantic")])
+        store.delete(["v7"])
+        report = store.verify()
+        assert report.ok and report.records == 29 and report.edges == 1, report.problems
+        before = store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50)
+        with store._conn() as conn:  # damage everything derived
+            t = {"t": store.tenant}
+            conn.execute("UPDATE terms SET df = df + 1 WHERE tenant = %(t)s AND term = 'pie'", t)
+            conn.execute("DELETE FROM df_hist WHERE tenant = %(t)s AND df = 1", t)
+            conn.execute("UPDATE stats SET n_docs = n_docs + 3, total_nb_len = 0 WHERE tenant = %(t)s", t)
+            conn.execute("DELETE FROM neighbours WHERE tenant = %(t)s AND seq IN "
+                         "(SELECT seq FROM chunks WHERE tenant = %(t)s AND id = 'v5')", t)
+            conn.execute("UPDATE chunks SET doc_len = 99 WHERE tenant = %(t)s AND id = 'v9'", t)
+        broken = store.verify()
+        assert not broken.ok and broken.problem_count >= 5, broken.problems
+        assert store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50) != before
+        fixed = store.repair()
+        assert fixed.ok, fixed.problems
+        got = store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50)
+        assert [i for i, _ in got] == [i for i, _ in before]
+        assert [s for _, s in got] == pytest.approx([s for _, s in before], abs=1e-9)
+    finally:
+        store.close()

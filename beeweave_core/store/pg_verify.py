@@ -1,0 +1,108 @@
+"""verify() and repair() for the PostgreSQL backend: the derived tables checked against,
+and rebuilt from, each tenant's records and their postings.
+
+The records (``chunks``) and their term counts (``postings``, written in the same
+transaction) are the source; everything the BM25 search reads besides them is derived
+and is recomputed here set-wise, from scratch: lengths, document frequencies and their
+histogram, the statistics row, session neighbours and their lengths.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+__all__ = ["problems", "rebuild"]
+
+# Each memory's neighbours, from scratch: the records within ``r`` positions in its
+# (user, session), ordered by timestamp then insertion.
+_EXPECTED_NEIGHBOURS = """
+WITH o AS (
+    SELECT seq, user_id, session_id, row_number() OVER (PARTITION BY user_id, session_id ORDER BY ts, seq) AS pos
+    FROM chunks WHERE tenant = %(t)s AND session_id IS NOT NULL AND %(r)s > 0
+), expected AS (
+    SELECT a.seq, b.seq AS nb_seq FROM o a JOIN o b ON a.user_id = b.user_id AND a.session_id = b.session_id
+        AND b.pos BETWEEN a.pos - %(r)s AND a.pos + %(r)s AND b.seq <> a.seq
+)"""
+
+_CHECKS: list[tuple[str, str]] = [
+    ("records whose length differs from their postings", """
+        SELECT count(*) FROM chunks c LEFT JOIN (
+            SELECT chunk_seq, sum(tf) AS n FROM postings WHERE tenant = %(t)s GROUP BY chunk_seq) p
+        ON p.chunk_seq = c.seq WHERE c.tenant = %(t)s AND c.doc_len <> coalesce(p.n, 0)"""),
+    ("postings of missing records", """
+        SELECT count(*) FROM postings p WHERE p.tenant = %(t)s
+        AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.seq = p.chunk_seq)"""),
+    ("terms whose document frequency differs from the postings", """
+        SELECT count(*) FROM (SELECT term, count(*)::int AS df FROM postings WHERE tenant = %(t)s GROUP BY term) p
+        FULL JOIN (SELECT term, df FROM terms WHERE tenant = %(t)s AND df > 0) t USING (term)
+        WHERE p.df IS DISTINCT FROM t.df"""),
+    ("document-frequency histogram rows that differ from the terms", """
+        SELECT count(*) FROM (SELECT df, count(*) AS n FROM terms WHERE tenant = %(t)s AND df > 0 GROUP BY df) t
+        FULL JOIN (SELECT df, n_terms AS n FROM df_hist WHERE tenant = %(t)s AND n_terms <> 0) h USING (df)
+        WHERE t.n IS DISTINCT FROM h.n"""),
+    ("neighbour links that differ from the session order", _EXPECTED_NEIGHBOURS + """,
+        actual AS (SELECT seq, nb_seq FROM neighbours WHERE tenant = %(t)s)
+        SELECT count(*) FROM ((SELECT * FROM expected EXCEPT SELECT * FROM actual)
+                              UNION ALL (SELECT * FROM actual EXCEPT SELECT * FROM expected)) x"""),
+    ("records whose neighbour length differs from their neighbours", """
+        SELECT count(*) FROM chunks c LEFT JOIN (
+            SELECT n.seq, sum(m.doc_len) AS n FROM neighbours n
+            JOIN chunks m ON m.tenant = n.tenant AND m.seq = n.nb_seq WHERE n.tenant = %(t)s GROUP BY n.seq) x
+        ON x.seq = c.seq WHERE c.tenant = %(t)s AND c.nb_len <> coalesce(x.n, 0)"""),
+    ("statistics that differ from the records", """
+        SELECT count(*) FROM (SELECT count(*) AS n, coalesce(sum(doc_len), 0) AS l, coalesce(sum(nb_len), 0) AS nl
+                              FROM chunks WHERE tenant = %(t)s) c
+        LEFT JOIN stats s ON s.tenant = %(t)s
+        WHERE (c.n, c.l, c.nl) IS DISTINCT FROM (coalesce(s.n_docs, 0), coalesce(s.total_len, 0),
+                                                 coalesce(s.total_nb_len, 0))"""),
+    ("vectors whose dimension differs from the store's", """
+        SELECT count(*) FROM chunks c JOIN stats s ON s.tenant = c.tenant
+        WHERE c.tenant = %(t)s AND (c.dim <> s.dim OR vector_dims(c.embedding) <> c.dim)"""),
+    ("relationships that point at missing records", """
+        SELECT count(*) FROM edges e WHERE e.tenant = %(t)s AND (
+            NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = e.src)
+            OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = e.dst))"""),
+]
+
+
+def problems(conn: psycopg.Connection, tenant: str, radius: int) -> list[str]:
+    """One line per kind of disagreement found, with how many rows it concerns."""
+    args = {"t": tenant, "r": int(radius)}
+    out = []
+    for what, query in _CHECKS:
+        n = conn.execute(query, args).fetchone()[0]  # type: ignore[arg-type]
+        if n:
+            out.append(f"{n} {what}")
+    return out
+
+
+def rebuild(conn: psycopg.Connection, tenant: str, radius: int) -> None:
+    """Recompute every derived table of a tenant from its records and postings (inside the
+    caller's transaction, holding the tenant's write lock)."""
+    args = {"t": tenant, "r": int(radius)}
+    for query in (
+        "DELETE FROM postings p WHERE p.tenant = %(t)s "
+        "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.seq = p.chunk_seq)",
+        "DELETE FROM edges e WHERE e.tenant = %(t)s AND ("
+        "NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = e.src) "
+        "OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = e.dst))",
+        "UPDATE chunks c SET doc_len = coalesce((SELECT sum(tf) FROM postings p WHERE p.tenant = %(t)s "
+        "AND p.chunk_seq = c.seq), 0) WHERE c.tenant = %(t)s",
+        "DELETE FROM terms WHERE tenant = %(t)s",
+        "INSERT INTO terms (tenant, term, df) SELECT %(t)s, term, count(*) FROM postings WHERE tenant = %(t)s "
+        "GROUP BY term",
+        "DELETE FROM df_hist WHERE tenant = %(t)s",
+        "INSERT INTO df_hist (tenant, df, n_terms) SELECT %(t)s, df, count(*) FROM terms WHERE tenant = %(t)s "
+        "GROUP BY df",
+        "DELETE FROM neighbours WHERE tenant = %(t)s",
+        "INSERT INTO neighbours (tenant, seq, nb_seq) " + _EXPECTED_NEIGHBOURS + " SELECT %(t)s, seq, nb_seq FROM expected",
+        "UPDATE chunks c SET nb_len = coalesce((SELECT sum(m.doc_len) FROM neighbours n JOIN chunks m "
+        "ON m.tenant = n.tenant AND m.seq = n.nb_seq WHERE n.tenant = %(t)s AND n.seq = c.seq), 0) "
+        "WHERE c.tenant = %(t)s",
+        "INSERT INTO stats (tenant, n_docs, total_len, total_nb_len, dim) "
+        "SELECT %(t)s, count(*), coalesce(sum(doc_len), 0), coalesce(sum(nb_len), 0), max(dim) "
+        "FROM chunks WHERE tenant = %(t)s "
+        "ON CONFLICT (tenant) DO UPDATE SET n_docs = excluded.n_docs, total_len = excluded.total_len, "
+        "total_nb_len = excluded.total_nb_len, dim = coalesce(excluded.dim, stats.dim)",
+    ):
+        conn.execute(query, args)  # type: ignore[arg-type]
