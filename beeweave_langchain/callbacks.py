@@ -244,6 +244,8 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
         metadata: dict[str, Any] = {"source": "langchain", "run_id": str(run_id)}
         if run.name:
             metadata["run_name"] = str(run.name)
+        if run.used:  # the memories this run was given (provenance for the ingestion pipeline)
+            metadata["used_memories"] = list(run.used)
         event = KnowledgeEvent(user_id=run.user_id, query=run.query, response=answer, session_id=run.session_id,
                                agent_id=run.agent_id, intermediate_steps=steps, metadata=metadata, id=run_id.hex)
         self.memory.ingest(event)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field, PrivateAttr
 
+from beeweave_core.ingest.extract import summarize
 from beeweave_core.ingest.records import KnowledgeEvent
 
 from ._convert import text_of, tool_calls_from_steps
@@ -25,7 +25,7 @@ class BeeWeaveMemory(BaseMemory):
     and summary (the store keeps what it has learnt).
 
     Older turns are summarised by ``llm`` when one is given (LangChain's progressive
-    summary prompt), else by keeping the first sentence of each line.
+    summary prompt), else offline by BeeWeave's extractive summary of each line.
 
     Setup:
         .. code-block:: bash
@@ -132,7 +132,8 @@ class BeeWeaveMemory(BaseMemory):
         return "\n".join(lines)
 
     def _long_term(self, found: list[str]) -> Any:
-        text = "Relevant memories:\n" + "\n".join(f"- {t}" for t in found) if found else ""
+        items = ("\n  ".join(line for line in t.splitlines() if line.strip()) for t in found)
+        text = "Relevant memories:\n" + "\n".join(f"- {t}" for t in items) if found else ""
         if self.return_messages:
             return [SystemMessage(text)] if text else []
         return text + "\n" if text and not self.long_term_key else text
@@ -158,9 +159,7 @@ class BeeWeaveMemory(BaseMemory):
 
             reply = self.llm.invoke(SUMMARY_PROMPT.format(summary=self._summary, new_lines=lines))
             return text_of(reply, role="ai").strip()
-        # Offline stand-in until beeweave_core offers a summariser: first sentence of each line.
-        firsts = [re.split(r"(?<=[.!?。！？])\s*", t.strip(), maxsplit=1)[0] for h, a in turns for t in (h, a)]
-        return " ".join(filter(None, [self._summary, *[f for f in firsts if f]]))
+        return " ".join(filter(None, [self._summary, *(summarize("", t) for turn in turns for t in turn)]))
 
     def clear(self) -> None:
         """Forget the short-term buffer and summary (long-term memories stay in the store)."""

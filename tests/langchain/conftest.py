@@ -1,14 +1,38 @@
-"""Shared set-up for the LangChain adapter tests."""
+"""Shared set-up for the LangChain adapter tests: offline models, an in-memory store,
+the examples' scripted chat model on the path, and async standard tests."""
 
 from __future__ import annotations
 
 import inspect
+import os
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the network for a model
+
+ROOT = Path(__file__).resolve().parents[2]
+for path in (ROOT, ROOT / "examples"):  # the package from the checkout; the examples' scripted model
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
+
+
+@pytest.fixture
+def embedder() -> HashingEmbedder:
+    return HashingEmbedder(32)
+
+
+@pytest.fixture
+def memory(embedder: HashingEmbedder) -> Iterator[BeeWeave]:
+    """An in-memory store with the instant hashing embedder."""
+    m = BeeWeave(embedder=embedder)
+    yield m
+    m.close()
 
 
 # The project runs pytest-asyncio in strict mode, and LangChain's standard tests define
@@ -21,9 +45,3 @@ def pytest_pycollect_makeitem(collector: Any, name: str, obj: object) -> Generat
     for item in result if isinstance(result, list) else [result]:
         if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(getattr(item, "obj", None)):
             item.add_marker(pytest.mark.asyncio)
-
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-if str(EXAMPLES) not in sys.path:  # the examples' scripted chat model serves the tests too
-    sys.path.insert(0, str(EXAMPLES))
-

@@ -14,6 +14,7 @@ from langchain_models import ScriptedChatModel, tool_call
 
 QUESTION = "Which port does the staging database listen on?"
 ANSWER = "The staging database listens on port 5433."
+TOOL_RESULT = "staging-db.internal:5433 (PostgreSQL 16, owned by the dba team)"
 
 
 class Recorder:
@@ -44,7 +45,7 @@ class Recorder:
 @tool
 def lookup_config(key: str) -> str:
     """Look up a value in the configuration registry."""
-    return {"staging database port": "5433"}.get(key, "no such key")
+    return {"staging database port": TOOL_RESULT}.get(key, "no such key")
 
 
 @tool
@@ -69,6 +70,16 @@ def executor(replies: list[Any], tools: list[BaseTool] | None = None, prompt: Ch
 
 def graph_agent(replies: list[Any], tools: list[BaseTool] | None = None) -> Any:
     return create_agent(ScriptedChatModel(responses=replies), tools or [lookup_config])
+
+
+def recall_agent(memory: Any, query: str = "staging database port", **retriever: Any) -> Any:
+    """A create_agent agent that looks in BeeWeave (a BeeWeaveRetriever tool), then answers."""
+    from langchain_core.tools import create_retriever_tool
+
+    from beeweave_langchain import BeeWeaveRetriever
+
+    recall = create_retriever_tool(BeeWeaveRetriever(memory=memory, **retriever), "recall", "Search memory.")
+    return graph_agent([tool_call("recall", query=query), AIMessage(ANSWER)], [recall])
 
 
 def user_says(text: str) -> dict[str, Any]:

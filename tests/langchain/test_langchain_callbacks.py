@@ -13,8 +13,8 @@ from langchain_core.runnables import RunnableLambda
 from beeweave_core import NotFoundError
 from beeweave_langchain import BeeWeaveCallbackHandler
 from langchain_models import ScriptedChatModel, tool_call
-from lc_support import (ANSWER, QUESTION, Recorder, broken_tool, executor, graph_agent, lookup_config, script,
-                        user_says)
+from lc_support import (ANSWER, QUESTION, TOOL_RESULT, Recorder, broken_tool, executor, graph_agent, lookup_config,
+                        recall_agent, script, user_says)
 
 
 def only_event(store: Recorder):
@@ -27,7 +27,7 @@ def assert_learnt_the_port(event) -> None:
     assert event.response == ANSWER
     [call] = event.intermediate_steps
     assert (call.tool, call.input, call.output, call.error) == (
-        "lookup_config", {"key": "staging database port"}, "5433", None)
+        "lookup_config", {"key": "staging database port"}, TOOL_RESULT, None)
 
 
 def test_agent_executor_run_becomes_one_event() -> None:
@@ -79,7 +79,7 @@ def test_parallel_tool_calls_are_all_captured() -> None:
         {"name": "lookup_config", "args": {"key": "prod database port"}, "id": "c2"}])
     graph_agent([both, AIMessage(ANSWER)]).invoke(user_says(QUESTION), config={"callbacks": [handler]})
     calls = sorted((c.input["key"], c.output) for c in only_event(store).intermediate_steps)
-    assert calls == [("prod database port", "no such key"), ("staging database port", "5433")]
+    assert calls == [("prod database port", "no such key"), ("staging database port", TOOL_RESULT)]
     assert handler.errors == 0
 
 
@@ -94,11 +94,11 @@ def test_a_failed_tool_call_is_recorded_with_its_error() -> None:
             pass
         return lookup_config.invoke({"key": "staging database port"})
 
-    assert RunnableLambda(ask).invoke(QUESTION, config={"callbacks": [handler]}) == "5433"
+    assert RunnableLambda(ask).invoke(QUESTION, config={"callbacks": [handler]}) == TOOL_RESULT
     broken, looked_up = only_event(store).intermediate_steps
     assert (broken.tool, broken.output) == ("broken_tool", None)
     assert broken.error == "ValueError: registry unavailable for x"
-    assert (looked_up.tool, looked_up.output, looked_up.error) == ("lookup_config", "5433", None)
+    assert (looked_up.tool, looked_up.output, looked_up.error) == ("lookup_config", TOOL_RESULT, None)
 
 
 def test_any_runnable_run_becomes_an_event() -> None:
@@ -183,3 +183,47 @@ async def test_ainvoke_of_both_agents() -> None:
 
 def test_tool_call_helper_is_what_the_agents_expect() -> None:
     assert tool_call("lookup_config", key="k").tool_calls[0]["args"] == {"key": "k"}
+
+
+def test_memories_a_beeweave_retriever_returned_get_used_then_rated(memory) -> None:
+    ids = memory.add_many([{"content": ANSWER, "user_id": "alice"},
+                           {"content": "Production listens on 5432.", "user_id": "alice"}])
+    store = Recorder()
+    handler = BeeWeaveCallbackHandler(store, user_id="alice")
+    recall_agent(memory, user_id="alice", k=2).invoke(user_says(QUESTION), config={"callbacks": [handler]})
+    [(used, signal)] = store.feedbacks
+    assert signal == "used" and sorted(used) == sorted(ids)
+    assert only_event(store).metadata["used_memories"] == used
+    assert handler.feedback(str(handler.last_run_id), "down") == used
+    assert store.feedbacks[-1] == (used, "down")
+
+
+def test_documents_of_other_retrievers_are_not_rated() -> None:
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class Other(BaseRetriever):
+        def _get_relevant_documents(self, query, *, run_manager):
+            return [Document("x", metadata={"id": "not-a-memory"})]
+
+    store = Recorder()
+    handler = BeeWeaveCallbackHandler(store, user_id="alice")
+    (RunnableLambda(lambda q: q) | Other()).invoke(QUESTION, config={"callbacks": [handler]})
+    assert store.feedbacks == []
+    assert handler.feedback(handler.last_run_id, "up") == []
+
+
+def test_a_failed_run_sends_no_used_feedback(memory) -> None:
+    memory.add(ANSWER, user_id="alice")
+    store = Recorder()
+    handler = BeeWeaveCallbackHandler(store, user_id="alice")
+    from beeweave_langchain import BeeWeaveRetriever
+
+    def fail(_: object) -> str:
+        raise RuntimeError("model down")
+
+    with pytest.raises(RuntimeError):
+        (BeeWeaveRetriever(memory=memory, user_id="alice") | RunnableLambda(fail)).invoke(
+            QUESTION, config={"callbacks": [handler]})
+    assert store.feedbacks == [] and store.events == []
+    assert len(handler.feedback(handler.last_run_id, "down")) == 1  # the user can still say it was wrong

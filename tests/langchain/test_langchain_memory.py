@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, PromptTemplate
 
 from beeweave_langchain import BeeWeaveMemory
-from lc_support import ANSWER, QUESTION, Recorder, executor, script
+from lc_support import ANSWER, QUESTION, TOOL_RESULT, Recorder, executor, script
 
 TURNS = [("Hi, I'm Alice.", "Hello Alice!"), ("I live in Lyon. It is lovely.", "Nice city."),
          ("I like tea.", "Noted."), ("What's up?", "Not much.")]
@@ -37,7 +37,7 @@ def test_conversation_chain_with_the_default_prompt(store) -> None:
     for human, ai in TURNS:
         assert chain.invoke({"input": human})["response"] == ai
     assert mem.buffer == TURNS[-2:]
-    assert mem.summary == "Hi, I'm Alice. Hello Alice! I live in Lyon. Nice city."
+    assert mem.summary == "Hi, I'm Alice. Hello Alice! I live in Lyon. It is lovely. Nice city."
     history = mem.load_memory_variables({"input": "what am I allergic to"})["history"]
     assert history.startswith("Relevant memories:\n- Alice is allergic to peanuts.")
     assert "Bob" not in history  # another user's memory never comes back
@@ -104,7 +104,7 @@ def test_agent_executor_with_memory(store) -> None:
     assert mem.buffer == [(QUESTION, ANSWER)]
     [event] = store.events
     [call] = event.intermediate_steps
-    assert (call.tool, call.output) == ("lookup_config", "5433")
+    assert (call.tool, call.output) == ("lookup_config", TOOL_RESULT)
 
 
 def test_ambiguous_inputs_ask_for_input_key(store) -> None:
