@@ -197,7 +197,9 @@ class PostgresStore:
                 yield conn
         except PoolTimeout as exc:
             raise StoreUnavailableError(f"no PostgreSQL connection free or reachable: {exc}") from exc
-        except psycopg.OperationalError as exc:
+        except psycopg.DataError as exc:  # a value PostgreSQL cannot take; the transaction rolled back
+            raise InvalidInputError(f"PostgreSQL refused a value: {exc}") from exc
+        except psycopg.Error as exc:
             raise StoreUnavailableError(f"the PostgreSQL store failed: {exc}") from exc
 
     @contextmanager
@@ -229,6 +231,9 @@ class PostgresStore:
 
     # -- metadata ------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
+        if "\x00" in key:
+            self._check()
+            return None
         with self._conn() as conn:
             if key == "schema_version":
                 return str(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0])
