@@ -1,0 +1,521 @@
+"""Scale benchmark (issue 10): BeeWeave beside LangChain and LlamaIndex from 10k to 1M memories.
+
+Usage:
+    python benchmarks/scale.py [DATA_DIR] [--sizes 10000,100000] [--systems beeweave,langchain,llamaindex]
+                               [--queries 200] [--peer-queries 50] [--adds 50] [--peer-adds 5]
+                               [--users N] [--workdir DIR] [--skip-minilm]
+
+DATA_DIR defaults to ../shared/data/locomo (the development split). Stores are built as
+scale_data.py describes: LoCoMo turns repeated with a per-copy suffix, each copy keeping its
+sessions, and seeded random unit vectors (dim 384) given to every system precomputed, so
+query embedding is excluded everywhere; the real MiniLM single-query time is measured once
+and printed separately. Stores of 1,000,000 memories and more are spread over 1,000 users,
+smaller ones are one scope (``--users`` overrides).
+
+For each system and size, in a fresh process (so resident memory is the system's own):
+- build: ingest N memories (BeeWeave: ``add_many(link=False)`` in blocks, into a SQLite file)
+  plus the first searches (unscoped and scoped), which is when BeeWeave builds its HNSW graph.
+- search p50/p95: hybrid search, k=10, over ``--queries`` LoCoMo questions (peers:
+  ``--peer-queries``) after 3 warm-up searches. BeeWeave searches the query's user; "unscoped"
+  searches the whole store.
+- add one: p50 over ``--adds`` single ``add()`` calls to the full store (peers: ``--peer-adds``,
+  as each of their adds rebuilds the BM25 retriever). BeeWeave also reports the first search
+  after each add, which pays for any index work the add deferred.
+- open: BeeWeave: close, then ``BeeWeave(path)`` + first search. LangChain:
+  ``FAISS.save_local``, then ``load_local`` + BM25Retriever rebuild + first query. LlamaIndex:
+  ``StorageContext.persist`` + ``BM25Retriever.persist``, then both loads + first query.
+  Files are in the OS cache (a warm open).
+- KB/memory: RSS growth from just before the build to just after the first search (after
+  ``gc.collect`` and ``malloc_trim``), over N; "beyond vector" subtracts N*384*4 bytes.
+  1 KB = 1000 bytes.
+- ANN recall@10 (BeeWeave): the unscoped dense search (``backend.vector_search``) against the
+  same search with ``exact=True``, over the query vectors. On uniformly random vectors this is
+  a hard case for HNSW; real embeddings are easier.
+
+Peers are not run beyond 100k (their search is a scan and every add rebuilds BM25).
+Time on the 2-core development machine, shared (load average 6-11): the default run (10k and
+100k, all systems) took 30 min, 6.5 of them building BeeWeave's 100k HNSW graph and 8 in
+LlamaIndex's 100k queries. --sizes 1000000 (BeeWeave only) has not been run yet; extrapolating
+ingest (~1,000 memories/s) and graph build (n log n) it takes 1.5-2 hours and ~8 GB of RAM.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Scripts may set these (library code may not): nothing here may reach a model hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+import argparse
+import copy
+import ctypes
+import gc
+import multiprocessing
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import locomo_peers  # noqa: E402
+from locomo_data import DEFAULT_DATA_DIR, Turn  # noqa: E402
+from scale_data import ADDED_SEED, DIM, STORE_SEED, Precomputed, ScaleCorpus, unit_vectors  # noqa: E402
+
+K = 10
+WARM_UP = 3
+PEER_LIMIT = 100_000  # the peers are not run on larger stores
+# LlamaIndex's SimpleVectorStore persists and reloads through dataclasses_json one float at a
+# time (~30 us each here: 150 s at 12k memories), so beyond this its open is not measured.
+LLAMAINDEX_OPEN_LIMIT = 20_000
+MANY_USERS = 1_000  # users of stores of 1M memories and more
+BLOCK = 8192  # memories per add_many call while building
+
+LABELS = {
+    "beeweave": "BeeWeave embedded (SQLite file)",
+    "langchain": "LangChain EnsembleRetriever(BM25Retriever, FAISS)",
+    "llamaindex": "LlamaIndex QueryFusionRetriever(BM25Retriever, VectorStoreIndex)",
+}
+
+REFERENCE = ("Peers measured earlier on this machine (issue 10), query embedding excluded: LangChain 10k "
+             "p50 42 ms, 100k p50 410 / p95 602 ms, add one at 100k 4.2 s; LlamaIndex 10k p50 332 ms, "
+             "100k p50 3.0 s, add one 13.9 s.")
+
+# (store size, what, Row field, target, higher is better)
+TARGETS: list[tuple[int, str, str, float, bool]] = [
+    (100_000, "hybrid search p50 ms (one scope)", "p50", 5, False),
+    (100_000, "hybrid search p95 ms (one scope)", "p95", 15, False),
+    (100_000, "add one memory ms (embedding excluded)", "add_ms", 5, False),
+    (1_000_000, "user-scoped search p50 ms (1,000 users)", "p50", 5, False),
+    (1_000_000, "unscoped search p50 ms", "unscoped_p50", 20, False),
+    (1_000_000, "ANN recall@10 vs exact", "recall", 0.95, True),
+    (1_000_000, "open persisted store s", "open_s", 5, False),
+    (1_000_000, "KB per memory beyond its vector", "kb_beyond_vector", 3, False),
+]
+
+
+@dataclass
+class Job:
+    system: str
+    n: int
+    users: int
+    queries: int
+    adds: int
+    data_dir: str
+    workdir: str
+
+
+@dataclass
+class Row:
+    system: str
+    n: int
+    note: str = ""  # set when the system was not run or failed
+    build_s: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+    unscoped_p50: float | None = None
+    unscoped_p95: float | None = None
+    add_ms: float | None = None
+    adds: int = 0
+    after_add_ms: float | None = None
+    open_s: float | None = None
+    open_note: str = "n/a"  # shown when open_s is None
+    kb_per_memory: float | None = None
+    kb_beyond_vector: float | None = None
+    recall: float | None = None
+
+
+# --- measuring helpers ----------------------------------------------------------------------
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _rss() -> int:
+    """Resident bytes once garbage is collected and freed heap is handed back to the OS."""
+    import psutil
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the figure includes some freed heap
+        pass
+    return psutil.Process().memory_info().rss
+
+
+def _timed_ms(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def _p(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def _memory_cells(row: Row, rss_before: int, rss_after: int) -> None:
+    per = (rss_after - rss_before) / row.n
+    row.kb_per_memory = per / 1000
+    row.kb_beyond_vector = (per - DIM * 4) / 1000
+
+
+def _job_inputs(job: Job) -> tuple[ScaleCorpus, list, list, np.ndarray]:
+    corpus = ScaleCorpus.load(Path(job.data_dir))
+    queries = corpus.queries(job.queries, job.users)
+    additions = corpus.additions(job.adds, job.n, job.users)
+    return corpus, queries, additions, unit_vectors(ADDED_SEED, 0, job.adds)
+
+
+# --- BeeWeave -------------------------------------------------------------------------------
+
+
+def run_beeweave(job: Job) -> dict[str, Any]:
+    import faiss  # noqa: F401  (imported before the memory baseline; the engine imports it lazily)
+
+    from beeweave_core import BeeWeave
+    from beeweave_core.filters import build_filter
+
+    corpus, queries, additions, add_vectors = _job_inputs(job)
+    embedder = Precomputed()  # search gets query_embedding=; this only names the model
+    embedder.add([q.text for q in queries], np.stack([q.vector for q in queries]))
+    row = Row(LABELS["beeweave"], job.n, adds=job.adds)
+    path = Path(job.workdir) / f"beeweave-{job.n}.db"
+
+    # A tiny store first, so lazy imports (tokenizer, stemmer) happen before the baseline.
+    with BeeWeave(embedder=embedder) as tiny:
+        tiny.add_many([m.record(v) for m, v in zip(corpus.memories(0, 3, 1), unit_vectors(STORE_SEED, 0, 3))])
+        tiny.search(queries[0].text, k=K, query_embedding=queries[0].vector)
+
+    rss_before = _rss()
+    start = time.perf_counter()
+    memory = BeeWeave(path, embedder=embedder)
+    for lo in range(0, job.n, BLOCK):
+        hi = min(job.n, lo + BLOCK)
+        vecs = unit_vectors(STORE_SEED, lo, hi)
+        memory.add_many([m.record(v) for m, v in zip(corpus.memories(lo, hi, job.users), vecs)],
+                        link=False, show_progress=False)
+        if (hi // BLOCK) % 25 == 0 or hi == job.n:
+            _log(f"  beeweave {job.n}: {hi:,} added in {time.perf_counter() - start:.0f} s")
+    ingest_s = time.perf_counter() - start
+    # Whatever the engine builds lazily (the HNSW graph) is built by the first searches, so it
+    # counts in build time and memory: one over the whole store, one in a user's scope.
+    first_ms = [_timed_ms(lambda: memory.search(queries[0].text, user_id=user, k=K,
+                                                 query_embedding=queries[0].vector))
+                for user in (None, queries[0].user_id)]
+    row.build_s = time.perf_counter() - start
+    _memory_cells(row, rss_before, _rss())
+    _log(f"  beeweave {job.n}: ingest {ingest_s:.1f} s, first searches {first_ms[0]:.0f} ms (unscoped), "
+         f"{first_ms[1]:.0f} ms (scoped)")
+
+    for scoped, p50, p95 in ((True, "p50", "p95"), (False, "unscoped_p50", "unscoped_p95")):
+        times = []
+        for i, q in enumerate([*queries[:WARM_UP], *queries]):
+            ms = _timed_ms(lambda: memory.search(q.text, user_id=q.user_id if scoped else None, k=K,
+                                                 query_embedding=q.vector))
+            if i >= WARM_UP:
+                times.append(ms)
+        setattr(row, p50, _p(times, 50))
+        setattr(row, p95, _p(times, 95))
+
+    everything = build_filter(None)
+    overlap = []
+    for q in queries:
+        approx = {cid for cid, _ in memory.backend.vector_search(q.vector, everything, K)}
+        exact = [cid for cid, _ in memory.backend.vector_search(q.vector, everything, K, exact=True)]
+        overlap.append(len(approx.intersection(exact)) / len(exact))
+    row.recall = float(np.mean(overlap))
+
+    add_times, after_times = [], []
+    for m, v in zip(additions, add_vectors):
+        add_times.append(_timed_ms(lambda: memory.add(m.content, user_id=m.user_id, session_id=m.session_id,
+                                                      chunk_id=m.id, timestamp=m.source.timestamp, embedding=v)))
+        q = queries[len(add_times) % len(queries)]
+        after_times.append(_timed_ms(lambda: memory.search(q.text, user_id=q.user_id, k=K,
+                                                           query_embedding=q.vector)))
+    if add_times:
+        row.add_ms, row.after_add_ms = _p(add_times, 50), _p(after_times, 50)
+
+    close_ms = _timed_ms(memory.close)
+    start = time.perf_counter()
+    reopened = BeeWeave(path, embedder=embedder)
+    reopened.search(queries[0].text, user_id=queries[0].user_id, k=K, query_embedding=queries[0].vector)
+    row.open_s = time.perf_counter() - start
+    reopened.close()
+    _log(f"  beeweave {job.n}: close (saves the graph) {close_ms:.0f} ms, open {row.open_s:.2f} s")
+    return asdict(row)
+
+
+# --- the peers, as locomo_peers builds them ---------------------------------------------------
+# Their index() is reused unchanged; the model they are given is the Precomputed lookup, so
+# building and querying embed nothing. These subclasses only add the two things the LoCoMo
+# benchmark does not need: adding one memory to a built index, and persisting and reloading.
+
+
+class LangChainScale(locomo_peers.LangChainEnsemble):
+    def add(self, turn: Turn) -> None:
+        """FAISS takes the new document; BM25Retriever has no add and is rebuilt."""
+        from langchain_community.retrievers import BM25Retriever
+        from langchain_core.documents import Document
+
+        bm25, dense = self._retriever.retrievers
+        doc = Document(page_content=turn.content, metadata={"dia_id": turn.dia_id})
+        dense.vectorstore.add_documents([doc])
+        self._retriever.retrievers[0] = BM25Retriever.from_documents(
+            [*bm25.docs, doc], k=bm25.k, preprocess_func=bm25.preprocess_func)
+
+    def reopen(self, directory: Path, query: str) -> float:
+        """Seconds to load FAISS, rebuild BM25 from its documents and answer one query."""
+        from langchain_community.retrievers import BM25Retriever
+        from langchain_community.vectorstores import FAISS
+
+        bm25, dense = self._retriever.retrievers
+        dense.vectorstore.save_local(str(directory))
+        start = time.perf_counter()
+        store = FAISS.load_local(str(directory), self._embeddings, allow_dangerous_deserialization=True)
+        docs = [store.docstore.search(store.index_to_docstore_id[i]) for i in range(store.index.ntotal)]
+        retriever = self._retriever.model_copy(update={"retrievers": [
+            BM25Retriever.from_documents(docs, k=bm25.k, preprocess_func=bm25.preprocess_func),
+            dense.model_copy(update={"vectorstore": store}),
+        ]})
+        retriever.invoke(query)
+        return time.perf_counter() - start
+
+
+class LlamaIndexScale(locomo_peers.LlamaIndexFusion):
+    def add(self, turn: Turn) -> None:
+        """The vector index takes the new node; the bm25s retriever has no add and is rebuilt."""
+        from llama_index.core.schema import TextNode
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        vector, bm25 = self._retriever._retrievers
+        index = vector._index
+        index.insert_nodes([TextNode(text=turn.content, id_=turn.dia_id)])
+        self._retriever._retrievers[1] = BM25Retriever.from_defaults(
+            nodes=list(index.docstore.docs.values()), similarity_top_k=bm25.similarity_top_k)
+
+    def reopen(self, directory: Path, query: str) -> float:
+        """Seconds to load the persisted vector index and BM25 retriever and answer one query."""
+        from llama_index.core import StorageContext, load_index_from_storage
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        vector, bm25 = self._retriever._retrievers
+        vector._index.storage_context.persist(persist_dir=str(directory / "index"))
+        bm25.persist(str(directory / "bm25"))
+        start = time.perf_counter()
+        storage = StorageContext.from_defaults(persist_dir=str(directory / "index"))
+        index = load_index_from_storage(storage, embed_model=self._embed_model)
+        retriever = copy.copy(self._retriever)  # same fusion settings, reloaded parts
+        retriever._retrievers = [index.as_retriever(similarity_top_k=vector._similarity_top_k),
+                                 BM25Retriever.from_persist_dir(str(directory / "bm25"))]
+        retriever.retrieve(query)
+        return time.perf_counter() - start
+
+
+PEERS: dict[str, type] = {"langchain": LangChainScale, "llamaindex": LlamaIndexScale}
+
+
+def run_peer(job: Job) -> dict[str, Any]:
+    corpus, queries, additions, add_vectors = _job_inputs(job)
+    model = Precomputed()
+    model.add((m.content for m in corpus.memories(0, job.n, job.users)), unit_vectors(STORE_SEED, 0, job.n))
+    model.add([q.text for q in queries], np.stack([q.vector for q in queries]))
+    model.add([m.content for m in additions], add_vectors)
+    system = PEERS[job.system](model)
+    row = Row(LABELS[job.system], job.n, adds=job.adds)
+
+    # A tiny index first, so lazy imports happen before the baseline.
+    system.index([m.turn() for m in corpus.memories(0, 50, job.users)])
+    system.query(queries[0].text, K)
+
+    rss_before = _rss()
+    start = time.perf_counter()
+    turns = [m.turn() for m in corpus.memories(0, job.n, job.users)]  # the peer keeps these strings
+    system.index(turns)
+    del turns
+    system.query(queries[0].text, K)
+    row.build_s = time.perf_counter() - start
+    _memory_cells(row, rss_before, _rss())
+    _log(f"  {job.system} {job.n}: built in {row.build_s:.1f} s")
+
+    times = []
+    for i, q in enumerate([*queries[:WARM_UP], *queries]):
+        ms = _timed_ms(lambda: system.query(q.text, K))
+        if i >= WARM_UP:
+            times.append(ms)
+    row.p50, row.p95 = _p(times, 50), _p(times, 95)
+    _log(f"  {job.system} {job.n}: search p50 {row.p50:.0f} ms")
+
+    add_times = [_timed_ms(lambda: system.add(m.turn())) for m in additions]
+    if add_times:
+        row.add_ms = _p(add_times, 50)
+    if job.system == "llamaindex" and job.n > LLAMAINDEX_OPEN_LIMIT:
+        row.open_note = "not run: JSON reload, linear in N (see 10k)"
+    else:
+        with tempfile.TemporaryDirectory(dir=job.workdir) as directory:
+            row.open_s = system.reopen(Path(directory), queries[0].text)
+    return asdict(row)
+
+
+# --- the real query embedding, measured once ---------------------------------------------------
+
+
+def measure_minilm(data_dir: str, count: int) -> tuple[float, float]:
+    """p50 and p95 ms of one ``SentenceTransformerEmbedder().embed_query`` (the default model)."""
+    from beeweave_core.embedders import SentenceTransformerEmbedder
+
+    questions = list(dict.fromkeys(q.question for q in ScaleCorpus.load(Path(data_dir)).questions))[:count]
+    embedder = SentenceTransformerEmbedder()
+    for _ in range(WARM_UP):
+        embedder.embed_query("warm up")
+    times = [_timed_ms(lambda: embedder.embed_query(q)) for q in questions]
+    return _p(times, 50), _p(times, 95)
+
+
+# --- running and reporting --------------------------------------------------------------------
+
+
+def _isolated(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run fn in a fresh process: each system's memory is measured alone."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def run_job(job: Job) -> Row:
+    if job.system != "beeweave" and job.n > PEER_LIMIT:
+        return Row(LABELS[job.system], job.n, note="not run: too slow beyond 100k")
+    _log(f"{job.system} at {job.n:,} memories, {job.users:,} user(s)")
+    try:
+        return Row(**_isolated(run_beeweave if job.system == "beeweave" else run_peer, job))
+    except Exception as exc:  # one failed system must not lose the others' figures
+        _log(f"  {job.system} {job.n} failed: {exc!r}")
+        return Row(LABELS[job.system], job.n, note=f"failed: {type(exc).__name__}: {exc}"[:120])
+
+
+def _num(value: float | None, missing: str = "n/a") -> str:
+    if value is None:
+        return missing
+    return f"{value:.2f}" if value < 1 else f"{value:.1f}" if value < 100 else f"{value:,.0f}"
+
+
+HEADER = ("| system | memories | build s | search p50 ms | search p95 ms | unscoped p50 / p95 ms "
+          "| add one ms (p50) | search after add ms | open s | KB/memory | beyond vector KB/memory "
+          "| ANN recall@10 |\n" + "|---" * 12 + "|")
+
+
+def table_line(r: Row) -> str:
+    if r.note:
+        return f"| {r.system} | {r.n:,} | {r.note} |" + " |" * 9
+    unscoped = f"{_num(r.unscoped_p50)} / {_num(r.unscoped_p95)}" if r.unscoped_p50 is not None else "n/a"
+    cells = [_num(r.build_s), _num(r.p50), _num(r.p95), unscoped,
+             f"{_num(r.add_ms)} (n={r.adds})" if r.add_ms is not None else "n/a", _num(r.after_add_ms),
+             _num(r.open_s, r.open_note), _num(r.kb_per_memory), _num(r.kb_beyond_vector),
+             "n/a" if r.recall is None else f"{r.recall:.3f}"]
+    return f"| {r.system} | {r.n:,} | " + " | ".join(cells) + " |"
+
+
+def print_targets(rows: Sequence[Row]) -> None:
+    ours = {r.n: r for r in rows if r.system == LABELS["beeweave"] and not r.note}
+    lines = []
+    for n, what, attr, target, higher in TARGETS:
+        if n not in ours:
+            continue
+        value = getattr(ours[n], attr)
+        ok = value is not None and (value >= target if higher else value <= target)
+        shown = "n/a" if value is None else f"{value:.3f}" if higher else _num(value)
+        lines.append(f"| {n:,} | {what} | {'≥' if higher else '≤'} {target:g} | {shown} | {'✓' if ok else '✗'} |")
+    if not lines:
+        print("\n(BeeWeave's targets are set at 100,000 and 1,000,000 memories; neither size was run.)")
+        return
+    print("\nBeeWeave targets (issue 10):\n\n| memories | target | bound | measured | met |\n|---|---|---|---|---|")
+    print("\n".join(lines))
+
+
+def _revision() -> str:
+    """The BeeWeave code measured: git commit, "-dirty" with uncommitted changes."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always", "--dirty"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
+def _sizes(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower().replace("_", "")
+        scale = {"k": 1_000, "m": 1_000_000}.get(part[-1:], 1)
+        out.append(int(part.rstrip("km")) * scale)
+    if not out or min(out) < 100:
+        raise argparse.ArgumentTypeError("sizes must be at least 100 memories")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--sizes", type=_sizes, default=_sizes("10000,100000"),
+                        help="store sizes, comma-separated; k and m suffixes allowed (default 10000,100000)")
+    parser.add_argument("--systems", default="beeweave,langchain,llamaindex",
+                        help=f"comma-separated, from: {', '.join(LABELS)} (default: all)")
+    parser.add_argument("--queries", type=int, default=200, help="timed BeeWeave searches per store (default 200)")
+    parser.add_argument("--peer-queries", type=int, default=50,
+                        help="timed searches per store for each peer (default 50: LlamaIndex takes seconds each "
+                             "at 100k)")
+    parser.add_argument("--adds", type=int, default=50, help="timed single adds for BeeWeave (default 50)")
+    parser.add_argument("--peer-adds", type=int, default=5,
+                        help="timed single adds for each peer; each rebuilds their BM25 (default 5)")
+    parser.add_argument("--users", type=int, default=None,
+                        help=f"users per store (default: {MANY_USERS:,} from 1M memories up, else 1)")
+    parser.add_argument("--workdir", type=Path, default=None, help="where stores are written (default: a temp dir)")
+    parser.add_argument("--skip-minilm", action="store_true", help="do not measure the real query embedding")
+    args = parser.parse_args(argv)
+
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in LABELS]
+    if unknown:
+        parser.error(f"unknown systems: {', '.join(unknown)}")
+    if min(args.queries, args.peer_queries) < 1 or min(args.adds, args.peer_adds) < 0:
+        parser.error("query counts must be at least 1 and add counts non-negative")
+    ScaleCorpus.load(args.data_dir)  # fail now on a wrong data dir, not in a worker
+
+    started, load_at_start, revision = time.perf_counter(), os.getloadavg()[0], _revision()
+    _log(f"BeeWeave at {revision}; load average {load_at_start:.1f} on {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="beeweave-scale-", dir=args.workdir) as workdir:
+        rows = []
+        for n in args.sizes:
+            users = args.users or (MANY_USERS if n >= 1_000_000 else 1)
+            for system in systems:
+                ours = system == "beeweave"
+                job = Job(system, n, users, args.queries if ours else args.peer_queries,
+                          args.adds if ours else args.peer_adds, str(args.data_dir), workdir)
+                rows.append(run_job(job))
+                _log("  -> " + table_line(rows[-1]))
+        minilm = None if args.skip_minilm else _isolated(measure_minilm, str(args.data_dir), 100)
+
+    print(HEADER)
+    print("\n".join(table_line(r) for r in rows))
+    print_targets(rows)
+    if any(s in PEERS for s in systems):
+        print(f"\n{REFERENCE}")
+    if minilm is not None:
+        print(f"\nQuery embedding, excluded above: SentenceTransformerEmbedder() (all-MiniLM-L6-v2, CPU) "
+              f"embeds one query in p50 {minilm[0]:.1f} ms, p95 {minilm[1]:.1f} ms.")
+    print(f"\nBeeWeave at git {revision}. Machine: {os.cpu_count()} cores; load average {load_at_start:.1f} "
+          f"at the start, {os.getloadavg()[0]:.1f} at the end; wall time {time.perf_counter() - started:,.0f} s.")
+
+
+if __name__ == "__main__":
+    main()
