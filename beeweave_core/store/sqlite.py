@@ -501,11 +501,13 @@ class SQLiteStore:
             top_slots, top_scores = top_k(slots, scores, k)
             out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
             if include:
-                by_slot = dict(zip(slots.tolist(), scores.tolist()))
+                # score() returns slots in ascending order: look the extra ids up by bisection
+                # instead of building a dict over every matched document.
                 for cid in include:
                     slot = self._slot_of.get(cid)
                     if cid not in out and slot is not None and mask[slot]:
-                        out[cid] = float(by_slot.get(slot, 0.0))
+                        i = int(np.searchsorted(slots, slot))
+                        out[cid] = float(scores[i]) if i < len(slots) and slots[i] == slot else 0.0
             return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))  # type: ignore[arg-type]
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
