@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .engine import BeeWeave
+from .memory import BeeWeave
 
 CONVERSATION = [
     ("user", "I'm planning a trip to Kyoto in early April with my sister Mei."),
