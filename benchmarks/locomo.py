@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/locomo.py [DATA_DIR] [--systems beeweave,bm25,faiss,langchain,llamaindex]
-                                [--limit-convs N]
+                                [--limit-convs N] [--backend embedded|postgres]
 
 DATA_DIR defaults to ../shared/data/locomo (the development split; its README defines the
 measure). Every turn is one memory: id = dia_id, user = the conversation, session = the
@@ -20,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,21 +34,46 @@ from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.embedders import SentenceTransformerEmbedder  # noqa: E402
 
 
+def _postgres_url() -> str:
+    """BEEWEAVE_PG_URL, or a throwaway PostgreSQL + pgvector from the pgserver package."""
+    url = os.environ.get("BEEWEAVE_PG_URL")
+    if url:
+        return url
+    import tempfile
+
+    import pgserver
+
+    data = tempfile.mkdtemp(prefix="beeweave-locomo-pg-")
+    os.chmod(data, 0o755)  # pgserver runs PostgreSQL as an unprivileged user when we are root
+    return pgserver.get_server(data, cleanup_mode="delete").get_uri()
+
+
 class BeeWeaveDefault:
-    """BeeWeave with its defaults: a fresh embedded store per conversation, one user per conversation."""
+    """BeeWeave with its defaults: a fresh store per conversation, one user per conversation.
+
+    ``backend="postgres"`` runs the same defaults on PostgreSQL + pgvector (a new tenant
+    per conversation), to show both backends give the same recall.
+    """
 
     name = "beeweave"
-    label = "BeeWeave (default: BM25 + MiniLM, session context, z-score fusion)"
 
-    def __init__(self) -> None:
+    def __init__(self, backend: str = "embedded") -> None:
         self._embedder = SentenceTransformerEmbedder()  # the default model, loaded once for all stores
         self._memory: BeeWeave | None = None
         self._user = ""
+        self._backend = backend
+        self._url = _postgres_url() if backend == "postgres" else None
+        where = "PostgreSQL + pgvector" if backend == "postgres" else "embedded"
+        self.label = f"BeeWeave {where} (default: BM25 + MiniLM, session context, z-score fusion)"
 
     def index(self, turns: Sequence[Turn]) -> None:
         if self._memory is not None:
             self._memory.close()
-        self._memory = BeeWeave(embedder=self._embedder)
+        if self._url is not None:
+            tenant = f"locomo-{turns[0].conv_id if turns else 'empty'}-{os.getpid()}-{time.time_ns()}"
+            self._memory = BeeWeave.from_url(self._url, embedder=self._embedder, tenant=tenant)
+        else:
+            self._memory = BeeWeave(embedder=self._embedder)
         self._user = f"conv-{turns[0].conv_id}" if turns else "empty"
         self._memory.add_many(
             [{"content": t.content, "user_id": self._user, "chunk_id": t.dia_id, "session_id": str(t.session),
@@ -60,7 +86,19 @@ class BeeWeaveDefault:
         return [h.id for h in self._memory.search(text, user_id=self._user, k=k)]
 
 
-locomo_peers.SYSTEMS = {"beeweave": lambda enc: BeeWeaveDefault(), **locomo_peers.SYSTEMS}
+def main() -> None:
+    # --backend picks where BeeWeave stores its memories; everything else is the peers' CLI.
+    backend = "embedded"
+    argv = sys.argv[1:]
+    if "--backend" in argv:
+        i = argv.index("--backend")
+        backend = argv[i + 1]
+        del argv[i : i + 2]
+        if backend not in ("embedded", "postgres"):
+            sys.exit("--backend must be 'embedded' or 'postgres'")
+    locomo_peers.SYSTEMS = {"beeweave": lambda enc: BeeWeaveDefault(backend), **locomo_peers.SYSTEMS}
+    locomo_peers.main(argv)
+
 
 if __name__ == "__main__":
-    locomo_peers.main()
+    main()
