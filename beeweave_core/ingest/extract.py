@@ -126,14 +126,22 @@ def summarize(query: str, response: str, content: ProcessedContent | None = None
             out += f", answering: {first_q}"
     else:
         sents = _sentences(prose) or _sentences(query)
-        out = " ".join(sents[:2]) if sents and len(sents[0]) < 40 else (sents[0] if sents else "")
+        if sents and len(sents[0]) < 40 and len(sents) > 1:
+            out = sents[0] + ("" if sents[0][-1] in "。！？；" else " ") + sents[1]  # no space after Chinese
+        else:
+            out = sents[0] if sents else ""
     out = " ".join(out.split())
     return out if len(out) <= max_chars else out[: max_chars - 1].rstrip() + "…"
 
 
 # -- keywords and entities ----------------------------------------------------------------------
 class _Jieba:
-    """jieba's TF-IDF keywords and part-of-speech tags, loaded on first Chinese text."""
+    """jieba's TF-IDF keywords and part-of-speech tags, loaded on first Chinese text.
+
+    They cut with the dictionary the store's tokenizer already loaded (one per process):
+    shallow copies of jieba's default objects share its IDF and tag tables and leave
+    jieba's own defaults, which the application may use, untouched.
+    """
 
     _lock = threading.Lock()
     _tfidf: Any = None
@@ -145,15 +153,26 @@ class _Jieba:
             with cls._lock:
                 if cls._tfidf is None:
                     from ..errors import MissingDependencyError
+                    from ..tokenizer import _shared_jieba
 
                     try:
                         import jieba.analyse
                         import jieba.posseg
                     except ImportError as exc:  # pragma: no cover - a declared dependency
                         raise MissingDependencyError("Chinese keywords need jieba: pip install jieba") from exc
-                    cls._posseg = jieba.posseg
-                    cls._tfidf = jieba.analyse.default_tfidf  # another TFIDF() would load the IDF again
+                    shared = _shared_jieba()
+                    posseg = _sibling(jieba.posseg.dt, tokenizer=shared)
+                    cls._tfidf = _sibling(jieba.analyse.default_tfidf, tokenizer=shared, postokenizer=posseg)
+                    cls._posseg = posseg
         return cls._tfidf, cls._posseg
+
+
+def _sibling(obj: Any, **changes: Any) -> Any:
+    """A shallow copy of ``obj`` with some attributes changed (``copy.copy`` trips over the
+    ``__getattr__`` of jieba's POSTokenizer)."""
+    twin = object.__new__(type(obj))
+    twin.__dict__.update(vars(obj), **changes)
+    return twin
 
 
 def _english_keywords(query: str, text: str) -> Counter[str]:
