@@ -45,7 +45,12 @@ def _postgres_url() -> str:
 
     data = tempfile.mkdtemp(prefix="beeweave-locomo-pg-")
     os.chmod(data, 0o755)  # pgserver runs PostgreSQL as an unprivileged user when we are root
-    return pgserver.get_server(data, cleanup_mode="delete").get_uri()
+    server = pgserver.get_server(data, cleanup_mode="delete")
+    _SERVERS.append(server)  # the server stops when its handle is collected: keep it for the run
+    return server.get_uri()
+
+
+_SERVERS: list[object] = []
 
 
 class BeeWeaveDefault:
