@@ -1,0 +1,89 @@
+"""The final score: relevance times the weight, confidence and (opt-in) recency factors."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import timedelta
+
+import pytest
+
+from beeweave_core import ScoringConfig
+from support import sentence
+
+PLAIN = ScoringConfig(use_weight=False, use_confidence=False)
+QUERIES = ("python memory search", "coffee morning meeting", "deploy the kubernetes cluster", "travel budget")
+
+
+def _fill(m, n=50, seed=11):
+    rnd = random.Random(seed)
+    m.add_many([dict(content=sentence(rnd), user_id="u", chunk_id=f"m{i:02d}") for i in range(n)])
+
+
+def _ranked(m, q, k=10):
+    return [(h.id, h.score) for h in m.search(q, user_id="u", k=k)]
+
+
+def test_without_feedback_the_final_ranking_is_plain_relevance(make):
+    default, plain = make(), make(scoring=PLAIN)
+    _fill(default)
+    _fill(plain)
+    for q in QUERIES:
+        assert _ranked(default, q) == _ranked(plain, q)
+
+
+@pytest.mark.parametrize("weight", [3.0, 0.5, 7.0])
+def test_a_memorys_weight_multiplies_its_score_by_log1p_w_over_log2(make, weight):
+    m = make()
+    _fill(m)
+    before = dict(_ranked(m, "python memory search", k=50))
+    target = sorted(before, key=before.get)[len(before) // 2]  # a middling hit
+    m.update(target, weight=weight)
+    after = dict(_ranked(m, "python memory search", k=50))
+    assert after[target] == pytest.approx(before[target] * math.log1p(weight) / math.log(2), rel=1e-9)
+    assert {i: s for i, s in after.items() if i != target} == pytest.approx(
+        {i: s for i, s in before.items() if i != target}, rel=1e-12)
+
+
+def test_raising_the_weight_lifts_a_memory_above_its_neighbours(make):
+    m = make()
+    _fill(m)
+    hits = _ranked(m, "coffee morning meeting")
+    second, first = hits[1], hits[0]
+    assert second[1] * 2 > first[1]  # doubling is enough to overtake
+    m.update(second[0], weight=3.0)  # log(4) / log(2) = 2
+    assert _ranked(m, "coffee morning meeting")[0][0] == second[0]
+
+
+def test_confidence_lowers_a_memory(make):
+    m = make()
+    _fill(m)
+    hits = dict(_ranked(m, "deploy the kubernetes cluster", k=50))
+    top = max(hits, key=hits.get)
+    m.update(top, confidence=0.25)
+    after = dict(_ranked(m, "deploy the kubernetes cluster", k=50))
+    assert after[top] == pytest.approx(hits[top] * 0.25, rel=1e-9)
+    assert max(after, key=after.get) != top
+
+
+def test_recency_is_off_by_default(make, clock):
+    m = make()
+    m.add("the quarterly budget report", user_id="u", chunk_id="a-old")
+    clock.advance(days=30)
+    m.add("the quarterly budget report", user_id="u", chunk_id="b-new")
+    hits = _ranked(m, "budget report")
+    assert [i for i, _ in hits] == ["a-old", "b-new"] and hits[0][1] == hits[1][1]
+
+
+def test_with_a_half_life_older_memories_sink_by_half_per_half_life(make, clock):
+    recent, plain = make(scoring=ScoringConfig(recency_half_life=timedelta(days=1))), make()
+    for m in (recent, plain):
+        m.add("the quarterly budget report", user_id="u", chunk_id="a-old")
+    clock.advance(days=2)
+    for m in (recent, plain):
+        m.add("the quarterly budget report", user_id="u", chunk_id="b-new")
+    clock.advance(days=1)
+    base = dict(_ranked(plain, "budget report"))
+    hits = _ranked(recent, "budget report")
+    assert [i for i, _ in hits] == ["b-new", "a-old"]
+    assert dict(hits) == pytest.approx({"b-new": base["b-new"] * 0.5, "a-old": base["a-old"] * 0.125}, rel=1e-9)
