@@ -51,6 +51,25 @@ class ExpandOptions:
     decay: float = 0.5
     limit: int | None = None
 
+    def __post_init__(self) -> None:
+        from .errors import InvalidInputError
+
+        if isinstance(self.hops, bool) or not isinstance(self.hops, int) or self.hops < 0:
+            raise InvalidInputError("ExpandOptions.hops must be a non-negative integer")
+        if isinstance(self.decay, bool) or not isinstance(self.decay, (int, float)) or not 0 < self.decay <= 1:
+            raise InvalidInputError("ExpandOptions.decay must be in (0, 1]")
+        if self.limit is not None and (isinstance(self.limit, bool) or not isinstance(self.limit, int)
+                                       or self.limit < 0):
+            raise InvalidInputError("ExpandOptions.limit must be a non-negative integer or None")
+        if self.edge_types is not None:
+            types = (self.edge_types,) if isinstance(self.edge_types, str) else tuple(self.edge_types)
+            allowed = {t.value for t in RelationType}
+            names = tuple(getattr(t, "value", t) for t in types)
+            bad = [t for t in names if t not in allowed]
+            if bad:
+                raise InvalidInputError(f"unknown edge types {bad}; known: {sorted(allowed)}")
+            object.__setattr__(self, "edge_types", names)
+
 
 @dataclass
 class Candidate:
@@ -132,6 +151,7 @@ class NetworkMixin:
         backend = self._backend  # type: ignore[attr-defined]
         cap = self.network_config.max_shared_links
         out: list[Relationship] = []
+        pairs: set[frozenset[str]] = set()
         for c in chunks:
             values = set(getattr(c, attr))
             if not values:
@@ -140,13 +160,32 @@ class NetworkMixin:
             flt = build_filter({key: sorted(values), "status": _ALL_STATUSES}, user_id=c.user_id)
             n = 0
             for other in backend.scan(flt, order="timestamp", descending=True, limit=cap + 1):
-                if other.id == c.id or n >= cap:
+                if other.id == c.id or n >= cap or frozenset((c.id, other.id)) in pairs:
                     continue
+                pairs.add(frozenset((c.id, other.id)))  # two new memories of one batch: one edge
                 shared = values & set(getattr(other, attr))
                 weight = len(shared) / max(len(values), len(set(getattr(other, attr))), 1)
                 out.append(Relationship(c.id, other.id, kind, round(weight, 6)))
                 n += 1
         return out
+
+    def delete_many(self, chunk_ids: Sequence[str]) -> list[str]:
+        """Delete memories; the memories on either side of a deleted one in its session are linked."""
+        before = self._backend.get(list(chunk_ids))  # type: ignore[attr-defined]
+        gone = super().delete_many(chunk_ids)  # type: ignore[misc]
+        sessions = {(c.user_id, c.session_id) for cid, c in before.items() if cid in gone and c.session_id}
+        if sessions and self.network_config.session_links:
+            backend = self._backend  # type: ignore[attr-defined]
+            edges = []
+            for user, session in sessions:
+                flt = build_filter({"session_id": session, "status": _ALL_STATUSES}, user_id=user)
+                ordered = [c.id for c in backend.scan(flt, order="timestamp")]
+                have = {(e.source_id, e.target_id) for e in
+                        backend.edges(ordered, types=[RelationType.SESSION], direction="out")}
+                edges += [Relationship(a, b, RelationType.SESSION, 1.0) for a, b in zip(ordered, ordered[1:])
+                          if (a, b) not in have]
+            backend.add_edges(edges)
+        return gone
 
     # -- reading the network -----------------------------------------------------------
     def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,

@@ -131,8 +131,6 @@ def test_no_expand_means_no_graph_hits(graph):
     assert [h.id for h in hits] == ["S"]
 
 
-@pytest.mark.xfail(strict=True, reason="ExpandOptions is not validated (network.py:38-52, engine.py:532-534): "
-                   "edge_types='semantic' is iterated as characters and expansion silently follows nothing")
 def test_edge_types_given_as_a_bare_string_is_refused_or_understood(graph):
     from beeweave_core import InvalidInputError
 

@@ -155,9 +155,6 @@ def test_default_cap_is_ten_per_kind(make):
     assert pairs(m.relationships("new", direction="out")) == {("new", f"o{i:02d}") for i in range(2, 12)}
 
 
-@pytest.mark.xfail(strict=True, reason="NetworkMixin._shared_edges (network.py:131-149) does not deduplicate "
-                   "pairs within a batch: two new memories sharing a tag get a->b and b->a, whereas one-by-one "
-                   "adds (and semantic edges) store one edge per pair")
 def test_a_batch_stores_one_shared_edge_per_pair_like_single_adds(make):
     one_by_one, batch = make(network=SHARED_ONLY), make(network=SHARED_ONLY)
     records = [dict(content="a", user_id="u", chunk_id="a", tags=["t"], timestamp=at(0), embedding=axis(0)),
@@ -229,9 +226,6 @@ def test_deleting_a_memory_removes_every_edge_that_mentions_it(make, db_path, on
     assert ("c", "d") in pairs(all_edges(m), "session") and m.verify().ok
 
 
-@pytest.mark.xfail(strict=True, reason="deleting a memory drops its session edges (SQLiteStore._delete, "
-                   "store/sqlite.py:412) but nothing links its neighbours again: A->B->C minus B leaves A and C, "
-                   "consecutive in the session, unlinked (network.py docstring: earlier -> next in time order)")
 def test_deleting_a_middle_turn_links_its_neighbours(make):
     m = make(network=SESSION_ONLY)
     for i, cid in enumerate("abc"):
