@@ -171,8 +171,12 @@ class NetworkMixin:
 
     def delete_many(self, chunk_ids: Sequence[str]) -> list[str]:
         """Delete memories; the memories on either side of a deleted one in its session are linked."""
+        gone = None
+        if isinstance(chunk_ids, (str, bytes)) or not all(isinstance(i, str) for i in chunk_ids):
+            gone = super().delete_many(chunk_ids)  # type: ignore[misc]  # the core's clear error
         before = self._backend.get(list(chunk_ids))  # type: ignore[attr-defined]
-        gone = super().delete_many(chunk_ids)  # type: ignore[misc]
+        if gone is None:
+            gone = super().delete_many(chunk_ids)  # type: ignore[misc]
         sessions = {(c.user_id, c.session_id) for cid, c in before.items() if cid in gone and c.session_id}
         if sessions and self.network_config.session_links:
             backend = self._backend  # type: ignore[attr-defined]

@@ -373,6 +373,7 @@ class SQLiteStore:
             touched: list[int] = []
             for c in chunks:
                 slot = self._slot_of[c.id]
+                touched.append(slot)  # its own neighbours change too (e.g. it left its session)
                 touched += self._order.remove(slot)
                 self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
                                c.status.value, c.processed_content.type.value if c.processed_content else "text",

@@ -99,7 +99,7 @@ filters = maybe(st.fixed_dictionaries({}, optional={
 @FUZZ
 @given(query=maybe(texts), user_id=maybe(words), k=maybe(st.integers(0, 20)), flt=filters,
        fusion=maybe(st.sampled_from(["zscore", "rrf", "weighted"])), min_score=junk,
-       expand=st.one_of(st.booleans(), junk, st.builds(ExpandOptions, hops=st.integers(-1, 3))),
+       expand=st.one_of(st.booleans(), junk, st.builds(ExpandOptions, hops=st.integers(0, 3))),
        mmr=junk, loosen=st.booleans(), qvec=st.one_of(st.none(), junk, st.lists(st.floats(), min_size=32, max_size=32)))
 def test_search(store, query, user_id, k, flt, fusion, min_score, expand, mmr, loosen, qvec) -> None:
     works_or_refuses(store, lambda: store.search(query, user_id=user_id, k=k, filters=flt, fusion=fusion,
