@@ -147,7 +147,9 @@ class MmapJournal:
     def drain(self) -> tuple[list[bytes], object]:
         with self._lock:
             start, end, first = self._consumed, self._head, self._consumed_seq + 1
-            raw = self._mm[start:end]
+        # Records below the head are complete and stay put until committed: copy without the
+        # lock, so a caller appending meanwhile never waits (waiting would release the GIL).
+        raw = self._mm[start:end]
         out, pos = [], 0
         while pos < len(raw):
             (length,) = struct.unpack_from("<I", raw, pos)
@@ -157,12 +159,11 @@ class MmapJournal:
 
     def commit(self, mark: object) -> None:
         start, end, last_seq, n = mark  # type: ignore[misc]
-        if n == 0:
-            return
+        if n == 0 or self._consumed != start:
+            return  # nothing, or committed already
+        # Consumed events leave no trace. No lock: callers only write above the head.
+        self._mm[start:end] = bytes(end - start)
         with self._lock:
-            if self._consumed != start:
-                return  # committed already
-            self._mm[start:end] = bytes(end - start)  # consumed events leave no trace in the file
             self._count -= n
             if end == self._head:
                 self._head = _TOP
