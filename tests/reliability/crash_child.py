@@ -5,7 +5,8 @@ kills it with SIGKILL at a moment of its choosing and checks the store on reopen
 
 * ``add_many``: adds batches of memories (ids ``b<batch>-<i>``) with relationship
   mining; prints ``committed <batch>`` after each ``add_many`` returns.
-* ``maintain``: runs ``maintain()`` on a prepared store; prints ``start`` and ``done``.
+* ``maintain``: runs ``maintain()`` on a prepared store; prints ``start``, ``step`` as each
+  merge or archive begins, and ``done``.
 * ``ingest``: several threads call ``ingest()`` as fast as they can while the worker is
   busy storing; prints ``acked <event id>`` after each ``ingest()`` returns.
 """
@@ -58,6 +59,16 @@ def add_many(args: dict) -> None:
 
 
 def maintain(args: dict) -> None:
+    from beeweave_core.lifecycle.maintenance import MaintenanceMixin
+
+    for name in ("_merge", "_forget"):  # say "step" as each merge or archive begins
+        original = getattr(MaintenanceMixin, name)
+
+        def step(self, *a, _original=original, **kw):
+            say("step")
+            return _original(self, *a, **kw)
+
+        setattr(MaintenanceMixin, name, step)
     memory = BeeWeave(args["path"], embedder=HashingEmbedder(32),
                       lifecycle=LifecycleConfig(capacity=args["capacity"]))
     say("start")
