@@ -95,10 +95,12 @@ def test_killed_in_the_middle_of_add_many(tmp_path: Path) -> None:
                 assert duplicates([c.raw_content + c.id for c in chunks.values()]) == []
                 assert_consistent(m, seed=round_)
                 # The HNSW graph (saved at the previous clean close, then extended) finds each new record.
+                # (HNSW is approximate: a stray miss is tolerated; a graph that lost the new records misses all.)
                 vecs = m.backend.get_vectors([c for c in chunks if int(c[1:].split("-")[0]) >= start])
-                for cid, v in list(vecs.items())[:: max(1, len(vecs) // 60)]:
-                    top = m.backend.vector_search(v, build_filter(None), 1)
-                    assert top and top[0][1] > 0.999, cid
+                sample = list(vecs.items())[:: max(1, len(vecs) // 60)]
+                missed = [cid for cid, v in sample if not any(s > 0.999 for _, s in
+                                                              m.backend.vector_search(v, build_filter(None), 1))]
+                assert len(missed) <= max(1, len(sample) // 20), missed
                 assert m.backend._vec.has_graph or len(chunks) <= HNSW_LIMIT
                 committed_total = len(chunks)
                 start = max(per_batch) + 1
