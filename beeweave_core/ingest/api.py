@@ -197,7 +197,8 @@ class IngestMixin:
             show_progress: a progress bar (default: when there are 100 chunks or more).
 
         Everything is read and checked before anything is stored. Chunks already stored by
-        an earlier import of the same document are skipped. Redaction applies.
+        an earlier import of the same document, or rejected in review, are skipped.
+        Redaction applies.
         """
         from .pipeline import Pipeline
 
@@ -212,18 +213,12 @@ class IngestMixin:
             records.append(pipeline.document_chunk(dc, user_id=user_id, agent_id=agent_id, tags=list(tags),
                                                    status=ChunkStatus.PENDING if review else ChunkStatus.ACTIVE,
                                                    now=self.clock()))  # type: ignore[attr-defined]
-        ids = list(dict.fromkeys(r.id for r in records))
-        existing = self.backend.contains(ids)  # type: ignore[attr-defined]
-        seen: set[str] = set(existing)
-        new = []
+        unique: dict[str, KnowledgeChunk] = {}
         for r in records:
-            if r.id not in seen:
-                seen.add(r.id)
-                new.append(r)
-        if new:
-            self.add_many(new, batch_size=batch_size,  # type: ignore[attr-defined]
-                          show_progress=len(new) >= 100 if show_progress is None else show_progress)
-        return ids
+            unique.setdefault(r.id, r)  # the same document twice in one call
+        self._ingest.store_new(list(unique.values()), batch_size=batch_size,
+                               show_progress=len(unique) >= 100 if show_progress is None else show_progress)
+        return list(unique)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def _before_close(self) -> None:

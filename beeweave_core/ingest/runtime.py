@@ -247,7 +247,7 @@ class IngestRuntime:
             except Exception as exc:
                 self._fail(q, qe, exc, body)
         try:
-            self._store([c for _, p in ready for c in p.chunks])
+            self.store_new([c for _, p in ready for c in p.chunks])
         except StoreClosedError:
             raise
         except Exception:
@@ -255,7 +255,7 @@ class IngestRuntime:
             kept = []
             for qe, p in ready:
                 try:
-                    self._store(p.chunks)
+                    self.store_new(p.chunks)
                     kept.append((qe, p))
                 except StoreClosedError:
                     raise
@@ -274,15 +274,16 @@ class IngestRuntime:
                     logger.exception("BeeWeave ingest: pattern detection failed for event %s", p.event.id)
         q.done([qe.id for qe, _ in ready])
 
-    def _store(self, chunks: list[KnowledgeChunk]) -> None:
+    def store_new(self, chunks: list[KnowledgeChunk], *, batch_size: int | None = None,
+                  show_progress: bool = False) -> None:
+        """Store the chunks not stored yet (e.g. before a crash: exactly once) and never rejected."""
         if not chunks:
             return
         backend = self.memory.backend
-        skip = backend.contains([c.id for c in chunks])  # stored before a crash: exactly once
-        new = [c for c in chunks if c.id not in skip]
-        new = [c for c in new if backend.kv_get(REJECTED, c.id) is None]
+        skip = backend.contains([c.id for c in chunks])
+        new = [c for c in chunks if c.id not in skip and backend.kv_get(REJECTED, c.id) is None]
         if new:
-            self.memory.add_many(new, show_progress=False, batch_size=len(new))
+            self.memory.add_many(new, show_progress=show_progress, batch_size=batch_size or len(new))
 
     def _fail(self, q: EventQueue, qe: QueuedEvent, exc: Exception, body: dict[str, Any]) -> None:
         error = f"{type(exc).__name__}: {exc}"

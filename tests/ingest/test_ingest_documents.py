@@ -94,11 +94,14 @@ def test_reimporting_the_same_documents_adds_nothing(make_memory) -> None:
 
 def test_texts_are_recognised_and_review_holds_them(make_memory) -> None:
     m = make_memory()
-    ids = m.import_documents(['{"q": "Opening hours?", "a": "9 to 5."}\n{"q": "Where?", "a": "Lyon."}'],
-                             user_id="kb", review=True, show_progress=False)
+    faq = '{"q": "Opening hours?", "a": "9 to 5."}\n{"q": "Where?", "a": "Lyon."}'
+    ids = m.import_documents([faq], user_id="kb", review=True, show_progress=False)
     assert len(ids) == 2
     assert {c.id for c in m.pending(user_id="kb")} == set(ids)
     assert m.search("opening hours", user_id="kb") == []
+    m.reject(ids[1])
+    m.import_documents([faq], user_id="kb", review=True, show_progress=False)
+    assert [c.id for c in m.pending(user_id="kb")] == ids[:1]  # a rejected chunk is not imported again
 
 
 def test_a_json_array_file(make_memory, tmp_path: Path) -> None:
