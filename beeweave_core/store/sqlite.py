@@ -78,6 +78,21 @@ def _same_store(graph: Path, store_id: str) -> bool:
     return id_path.exists() and id_path.read_text().strip() == store_id
 
 
+# SQLite result codes (the primary code, the low byte) that mean the store cannot be
+# written now, whatever the write was: busy or locked by another connection, I/O errors, a
+# missing or unopenable file, a read-only file, a full disk, a WAL lock protocol failure.
+_UNAVAILABLE_CODES = frozenset({5, 6, 8, 10, 13, 14, 15})
+_UNAVAILABLE_WORDS = ("locked", "busy", "disk i/o", "unable to open", "readonly", "read-only", "disk is full")
+
+
+def _unavailable(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return (code & 0xFF) in _UNAVAILABLE_CODES
+    message = str(exc).lower()
+    return any(w in message for w in _UNAVAILABLE_WORDS)
+
+
 def _count_terms(terms: Sequence[str]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for t in terms:
@@ -179,16 +194,43 @@ class SQLiteStore:
             self._lex.set_neighbours(slot, self._order.neighbours(slot))
 
     def _tx(self) -> Any:
+        """A write transaction. A store another process holds locked past ``timeout``, or one the
+        disk cannot serve, raises :class:`StoreUnavailableError` and is left unchanged (rolled back);
+        the in-memory indexes are only touched after a commit, so they stay as they were too."""
         store = self
 
         class _Tx:
             def __enter__(self) -> None:
-                store._db.execute("BEGIN IMMEDIATE")
+                try:
+                    store._db.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    store._raise_unavailable(exc, "could not start a write")
+                    raise
 
-            def __exit__(self, exc_type: Any, *_: Any) -> None:
-                store._db.execute("ROLLBACK" if exc_type else "COMMIT")
+            def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
+                if exc_type is None:
+                    try:
+                        store._db.execute("COMMIT")
+                        return
+                    except sqlite3.OperationalError as commit_exc:
+                        exc = commit_exc
+                if store._db.in_transaction:  # some errors (a full disk, I/O) already rolled it back
+                    try:
+                        store._db.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass  # the error below says what went wrong
+                if isinstance(exc, sqlite3.OperationalError):
+                    store._raise_unavailable(exc, "a write failed")
+                    if exc_type is None:
+                        raise exc
 
         return _Tx()
+
+    def _raise_unavailable(self, exc: sqlite3.OperationalError, what: str) -> None:
+        """Raise StoreUnavailableError for an error that means the store cannot be written now."""
+        if _unavailable(exc):
+            raise StoreUnavailableError(f"the store at {self.path or ':memory:'} is unavailable ({what}): {exc}") \
+                from exc
 
     def _check(self) -> None:
         if self._closed:

@@ -254,8 +254,6 @@ def test_reads_go_on_while_another_process_holds_the_write_lock(locked: Outage) 
     assert m.count() == 1 and m.trace("none", user_id="alice") == []
 
 
-@pytest.mark.xfail(strict=True, reason="a write on a locked SQLite store raises sqlite3.OperationalError "
-                                       "('database is locked', store/sqlite.py _tx) instead of StoreUnavailableError")
 @pytest.mark.parametrize("write", ["add", "feedback", "update", "delete", "flush"])
 def test_writes_on_a_locked_store_raise_store_unavailable(locked: Outage, write: str) -> None:
     from beeweave_core import StoreUnavailableError
