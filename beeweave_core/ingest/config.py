@@ -127,6 +127,10 @@ class IngestConfig:
         autostart: start the worker on the first ``ingest``/on open. ``False`` leaves
             events queued until ``flush()`` or ``start_ingest()``.
         close_timeout: how long ``close()`` waits for the worker's current batch.
+        retry_max_delay: while the store is unavailable (locked, down, unreachable), the
+            worker keeps its batch pending and retries after 0.5 s, doubling the wait up to
+            this many seconds, until the store is back; ``flush()`` retries at once. Other
+            errors send an event to the dead letters.
     """
 
     redact: bool = True
@@ -150,6 +154,7 @@ class IngestConfig:
     journal_bytes: int = 16 << 20
     autostart: bool = True
     close_timeout: float = 30.0
+    retry_max_delay: float = 10.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "when_full", QueueFullPolicy(self.when_full))
@@ -157,7 +162,7 @@ class IngestConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("full_timeout", "close_timeout"):
+        for name in ("full_timeout", "close_timeout", "retry_max_delay"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise InvalidInputError(f"{name} must be a non-negative number of seconds")

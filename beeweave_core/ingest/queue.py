@@ -97,6 +97,10 @@ class EventQueue(Protocol):
 
     def dead(self, limit: int | None = None) -> list[DeadRow]: ...
 
+    def postpone(self, ids: Sequence[str], error: str) -> None:
+        """Count a failed attempt of pending events that stay pending (the store was unavailable).
+        Optional: the worker retries without it."""
+
     def revive(self, ids: Sequence[str] | None = None) -> int:
         """Make dead events pending again (all of them if ``ids`` is None); return how many."""
 
@@ -212,6 +216,15 @@ class SQLiteEventQueue:
                 "UPDATE events SET state='dead', error=?, attempts=attempts+1, failed_at=?, body=coalesce(?, body) "
                 "WHERE id=? AND state='pending'", (error, time.time(), body, event_id))
             self._pending -= cur.rowcount
+
+    def postpone(self, ids: Sequence[str], error: str) -> None:
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            self._check()
+            self._db.execute(f"UPDATE events SET attempts=attempts+1, error=? WHERE state='pending' AND id IN ({marks})",
+                             [error, *ids])
 
     def dead(self, limit: int | None = None) -> list[DeadRow]:
         with self._lock:

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreClosedError
+from ..errors import StoreClosedError, StoreUnavailableError
 from ..records import KnowledgeChunk
 from .config import IngestConfig, QueueFullPolicy
 from .errors import QueueFullError
@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 REJECTED = "ingest.rejected"  # kv namespace: ids of rejected memories, never stored again
 _SWEEP_EVERY = timedelta(hours=1)
+_FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
 
 
 def _intake_path(queue_path: Path) -> Path:
@@ -65,6 +66,7 @@ class IngestRuntime:
         self._move_lock = threading.Lock()  # one mover of intake records at a time, in order
         self._cond = threading.Condition()  # the bound: callers wait here for room, flush() for an empty queue
         self._wake = threading.Event()
+        self._retry_now = threading.Event()  # cuts a wait for an unavailable store short (flush, close)
         self._inflight: set[str] = set()
         self._thread: threading.Thread | None = None
         self._stop = False
@@ -194,6 +196,7 @@ class IngestRuntime:
                 self._cond.notify_all()
 
     def _loop(self, q: EventQueue) -> None:
+        delay = 0.0  # > 0 while the store is unavailable: the wait before the next retry
         while not self._stop:
             self._wake.clear()  # before take(): a put after this sets it again, so no wake-up is lost
             try:
@@ -213,8 +216,15 @@ class IngestRuntime:
                 continue
             try:
                 self._process(q, batch)
+                if delay:
+                    logger.info("BeeWeave ingest worker: the store is back; the queued events are being stored")
+                delay = 0.0
             except StoreClosedError:
                 break
+            except StoreUnavailableError as exc:
+                # Not the events' fault: they stay pending and are retried until the store is back.
+                self._postpone(q, batch, exc, first=not delay)
+                delay = min(max(2 * delay, _FIRST_RETRY), max(self.config.retry_max_delay, _FIRST_RETRY))
             except Exception:  # a bug here must not kill the worker: the batch stays pending
                 logger.exception("BeeWeave ingest worker: a batch failed; retrying shortly")
                 time.sleep(0.5)
@@ -222,6 +232,23 @@ class IngestRuntime:
                 with self._cond:
                     self._inflight.clear()
                     self._cond.notify_all()
+            if delay and not self._stop:
+                self._retry_now.wait(delay)
+                self._retry_now.clear()
+
+    def _postpone(self, q: EventQueue, batch: list[QueuedEvent], exc: Exception, *, first: bool) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        if first:
+            logger.warning("BeeWeave ingest worker: the store is unavailable (%s); %d queued events stay pending "
+                           "and are retried until it is back", error, self.pending_count())
+        postpone = getattr(q, "postpone", None)
+        if postpone is not None:
+            try:
+                postpone([e.id for e in batch], error[:2000])
+            except StoreClosedError:
+                pass
+            except Exception:  # counting attempts is a nicety; the events are pending either way
+                logger.debug("BeeWeave ingest worker: could not count the attempt", exc_info=True)
 
     def _idle(self, q: EventQueue) -> None:
         q.checkpoint()
@@ -248,8 +275,8 @@ class IngestRuntime:
                 self._fail(q, qe, exc, body)
         try:
             self.store_new([c for _, p in ready for c in p.chunks])
-        except StoreClosedError:
-            raise
+        except (StoreClosedError, StoreUnavailableError):
+            raise  # the whole batch stays pending
         except Exception:
             # One bad event must not sink the batch: store event by event to find it.
             kept = []
@@ -257,8 +284,8 @@ class IngestRuntime:
                 try:
                     self.store_new(p.chunks)
                     kept.append((qe, p))
-                except StoreClosedError:
-                    raise
+                except (StoreClosedError, StoreUnavailableError):
+                    raise  # those stored so far are skipped when the batch is retried
                 except Exception as exc:
                     self._fail(q, qe, exc, p.event.to_dict())
             ready = kept
@@ -300,6 +327,7 @@ class IngestRuntime:
         if self.pending_count():
             self.start()
             self._wake.set()
+            self._retry_now.set()
         thread = self._thread
 
         def drained() -> bool:
@@ -324,6 +352,7 @@ class IngestRuntime:
             self._stop = True
             self._cond.notify_all()
         self._wake.set()
+        self._retry_now.set()
         if thread is not None and thread.is_alive():
             thread.join(self.config.close_timeout)
             if thread.is_alive():

@@ -135,6 +135,38 @@ def test_a_store_failure_is_pinned_on_the_one_event_that_caused_it(make_memory) 
     assert m.discard_dead_letters("ex") == 1 and m.dead_letters() == []
 
 
+def test_events_wait_for_an_unavailable_store_instead_of_dying(tmp_path, clock, caplog) -> None:
+    """A store another process holds locked is not the events' fault: they stay pending, are
+    retried with backoff, and are stored once the lock is released; nothing is dead-lettered."""
+    import sqlite3
+
+    caplog.set_level(logging.WARNING)
+    db = tmp_path / "memory.db"
+    m = BeeWeave(backend=SQLiteStore(db, timeout=0.05), embedder=HashingEmbedder(32), clock=clock,
+                 ingest=IngestConfig(retry_max_delay=0.1))
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        m.ingest(ev(1))
+        m.ingest(ev(2))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the worker has retried the batch at least twice
+            waiting = m._ingest.queue().take(10)
+            if len(waiting) == 2 and all(e.attempts >= 2 for e in waiting):
+                break
+            time.sleep(0.02)
+        assert [(e.id, e.attempts >= 2) for e in m._ingest.queue().take(10)] == [("e1", True), ("e2", True)]
+        assert m.pending_events() == 2 and m.dead_letters() == [] and ids(m) == set()
+        holder.execute("ROLLBACK")
+        assert m.flush(30)
+        assert ids(m) == {"e1:0", "e2:0"} and m.dead_letters() == []
+        said = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+        assert len(said) == 1  # one warning for the outage, not one per retry
+    finally:
+        holder.close()
+        m.close()
+
+
 def test_retry_of_unknown_ids_does_nothing(make_memory) -> None:
     m = make_memory()
     assert m.retry_dead_letters() == 0 and m.dead_letters() == []
