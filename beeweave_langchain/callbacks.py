@@ -20,7 +20,8 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from beeweave_core.errors import NotFoundError
+from beeweave_core.degrade import Failures
+from beeweave_core.errors import InvalidInputError, NotFoundError
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 
 from ._convert import INPUT_KEYS, OUTPUT_KEYS, jsonable, text_of, tool_calls_from_steps
@@ -128,7 +129,7 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
         self.session_id = session_id
         self.agent_id = agent_id
         self.keep_runs = keep_runs
-        self.errors = 0
+        self._failures = Failures(logger)
         self.last_run_id: UUID | None = None
         self._runs: dict[UUID, _Run] = {}  # top-level runs in progress
         self._root_of: dict[UUID, UUID] = {}  # any run in progress -> its top-level run
@@ -152,11 +153,15 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
     def ignore_custom_event(self) -> bool:
         return True
 
+    @property
+    def errors(self) -> int:
+        """How many failures the handler absorbed (each was logged)."""
+        return self._failures.count
+
     # -- bookkeeping ----------------------------------------------------------------
     def _failed(self, where: str) -> None:
-        with self._lock:
-            self.errors += 1
-        logger.exception("BeeWeave callback %s failed; the run goes on without it", where)
+        self._failures.record("BeeWeave callback %s failed; the run goes on without it", where,
+                              level=logging.ERROR, exc_info=True)
 
     def _join(self, run_id: UUID, parent_run_id: UUID | None) -> _Run | None:
         """Register a nested run under its top-level run; None if the parent is not followed."""
@@ -312,9 +317,13 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
         """Forward a user's rating ("up" or "down") of a finished run to the memories it used.
 
         Returns the ids of those memories. Raises ``NotFoundError`` for a run this
-        handler did not follow (or has forgotten: it keeps the last ``keep_runs``).
+        handler did not follow (or has forgotten: it keeps the last ``keep_runs``), and
+        ``InvalidInputError`` for a ``run_id`` that is not a UUID.
         """
-        key = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
+        try:
+            key = run_id if isinstance(run_id, UUID) else UUID(str(run_id))
+        except ValueError:
+            raise InvalidInputError(f"run_id must be a UUID, got {run_id!r}") from None
         with self._lock:
             ids = self._finished.get(key)
         if ids is None:

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import Field, PrivateAttr
 
+from beeweave_core.degrade import Failures
+from beeweave_core.errors import InvalidInputError
 from beeweave_core.ingest.extract import summarize
 from beeweave_core.ingest.records import KnowledgeEvent
 
 from ._convert import text_of, tool_calls_from_steps
 
 __all__ = ["BeeWeaveMemory"]
+
+logger = logging.getLogger(__name__)
+
+
+def _mapping(name: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"BeeWeaveMemory needs the chain's {name} as a dict, got {type(value).__name__}")
+    return value
 
 
 class BeeWeaveMemory(BaseMemory):
@@ -26,6 +38,12 @@ class BeeWeaveMemory(BaseMemory):
 
     Older turns are summarised by ``llm`` when one is given (LangChain's progressive
     summary prompt), else offline by BeeWeave's extractive summary of each line.
+
+    When the store is unavailable (a locked file, PostgreSQL down, the server
+    unreachable) the chain goes on without long-term memories, and a turn that cannot
+    be handed to the store is kept in the short-term buffer only; each such failure is
+    logged as a warning and counted in ``errors``. Inputs it cannot read raise
+    ``InvalidInputError`` (a ``ValueError``).
 
     Setup:
         .. code-block:: bash
@@ -72,6 +90,12 @@ class BeeWeaveMemory(BaseMemory):
 
     _turns: list[tuple[str, str]] = PrivateAttr(default_factory=list)
     _summary: str = PrivateAttr(default="")
+    _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
+
+    @property
+    def errors(self) -> int:
+        """How many searches or hand-offs found the store unavailable (and went on without it)."""
+        return self._failures.count
 
     @property
     def memory_variables(self) -> list[str]:
@@ -89,20 +113,24 @@ class BeeWeaveMemory(BaseMemory):
 
     # -- keys -------------------------------------------------------------------------
     def _input_text(self, inputs: dict[str, Any]) -> str:
+        inputs = _mapping("inputs", inputs)
         if self.input_key is not None:
             return text_of(inputs.get(self.input_key))
         keys = [k for k in inputs if k not in self.memory_variables and k != "stop"]
         if len(keys) != 1:
-            raise ValueError(f"BeeWeaveMemory cannot tell the user's input among {sorted(keys)}: set input_key")
+            raise InvalidInputError(
+                f"BeeWeaveMemory cannot tell the user's input among {sorted(map(str, keys))}: set input_key")
         return text_of(inputs[keys[0]])
 
     def _output_text(self, outputs: dict[str, Any]) -> str:
+        outputs = _mapping("outputs", outputs)
         if self.output_key is not None:
             return text_of(outputs.get(self.output_key), role="ai")
         keys = [k for k in outputs if k != "intermediate_steps"]
         key = keys[0] if len(keys) == 1 else "output" if "output" in outputs else None
         if key is None:
-            raise ValueError(f"BeeWeaveMemory cannot tell the answer among {sorted(outputs)}: set output_key")
+            raise InvalidInputError(
+                f"BeeWeaveMemory cannot tell the answer among {sorted(map(str, outputs))}: set output_key")
         return text_of(outputs[key], role="ai")
 
     # -- reading -------------------------------------------------------------------------
@@ -110,7 +138,8 @@ class BeeWeaveMemory(BaseMemory):
         query = self._input_text(inputs)
         found: list[str] = []
         if query.strip() and self.long_term_k:
-            hits = self.memory.search(query, user_id=self.user_id, k=self.long_term_k, **self.search_kwargs)
+            hits = self._failures.unless_unavailable("memory search", lambda: self.memory.search(
+                query, user_id=self.user_id, k=self.long_term_k, **self.search_kwargs), [])
             found = [h.chunk.raw_content for h in hits]
         history = self._history()
         long_term = self._long_term(found)
@@ -141,10 +170,11 @@ class BeeWeaveMemory(BaseMemory):
     # -- writing ---------------------------------------------------------------------------
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         human, ai = self._input_text(inputs), self._output_text(outputs)
-        self.memory.ingest(KnowledgeEvent(
+        event = KnowledgeEvent(
             user_id=self.user_id, query=human, response=ai, session_id=self.session_id, agent_id=self.agent_id,
             intermediate_steps=tool_calls_from_steps(outputs.get("intermediate_steps")),
-            metadata={"source": "langchain.memory"}))
+            metadata={"source": "langchain.memory"})
+        self._failures.unless_unavailable("memory ingest", lambda: self.memory.ingest(event), None)
         self._turns.append((human, ai))
         if len(self._turns) > self.window:
             cut = len(self._turns) - self.window

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
-from pydantic import Field
+from pydantic import Field, PrivateAttr
+
+from beeweave_core.degrade import Failures
 
 from ._convert import hit_to_document
 
@@ -18,6 +21,8 @@ __all__ = ["BeeWeaveRetriever", "RETRIEVER_NAME"]
 # the callback handler recognises BeeWeave retrievals by it.
 RETRIEVER_NAME = "beeweave"
 
+logger = logging.getLogger(__name__)
+
 
 class BeeWeaveRetriever(BaseRetriever):
     """Memories from a BeeWeave store, as LangChain ``Document`` objects.
@@ -26,6 +31,11 @@ class BeeWeaveRetriever(BaseRetriever):
     translates hits into documents. ``Document.metadata`` carries the memory's
     ``id``, ``score``, ``sources``, ``relationships``, ``user_id``, ``session_id``,
     ``agent_id``, ``tags``, ``entities``, ``timestamp`` and its own ``metadata``.
+
+    When the store is unavailable (a locked file, PostgreSQL down, the server
+    unreachable) the retriever returns no documents: the failure is logged as a warning
+    and counted in ``errors``, and the next call tries the store again. Bad input still
+    raises ``InvalidInputError``.
 
     Setup:
         .. code-block:: bash
@@ -62,6 +72,13 @@ class BeeWeaveRetriever(BaseRetriever):
     min_score: float | None = Field(default=None, description="Drop hits whose score is below this.")
     loosen: bool = Field(default=False, description="Relax tag/entity filters when they leave fewer than k hits.")
 
+    _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
+
+    @property
+    def errors(self) -> int:
+        """How many searches found the store unavailable and returned no documents."""
+        return self._failures.count
+
     def _search_kwargs(self, k: int | None) -> dict[str, Any]:
         filters = dict(self.filters or {})
         if self.session_id is not None:
@@ -73,7 +90,9 @@ class BeeWeaveRetriever(BaseRetriever):
                 "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen}
 
     def _search(self, query: str, k: int | None) -> list[Document]:
-        return [hit_to_document(h) for h in self.memory.search(query, **self._search_kwargs(k))]
+        hits = self._failures.unless_unavailable(
+            "retriever", lambda: self.memory.search(query, **self._search_kwargs(k)), [])
+        return [hit_to_document(h) for h in hits]
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: int | None = None) -> list[Document]:

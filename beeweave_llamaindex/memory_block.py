@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Optional
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -11,9 +12,12 @@ from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from beeweave_core import BeeWeave
+from beeweave_core.degrade import Failures
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 
 __all__ = ["BeeWeaveMemoryBlock", "messages_to_events"]
+
+logger = logging.getLogger(__name__)
 
 
 class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
@@ -52,6 +56,11 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     Memories are read across all of the user's sessions; each event records the
     LlamaIndex session it came from as its ``session_id``.
 
+    When the store is unavailable (a locked file, PostgreSQL down, the server
+    unreachable) the block returns no memories and turns that cannot be handed to the
+    store are dropped; each such failure is logged as a warning and counted in
+    ``errors``, and the next call tries the store again.
+
     Args:
         memory: the BeeWeave store.
         **config: the fields below, and those of ``BaseMemoryBlock`` (``priority``:
@@ -64,23 +73,34 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to return.")
 
     _memory: BeeWeave = PrivateAttr()
+    _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
 
     def __init__(self, memory: BeeWeave, **config: Any) -> None:
         super().__init__(**config)
         self._memory = memory
 
+    @property
+    def errors(self) -> int:
+        """How many searches or hand-offs found the store unavailable (and went on without it)."""
+        return self._failures.count
+
     async def _aget(self, messages: Optional[list[ChatMessage]] = None, **block_kwargs: Any) -> str:
         query = next((m.content for m in reversed(messages or []) if m.role == MessageRole.USER and m.content), "")
         if not query.strip():
             return ""
-        hits = await asyncio.to_thread(self._memory.search, query, user_id=self.user_id, k=self.similarity_top_k)
+        hits = await asyncio.to_thread(self._search, query)
         # One list item per memory; continuation lines are indented so a memory that spans
         # several lines stays recognisably one item.
         return "\n".join("- " + h.chunk.raw_content.replace("\n", "\n  ") for h in hits)
 
+    def _search(self, query: str) -> list[Any]:
+        return self._failures.unless_unavailable("memory block search", lambda: self._memory.search(
+            query, user_id=self.user_id, k=self.similarity_top_k), [])
+
     async def _aput(self, messages: list[ChatMessage]) -> None:
         for event in messages_to_events(messages, user_id=self.user_id, agent_id=self.agent_id):
-            await asyncio.to_thread(self._memory.ingest, event)
+            await asyncio.to_thread(self._failures.unless_unavailable, "memory block ingest",
+                                    lambda e=event: self._memory.ingest(e), None)
 
 
 def messages_to_events(messages: list[ChatMessage], *, user_id: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -12,6 +13,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from beeweave_core import InvalidInputError
+from beeweave_core.degrade import Failures
 
 from .filters import to_beeweave_filters
 from .nodes import hit_to_node
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
     from beeweave_core import BeeWeave, ExpandOptions, Reranker
 
 __all__ = ["BeeWeaveRetriever"]
+
+logger = logging.getLogger(__name__)
 
 
 class BeeWeaveRetriever(BaseRetriever):
@@ -67,6 +71,11 @@ class BeeWeaveRetriever(BaseRetriever):
 
     A ``QueryBundle.embedding`` is not used: it comes from LlamaIndex's embedding
     model, not the store's, so BeeWeave embeds the query string itself.
+
+    When the store is unavailable (a locked file, PostgreSQL down, the server
+    unreachable) the retriever returns no nodes: the failure is logged as a warning and
+    counted in ``errors``, and the next call tries the store again. Bad input still
+    raises ``InvalidInputError``.
     """
 
     def __init__(self, memory: BeeWeave, *, similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
@@ -88,10 +97,17 @@ class BeeWeaveRetriever(BaseRetriever):
         self._search_kwargs: dict[str, Any] = dict(
             user_id=user_id, filters=bw_filters or None, fusion=fusion, min_score=min_score,
             expand=expand, rerank=rerank, mmr=mmr, loosen=loosen)
+        self._failures = Failures(logger)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
+    @property
+    def errors(self) -> int:
+        """How many retrievals found the store unavailable and returned no nodes."""
+        return self._failures.count
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = self.memory.search(query_bundle.query_str, k=self.similarity_top_k, **self._search_kwargs)
+        hits = self._failures.unless_unavailable("retriever", lambda: self.memory.search(
+            query_bundle.query_str, k=self.similarity_top_k, **self._search_kwargs), [])
         return [hit_to_node(h) for h in hits]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

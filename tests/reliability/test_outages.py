@@ -191,17 +191,7 @@ COMPONENTS = {"lc_callback": lc_callback, "lc_retriever": lc_retriever, "lc_memo
               "li_retriever": li_retriever, "li_memory_block": li_memory_block}
 WRITES = {"lc_callback", "lc_memory", "li_memory_block"}  # these hand the turn to ingest
 
-RAISES = ("raises StoreUnavailableError into the agent instead of answering without memories "
-          "(no try/except around search; no warning, no errors counter)")
 KNOWN: dict[tuple[str, str], str] = {  # (outage, component): why it does not degrade gracefully yet
-    ("pg_down", "lc_retriever"): RAISES,
-    ("pg_down", "lc_memory"): RAISES,
-    ("pg_down", "li_retriever"): RAISES,
-    ("pg_down", "li_memory_block"): RAISES,
-    ("unreachable", "lc_retriever"): RAISES,
-    ("unreachable", "lc_memory"): RAISES,
-    ("unreachable", "li_retriever"): RAISES,
-    ("unreachable", "li_memory_block"): RAISES,
 }
 CASES = [pytest.param(o, c, id=f"{o}-{c}",
                       marks=[pytest.mark.xfail(strict=True, reason=KNOWN[(o, c)])] if (o, c) in KNOWN else [])
