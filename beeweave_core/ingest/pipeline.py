@@ -13,8 +13,8 @@ How an event becomes memories:
   memories of their own; the turn memory lists every tool used and every error.
 
 Ids derive from the event id, so processing an event twice stores nothing twice.
-Redaction runs first, on every text and tool value, before anything is normalized,
-extracted, embedded or stored.
+Redaction runs first, on every text, tool value and metadata value, before anything is
+normalized, extracted, embedded or stored.
 """
 
 from __future__ import annotations
@@ -78,6 +78,11 @@ def redact_event(redactor: Redactor, body: dict[str, Any]) -> tuple[dict[str, An
         if c:
             counts[f"step{i}"] = dict(c)
     out["intermediate_steps"] = steps
+    if body.get("metadata"):
+        c: Counter[str] = Counter()
+        out["metadata"] = redactor.redact_tree(body["metadata"], c)
+        if c:
+            counts["metadata"] = dict(c)
     out["redacted"] = True
     out["redactions"] = counts
     return out, counts
@@ -185,10 +190,13 @@ class Pipeline:
         if question:
             pc = ProcessedContent(pc.type, f"{question}\n\n{pc.text}", pc.language, pc.payload)
         ext = self.offline.extract(question, answer, content=pc)
-        info = {"role": "document", "document": dc.document, "chunk": dc.index, "heading": dc.heading,
+        # The heading path starts the chunk's text too: redacted, counted once (there).
+        heading = self.redactor.redact(dc.heading) if isinstance(dc.heading, str) else dc.heading
+        extra = self.redactor.redact_tree(dc.metadata, counts)  # e.g. the other fields of a JSONL record
+        info = {"role": "document", "document": dc.document, "chunk": dc.index, "heading": heading,
                 "redactions": dict(counts) or None}
         return KnowledgeChunk(
             raw_content=text, user_id=user_id, id=dc.chunk_id(user_id), agent_id=agent_id, processed_content=pc,
             summary=ext.summary or None, tags=list(dict.fromkeys([*tags, *dc.tags, *ext.tags])),
             entities=list(ext.entities), intent=ext.intent if question else None, timestamp=now, status=status,
-            metadata={**dc.metadata, "ingest": {k: v for k, v in info.items() if v is not None}})
+            metadata={**extra, "ingest": {k: v for k, v in info.items() if v is not None}})

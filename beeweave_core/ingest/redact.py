@@ -384,6 +384,37 @@ class Redactor:
             return [self.redact_value(v, counts, _depth + 1) for v in value]
         return self.redact(str(value), counts)
 
+    def redact_tree(self, value: Any, counts: Counter[str] | None = None) -> Any:
+        """:meth:`redact_value` at any depth, without recursion: for metadata, which may nest
+        as deep as JSON allows. Keys are kept; every string (and PII-looking number) under
+        them is redacted, values under secret-looking keys are replaced whole."""
+        if not self.enabled or not isinstance(value, (Mapping, list, tuple)):
+            return self.redact_value(value, counts)
+        root: list[Any] = [value]
+        stack: list[tuple[Any, Any]] = [(root, 0)]
+        while stack:
+            holder, key = stack.pop()
+            v = holder[key]
+            if isinstance(v, Mapping):
+                new: dict[Any, Any] = {}
+                for k, item in v.items():
+                    if (isinstance(k, str) and _SECRET_KEY_NAME.match(k) and item not in (None, "")
+                            and not isinstance(item, (Mapping, list, tuple, bool))):
+                        if counts is not None:
+                            counts[PiiKind.SECRET.value] += 1
+                        new[k] = _TOKEN[PiiKind.SECRET]
+                    else:
+                        new[k] = item
+                        stack.append((new, k))
+                holder[key] = new
+            elif isinstance(v, (list, tuple)):
+                items = list(v)
+                holder[key] = items
+                stack.extend((items, i) for i in range(len(items)))
+            else:
+                holder[key] = self.redact_value(v, counts)  # a scalar: no recursion
+        return root[0]
+
 
 def _bare_json_value(m: re.Match[str]) -> bool:
     """Is the match a whole unquoted JSON value (``"card": 4111111111111111,``)?"""

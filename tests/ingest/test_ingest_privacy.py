@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,24 @@ def test_redaction_counts_are_recorded_without_the_values(make_memory) -> None:
     assert m.get("e1:0").metadata["ingest"]["redactions"] == {"email": 1, "phone": 1, "bank_card": 1,
                                                               "national_id": 1, "ip_address": 1, "secret": 1}
     assert m.get("e1:1").metadata["ingest"]["redactions"] == {"email": 1, "secret": 1, "bank_card": 1, "phone": 1}
+
+
+def test_metadata_of_events_and_imported_records_is_redacted(make_memory, tmp_path: Path) -> None:
+    m = make_memory()
+    nested: dict[str, Any] = {"owner": "bob@example.com"}
+    for _ in range(200):  # deeper than redact_value's limit for tool values: still stored, redacted
+        nested = {"inner": nested}
+    m.ingest({"user_id": "u", "id": "e", "query": "who owns the gateway?", "response": "the network team",
+              "metadata": {"contact": "alice.smith@example.com", "phones": ["13812345678"], "api_key": "abc123",
+                           "source": "crm", "deep": nested}})
+    (tmp_path / "faq.jsonl").write_text(json.dumps({"question": "Who approves refunds?", "answer": "The finance lead.",
+                                                    "author": "carol@example.com"}) + "\n", encoding="utf-8")
+    m.import_documents([tmp_path / "faq.jsonl"], user_id="u")
+    assert m.flush(10) and m.dead_letters() == []
+    meta = m.get("e:0").metadata
+    assert meta["contact"] == "[EMAIL]" and meta["phones"] == ["[PHONE]"] and meta["api_key"] == "[SECRET]"
+    assert meta["source"] == "crm"  # keys and harmless values are kept
+    (doc,) = [c for c in everything(m) if c.metadata["ingest"]["role"] == "document"]
+    assert doc.metadata["author"] == "[EMAIL]"
+    text = json.dumps([c.to_dict() for c in everything(m)], ensure_ascii=False)
+    assert "@example.com" not in text and "13812345678" not in text and "abc123" not in text

@@ -103,6 +103,26 @@ def test_values_are_redacted_recursively_and_secret_keys_whole() -> None:
     assert value["password"] == "x"  # the input is not changed
 
 
+def test_trees_of_any_depth_are_redacted_without_recursion() -> None:
+    value = {"to": ["a@b.io", ("c@d.org", 4111111111111111)], "password": "x", "ok": True, "n": None,
+             "nested": {"token": 12345, "note": "ip 10.1.2.3"}}
+    counts: Counter[str] = Counter()
+    out = R.redact_tree(value, counts)
+    assert out == {"to": ["[EMAIL]", ["[EMAIL]", "[CARD]"]], "password": "[SECRET]", "ok": True, "n": None,
+                   "nested": {"token": "[SECRET]", "note": "ip [IP]"}}
+    assert counts == {"email": 2, "bank_card": 1, "secret": 2, "ip_address": 1}
+    assert value["password"] == "x"  # the input is not changed
+    deep: dict = {"mail": "z@y.cn"}
+    for _ in range(5000):  # far deeper than the interpreter's recursion limit
+        deep = {"k": [deep]}
+    node = R.redact_tree(deep)
+    for _ in range(5000):
+        node = node["k"][0]
+    assert node == {"mail": "[EMAIL]"}
+    assert R.redact_tree("call 13812345678") == "call [PHONE]" and R.redact_tree(7) == 7
+    assert Redactor(enabled=False).redact_tree({"m": "z@y.cn"}) == {"m": "z@y.cn"}
+
+
 def test_custom_patterns_run_first_with_their_own_token() -> None:
     r = Redactor(custom=[PiiPattern("employee_id", r"EMP-\d{6}"),
                          PiiPattern("ticket", r"T\d{4}", replacement="<ticket>", validate=lambda s: s != "T0000")])

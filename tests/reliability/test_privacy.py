@@ -171,8 +171,6 @@ def test_redacted_data_is_in_no_file_after_close(tmp_path: Path) -> None:
     assert file_leaks(tmp_path, [s for p in pii for s in secrets_of(p)]) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="an event's metadata is not redacted (ingest/pipeline.py redact_event "
-                                       "redacts query, response and steps; _base_metadata copies event.metadata)")
 def test_personal_data_in_event_metadata_is_redacted(tmp_path: Path) -> None:
     pii = pii_set(random.Random(3))
     with BeeWeave(tmp_path / "memory.db", embedder=HashingEmbedder(32), ingest=IngestConfig()) as m:
