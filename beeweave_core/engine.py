@@ -32,7 +32,7 @@ from .errors import (
 from .filters import Filter, build_filter
 from .context import IndexConfig
 from .fusion import FusionMode, fuse
-from .network import ExpandOptions
+from .network import ExpandOptions, check_ranking
 from .rerank import Reranker, mmr
 from .scoring import ScoringConfig, score_factor
 from .events import EventBus, EventType, MemoryEvent
@@ -103,6 +103,8 @@ def _check_chunk(c: KnowledgeChunk) -> None:
         _check_encodable("summary", c.summary)
     _check_str_list("tags", c.tags)
     _check_str_list("entities", c.entities)
+    if not isinstance(c.pinned, bool):
+        raise InvalidInputError(f"pinned must be True or False, got {type(c.pinned).__name__}")
     pc = c.processed_content
     if pc is not None:
         if not isinstance(pc.text, str):
@@ -287,7 +289,7 @@ class MemoryCore:
         Every record is validated before anything is written; each batch is written
         atomically. ``link=False`` skips relationship mining (bulk imports).
         """
-        if isinstance(records, (str, bytes, Mapping)):
+        if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Iterable):
             raise InvalidInputError("add_many takes a list of records (dicts or KnowledgeChunks)")
         items = [self._to_chunk(r) for r in records]
         ids = [c.id for c, _ in items]
@@ -526,13 +528,7 @@ class MemoryCore:
         qvec = None if query_embedding is None else self._check_vector(query_embedding)
         if min_score is not None and (not isinstance(min_score, (int, float)) or not math.isfinite(min_score)):
             raise InvalidInputError("min_score must be a finite number")
-        if mmr is not None and not (isinstance(mmr, (int, float)) and 0 <= mmr <= 1):
-            raise InvalidInputError("mmr must be a number between 0 and 1")
-        if rerank is not None and not isinstance(rerank, Reranker):
-            raise InvalidInputError("rerank must have a rerank(query, hits) method")
-        opts = ExpandOptions() if expand is True else (expand or None)
-        if opts is not None and not isinstance(opts, ExpandOptions):
-            raise InvalidInputError("expand must be a bool or an ExpandOptions")
+        opts = check_ranking(rerank, mmr, expand)
         if not query.strip():
             raise EmptyContentError("query is empty")
         if k == 0:

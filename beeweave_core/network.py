@@ -18,7 +18,7 @@ from typing import Any
 from .filters import Filter, build_filter
 from .records import ChunkStatus, HitSource, KnowledgeChunk, Relationship, RelationType, SearchHit
 
-__all__ = ["NetworkConfig", "NetworkMixin", "ExpandOptions", "Candidate"]
+__all__ = ["NetworkConfig", "NetworkMixin", "ExpandOptions", "Candidate", "check_ranking"]
 
 _ALL_STATUSES = [s.value for s in ChunkStatus]
 
@@ -69,6 +69,21 @@ class ExpandOptions:
             if bad:
                 raise InvalidInputError(f"unknown edge types {bad}; known: {sorted(allowed)}")
             object.__setattr__(self, "edge_types", names)
+
+
+def check_ranking(rerank: Any, mmr: Any, expand: Any) -> ExpandOptions | None:
+    """Validate the ranking options ``search`` and ``postprocess`` share; return the expansion to do."""
+    from .errors import InvalidInputError
+    from .rerank import Reranker
+
+    if rerank is not None and not isinstance(rerank, Reranker):
+        raise InvalidInputError("rerank must have a rerank(query, hits) method")
+    if mmr is not None and not (isinstance(mmr, (int, float)) and 0 <= mmr <= 1):
+        raise InvalidInputError("mmr must be a number between 0 and 1")
+    opts = ExpandOptions() if expand is True else (expand or None)
+    if opts is not None and not isinstance(opts, ExpandOptions):
+        raise InvalidInputError("expand must be a bool or an ExpandOptions")
+    return opts
 
 
 @dataclass
@@ -249,20 +264,19 @@ class NetworkMixin:
         The input is never modified.
         """
         from .errors import InvalidInputError
-        from .rerank import Reranker
         from .rerank import mmr as mmr_select
         from .scoring import score_factor
 
         if not isinstance(query, str):
             raise InvalidInputError("query must be a string")
+        if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Iterable):
+            raise InvalidInputError("candidates must be a list of Candidate objects")
         cands = list(candidates)
         if not all(isinstance(c, Candidate) for c in cands):
             raise InvalidInputError("candidates must be Candidate objects")
-        if rerank is not None and not isinstance(rerank, Reranker):
-            raise InvalidInputError("rerank must have a rerank(query, hits) method")
-        if top_n is not None and (not isinstance(top_n, int) or top_n < 0):
+        if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 0):
             raise InvalidInputError("top_n must be a non-negative integer")
-        opts = ExpandOptions() if expand is True else (expand or None)
+        opts = check_ranking(rerank, mmr, expand)
         flt = build_filter(filters, user_id=user_id)
         backend = self._backend  # type: ignore[attr-defined]
         now = self.clock()  # type: ignore[attr-defined]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -71,14 +70,13 @@ record = st.fixed_dictionaries(
               "tags": maybe(st.lists(words, max_size=3)), "metadata": maybe(st.dictionaries(texts, junk, max_size=3)),
               "timestamp": junk, "embedding": st.one_of(junk, st.lists(st.floats(), min_size=32, max_size=32)),
               "weight": junk, "summary": maybe(texts), "intent": junk, "entities": maybe(st.lists(texts, max_size=2)),
-              "expires_at": junk, "pinned": st.booleans(),  # any other pinned: a known bug, below
+              "expires_at": junk, "pinned": maybe(st.booleans()),
               "confidence": junk, "bogus": junk})
 
 
 @FUZZ
 @given(records=st.one_of(junk, st.lists(st.one_of(record, junk), max_size=4)), link=st.booleans())
 def test_add_many(store, records: Any, link: bool) -> None:
-    assume(isinstance(records, Iterable))  # a non-iterable is a known bug: test_known_bad_inputs_are_refused
     works_or_refuses(store, lambda: store.add_many(records, link=link, show_progress=False))
 
 
@@ -123,9 +121,8 @@ def test_get_and_get_many(store, cid, many) -> None:
                                                          "session_id", "processed_content", "bogus", "pinned"]),
                                         junk, max_size=3))
 def test_update(store, cid, changes) -> None:
-    # Known bugs, below: a processed_content that is not a dict, a pinned that is not a bool.
+    # Known bug, below: a processed_content that is not a dict.
     assume(not isinstance(changes.get("processed_content", {}), (list, tuple, str, bytes, int, float, frozenset)))
-    assume(isinstance(changes.get("pinned", False), bool))
     works_or_refuses(store, lambda: store.update(cid, **changes))
 
 
@@ -159,8 +156,8 @@ candidate = st.builds(Candidate, id=st.one_of(st.sampled_from([f"m{i}" for i in 
 
 
 @FUZZ
-@given(query=maybe(texts), cands=st.lists(st.one_of(candidate, junk), max_size=4),  # not a list, or an mmr
-       user_id=maybe(words), flt=filters, mmr=st.one_of(st.none(), st.floats()),  # not a number: known bugs
+@given(query=maybe(texts), cands=st.one_of(junk, st.lists(st.one_of(candidate, junk), max_size=4)),
+       user_id=maybe(words), flt=filters, mmr=st.one_of(st.none(), st.floats(), junk),
        expand=st.one_of(st.booleans(), junk), top_n=junk)
 def test_postprocess(store, query, cands, user_id, flt, mmr, expand, top_n) -> None:
     works_or_refuses(store, lambda: store.postprocess(query, cands, user_id=user_id, filters=flt, mmr=mmr,
@@ -186,22 +183,32 @@ def test_ingest(store, ev) -> None:
     works_or_refuses(store, lambda: store.ingest(ev), changes_nothing_on_error=False)
 
 
-KNOWN_BAD = {
+# Once bugs (TypeError, AttributeError, UnicodeEncodeError escaped validation), now refused.
+BAD = {
     "add_many(None)": lambda m: m.add_many(None),
     "add_many(42)": lambda m: m.add_many(42),
-    "update(processed_content=tuple)": lambda m: m.update("m1", processed_content=("text",)),
     "postprocess(candidates=None)": lambda m: m.postprocess("q", None),
     "postprocess(mmr=[0.5])": lambda m: m.postprocess("q", [Candidate("m1", "t")], mmr=[0.5]),
+    "postprocess(expand='x')": lambda m: m.postprocess("q", [Candidate("m1", "t")], expand="x"),
     "add(pinned=bytes)": lambda m: m.add("pinned bytes", user_id="alice", pinned=b"x"),
     "add(pinned=lone surrogate)": lambda m: m.add("pinned text", user_id="alice", pinned="\ud800"),
     "update(pinned=set)": lambda m: m.update("m2", pinned={1, 2}),
 }
 
 
-@pytest.mark.xfail(strict=True, reason="these inputs escape validation: TypeError / AttributeError / "
-                                       "UnicodeEncodeError instead of InvalidInputError (engine.py add_many and "
-                                       "_check_chunk, which checks neither pinned nor processed_content's type; "
-                                       "network.py postprocess)")
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_inputs_are_refused(store, case: str) -> None:
+    assert not works_or_refuses(store, lambda: BAD[case](store))
+
+
+KNOWN_BAD = {
+    "update(processed_content=tuple)": lambda m: m.update("m1", processed_content=("text",)),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="these inputs escape validation: AttributeError instead of "
+                                       "InvalidInputError (engine.py update and _check_chunk, which does not "
+                                       "check processed_content's type)")
 @pytest.mark.parametrize("case", sorted(KNOWN_BAD))
 def test_known_bad_inputs_are_refused(store, case: str) -> None:
     with pytest.raises(BeeWeaveError):
@@ -259,10 +266,11 @@ def test_langchain_memory(store, inputs, outputs, window) -> None:
     works_or_refuses(store, lambda: mem.save_context(inputs, outputs), changes_nothing_on_error=False)
 
 
-LC_KNOWN_BAD = {
+LC_BAD = {  # once plain ValueError / TypeError, now InvalidInputError (still a ValueError)
     "memory: no input key to guess": lambda m: _lc_memory(m).load_memory_variables({}),
     "memory: two outputs to guess from": lambda m: _lc_memory(m).save_context({"input": "hi"}, {"a": "1", "b": "2"}),
     "memory: inputs that are not a dict": lambda m: _lc_memory(m).load_memory_variables(None),
+    "memory: outputs that are not a dict": lambda m: _lc_memory(m).save_context({"input": "hi"}, ["an answer"]),
     "callbacks: feedback for a run id that is not a UUID": lambda m: _lc_handler(m).feedback("not-a-uuid", "up"),
 }
 
@@ -279,12 +287,11 @@ def _lc_handler(m):
     return BeeWeaveCallbackHandler(m, user_id="alice")
 
 
-@pytest.mark.xfail(strict=True, reason="the LangChain face raises plain ValueError / TypeError here "
-                                       "(memory.py _input_text/_output_text, callbacks.py feedback's UUID())")
-@pytest.mark.parametrize("case", sorted(LC_KNOWN_BAD))
-def test_langchain_known_bad_inputs_are_refused(store, case: str) -> None:
-    with pytest.raises(BeeWeaveError):
-        LC_KNOWN_BAD[case](store)
+@pytest.mark.parametrize("case", sorted(LC_BAD))
+def test_langchain_bad_inputs_are_refused(store, case: str) -> None:
+    assert not works_or_refuses(store, lambda: LC_BAD[case](store))  # refused, and nothing changed
+    with pytest.raises(ValueError):  # InvalidInputError is a ValueError, as LangChain callers expect
+        LC_BAD[case](store)
 
 
 # -- the LlamaIndex face -----------------------------------------------------------------------------
