@@ -372,10 +372,7 @@ class Redactor:
         if isinstance(value, Mapping):
             out_map = {}
             for k, v in value.items():
-                if (isinstance(k, str) and _SECRET_KEY_NAME.match(k) and v not in (None, "")
-                        and not isinstance(v, (Mapping, list, tuple, bool))):
-                    if counts is not None:
-                        counts[PiiKind.SECRET.value] += 1
+                if _secret_entry(k, v, counts):
                     out_map[k] = _TOKEN[PiiKind.SECRET]
                 else:
                     out_map[k] = self.redact_value(v, counts, _depth + 1)
@@ -398,10 +395,7 @@ class Redactor:
             if isinstance(v, Mapping):
                 new: dict[Any, Any] = {}
                 for k, item in v.items():
-                    if (isinstance(k, str) and _SECRET_KEY_NAME.match(k) and item not in (None, "")
-                            and not isinstance(item, (Mapping, list, tuple, bool))):
-                        if counts is not None:
-                            counts[PiiKind.SECRET.value] += 1
+                    if _secret_entry(k, item, counts):
                         new[k] = _TOKEN[PiiKind.SECRET]
                     else:
                         new[k] = item
@@ -414,6 +408,16 @@ class Redactor:
             else:
                 holder[key] = self.redact_value(v, counts)  # a scalar: no recursion
         return root[0]
+
+
+def _secret_entry(key: Any, value: Any, counts: Counter[str] | None) -> bool:
+    """Is ``value`` a scalar under a secret-looking key (``password``, ``api_key``...)? Counted if so."""
+    if (isinstance(key, str) and _SECRET_KEY_NAME.match(key) and value not in (None, "")
+            and not isinstance(value, (Mapping, list, tuple, bool))):
+        if counts is not None:
+            counts[PiiKind.SECRET.value] += 1
+        return True
+    return False
 
 
 def _bare_json_value(m: re.Match[str]) -> bool:
