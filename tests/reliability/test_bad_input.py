@@ -345,6 +345,31 @@ def test_llamaindex_memory_block(store, contents) -> None:
     works_or_refuses(store, lambda: asyncio.run(block.aput(messages)), changes_nothing_on_error=False)
 
 
+def _faces_with_a_bad_mmr(m: BeeWeave) -> dict[str, Any]:
+    from llama_index.core.base.llms.types import ChatMessage
+
+    from beeweave_langchain import BeeWeaveMemory, BeeWeaveRetriever
+    from beeweave_llamaindex import BeeWeaveMemoryBlock
+    from beeweave_llamaindex import BeeWeaveRetriever as LIRetriever
+
+    lc_memory = BeeWeaveMemory(memory=m, user_id="alice", input_key="input", search_kwargs={"mmr": 5})
+    block = BeeWeaveMemoryBlock(m, user_id="alice", similarity_top_k=-1)
+    return {"lc_retriever": (BeeWeaveRetriever(memory=m, user_id="alice", mmr=5), lambda r: r.invoke("deploy")),
+            "lc_memory": (lc_memory, lambda mem: mem.load_memory_variables({"input": "deploy"})),
+            "li_retriever": (LIRetriever(m, user_id="alice", mmr=5), lambda r: r.retrieve("deploy")),
+            "li_memory_block": (block, lambda b: asyncio.run(b.aget([ChatMessage(role="user", content="deploy")])))}
+
+
+@pytest.mark.parametrize("face", ["lc_retriever", "lc_memory", "li_retriever", "li_memory_block"])
+def test_faces_degrade_on_outages_only_bad_input_still_raises(store, face: str) -> None:
+    """The faces answer without memories when the store is unavailable (test_outages.py);
+    a caller's mistake is not an outage: it raises and is not counted as one."""
+    obj, call = _faces_with_a_bad_mmr(store)[face]
+    with pytest.raises(InvalidInputError):
+        call(obj)
+    assert obj.errors == 0
+
+
 # -- fixed hostile cases -------------------------------------------------------------------------
 @pytest.mark.parametrize("where", ["add", "update", "ingest", "ingest_step", "search_filter"])
 def test_metadata_nested_ten_thousand_deep_is_a_clean_error(store, where: str) -> None:
