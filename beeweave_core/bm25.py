@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from .bm25_context import ContextPostings, ForwardIndex
+
 __all__ = ["BM25Index", "bm25_idf"]
 
 
@@ -94,7 +96,16 @@ class BM25Index:
         self._nb_total = 0  # sum over live documents of their neighbours' own lengths
         self._nb_len = np.zeros(0, dtype=np.int64)  # per document: its neighbours' own lengths
         self._idf_cache: tuple[int, np.ndarray, float] | None = None  # (version, idf, mean)
+        self._norm_cache: tuple[int, np.ndarray] | None = None  # (version, length norm per slot)
         self._version = 0
+        # Session context (see bm25_context): each slot's terms, and the context postings
+        # built so far (by the queries that needed them), patched by every write.
+        self._fwd = ForwardIndex()
+        self._ctx: dict[int, ContextPostings] = {}
+
+    @property
+    def _spreads(self) -> bool:
+        return bool(self._width and self.context_weight)
 
     # -- bookkeeping ---------------------------------------------------------
     @property
@@ -129,6 +140,15 @@ class BM25Index:
         self._ensure_slot(slot)
         if self._alive[slot]:
             raise ValueError(f"slot {slot} is already indexed")
+        if self._spreads:
+            if self._fwd.get(slot)[0].size:
+                self._ctx.clear()  # a reused slot: stale neighbour credits may name it
+            self._fwd.set(slot, np.fromiter(term_counts.keys(), np.int32, len(term_counts)),
+                          np.fromiter(term_counts.values(), np.int32, len(term_counts)))
+            for term_id, tf in term_counts.items():
+                c = self._ctx.get(term_id)
+                if c is not None:
+                    c.add(slot, tf, 0)
         length = 0
         for term_id, tf in term_counts.items():
             self._ensure_term(term_id)
@@ -153,6 +173,9 @@ class BM25Index:
         self._alive[doc_slots] = True
         self._n_docs += len(doc_slots)
         self._own_total += int(doc_lens.sum())
+        if self._spreads:
+            self._ctx.clear()
+            self._fwd_bulk(slots, term_ids, tfs)
         if len(term_ids):
             self._ensure_term(int(term_ids.max()))
             order = np.argsort(term_ids, kind="stable")
@@ -167,6 +190,19 @@ class BM25Index:
                 self._df[tid] += e - s
         self._version += 1
 
+    def _fwd_bulk(self, slots: np.ndarray, term_ids: np.ndarray, tfs: np.ndarray) -> None:
+        if not len(slots):
+            return
+        order = None
+        if (np.diff(slots) < 0).any():
+            order = np.argsort(slots, kind="stable")
+            slots, term_ids, tfs = slots[order], term_ids[order], tfs[order]
+        bounds = np.flatnonzero(np.diff(slots)) + 1
+        starts = np.concatenate([[0], bounds])
+        counts = np.diff(np.concatenate([starts, [len(slots)]]))
+        self._fwd.set_bulk(slots[starts].astype(np.int64), counts.astype(np.int32), term_ids.astype(np.int32),
+                           tfs.astype(np.int32))
+
     def _set_context_length(self, slot: int) -> None:
         row = self._nb[slot]
         nb_len = int(self._doc_len[row[row >= 0]].sum())
@@ -180,14 +216,30 @@ class BM25Index:
             return
         row = np.full(self._width, -1, np.int32)
         row[: len(neighbours)] = sorted(neighbours)[: self._width]
+        if self._ctx:
+            old = set(self._nb[slot].tolist())
+            new = set(row.tolist())
+            for sign, changed in ((1, new - old), (-1, old - new)):
+                for q in changed:
+                    if q >= 0:
+                        self._credit(slot, q, sign)
         self._nb[slot] = row
         self._set_context_length(slot)
         self._version += 1
+
+    def _credit(self, slot: int, neighbour: int, sign: int) -> None:
+        """Add (sign 1) or take away (-1) a neighbour's counts in ``slot``'s built context postings."""
+        terms, tfs = self._fwd.get(neighbour)
+        for t, tf in zip(terms.tolist(), tfs.tolist()):
+            c = self._ctx.get(t)
+            if c is not None:
+                c.add(slot, 0, sign * tf)
 
     def set_neighbours_bulk(self, slots: np.ndarray, nb: np.ndarray) -> None:
         """Set many neighbour rows at once (rows in canonical order, as ``SessionOrder.add_bulk`` gives)."""
         if not self._width or not len(slots):
             return
+        self._ctx.clear()
         self._nb[slots] = nb
         valid = nb >= 0
         nb_len = np.where(valid, self._doc_len[np.where(valid, nb, 0)], 0.0).sum(axis=1).astype(np.int64)
@@ -204,6 +256,7 @@ class BM25Index:
         """Un-index one document and drop its postings."""
         if slot >= len(self._alive) or not self._alive[slot]:
             return
+        self._ctx.clear()  # rare (merge, expiry, forget): rebuilt by the next queries
         for term_id in term_counts:
             self._df[term_id] -= 1
             self._postings[term_id].remove_slot(slot)
@@ -228,6 +281,14 @@ class BM25Index:
             self._idf_cache = (self._version, idf, mean)
         return self._idf_cache[1], self._idf_cache[2]
 
+    def _norm(self) -> np.ndarray:
+        """Per slot ``k1 * (1 - b + b * dl / avgdl)``, the length part of the BM25 denominator;
+        it changes only with the index, so it is computed once per version, not per query term."""
+        if self._norm_cache is None or self._norm_cache[0] != self._version:
+            k1, b = self.k1, self.b
+            self._norm_cache = (self._version, k1 * (1 - b + b * self._ctx_len / (self.avgdl or 1.0)))
+        return self._norm_cache[1]
+
     # -- scoring -------------------------------------------------------------
     def score(self, query_terms: Mapping[int, int], allowed: np.ndarray | None = None,
               sources: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -239,67 +300,60 @@ class BM25Index:
         optional cheaper pre-filter on the postings themselves; it must be closed
         under neighbourhood (a user or session scope is: neighbours share both),
         so that it never drops a term a returned document's context holds.
+
+        Scores are summed term by term into one dense accumulator over the slots, so
+        the cost is the query's postings plus a few passes over the slot array, with no
+        sorting; the terms are added in the query's order, so the floating-point sums
+        are the same however the index was built.
         """
+        empty = np.zeros(0, np.int64), np.zeros(0)
         if self._n_docs == 0:
-            return np.zeros(0, np.int64), np.zeros(0)
+            return empty
         idf, _ = self._idf()
-        avgdl = self.avgdl
-        k1, b = self.k1, self.b
-        all_slots: list[np.ndarray] = []
-        all_scores: list[np.ndarray] = []
+        norm = self._norm()
+        k1 = self.k1
+        n_slots = len(self._alive)
+        acc: np.ndarray | None = None
+        hit: np.ndarray | None = None
         for term_id, qtf in query_terms.items():
             if term_id >= len(self._postings) or self._df[term_id] <= 0:
                 continue
-            p = self._postings[term_id]
-            slots = p.slots[: p.n]
-            tfs = p.tfs[: p.n].astype(np.float64)
-            if sources is not None:
-                keep = sources[slots]
-                slots, tfs = slots[keep], tfs[keep]
-            if self._width and self.context_weight and len(slots):
-                slots, tfs = self._spread(slots, tfs)
-            if allowed is not None and len(slots):
-                keep = allowed[slots]
-                slots, tfs = slots[keep], tfs[keep]
+            if self._spreads:
+                slots, own, nbr = self._context(term_id, n_slots).view()
+                if sources is not None:  # closed under neighbourhood: filtering receivers is enough
+                    keep = sources[slots]
+                    slots, own, nbr = slots[keep], own[keep], nbr[keep]
+                tfs = own.astype(np.float64) + self.context_weight * nbr.astype(np.float64)
+            else:
+                p = self._postings[term_id]
+                slots = p.slots[: p.n]
+                tfs = p.tfs[: p.n].astype(np.float64)
+                if sources is not None:
+                    keep = sources[slots]
+                    slots, tfs = slots[keep], tfs[keep]
             if not len(slots):
                 continue
-            dl = self._ctx_len[slots]
-            s = idf[term_id] * qtf * (tfs * (k1 + 1)) / (tfs + k1 * (1 - b + b * dl / avgdl))
-            all_slots.append(slots)
-            all_scores.append(s)
-        if not all_slots:
-            return np.zeros(0, np.int64), np.zeros(0)
-        if len(all_slots) == 1:
-            return all_slots[0].astype(np.int64), all_scores[0]
-        slots = np.concatenate(all_slots)
-        scores = np.concatenate(all_scores)
-        n_slots = len(self._alive)
-        if len(slots) * 16 > n_slots:
-            # Many postings: a dense accumulator is O(postings + slots) with no sort.
-            acc = np.bincount(slots, weights=scores, minlength=n_slots)
-            hit = np.zeros(n_slots, bool)
-            hit[slots] = True
-            uniq = np.flatnonzero(hit)
-            return uniq.astype(np.int64), acc[uniq]
-        uniq, inv = np.unique(slots, return_inverse=True)
-        return uniq.astype(np.int64), np.bincount(inv, weights=scores, minlength=len(uniq))
+            s = idf[term_id] * qtf * (tfs * (k1 + 1)) / (tfs + norm[slots])
+            if acc is None:
+                acc = np.zeros(n_slots)
+                hit = np.zeros(n_slots, bool)
+            acc[slots] += s  # slots are unique within one term
+            hit[slots] = True  # type: ignore[index]
+        if acc is None:
+            return empty
+        uniq = np.flatnonzero(hit)
+        if allowed is not None:
+            uniq = uniq[allowed[uniq]]
+        return uniq.astype(np.int64), acc[uniq]
 
-    def _spread(self, slots: np.ndarray, tfs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Term counts of one term with each posting also credited, weighted, to its neighbours."""
-        nb = self._nb[slots]
-        recv = np.concatenate([slots, nb.ravel()])
-        wts = np.concatenate([tfs, np.repeat(tfs * self.context_weight, self._width)])
-        keep = recv >= 0
-        recv, wts = recv[keep], wts[keep]
-        n_slots = len(self._alive)
-        if len(recv) * 16 > n_slots:  # dense accumulation beats sorting for long postings
-            acc = np.bincount(recv, weights=wts, minlength=n_slots)
-            hit = np.zeros(n_slots, bool)
-            hit[recv] = True
-            uniq = np.flatnonzero(hit)
-            return uniq.astype(np.int32), acc[uniq]
-        uniq, inv = np.unique(recv, return_inverse=True)
-        return uniq.astype(np.int32), np.bincount(inv, weights=wts, minlength=len(uniq))
+    def _context(self, term_id: int, n_slots: int) -> ContextPostings:
+        c = self._ctx.get(term_id)
+        if c is None:
+            p = self._postings[term_id]
+            slots = p.slots[: p.n]
+            c = self._ctx[term_id] = ContextPostings.build(slots, p.tfs[: p.n].astype(np.float64), self._nb[slots],
+                                                           n_slots)
+        return c
 
     def top_k(self, query_terms: Mapping[int, int], k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         slots, scores = self.score(query_terms, allowed)

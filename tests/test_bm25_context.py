@@ -1,0 +1,165 @@
+"""BM25 with session context: the index's patched context postings against a slow, obvious
+reference, and against an index built in one go from the same final state.
+
+The reference recomputes everything from the definition at every query: a document's count
+of a term is its own count plus ``w`` times its neighbours' counts, its length likewise, and
+idf/N/avgdl are rank_bm25's over the live documents. The random operations are the ones the
+store performs (insert anywhere in a session, delete, move to another session), with the
+neighbour rows refreshed from a session order, and queries in between, so that some terms'
+context postings are built early and patched many times, others built late.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from beeweave_core.bm25 import BM25Index
+
+K1, B, EPS, RADIUS, W = 1.2, 0.3, 0.25, 2, 0.3
+VOCAB = [f"t{i}" for i in range(40)]
+
+
+class Model:
+    """The state the store would hold: documents, sessions in order, neighbour rows."""
+
+    def __init__(self, rnd: random.Random) -> None:
+        self.rnd = rnd
+        self.docs: dict[int, Counter[int]] = {}
+        self.sessions: dict[int, list[int]] = {}
+        self.session_of: dict[int, int] = {}
+        self.rows: dict[int, list[int]] = {}
+        self.next_slot = 0
+
+    def doc(self) -> Counter[int]:
+        # Zipf-ish: a few terms are in most documents, as in real text.
+        n = self.rnd.randint(1, 8)
+        return Counter(min(int(self.rnd.paretovariate(1.2)) - 1, len(VOCAB) - 1) for _ in range(n))
+
+    def window_rows(self) -> dict[int, list[int]]:
+        rows: dict[int, list[int]] = {}
+        for lst in self.sessions.values():
+            for i, s in enumerate(lst):
+                rows[s] = sorted(lst[max(0, i - RADIUS) : i] + lst[i + 1 : i + RADIUS + 1])
+        return rows
+
+    def refresh(self, index: BM25Index) -> None:
+        new = self.window_rows()
+        for s in self.docs:
+            if new.get(s, []) != self.rows.get(s, []):
+                index.set_neighbours(s, new.get(s, []))
+        self.rows = {s: r for s, r in new.items() if s in self.docs}
+
+    def place(self, slot: int, session: int) -> None:
+        lst = self.sessions.setdefault(session, [])
+        lst.insert(self.rnd.randint(0, len(lst)), slot)
+        self.session_of[slot] = session
+
+    def unplace(self, slot: int) -> None:
+        session = self.session_of.pop(slot)
+        self.sessions[session].remove(slot)
+
+    def step(self, index: BM25Index) -> None:
+        r = self.rnd.random()
+        if r < 0.6 or len(self.docs) < 3:
+            slot, self.next_slot = self.next_slot, self.next_slot + 1
+            self.docs[slot] = self.doc()
+            index.add(slot, dict(self.docs[slot]))
+            self.place(slot, self.rnd.randint(0, 4))
+        elif r < 0.8:
+            slot = self.rnd.choice(sorted(self.docs))
+            index.remove(slot, dict(self.docs.pop(slot)))
+            self.unplace(slot)
+            self.rows.pop(slot, None)
+        else:  # an update that moves a memory to another session (or another place in it)
+            slot = self.rnd.choice(sorted(self.docs))
+            self.unplace(slot)
+            self.place(slot, self.rnd.randint(0, 4))
+        self.refresh(index)
+
+    def reference(self, query: Counter[int]) -> dict[int, float]:
+        n = len(self.docs)
+        lens = {s: sum(c.values()) for s, c in self.docs.items()}
+        ctx_len = {s: lens[s] + W * sum(lens[q] for q in self.rows.get(s, [])) for s in self.docs}
+        avgdl = sum(ctx_len.values()) / n
+        df = Counter(t for c in self.docs.values() for t in c)
+        idf = {t: math.log(n - d + 0.5) - math.log(d + 0.5) for t, d in df.items()}
+        mean = sum(idf.values()) / len(idf)
+        idf = {t: (EPS * mean if v < 0 else v) for t, v in idf.items()}
+        out: dict[int, float] = {}
+        for s, c in self.docs.items():
+            total, hit = 0.0, False
+            for t, qtf in query.items():
+                if t not in df:
+                    continue
+                tf = c.get(t, 0) + W * sum(self.docs[q].get(t, 0) for q in self.rows.get(s, []))
+                if tf:
+                    hit = True
+                    total += idf[t] * qtf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * ctx_len[s] / avgdl))
+            if hit:
+                out[s] = total
+        return out
+
+    def bulk_index(self) -> BM25Index:
+        """A new index built from the final state in one go, as a store does when it opens."""
+        index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+        slots = np.array(sorted(self.docs), np.int64)
+        pairs = [(s, t, tf) for s in slots.tolist() for t, tf in self.docs[s].items()]
+        ps, pt, pf = (np.array(col) for col in zip(*pairs))
+        index.add_bulk(ps.astype(np.int32), pt.astype(np.int64), pf.astype(np.float32), slots,
+                       np.array([sum(self.docs[s].values()) for s in slots.tolist()], np.int64))
+        nb = np.full((len(slots), 2 * RADIUS), -1, np.int32)
+        for i, s in enumerate(slots.tolist()):
+            row = self.rows.get(s, [])
+            nb[i, : len(row)] = row
+        index.set_neighbours_bulk(slots, nb)
+        return index
+
+
+def scores(index: BM25Index, query: Counter[int]) -> dict[int, float]:
+    slots, values = index.score(dict(query))
+    return dict(zip(slots.tolist(), values.tolist()))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_patched_context_postings_match_the_reference(seed: int) -> None:
+    rnd = random.Random(seed)
+    model = Model(rnd)
+    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    for step in range(160):
+        model.step(index)
+        if step % 7 == 0:  # queries in between build some terms' postings early
+            query = Counter(rnd.choice(range(len(VOCAB))) for _ in range(rnd.randint(1, 3)))
+            got, want = scores(index, query), model.reference(query)
+            assert got.keys() == want.keys()
+            for s, v in want.items():
+                assert got[s] == pytest.approx(v, rel=1e-9, abs=1e-12)
+    built = model.bulk_index()
+    for t in range(len(VOCAB)):
+        query = Counter([t])
+        got, fresh = scores(index, query), scores(built, query)
+        assert got == fresh  # patched and freshly built postings agree bit for bit
+        want = model.reference(query)
+        assert got.keys() == want.keys()
+
+
+def test_a_scope_filter_on_receivers_equals_filtering_postings_first() -> None:
+    """``sources`` (a user/session scope, closed under neighbourhood) restricts receivers."""
+    rnd = random.Random(99)
+    model = Model(rnd)
+    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    for _ in range(120):
+        model.step(index)
+    n = max(model.docs) + 1
+    scope = np.zeros(n + 16, bool)
+    for session in (0, 2):
+        scope[model.sessions.get(session, [])] = True
+    for t in range(10):
+        slots, values = index.score({t: 1}, scope, scope)
+        all_slots, all_values = index.score({t: 1})
+        expected = {s: v for s, v in zip(all_slots.tolist(), all_values.tolist()) if scope[s]}
+        assert dict(zip(slots.tolist(), values.tolist())) == expected
