@@ -10,8 +10,9 @@ here directly).
 Why SQLite in WAL mode with ``synchronous=NORMAL``: a committed write has reached the
 operating system, so it survives the process being killed (not a power cut: ``fsync``).
 The writing connection never checkpoints (``wal_autocheckpoint=0``): the worker
-checkpoints from a second connection, outside the queue's lock. ``secure_delete`` zeroes
-processed events in the file, and closing empties the WAL.
+checkpoints from a second connection, outside the queue's lock, whenever it is idle, and
+empties the WAL (TRUNCATE). ``secure_delete`` zeroes processed events in the file, so no
+processed event lingers in the file or its WAL once the worker is idle.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ class SQLiteEventQueue:
             if self.path is not None:
                 self._db.execute("PRAGMA wal_autocheckpoint=0")  # never checkpoint on a caller's put
                 self._ckpt = self._connect(timeout)
+                # The idle checkpoint waits this long (ms) for a caller's write, then tries again later.
+                self._ckpt.execute("PRAGMA busy_timeout=1000")
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot open the ingest queue at {self.path}: {exc}") from exc
         self._pending = self._db.execute("SELECT COUNT(*) FROM events WHERE state='pending'").fetchone()[0]
@@ -267,12 +270,15 @@ class SQLiteEventQueue:
             return victim
 
     def checkpoint(self) -> None:
+        """Copy the WAL into the file and empty it (TRUNCATE): the WAL holds every event as it was
+        queued, raw, until it is emptied; the file keeps only pending and dead events, since
+        ``secure_delete`` zeroes the processed ones."""
         if self._ckpt is None or self._closed:
             return
         try:
-            self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._ckpt.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error:
-            pass  # a busy checkpoint is retried after the next batch
+            pass  # a busy checkpoint is retried when the worker is next idle
 
     def close(self) -> None:
         with self._lock:

@@ -216,6 +216,8 @@ class IngestRuntime:
                 continue
             try:
                 self._process(q, batch)
+                if not self.pending_count():
+                    q.checkpoint()  # before flush() returns: the queue's WAL no longer holds the raw events
                 if delay:
                     logger.info("BeeWeave ingest worker: the store is back; the queued events are being stored")
                 delay = 0.0

@@ -150,9 +150,6 @@ def test_redacted_data_is_not_in_the_store_files_while_open(planted) -> None:
                                                                    ".intake")) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="the ingest queue's WAL (<db>.queue-wal) keeps the raw text of processed "
-                                       "events until close(): the idle checkpoint is PASSIVE, which copies but never "
-                                       "truncates or overwrites the WAL (redact_before_queue=False, the default)")
 def test_redacted_data_is_not_in_the_queue_files_while_open(planted) -> None:
     assert file_leaks(planted["folder"], planted["secrets"]) == {}
 
