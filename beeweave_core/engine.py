@@ -11,6 +11,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +37,7 @@ from .network import ExpandOptions, check_ranking
 from .rerank import Reranker, mmr
 from .scoring import ScoringConfig, score_factor
 from .events import EventBus, EventType, MemoryEvent
-from .records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime, utcnow
+from .records import ChunkStatus, KnowledgeChunk, ProcessedContent, SearchHit, to_datetime, utcnow
 from .store.base import ChunkRow, StoreBackend
 from .tokenizer import Tokenizer, TokenizerConfig
 
@@ -424,13 +425,44 @@ class MemoryCore:
 
         A change of ``raw_content`` (or ``processed_content``) re-tokenises and
         re-embeds the chunk; other fields are rewritten in place. ``id`` cannot change.
+        The changes are applied to the record as it is when written, so feedback or
+        accesses recorded meanwhile (by this process or another) are kept.
         """
         if "id" in changes:
             raise InvalidInputError("a chunk's id cannot change")
-        current = self.get(chunk_id)
         if "content" in changes:
             changes["raw_content"] = changes.pop("content")
-        data = current.to_dict()
+        pc = changes.get("processed_content")
+        if pc is not None and not isinstance(pc, (ProcessedContent, dict)):
+            raise InvalidInputError(
+                f"processed_content must be a ProcessedContent or a dict, got {type(pc).__name__}")
+        current = self.get(chunk_id)
+        new = self._changed(current, changes)  # every check runs before anything is written
+        # Embedding is slow: done now, outside any lock, for the text this update gives.
+        rows = self._rows([(new, None)]) if new.content != current.content else []
+
+        def change(found: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk | ChunkRow]:
+            fresh = found.get(chunk_id)
+            if fresh is None:
+                raise NotFoundError(f"no chunk with id {chunk_id!r} (deleted meanwhile)")
+            out = self._changed(fresh, changes)
+            if out.content == fresh.content:
+                return [out]
+            if rows and rows[0].chunk.content == out.content:
+                return [ChunkRow(out, rows[0].vector, rows[0].terms)]
+            # Another update changed the text this one derives from: embed that (rare).
+            vec = self._check_vector(self.embedder.embed_documents([out.content])[0])
+            return [ChunkRow(out, vec, self.tokenizer(out.content))]
+
+        with self._write_lock():
+            self._backend.modify([chunk_id], change)
+        out = self.get(chunk_id)
+        self._emit(EventType.UPDATED, out, fields=sorted(changes))
+        return out
+
+    def _changed(self, chunk: KnowledgeChunk, changes: Mapping[str, Any]) -> KnowledgeChunk:
+        """``chunk`` with ``changes`` (field -> value) applied, validated as on the way in."""
+        data = chunk.to_dict()
         unknown = set(changes) - set(data)
         if unknown:
             raise InvalidInputError(f"unknown KnowledgeChunk fields: {sorted(unknown)}")
@@ -443,13 +475,11 @@ class MemoryCore:
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(str(exc)) from None
         self._to_chunk(new)  # same validation as on the way in
-        if new.content != current.content:
-            self._backend.replace(self._rows([(new, None)]))
-        else:
-            self._backend.update([new])
-        out = self.get(chunk_id)
-        self._emit(EventType.UPDATED, out, fields=sorted(changes))
-        return out
+        return new
+
+    def _write_lock(self) -> AbstractContextManager[Any]:
+        """Held around a read-modify-write of records; the lifecycle layer shares its own lock."""
+        return nullcontext()
 
     # -- hooks for the network, lifecycle and ingestion layers ----------------------------
     def _emit(self, type_: EventType, chunk: KnowledgeChunk | None, *, chunk_id: str | None = None,

@@ -352,6 +352,67 @@ class BackendConformance:
         assert _ids(world.vector_search(new.vector, flt, 1, exact=True)) == ["w0"]
         assert {(e.source_id, e.target_id) for e in world.edges(["w0"])} == {("w0", "w1"), ("w2", "w0")}
 
+    def test_modify_reads_and_writes_in_one_step(self, world) -> None:
+        world.add_edges([Relationship("w0", "w1", "semantic"), Relationship("w2", "w0", "tag")])
+        seen: list[dict[str, KnowledgeChunk]] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list:
+            seen.append(current)
+            c = current["w0"]
+            return [c.copy(access_count=c.access_count + 2, tags=["new"], status=ChunkStatus.ARCHIVED),
+                    row("w1", "kiwi lime", seed=999, user_id="ann", agent_id="a2", session_id="s1",
+                        timestamp=dt(2024, 2, 1))]
+
+        world.modify(["w0", "w1", "nope", "w0"], change)
+        assert len(seen) == 1 and set(seen[0]) == {"w0", "w1"}  # the records that exist, once each
+        assert seen[0]["w0"] == WORLD[0].chunk  # as stored (no relationships attached)
+        w0 = world.get(["w0"])["w0"]
+        assert (w0.access_count, w0.tags, w0.status) == (2, ["new"], ChunkStatus.ARCHIVED)
+        assert world.count(build_filter({"tags": "new"})) == 0  # archived: the filters see the change
+        assert world.get(["w1"])["w1"].raw_content == "kiwi lime"  # a ChunkRow replaces text and vector
+        flt = build_filter(EVERY_STATUS)
+        assert _ids(world.lexical_search({"kiwi": 1}, flt, 5)) == ["w1"]
+        assert _ids(world.vector_search(vec(999), flt, 1, exact=True)) == ["w1"]
+        assert {(e.source_id, e.target_id) for e in world.edges(["w0", "w1"])} == {("w0", "w1"), ("w2", "w0")}
+
+        calls: list[dict] = []
+        world.modify([], lambda current: calls.append(current) or [])
+        world.modify(["nope"], lambda current: calls.append(current) or [])
+        assert calls == [{}]  # no ids: not called; only missing ids: called with nothing
+
+    def test_modify_writes_nothing_when_change_fails(self, world) -> None:
+        before = world.get(["w0", "w1"])
+
+        def fails(current: dict[str, KnowledgeChunk]) -> list:
+            current["w0"].tags = ["changed"]
+            raise NotFoundError("the caller gives up")
+
+        with pytest.raises(NotFoundError, match="gives up"):
+            world.modify(["w0"], fails)
+        with pytest.raises(BeeWeaveError):  # a record it was not given
+            world.modify(["w0"], lambda current: [current["w0"].copy(tags=["t"]), WORLD[1].chunk.copy(tags=["t"])])
+        assert world.get(["w0", "w1"]) == before
+        world.modify(["w0"], lambda current: [current["w0"].copy(tags=["after"])])  # and it still works
+        assert world.get(["w0"])["w0"].tags == ["after"]
+
+    def test_modify_loses_no_update_between_threads(self, world) -> None:
+        import threading
+
+        def bump(current: dict[str, KnowledgeChunk]) -> list:
+            c = current["w0"]
+            return [c.copy(access_count=c.access_count + 1)]
+
+        def run() -> None:
+            for _ in range(25):
+                world.modify(["w0"], bump)
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert world.get(["w0"])["w0"].access_count == 100
+
     def test_scan_order_and_limit(self, world) -> None:
         everything = build_filter(EVERY_STATUS)
         by_time = [r.chunk.id for r in sorted(WORLD, key=lambda r: r.chunk.timestamp)]
@@ -601,6 +662,7 @@ class BackendConformance:
             "insert": lambda: world.insert([row("n", "kiwi")]),
             "update": lambda: world.update([WORLD[0].chunk]),
             "replace": lambda: world.replace([WORLD[0]]),
+            "modify": lambda: world.modify(["w0"], lambda current: []),
             "delete": lambda: world.delete(["w0"]),
             "lexical_search": lambda: world.lexical_search({"apple": 1}, build_filter(None), 3),
             "vector_search": lambda: world.vector_search(vec(1), build_filter(None), 3),

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..engine import _check_str
 from ..errors import InvalidInputError, NotFoundError
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk, SearchHit
@@ -70,18 +71,31 @@ class LifecycleMixin(MaintenanceMixin, FactsMixin):
         except ValueError:
             raise InvalidInputError(f"signal must be one of used, up, down; got {signal!r}") from None
         ids = id_list(chunk_ids)
-        with self._changes() as box:
-            found = {c.id: c for c in self.get_many(ids)}
-            missing = [i for i in ids if i not in found]
+        for i in ids:
+            _check_str("chunk_id", i)
+        if not ids:
+            return []
+        found: dict[str, KnowledgeChunk] = {}
+        new: list[KnowledgeChunk] = []
+        when: list[datetime] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            missing = [i for i in ids if i not in current]
             if missing:
                 raise NotFoundError(f"no chunk with id {missing[0]!r}")
-            now = self.clock()
-            new = [apply_feedback(found[i], sig, now, self.lifecycle, self.scoring) for i in ids]
-            self.backend.update(new)
+            when.append(self.clock())  # read while the records are held: feedback applies in time order
+            found.update(current)
+            new[:] = [apply_feedback(current[i], sig, when[0], self.lifecycle, self.scoring) for i in ids]
+            return new
+
+        with self._changes() as box:
+            # Read and written in one step of the backend: a feedback, access or update that
+            # another thread or process writes meanwhile is read here, never overwritten.
+            self.backend.modify(ids, change)
             for c in new:
                 was_stale = bool(found[c.id].metadata.get(STALE_KEY))
                 if c.metadata.get(STALE_KEY) and not was_stale:
-                    flag(self.backend, c, "stale", now)
+                    flag(self.backend, c, "stale", when[0])
                 elif was_stale and not c.metadata.get(STALE_KEY):
                     unflag(self.backend, c.id, "stale")
                 box.emit(EventType.UPDATED, c, fields=_changed_fields(found[c.id], c), feedback=sig.value)
@@ -134,18 +148,19 @@ class LifecycleMixin(MaintenanceMixin, FactsMixin):
         super()._after_search(hits, now)
 
     def _write_access(self, pending: Pending) -> None:
-        with self._lc_lock:
-            found = self.backend.get(list(pending))
-            for c in found.values():
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            for c in current.values():  # memories deleted meanwhile are not there: skipped
                 n, last = pending[c.id]
                 c.access_count += n
                 c.last_accessed = last if c.last_accessed is None else max(c.last_accessed, last)
-                c.relationships = []
-            try:
-                self.backend.update(list(found.values()))
-            except NotFoundError:  # deleted by another thread meanwhile: write the others
-                alive = self.backend.contains(list(found))
-                self.backend.update([c for c in found.values() if c.id in alive])
+            return list(current.values())
+
+        with self._lc_lock:
+            self.backend.modify(list(pending), change)
+
+    def _write_lock(self) -> threading.RLock:
+        """``update()`` holds the lifecycle's lock: no feedback or access write interleaves."""
+        return self._lc_lock
 
     def flush(self) -> None:
         """Write pending access counts, then persist the store (see ``MemoryCore.flush``)."""

@@ -8,7 +8,7 @@ with the filter applied inside the query.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -17,7 +17,7 @@ import numpy as np
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 
-__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport"]
+__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport", "split_changes"]
 
 # Bumped by every named migration; a store newer than the code refuses to open.
 SCHEMA_VERSION = 1
@@ -46,6 +46,21 @@ class VerifyReport:
         return not self.problem_count and not self.problems
 
 
+def split_changes(new: Sequence[KnowledgeChunk | ChunkRow],
+                  given: Mapping[str, KnowledgeChunk]) -> tuple[list[KnowledgeChunk], list[ChunkRow]]:
+    """What a ``modify`` change returned: (records to update, rows to replace). A record it
+    was not given is a programming error and writes nothing."""
+    chunks, rows = [], []
+    for n in new:
+        cid = n.chunk.id if isinstance(n, ChunkRow) else n.id
+        if cid not in given:
+            from ..errors import InvalidInputError
+
+            raise InvalidInputError(f"modify: the change returned {cid!r}, a record it was not given")
+        (rows if isinstance(n, ChunkRow) else chunks).append(n)
+    return chunks, rows
+
+
 @runtime_checkable
 class StoreBackend(Protocol):
     # -- metadata --------------------------------------------------------------
@@ -62,6 +77,18 @@ class StoreBackend(Protocol):
 
     def replace(self, rows: Sequence[ChunkRow]) -> None:
         """Rewrite records whose text changed: record, vector and postings together."""
+
+    def modify(self, ids: Sequence[str],
+               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
+        """Read-modify-write records with no lost update.
+
+        ``change`` gets the records of ``ids`` that exist (id -> record, without
+        relationships), read while no other writer, thread or process, can change them,
+        and returns new versions of some of them: a ``KnowledgeChunk`` is written as by
+        ``update``, a ``ChunkRow`` (changed text) as by ``replace``. Only then may another
+        writer read them. If ``change`` raises, nothing is written and the error goes to
+        the caller. ``change`` must not call the backend. With no ids it is not called.
+        """
 
     def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
 

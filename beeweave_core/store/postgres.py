@@ -45,7 +45,7 @@ from ..events import EventType
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..vectors import EXACT_LIMIT
-from .base import ChunkRow, VerifyReport
+from .base import ChunkRow, VerifyReport, split_changes
 
 try:
     import psycopg
@@ -351,55 +351,86 @@ class PostgresStore:
         prepared = {cid: _checked(c) for cid, c in latest.items()}
         if not prepared:
             return
-        t = self.tenant
         with self._write() as conn:
-            old = {r[0]: r[1:] for r in conn.execute(
-                "SELECT id, seq, user_id, session_id, ts, nb_len FROM chunks WHERE tenant = %s AND id = ANY(%s)",
-                (t, list(prepared)))}
-            missing = [i for i in prepared if i not in old]
-            if missing:
-                raise NotFoundError(f"no chunk with id {missing[0]!r}")
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "UPDATE chunks SET user_id = %s, agent_id = %s, session_id = %s, ts = %s, status = %s, ctype = %s, "
-                    "intent = %s, tags = %s, entities = %s, doc = %s::json WHERE tenant = %s AND id = %s",
-                    [(*cols[1:], t, cid) for cid, cols in prepared.items()])
-            changes: pg_index.SessionChanges = {}
-            moved, nb = [], 0
-            for cid, cols in prepared.items():
-                seq, user, session, ts, nb_len = old[cid]
-                if (user, session, ts) == (cols[1], cols[3], cols[4]):
-                    continue
-                moved.append(seq)
-                nb -= nb_len
-                if session is not None:
-                    changes.setdefault((user, session), []).append((ts, seq))
-                if cols[3] is not None:
-                    changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
-            if moved and self.index_config.context_radius:
-                conn.execute("DELETE FROM neighbours WHERE tenant = %s AND seq = ANY(%s)", (t, moved))
-                conn.execute("UPDATE chunks SET nb_len = 0 WHERE tenant = %s AND seq = ANY(%s)", (t, moved))
-                nb += pg_index.rethread(conn, t, self.index_config.context_radius, changes)
-                pg_index.bump_stats(conn, t, nb_length=nb)
-            self._notify(conn, EventType.UPDATED, [(c[0], c[1], c[2], c[8]) for c in prepared.values()])
+            self._update(conn, prepared)
+
+    def _update(self, conn: psycopg.Connection, prepared: dict[str, tuple[Any, ...]]) -> None:
+        t = self.tenant
+        old = {r[0]: r[1:] for r in conn.execute(
+            "SELECT id, seq, user_id, session_id, ts, nb_len FROM chunks WHERE tenant = %s AND id = ANY(%s)",
+            (t, list(prepared)))}
+        missing = [i for i in prepared if i not in old]
+        if missing:
+            raise NotFoundError(f"no chunk with id {missing[0]!r}")
+        with conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE chunks SET user_id = %s, agent_id = %s, session_id = %s, ts = %s, status = %s, ctype = %s, "
+                "intent = %s, tags = %s, entities = %s, doc = %s::json WHERE tenant = %s AND id = %s",
+                [(*cols[1:], t, cid) for cid, cols in prepared.items()])
+        changes: pg_index.SessionChanges = {}
+        moved, nb = [], 0
+        for cid, cols in prepared.items():
+            seq, user, session, ts, nb_len = old[cid]
+            if (user, session, ts) == (cols[1], cols[3], cols[4]):
+                continue
+            moved.append(seq)
+            nb -= nb_len
+            if session is not None:
+                changes.setdefault((user, session), []).append((ts, seq))
+            if cols[3] is not None:
+                changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
+        if moved and self.index_config.context_radius:
+            conn.execute("DELETE FROM neighbours WHERE tenant = %s AND seq = ANY(%s)", (t, moved))
+            conn.execute("UPDATE chunks SET nb_len = 0 WHERE tenant = %s AND seq = ANY(%s)", (t, moved))
+            nb += pg_index.rethread(conn, t, self.index_config.context_radius, changes)
+            pg_index.bump_stats(conn, t, nb_length=nb)
+        self._notify(conn, EventType.UPDATED, [(c[0], c[1], c[2], c[8]) for c in prepared.values()])
 
     def replace(self, rows: Sequence[ChunkRow]) -> None:
-        # A changed text means new postings and a new vector: delete and re-insert under
-        # the same id, keeping edges, in one transaction.
         self._check()
         rows = list(rows)
         if not rows:
             return
+        prepared = self._prepare_rows(rows)
+        with self._write() as conn:
+            self._replace(conn, prepared)
+        self._maybe_index(len(rows[0].vector))
+
+    @staticmethod
+    def _prepare_rows(rows: list[ChunkRow]) -> list[tuple[tuple[Any, ...], ChunkRow]]:
         ids = [r.chunk.id for r in rows]
         if len(set(ids)) != len(ids):
             raise DuplicateIdError("replace got the same id twice")
-        prepared = [(_checked(r.chunk), r) for r in rows]
+        return [(_checked(r.chunk), r) for r in rows]
+
+    def _replace(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]]) -> None:
+        # A changed text means new postings and a new vector: delete and re-insert under
+        # the same id, keeping edges, in one transaction.
+        ids = [cols[0] for cols, _ in prepared]
+        kept = self._edges(conn, ids, None, "both")
+        self._delete(conn, ids, None)
+        self._insert(conn, prepared, EventType.UPDATED)
+        self._add_edges(conn, kept)
+
+    def modify(self, ids: Sequence[str],
+               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
+        self._check()
+        ids = list(dict.fromkeys(clean(ids)))
+        if not ids:
+            return
         with self._write() as conn:
-            kept = self._edges(conn, ids, None, "both")
-            self._delete(conn, ids, None)
-            self._insert(conn, prepared, EventType.UPDATED)
-            self._add_edges(conn, kept)
-        self._maybe_index(len(rows[0].vector))
+            # FOR UPDATE: the rows stay locked until this transaction ends, so a writer in any
+            # process (or a store without the tenant lock) waits and then reads what is written here.
+            current = {cid: KnowledgeChunk.from_dict(doc) for cid, doc in conn.execute(
+                "SELECT id, doc FROM chunks WHERE tenant = %s AND id = ANY(%s) ORDER BY id FOR UPDATE",
+                (self.tenant, ids))}
+            chunks, rows = split_changes(change(current), current)
+            if chunks:
+                self._update(conn, {c.id: _checked(c) for c in chunks})
+            if rows:
+                self._replace(conn, self._prepare_rows(rows))
+        if rows:
+            self._maybe_index(len(rows[0].vector))
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         self._check()

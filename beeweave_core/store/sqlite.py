@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, Sto
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..vectors import VectorIndex, matvec
-from .base import SCHEMA_VERSION, ChunkRow, VerifyReport
+from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, split_changes
 from .columns import AttributeColumns
 
 __all__ = ["SQLiteStore"]
@@ -401,28 +401,39 @@ class SQLiteStore:
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         with self._lock:
             self._check()
-            missing = [c.id for c in chunks if c.id not in self._slot_of]
-            if missing:
-                from ..errors import NotFoundError
-
-                raise NotFoundError(f"no chunk with id {missing[0]!r}")
+            self._require([c.id for c in chunks])
             with self._tx():
-                for c in chunks:
-                    cols = self._columns(c)
-                    self._db.execute(
-                        "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
-                        " tags=?, entities=?, doc=? WHERE id=?", (*cols[1:], c.id))
-            touched: list[int] = []
-            for c in chunks:
-                slot = self._slot_of[c.id]
-                touched.append(slot)  # its own neighbours change too (e.g. it left its session)
-                touched += self._order.remove(slot)
-                self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
-                               c.status.value, c.processed_content.type.value if c.processed_content else "text",
-                               c.intent.value if c.intent else None, c.tags, c.entities)
-                touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(),
-                                           self._seqs[slot])
-            self._refresh_neighbours(touched)
+                self._write_records(chunks)
+            self._mirror_records(chunks)
+
+    def _require(self, ids: Sequence[str]) -> None:
+        missing = [i for i in ids if i not in self._slot_of]
+        if missing:
+            from ..errors import NotFoundError
+
+            raise NotFoundError(f"no chunk with id {missing[0]!r}")
+
+    def _write_records(self, chunks: Sequence[KnowledgeChunk]) -> None:
+        """The UPDATE statements of ``update``, inside the caller's transaction."""
+        for c in chunks:
+            cols = self._columns(c)
+            self._db.execute(
+                "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
+                " tags=?, entities=?, doc=? WHERE id=?", (*cols[1:], c.id))
+
+    def _mirror_records(self, chunks: Sequence[KnowledgeChunk]) -> None:
+        """Committed: mirror rewritten records into the in-memory columns and session order."""
+        touched: list[int] = []
+        for c in chunks:
+            slot = self._slot_of[c.id]
+            touched.append(slot)  # its own neighbours change too (e.g. it left its session)
+            touched += self._order.remove(slot)
+            self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
+                           c.status.value, c.processed_content.type.value if c.processed_content else "text",
+                           c.intent.value if c.intent else None, c.tags, c.entities)
+            touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(),
+                                       self._seqs[slot])
+        self._refresh_neighbours(touched)
 
     def replace(self, rows: Sequence[ChunkRow]) -> None:
         # A changed text means new postings and a new vector: delete and re-insert
@@ -434,6 +445,21 @@ class SQLiteStore:
             self._delete(ids, keep_edges=True)
             self.insert(rows)
             self.add_edges(edges)
+
+    def modify(self, ids: Sequence[str],
+               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
+        with self._lock:  # no other thread of this store writes between the read and the write
+            self._check()
+            if not ids:
+                return
+            wanted = [i for i in dict.fromkeys(ids) if i in self._slot_of]
+            with self._tx():  # BEGIN IMMEDIATE: nor does another connection to the file
+                current = self._chunks_from_rows(self._record_rows(wanted), edges=False)
+                chunks, rows = split_changes(change(current), current)
+                self._write_records(chunks)
+            self._mirror_records(chunks)
+            if rows:  # new text: postings and vector change too (still under this store's lock)
+                self.replace(rows)
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         with self._lock:
@@ -472,9 +498,9 @@ class SQLiteStore:
             self._check()
             return {i for i in ids if i in self._slot_of}
 
-    def _chunks_from_rows(self, rows: Sequence[tuple[str, str]]) -> dict[str, KnowledgeChunk]:
+    def _chunks_from_rows(self, rows: Sequence[tuple[str, str]], *, edges: bool = True) -> dict[str, KnowledgeChunk]:
         out = {cid: KnowledgeChunk.from_dict(json.loads(doc)) for cid, doc in rows}
-        if out:
+        if out and edges:
             for e in self.edges(list(out), direction="out"):
                 out[e.source_id].relationships.append(e)
         return out
@@ -483,12 +509,15 @@ class SQLiteStore:
         with self._lock:
             self._check()
             wanted = [i for i in dict.fromkeys(ids) if i in self._slot_of]
-            rows: list[tuple[str, str]] = []
-            for i in range(0, len(wanted), 500):
-                part = wanted[i : i + 500]
-                rows += self._db.execute(
-                    f"SELECT id, doc FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall()
-            return self._chunks_from_rows(rows)
+            return self._chunks_from_rows(self._record_rows(wanted))
+
+    def _record_rows(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        rows: list[tuple[str, str]] = []
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            rows += self._db.execute(
+                f"SELECT id, doc FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall()
+        return rows
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]:

@@ -155,6 +155,7 @@ def test_a_read_only_store_reads_like_the_primary_and_refuses_writes(pg_url) -> 
             "insert": lambda: replica.insert([_row("r3", "kiwi")]),
             "delete": lambda: replica.delete(["r1"]),
             "update": lambda: replica.update([primary.get(["r1"])["r1"]]),
+            "modify": lambda: replica.modify(["r1"], lambda current: list(current.values())),
             "set_meta": lambda: replica.set_meta("k", "v"),
             "kv_put": lambda: replica.kv_put("ns", "k", {}),
             "log_append": lambda: replica.log_append("s", "k", {}),

@@ -12,9 +12,11 @@ What "reconciles" means, per the lifecycle's rules (clock fixed, so nothing deca
   signals (accesses are written in batches; ``flush()`` writes the rest);
 * a search scoped to a user never returns another user's memory.
 
-On PostgreSQL each process rates its own users' memories: two stores rating one memory
-lose updates (a strict xfail below shows it deterministically), as do an ``update()``
-and a ``feedback()`` racing in one process.
+On PostgreSQL the soak's processes rate their own users' memories; rating one memory from
+two stores, and an ``update()`` racing a ``feedback()``, are tested deterministically below:
+every read-modify-write of a record (feedback, access counts, ``update()``) goes through the
+backend's ``modify``, which holds the records (the lifecycle lock in one process, row locks
+on PostgreSQL) from the read to the write, so no signal given meanwhile is lost.
 
 Durations: ``BEEWEAVE_SOAK_SECONDS`` (default 20) for the threads,
 ``BEEWEAVE_PG_SOAK_SECONDS`` (default 10) for the processes.
@@ -173,47 +175,57 @@ def test_eight_threads_on_the_embedded_store(tmp_path: Path) -> None:
 
 
 @contextmanager
-def meanwhile(obj: object, method: str, action) -> Iterator[None]:
-    """Run ``action`` on another thread the first time ``obj.method`` is called, just before the
-    call goes on (waiting for it at most a second: a fixed store may make it wait for a lock)."""
-    original = getattr(obj, method)
+def while_held(backend, action) -> Iterator[None]:
+    """Run ``action`` on another thread the first time ``backend.modify`` has read its records
+    and not yet written them, i.e. inside the read-modify-write, and let the write go on after
+    ``action`` ends or a second has passed (a store that holds the records makes it wait)."""
+    original = backend.modify
     started: list[threading.Thread] = []
 
-    def wrapped(*args, **kwargs):
-        if not started:
-            th = threading.Thread(target=action)
-            started.append(th)
-            th.start()
-            th.join(1.0)
-        return original(*args, **kwargs)
+    def modify(ids, change):
+        def hooked(current):
+            if not started:
+                th = threading.Thread(target=action)
+                started.append(th)
+                th.start()
+                th.join(1.0)
+            return change(current)
 
-    setattr(obj, method, wrapped)
+        return original(ids, hooked)
+
+    backend.modify = modify
     try:
         yield
     finally:
-        setattr(obj, method, original)
+        del backend.modify  # the bound method again
         for th in started:
             th.join(30)
+    assert started, "modify was never called"
 
 
-@pytest.mark.xfail(strict=True, reason="update() is not serialised with feedback(): update() writes back the "
-                                       "feedback counts it read before, so a feedback given meanwhile is lost")
-def test_feedback_given_while_update_runs_is_kept() -> None:
+@pytest.mark.parametrize("changes", [{"tags": ["ops"]}, {"content": "the deploy moved to the nomad cluster"}],
+                         ids=["attributes", "text"])
+def test_feedback_given_while_update_runs_is_kept(changes) -> None:
     m = BeeWeave(embedder=HashingEmbedder(32))
     try:
         cid = m.add("the deploy runs on the kubernetes cluster", user_id="u")
-        with meanwhile(m.backend, "update", lambda: m.feedback(cid, "up")):
-            m.update(cid, tags=["ops"])
+        with while_held(m.backend, lambda: m.feedback(cid, "up")):
+            m.update(cid, **changes)
         c = m.get(cid)
-        assert c.tags == ["ops"] and c.metadata.get("feedback", {}).get("up") == 1
+        assert c.metadata.get("feedback", {}).get("up") == 1 and c.weight == 1.5
+        assert c.tags == changes.get("tags", []) and c.raw_content == changes.get("content", c.raw_content)
+        if "content" in changes:
+            assert [h.id for h in m.search("nomad", user_id="u")] == [cid]
+        assert m.verify().ok
     finally:
         m.close()
 
 
 def test_many_threads_updating_and_rating_one_memory_raise_nothing() -> None:
-    """Update and feedback race (see the xfail above) but never fail or corrupt the record."""
+    """Updates, feedback and searches on one memory at once: nothing fails, nothing is lost."""
     m = BeeWeave(embedder=HashingEmbedder(32))
     errors: list[BaseException] = []
+    hits: Counter = Counter()
     try:
         cid = m.add("the deploy runs on the kubernetes cluster", user_id="u")
 
@@ -225,7 +237,8 @@ def test_many_threads_updating_and_rating_one_memory_raise_nothing() -> None:
                 errors.append(exc)
 
         jobs = [lambda i: m.feedback(cid, "used"), lambda i: m.update(cid, tags=[f"t{i % 7}"]),
-                lambda i: m.search("kubernetes deploy", user_id="u"), lambda i: m.feedback(cid, "up")]
+                lambda i: hits.update(h.id for h in m.search("kubernetes deploy", user_id="u")),
+                lambda i: m.feedback(cid, "up")]
         threads = [threading.Thread(target=run, args=(fn,)) for fn in jobs]
         for th in threads:
             th.start()
@@ -233,7 +246,10 @@ def test_many_threads_updating_and_rating_one_memory_raise_nothing() -> None:
             th.join()
         assert errors == []
         m.flush()
-        assert m.verify().ok and m.get(cid).tags[0].startswith("t")
+        c = m.get(cid)
+        assert m.verify().ok and c.tags[0].startswith("t")
+        assert (c.metadata["feedback"]["used"], c.metadata["feedback"]["up"]) == (100, 100)
+        assert c.access_count == hits[cid] + 100
     finally:
         m.close()
 
@@ -293,15 +309,16 @@ def test_processes_on_postgresql_reconcile_their_own_memories(pg_url) -> None:  
     _pg_check(pg_url, tenant, shared, results)
 
 
-@pytest.mark.xfail(strict=True, reason="feedback() reads a record and writes it back in another transaction; "
-                                       "the lock that orders them is per process, so on PostgreSQL a feedback "
-                                       "another process commits meanwhile is lost")
 def test_two_processes_rating_one_memory_on_postgresql_lose_nothing(pg_url) -> None:  # noqa: F811
     tenant, shared = _pg_setup(pg_url)
     cid = shared[0]
     kw = dict(tenant=tenant, embedder=HashingEmbedder(32), clock=lambda: FIXED)
     with BeeWeave.from_url(pg_url, **kw) as a, BeeWeave.from_url(pg_url, **kw) as b:  # two stores: two processes
-        with meanwhile(a.backend, "update", lambda: b.feedback(cid, "up")):
+        with while_held(a.backend, lambda: b.feedback(cid, "up")):
             a.feedback(cid, "used")
         fb = a.get(cid).metadata.get("feedback", {})
         assert (fb.get("used"), fb.get("up")) == (1, 1)
+        with while_held(b.backend, lambda: a.feedback(cid, "down")):
+            b.update(cid, tags=["ops"])
+        c = a.get(cid)
+        assert c.tags == ["ops"] and c.metadata["feedback"]["down"] == 1 and c.access_count == 1
