@@ -257,9 +257,37 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
 
     def _send_feedback(self, ids: Sequence[str], signal: str) -> None:
         try:
-            self.memory.feedback(list(ids), signal)
+            self._rate(ids, signal)
         except Exception:
             self._failed("feedback")
+
+    def _rate(self, ids: Sequence[str], signal: str) -> list[str]:
+        """Send ``signal`` to the memories ``ids``; return the ids that got it.
+
+        The store refuses the whole batch when one id is unknown, and a memory a run used
+        may be gone by the time it is rated (merged into a duplicate, expired, deleted):
+        then each is rated on its own, and the gone ones are skipped and logged rather
+        than costing the others their signal."""
+        ids = list(ids)
+        try:
+            self.memory.feedback(ids, signal)
+            return ids
+        except NotFoundError:
+            if len(ids) < 2:
+                rated: list[str] = []
+            else:
+                rated = [i for i in ids if self._rate_one(i, signal)]
+        skipped = [i for i in ids if i not in rated]
+        logger.warning("BeeWeave: %d memories were gone before the %r feedback (merged or deleted); "
+                       "skipped: %s", len(skipped), signal, ", ".join(skipped))
+        return rated
+
+    def _rate_one(self, memory_id: str, signal: str) -> bool:
+        try:
+            self.memory.feedback([memory_id], signal)
+            return True
+        except NotFoundError:
+            return False
 
     # -- agents, tools, retrievers: nested runs ---------------------------------------------
     @_guarded
@@ -316,8 +344,9 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
     def feedback(self, run_id: UUID | str, signal: str) -> list[str]:
         """Forward a user's rating ("up" or "down") of a finished run to the memories it used.
 
-        Returns the ids of those memories. Raises ``NotFoundError`` for a run this
-        handler did not follow (or has forgotten: it keeps the last ``keep_runs``), and
+        Returns the ids of those memories that got the rating: one merged or deleted since
+        the run is skipped (and logged). Raises ``NotFoundError`` for a run this handler
+        did not follow (or has forgotten: it keeps the last ``keep_runs``), and
         ``InvalidInputError`` for a ``run_id`` that is not a UUID.
         """
         try:
@@ -329,5 +358,4 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
         if ids is None:
             raise NotFoundError(f"no finished run {key} is known to this handler "
                                 f"(it remembers the last {self.keep_runs} runs)")
-        self.memory.feedback(list(ids), signal)
-        return list(ids)
+        return self._rate(ids, signal)

@@ -82,6 +82,28 @@ def test_used_and_rated_memories_change_weight(memory) -> None:
     assert memory.get(fact).weight < used
 
 
+def test_a_memory_gone_before_the_rating_costs_the_others_nothing(memory, caplog) -> None:
+    kept, gone = memory.add(ANSWER, user_id="alice"), memory.add(f"{ANSWER} (an older note)", user_id="alice")
+    search = memory.search
+
+    def search_then_merge(*args, **kwargs):
+        hits = search(*args, **kwargs)
+        memory.delete(gone)  # e.g. merged into its duplicate before the run ends
+        return hits
+
+    memory.search = search_then_merge
+    handler = BeeWeaveCallbackHandler(memory, user_id="alice")
+    recall_agent(memory, user_id="alice", k=2).invoke(user_says(QUESTION), config={"callbacks": [handler]})
+    del memory.search
+    assert handler.errors == 0
+    assert any(gone in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)  # reported
+    assert memory.get(kept).metadata["feedback"] == {"used": 1}  # the "used" signal still reached it
+    assert handler.feedback(handler.last_run_id, "up") == [kept]
+    assert memory.get(kept).metadata["feedback"]["up"] == 1
+    memory.delete(kept)
+    assert handler.feedback(handler.last_run_id, "down") == []  # nothing left to rate: nothing fails
+
+
 def test_a_bad_rating_is_refused_by_the_store(memory) -> None:
     from beeweave_core import InvalidInputError
 
