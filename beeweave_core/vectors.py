@@ -5,6 +5,12 @@ Vectors are L2-normalised, so inner product is cosine similarity. Deleted slots 
 tombstones (FAISS HNSW cannot remove points); searches pass the live/filter mask to
 FAISS as an ``IDSelectorBitmap``, so a filter restricts the search itself instead of
 trimming its output, and a selective filter costs no recall.
+
+Slots ``[0, graph_n)`` are in the graph and their vectors live only in FAISS's storage
+(read through a numpy view, never copied: a second copy would cost 1.5 KB per memory).
+Newer slots wait in a *tail* array that every search scans exactly, and join the graph
+in batches of ``tail_limit``: one insert never pays for a graph insertion, and a bulk
+load builds the graph as it goes instead of at the first search.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ __all__ = ["VectorIndex", "normalize", "matvec"]
 
 # Below this many candidates an exact scan is both faster and exact.
 EXACT_LIMIT = 10_000
+# Vectors not yet in the graph; scanning this many exactly costs well under a millisecond.
+TAIL_LIMIT = 2_048
 
 
 def matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -35,16 +43,18 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
 
 class VectorIndex:
     def __init__(self, dim: int, *, hnsw_m: int = 32, ef_construction: int = 40, ef_search: int = 96,
-                 exact_limit: int = EXACT_LIMIT) -> None:
+                 exact_limit: int = EXACT_LIMIT, tail_limit: int | None = None) -> None:
         self.dim = dim
         self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
         self.exact_limit = exact_limit
-        self._mat = np.zeros((0, dim), dtype=np.float32)
+        self.tail_limit = max(1, min(TAIL_LIMIT, exact_limit)) if tail_limit is None else tail_limit
+        self._tail = np.zeros((0, dim), dtype=np.float32)  # vectors of slots [_hnsw_n, _n)
         self._n = 0  # slots used (live and dead)
         self._alive = np.zeros(0, dtype=bool)
         self._n_alive = 0
         self._hnsw = None  # faiss.IndexHNSWFlat over slots [0, _hnsw_n)
         self._hnsw_n = 0
+        self._graph_vecs = np.zeros((0, dim), dtype=np.float32)  # view of the graph's storage
 
     @property
     def has_graph(self) -> bool:
@@ -54,28 +64,40 @@ class VectorIndex:
     def n_alive(self) -> int:
         return self._n_alive
 
+    @property
+    def graph_size(self) -> int:
+        return self._hnsw_n
+
     def _grow(self, need: int) -> None:
-        if need > len(self._mat):
-            cap = max(need, 2 * len(self._mat), 64)
-            mat = np.zeros((cap, self.dim), dtype=np.float32)
-            mat[: self._n] = self._mat[: self._n]
-            self._mat = mat
+        if need > len(self._alive):
+            cap = max(need, 2 * len(self._alive), 64)
             alive = np.zeros(cap, dtype=bool)
             alive[: self._n] = self._alive[: self._n]
             self._alive = alive
+        rows = need - self._hnsw_n
+        if rows > len(self._tail):
+            cap = max(rows, 2 * len(self._tail), 64)
+            tail = np.zeros((cap, self.dim), dtype=np.float32)
+            tail[: self._n - self._hnsw_n] = self._tail[: self._n - self._hnsw_n]
+            self._tail = tail
 
     def set(self, slots: np.ndarray, vectors: np.ndarray) -> None:
         """Store vectors at the given slots (new slots at or after the end)."""
         if not len(slots):
             return
-        self._grow(int(slots.max()) + 1)
-        if self._hnsw is not None and int(slots.min()) < self._hnsw_n:
+        if int(slots.min()) < self._hnsw_n:
             raise ValueError("a slot already in the HNSW graph cannot be overwritten")
-        self._mat[slots] = vectors
+        self._grow(int(slots.max()) + 1)
+        self._tail[slots - self._hnsw_n] = vectors
         newly = ~self._alive[slots]
         self._alive[slots] = True
         self._n_alive += int(newly.sum())
         self._n = max(self._n, int(slots.max()) + 1)
+
+    def maybe_extend_graph(self) -> None:
+        """Move a full tail into the graph once the index is large enough to need one."""
+        if self._n - self._hnsw_n >= self.tail_limit and self._n_alive > self.exact_limit:
+            self._sync_hnsw()
 
     def remove(self, slot: int) -> None:
         if slot < self._n and self._alive[slot]:
@@ -83,20 +105,42 @@ class VectorIndex:
             self._n_alive -= 1
 
     def get(self, slot: int) -> np.ndarray:
-        return self._mat[slot].copy()
+        return self.vectors(np.array([slot]))[0].copy()
 
     def vectors(self, slots: np.ndarray) -> np.ndarray:
-        return self._mat[slots]
+        slots = np.asarray(slots, np.int64)
+        if not self._hnsw_n:
+            return self._tail[slots]
+        out = np.empty((len(slots), self.dim), np.float32)
+        in_graph = slots < self._hnsw_n
+        out[in_graph] = self._graph_vecs[slots[in_graph]]
+        out[~in_graph] = self._tail[slots[~in_graph] - self._hnsw_n]
+        return out
 
     def alive_mask(self) -> np.ndarray:
         return self._alive[: self._n]
 
     # -- search --------------------------------------------------------------
+    def _exact(self, query: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """Cosine scores of the candidate slots (ascending)."""
+        g = int(np.searchsorted(cand, self._hnsw_n))
+        parts = []
+        if g:
+            graph_cand = cand[:g]
+            if g > self._hnsw_n // 4:  # most of the graph: one pass over the storage, no gather
+                parts.append(matvec(self._graph_vecs, query)[graph_cand])
+            else:
+                parts.append(matvec(self._graph_vecs[graph_cand], query))
+        if g < len(cand):
+            parts.append(matvec(self._tail[cand[g:] - self._hnsw_n], query))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None,
                exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (slots, cosine scores) among live slots allowed by the mask."""
         if k <= 0 or self._n_alive == 0:
             return np.zeros(0, np.int64), np.zeros(0)
+        query = np.asarray(query, np.float32)
         mask = self._alive[: self._n]
         if allowed is not None:
             mask = mask & allowed[: self._n]
@@ -107,9 +151,15 @@ class VectorIndex:
             return np.zeros(0, np.int64), np.zeros(0)
         if exact or n_cand <= self.exact_limit:
             cand = np.flatnonzero(mask)
-            scores = matvec(self._mat[cand], query)
-            return top_k(cand.astype(np.int64), scores.astype(np.float64), k)
-        return self._search_hnsw(query, k, mask)
+            return top_k(cand.astype(np.int64), self._exact(query, cand).astype(np.float64), k)
+        if self._n - self._hnsw_n > self.tail_limit:
+            self._sync_hnsw()  # e.g. a store reopened with many vectors not in its saved graph
+        slots, scores = self._search_hnsw(query, k, mask[: self._hnsw_n])
+        tail = self._hnsw_n + np.flatnonzero(mask[self._hnsw_n :])
+        if len(tail):
+            slots = np.concatenate([slots, tail])
+            scores = np.concatenate([scores, self._exact(query, tail).astype(np.float64)])
+        return top_k(slots, scores, k)
 
     def _sync_hnsw(self) -> None:
         import faiss
@@ -119,21 +169,45 @@ class VectorIndex:
             self._hnsw.hnsw.efConstruction = self.ef_construction
             self._hnsw_n = 0
         if self._hnsw_n < self._n:
-            self._hnsw.add(np.ascontiguousarray(self._mat[self._hnsw_n : self._n]))
+            new = self._n - self._hnsw_n
+            self._hnsw.add(np.ascontiguousarray(self._tail[:new]))
             self._hnsw_n = self._n
+            self._tail = np.zeros((64, self.dim), np.float32)
+            self._refresh_view()
+
+    def _refresh_view(self) -> None:
+        """Re-take the numpy view of the graph's vectors: FAISS may move them when it grows."""
+        import faiss
+
+        storage = faiss.downcast_index(self._hnsw.storage)
+        self._graph_vecs = faiss.rev_swig_ptr(storage.get_xb(), self._hnsw_n * self.dim).reshape(
+            self._hnsw_n, self.dim)
+
+    def drop_graph(self) -> None:
+        """Forget the graph (e.g. so that deleted vectors leave no trace in it); every live
+        vector goes back to the tail and the graph is rebuilt when a search needs it."""
+        if self._hnsw is None:
+            return
+        vecs = self.vectors(np.arange(self._n))
+        vecs[~self._alive[: self._n]] = 0  # tombstones keep no content
+        self._hnsw, self._hnsw_n = None, 0
+        self._graph_vecs = np.zeros((0, self.dim), np.float32)
+        self._tail = vecs
 
     def _search_hnsw(self, query: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import faiss
 
-        self._sync_hnsw()
+        n_graph = int(mask.sum())
+        if not n_graph:
+            return np.zeros(0, np.int64), np.zeros(0)
         bits = np.packbits(mask, bitorder="little")
-        sel = faiss.IDSelectorBitmap(self._n, faiss.swig_ptr(bits))
+        sel = faiss.IDSelectorBitmap(self._hnsw_n, faiss.swig_ptr(bits))
         # The filter narrows what the graph walk may return, so widen the beam as it
         # gets more selective to keep recall.
-        selectivity = max(int(mask.sum()), 1) / self._n
+        selectivity = n_graph / self._hnsw_n
         ef = int(min(4096, max(self.ef_search, 2 * k) / max(selectivity, 0.05) ** 0.5))
         params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef)
-        scores, ids = self._hnsw.search(query.reshape(1, -1).astype(np.float32), k, params=params)
+        scores, ids = self._hnsw.search(query.reshape(1, -1), k, params=params)
         keep = ids[0] >= 0
         return ids[0][keep].astype(np.int64), scores[0][keep].astype(np.float64)
 
@@ -156,7 +230,7 @@ class VectorIndex:
         import faiss
 
         keys_path = Path(str(path) + ".keys.npy")
-        if not path.exists() or not keys_path.exists():
+        if self._hnsw is not None or not path.exists() or not keys_path.exists():
             return False
         try:
             keys = np.load(keys_path)
@@ -167,5 +241,8 @@ class VectorIndex:
             return False
         if index.ntotal != len(keys) or index.d != self.dim:
             return False
-        self._hnsw, self._hnsw_n = index, len(keys)
+        g = len(keys)
+        self._tail = self._tail[g : self._n].copy()  # the graph holds the vectors of its slots
+        self._hnsw, self._hnsw_n = index, g
+        self._refresh_view()
         return True

@@ -185,3 +185,37 @@ def test_hnsw_sees_vectors_added_after_the_graph_was_built(hnsw_data) -> None:
             assert vi.search(mat[s], 1)[0].tolist() == [s]
         with pytest.raises(ValueError):
             vi.set(np.array([3]), mat[:1])  # a slot in the graph cannot be overwritten
+
+
+def test_graph_grows_in_batches_and_the_tail_is_searched_exactly(hnsw_data) -> None:
+    """Inserts wait in the tail (scanned exactly) and join the graph tail_limit at a time;
+    every vector is held once, in the graph's storage or in the tail."""
+    rng, mat, queries = hnsw_data
+    with faiss_single_thread():
+        vi = VectorIndex(DIM, exact_limit=100, tail_limit=64)
+        for lo in range(0, 1000, 10):
+            vi.set(np.arange(lo, lo + 10), mat[lo : lo + 10])
+            vi.maybe_extend_graph()
+            assert vi.graph_size == 0 or 1000 >= vi.graph_size > lo + 10 - 64
+        assert vi.has_graph and 1000 - vi.graph_size < 64
+        np.testing.assert_array_equal(vi.vectors(np.arange(1000)), mat[:1000])
+        assert len(vi._tail) < 1000  # the graph's vectors are not copied into the tail
+        for s in range(vi.graph_size, 1000):  # tail vectors are found by the exact scan
+            assert vi.search(mat[s], 1)[0].tolist() == [s]
+        assert _recall(vi, mat[:1000], np.ones(1000, bool), queries, None) >= 0.95
+
+
+def test_drop_graph_keeps_live_vectors_and_zeroes_deleted_ones(hnsw_data) -> None:
+    rng, mat, queries = hnsw_data
+    with faiss_single_thread():
+        vi = _hnsw_index(mat[:500])
+        vi.search(queries[0], 10)
+        assert vi.has_graph
+        vi.remove(7)
+        vi.drop_graph()
+        assert not vi.has_graph and vi.graph_size == 0
+        got = vi.vectors(np.arange(500))
+        np.testing.assert_array_equal(np.delete(got, 7, axis=0), np.delete(mat[:500], 7, axis=0))
+        assert not got[7].any()
+        assert vi.search(mat[3], 1)[0].tolist() == [3]  # the graph comes back when a search needs it
+        assert vi.has_graph and 7 not in vi.search(mat[7], 10)[0].tolist()

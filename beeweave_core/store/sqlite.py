@@ -401,6 +401,7 @@ class SQLiteStore:
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         with self._lock:
             self._check()
+            self._vec.maybe_extend_graph()  # a full tail joins the graph now, not at some search
             self._require([c.id for c in chunks])
             with self._tx():
                 self._write_records(chunks)

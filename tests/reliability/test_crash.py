@@ -216,7 +216,10 @@ def test_vectors_of_a_reopened_store_are_the_committed_ones(tmp_path: Path) -> N
         assert (tmp_path / "memory.db.hnsw").exists()
         with open_file_store(db) as m:
             assert_consistent(m)
-            m.backend._vec._mat[m.backend._slot_of["c7"]] = np.roll(m.backend._vec.get(m.backend._slot_of["c7"]), 1)
+            vi, slot = m.backend._vec, m.backend._slot_of["c7"]
+            # Corrupt the in-memory copy where it lives: the graph's storage or the tail.
+            rows, row = (vi._graph_vecs, slot) if slot < vi.graph_size else (vi._tail, slot - vi.graph_size)
+            rows[row] = np.roll(vi.get(slot), 1)
             report = m.verify()
             assert not report.ok and any("c7" in p for p in report.problems)
             assert m.repair().ok
