@@ -425,13 +425,17 @@ class SQLiteStore:
     def _mirror_records(self, chunks: Sequence[KnowledgeChunk]) -> None:
         """Committed: mirror rewritten records into the in-memory columns and session order."""
         touched: list[int] = []
+        cols = self._cols
         for c in chunks:
             slot = self._slot_of[c.id]
+            before = (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot])
+            cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
+                     c.status.value, c.processed_content.type.value if c.processed_content else "text",
+                     c.intent.value if c.intent else None, c.tags, c.entities)
+            if before == (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot]):
+                continue  # same place in the same session (e.g. counts or tags changed): no neighbour moved
             touched.append(slot)  # its own neighbours change too (e.g. it left its session)
             touched += self._order.remove(slot)
-            self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
-                           c.status.value, c.processed_content.type.value if c.processed_content else "text",
-                           c.intent.value if c.intent else None, c.tags, c.entities)
             touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(),
                                        self._seqs[slot])
         self._refresh_neighbours(touched)
