@@ -326,3 +326,53 @@ def test_stale_sidecar_from_another_store_is_ignored(db_path: Path, small_limit)
         _assert_scores_are_true_cosines(m, queries)
     finally:
         m.close()
+
+
+def _term_ids_in_use(path: Path) -> tuple[set[int], set[int]]:
+    """(ids of the terms table, term ids the records' postings use), read from the file."""
+    con = sqlite3.connect(path)
+    try:
+        table = {i for (i,) in con.execute("SELECT id FROM terms")}
+        used = {int(t) for (lex,) in con.execute("SELECT lex FROM chunks")
+                for t in np.frombuffer(lex, np.int32).reshape(-1, 2)[:, 0]}
+    finally:
+        con.close()
+    return table, used
+
+
+def test_forget_drops_the_users_words_and_graph_and_new_words_never_reuse_a_live_id(db_path: Path,
+                                                                                   small_limit) -> None:
+    queries = unit_vectors(np.random.default_rng(7), 6, DIM)
+    m = _open(db_path)
+    try:
+        # ann's own words first: their ids are the lowest, so forgetting them leaves holes below live ids
+        m.add_many([{"content": f"zorblax quintessa note {i}", "user_id": "ann"} for i in range(3)])
+        _fill_vectors(m, N_VEC, 3)  # ann and bob, most words shared
+        _vector_results(m, queries)  # builds the graph
+        m.flush()
+        graph, keys = _sidecar(db_path)
+        assert graph.exists() and keys.exists()
+        assert m.backend.delete_user("ann") > 0
+        assert not graph.exists() and not keys.exists()  # it held ann's vectors
+        table, used = _term_ids_in_use(db_path)
+        assert table == used and "zorblax" not in m.backend._term_ids  # ann's own words are gone
+        # Words seen for the first time after the forget get fresh ids, never a live one.
+        _fill(m, 40, 4)
+        m.add("brandnewword anotherfreshword", user_id="bob")
+        assert m.verify().ok
+        table, used = _term_ids_in_use(db_path)
+        assert table == used
+        before, vectors_before = _results(m), _vector_results(m, queries)  # and the graph is rebuilt
+    finally:
+        m.close()
+    m = _open(db_path)  # term ids with holes: the next new word must still find a free one
+    try:
+        assert _results(m) == before and _vector_results(m, queries) == vectors_before
+        m.add("yetanotherunseenword", user_id="carol")
+        assert m.verify().ok
+        for user in ("ann", "bob", "carol"):
+            m.backend.delete_user(user)
+        assert m.count() == 0 and m.verify().ok
+    finally:
+        m.close()
+    assert _term_ids_in_use(db_path) == (set(), set())

@@ -103,6 +103,9 @@ def _count_terms(terms: Sequence[str]) -> dict[str, int]:
 class SQLiteStore:
     """Embedded backend. ``path=None`` keeps everything in memory."""
 
+    # (the _term_ids it was computed for, the first term id above every id in use): see _term_base
+    _term_top: tuple[dict[str, int], int] | None = None
+
     def __init__(self, path: str | Path | None = None, *, index_config: IndexConfig | None = None,
                  timeout: float = 30.0) -> None:
         self.path = None if path is None else Path(path)
@@ -116,6 +119,8 @@ class SQLiteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL is durable across process crashes
             self._db.execute("PRAGMA foreign_keys=ON")
+            # Deleted rows are overwritten with zeros: forgotten text does not linger in free pages.
+            self._db.execute("PRAGMA secure_delete=ON")
             self._migrate()
         except BaseException as exc:
             if hasattr(self, "_db"):
@@ -333,10 +338,19 @@ class SQLiteStore:
             if tid is None:
                 tid = new_terms.get(t)
                 if tid is None:
-                    tid = len(self._term_ids) + len(new_terms)
+                    tid = self._term_base() + len(new_terms)
                     new_terms[t] = tid
             counts[tid] = c
         return counts
+
+    def _term_base(self) -> int:
+        """The first term id above every id in use. Not len(_term_ids): forget deletes unused
+        terms, so ids have holes and that number may belong to a live term. Computed once per
+        _term_ids (rebuilt on open and repair), then advanced by insert."""
+        top = self._term_top
+        if top is None or top[0] is not self._term_ids:
+            top = self._term_top = (self._term_ids, max(self._term_ids.values(), default=-1) + 1)
+        return top[1]
 
     @staticmethod
     def _columns(c: KnowledgeChunk) -> tuple[Any, ...]:
@@ -381,6 +395,8 @@ class SQLiteStore:
                     )
                     seqs.append(cur.lastrowid)
             # Committed: now mirror into the in-memory indexes (cannot fail on bad input).
+            if new_terms:
+                self._term_top = (self._term_ids, self._term_base() + len(new_terms))
             self._term_ids.update(new_terms)
             first = len(self._ids)
             slots = np.arange(first, first + len(rows))
@@ -726,14 +742,54 @@ class SQLiteStore:
         return [(seq, k, json.loads(v)) for seq, k, v in rows]
 
     def delete_user(self, user_id: str) -> int:
+        """Forget a user: their records, relationships, kv and log rows, and every trace of them
+        in the files: words no one else uses leave the terms table, deleted rows are zeroed
+        (secure_delete) and the WAL is emptied into the file, and the HNSW graph, which keeps
+        deleted points, is dropped (and rebuilt without them when a search needs it)."""
         with self._lock:
             self._check()
             ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE user_id=?", (user_id,))]
+            if ids:
+                self._drop_graph_files()  # first: a crash after the delete must not leave a graph holding them
             gone = self._delete(ids, keep_edges=False) if ids else []
+            unused = self._unused_terms()
             with self._tx():
                 self._db.execute("DELETE FROM kv WHERE user_id=?", (user_id,))
                 self._db.execute("DELETE FROM log WHERE user_id=?", (user_id,))
+                self._db.executemany("DELETE FROM terms WHERE id=?", [(tid,) for tid in unused.values()])
+            for term in unused:
+                del self._term_ids[term]  # their ids are never handed out again by this store (_term_base)
+            if gone and self._vec is not None:
+                self._vec.drop_graph()
+            self._empty_wal()
             return len(gone)
+
+    def _unused_terms(self) -> dict[str, int]:
+        """Terms no live record holds (document frequency 0)."""
+        df = self._lex._df
+        return {t: i for t, i in self._term_ids.items() if i >= len(df) or df[i] <= 0}
+
+    def _drop_graph_files(self) -> None:
+        graph = self._graph_path()
+        for side in ([] if graph is None else [graph, Path(str(graph) + ".keys.npy")]):
+            side.unlink(missing_ok=True)
+
+    def _empty_wal(self) -> None:
+        """Copy the WAL into the database file and truncate it, so deleted content is nowhere."""
+        if self.path is None:
+            return
+        try:
+            busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            busy, detail = 1, str(exc)
+        else:
+            detail = "another connection is reading"
+        if busy:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "BeeWeave: could not empty the WAL of %s after forgetting a user (%s); the deleted rows stay "
+                "in it until the next checkpoint", self.path, detail)
 
     # -- integrity -------------------------------------------------------------------
     def verify(self) -> VerifyReport:
@@ -821,4 +877,3 @@ class SQLiteStore:
         with self._lock:
             self._check()
             return self._cols.status_counts(self._alive())
-

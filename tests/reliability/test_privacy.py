@@ -243,16 +243,11 @@ def test_export_has_all_of_a_user_and_nothing_of_others_then_forget_leaves_no_ro
         assert len(export["versions"]) + len(export["audit"]) == n_alice_log  # every log entry of hers
         assert svc.forget_user("alice") == len(ids["alice"])
         assert m.verify().ok
-        left = _alice_traces(_sqlite_rows(db), ids["alice"])
-        left.pop("terms", None)  # the vocabulary: a known bug, below
-        assert left == {}
+        assert _alice_traces(_sqlite_rows(db), ids["alice"]) == {}  # her own words too
         assert {c.id for c in all_chunks(m.backend).values()} == ids["bob"]
         _check_export(svc, "bob", "alice", ids)
 
 
-@pytest.mark.xfail(strict=True, reason="forget leaves the user's vocabulary behind: the SQLite terms table only "
-                                       "grows (store/sqlite.py _delete removes postings, never terms rows); on "
-                                       "PostgreSQL terms rows stay with df = 0")
 def test_forget_removes_the_users_own_words_from_the_index(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     with BeeWeave(db, embedder=HashingEmbedder(32), ingest=IngestConfig()) as m:
@@ -262,9 +257,6 @@ def test_forget_removes_the_users_own_words_from_the_index(tmp_path: Path) -> No
     assert not terms & set(ALICE_WORDS.split())
 
 
-@pytest.mark.xfail(strict=True, reason="after forget, the user's text stays in the database file's free pages "
-                                       "(the store does not set PRAGMA secure_delete, unlike the ingest queue) and "
-                                       "their vectors stay in the saved HNSW graph (<db>.hnsw keeps deleted points)")
 def test_forget_leaves_no_bytes_of_the_user_in_the_files(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     with small_hnsw(8):
@@ -303,9 +295,6 @@ def test_forget_on_postgresql_leaves_no_row_of_the_user(pg_url) -> None:  # noqa
         ids = {u: {c.id for c in everything.values() if c.user_id == u} for u in ("alice", "bob")}
         _check_export(svc, "alice", "bob", ids)
         assert svc.forget_user("alice") == len(ids["alice"])
-        left = _alice_traces(_pg_rows(pg_url, tenant), ids["alice"])
-        terms = left.pop("terms", [])
-        assert all(json.loads(r)[2] == 0 for r in terms)  # vocabulary rows may stay, unused (see the xfail above)
-        assert left == {}
+        assert _alice_traces(_pg_rows(pg_url, tenant), ids["alice"]) == {}  # her own words too
         assert {c.id for c in all_chunks(m.backend).values()} == ids["bob"]
         _check_export(svc, "bob", "alice", ids)
