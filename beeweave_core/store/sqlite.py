@@ -401,6 +401,7 @@ class SQLiteStore:
             first = len(self._ids)
             slots = np.arange(first, first + len(rows))
             self._vec.set(slots, np.stack([np.asarray(r.vector, np.float32) for r in rows]))
+            self._vec.maybe_extend_graph()  # a full tail joins the graph now, not at some search
             touched: list[int] = []
             for slot, seq, r, tc in zip(slots.tolist(), seqs, rows, term_counts):
                 c = r.chunk
@@ -417,7 +418,6 @@ class SQLiteStore:
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         with self._lock:
             self._check()
-            self._vec.maybe_extend_graph()  # a full tail joins the graph now, not at some search
             self._require([c.id for c in chunks])
             with self._tx():
                 self._write_records(chunks)
