@@ -4,13 +4,20 @@ Usage:
     python benchmarks/scale.py [DATA_DIR] [--sizes 10000,100000] [--systems beeweave,langchain,llamaindex]
                                [--queries 200] [--peer-queries 50] [--adds 50] [--peer-adds 5]
                                [--users N] [--workdir DIR] [--skip-minilm]
+                               [--vectors random|text] [--vector-cache DIR] [--ef default,256,1024]
 
 DATA_DIR defaults to ../shared/data/locomo (the development split). Stores are built as
 scale_data.py describes: LoCoMo turns repeated with a per-copy suffix, each copy keeping its
-sessions, and seeded random unit vectors (dim 384) given to every system precomputed, so
-query embedding is excluded everywhere; the real MiniLM single-query time is measured once
-and printed separately. Stores of 1,000,000 memories and more are spread over 1,000 users,
-smaller ones are one scope (``--users`` overrides).
+sessions, with vectors given to every system precomputed (the same vectors to all), so query
+embedding is excluded everywhere; the real MiniLM single-query time is measured once and
+printed separately. ``--vectors random`` (the default) gives seeded uniformly random unit
+vectors (dim 384), the worst case for HNSW; ``--vectors text`` gives each copy of a turn the
+turn's real MiniLM embedding plus seeded noise (cosine ~0.9 with it: a paraphrase) and each
+query its question's embedding. The embeddings are computed once, in a separate process, with
+the bundled model (offline) and cached in ``--vector-cache`` (default
+/tmp/beeweave-scale-vectors; never the repository): ~2.5 min on the shared 2-core machine at
+load average 6-7, then ~1 s. Stores of 1,000,000 memories and more are spread over 1,000
+users, smaller ones are one scope (``--users`` overrides).
 
 For each system and size, in a fresh process (so resident memory is the system's own):
 - build: ingest N memories (BeeWeave: ``add_many(link=False)`` in blocks, into a SQLite file)
@@ -29,14 +36,21 @@ For each system and size, in a fresh process (so resident memory is the system's
   ``gc.collect`` and ``malloc_trim``), over N; "beyond vector" subtracts N*384*4 bytes.
   1 KB = 1000 bytes.
 - ANN recall@10 (BeeWeave): the unscoped dense search (``backend.vector_search``) against the
-  same search with ``exact=True``, over the query vectors. On uniformly random vectors this is
-  a hard case for HNSW; real embeddings are easier.
+  same search with ``exact=True``, over the query vectors of the run, at the engine's efSearch.
+  ``--ef`` also measures it at other efSearch values (set on ``backend._vec.ef_search``, then
+  restored), with the dense and the unscoped hybrid search p50 at each, and the exact scan's
+  p50: the recall/latency trade-off. Each value costs 2 x ``--queries`` searches. Up to 10,000
+  candidates the engine scans exactly, so a 10k store shows 1.000 "(exact scan)"; the graph
+  is first used above that (e.g. ``--sizes 20000``). Uniformly random vectors are a hard case
+  for HNSW (20k, efSearch 96: 0.62; 1024: 0.99); text vectors are easier (20k: 1.000 at 96).
 
 Peers are not run beyond 100k (their search is a scan and every add rebuilds BM25).
 Time on the 2-core development machine, shared (load average 6-11): the default run (10k and
-100k, all systems) took 30 min, 6.5 of them building BeeWeave's 100k HNSW graph and 8 in
-LlamaIndex's 100k queries. --sizes 1000000 (BeeWeave only) has not been run yet; extrapolating
-ingest (~1,000 memories/s) and graph build (n log n) it takes 1.5-2 hours and ~8 GB of RAM.
+100k, all systems) took 30 min at an earlier engine revision (which built the HNSW graph at
+the first search: 6.5 min at 100k), 8 of them in LlamaIndex's 100k queries. At revision
+de634e0 (graph built during ingest), load average 6-7, BeeWeave alone with ``--queries 50
+--adds 10``: 10k 15-20 s, 20k 25-40 s with a 3-value ``--ef`` sweep. 100k and 1M have not
+been run at that revision; ingest was ~1,000 memories/s at the earlier one (1M: ~8 GB RAM).
 """
 
 from __future__ import annotations
@@ -69,7 +83,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import locomo_peers  # noqa: E402
 from locomo_data import DEFAULT_DATA_DIR, Turn  # noqa: E402
-from scale_data import ADDED_SEED, DIM, STORE_SEED, Precomputed, ScaleCorpus, unit_vectors  # noqa: E402
+from scale_data import (  # noqa: E402
+    DEFAULT_CACHE_DIR,
+    DIM,
+    VECTOR_MODES,
+    Precomputed,
+    ScaleCorpus,
+    Vectors,
+    ensure_text_embeddings,
+)
 
 K = 10
 WARM_UP = 3
@@ -112,12 +134,16 @@ class Job:
     adds: int
     data_dir: str
     workdir: str
+    vectors: str = "random"
+    embeddings: str | None = None  # the cached MiniLM embeddings file ("text" vectors)
+    ef: tuple[int | None, ...] = (None,)  # efSearch values of the recall sweep; None: the engine's
 
 
 @dataclass
 class Row:
     system: str
     n: int
+    vectors: str = "random"
     note: str = ""  # set when the system was not run or failed
     build_s: float | None = None
     p50: float | None = None
@@ -132,6 +158,10 @@ class Row:
     kb_per_memory: float | None = None
     kb_beyond_vector: float | None = None
     recall: float | None = None
+    recall_note: str = ""  # e.g. "exact scan": the store is too small for the graph to be used
+    # (efSearch, ANN recall@10, dense search p50 ms, unscoped hybrid search p50 ms) per value swept
+    sweep: list[tuple[int, float, float, float]] | None = None
+    exact_dense_ms: float | None = None  # p50 of the exact dense scan over the whole store
 
 
 # --- measuring helpers ----------------------------------------------------------------------
@@ -169,11 +199,16 @@ def _memory_cells(row: Row, rss_before: int, rss_after: int) -> None:
     row.kb_beyond_vector = (per - DIM * 4) / 1000
 
 
-def _job_inputs(job: Job) -> tuple[ScaleCorpus, list, list, np.ndarray]:
+def _job_inputs(job: Job) -> tuple[ScaleCorpus, Vectors, list, list, np.ndarray]:
     corpus = ScaleCorpus.load(Path(job.data_dir))
-    queries = corpus.queries(job.queries, job.users)
+    vectors = Vectors(corpus, job.vectors, job.embeddings)
+    queries = corpus.queries(job.queries, job.users, vectors)
     additions = corpus.additions(job.adds, job.n, job.users)
-    return corpus, queries, additions, unit_vectors(ADDED_SEED, 0, job.adds)
+    return corpus, vectors, queries, additions, vectors.added(additions)
+
+
+def _model_name(job: Job) -> str:
+    return "scale-benchmark:random-unit-384" if job.vectors == "random" else "scale-benchmark:minilm-copies-384"
 
 
 # --- BeeWeave -------------------------------------------------------------------------------
@@ -183,17 +218,16 @@ def run_beeweave(job: Job) -> dict[str, Any]:
     import faiss  # noqa: F401  (imported before the memory baseline; the engine imports it lazily)
 
     from beeweave_core import BeeWeave
-    from beeweave_core.filters import build_filter
 
-    corpus, queries, additions, add_vectors = _job_inputs(job)
-    embedder = Precomputed()  # search gets query_embedding=; this only names the model
+    corpus, vectors, queries, additions, add_vectors = _job_inputs(job)
+    embedder = Precomputed(_model_name(job))  # search gets query_embedding=; this only names the model
     embedder.add([q.text for q in queries], np.stack([q.vector for q in queries]))
-    row = Row(LABELS["beeweave"], job.n, adds=job.adds)
+    row = Row(LABELS["beeweave"], job.n, job.vectors, adds=job.adds)
     path = Path(job.workdir) / f"beeweave-{job.n}.db"
 
     # A tiny store first, so lazy imports (tokenizer, stemmer) happen before the baseline.
     with BeeWeave(embedder=embedder) as tiny:
-        tiny.add_many([m.record(v) for m, v in zip(corpus.memories(0, 3, 1), unit_vectors(STORE_SEED, 0, 3))])
+        tiny.add_many([m.record(v) for m, v in zip(corpus.memories(0, 3, 1), vectors.store(0, 3))])
         tiny.search(queries[0].text, k=K, query_embedding=queries[0].vector)
 
     rss_before = _rss()
@@ -201,7 +235,7 @@ def run_beeweave(job: Job) -> dict[str, Any]:
     memory = BeeWeave(path, embedder=embedder)
     for lo in range(0, job.n, BLOCK):
         hi = min(job.n, lo + BLOCK)
-        vecs = unit_vectors(STORE_SEED, lo, hi)
+        vecs = vectors.store(lo, hi)
         memory.add_many([m.record(v) for m, v in zip(corpus.memories(lo, hi, job.users), vecs)],
                         link=False, show_progress=False)
         if (hi // BLOCK) % 25 == 0 or hi == job.n:
@@ -227,13 +261,7 @@ def run_beeweave(job: Job) -> dict[str, Any]:
         setattr(row, p50, _p(times, 50))
         setattr(row, p95, _p(times, 95))
 
-    everything = build_filter(None)
-    overlap = []
-    for q in queries:
-        approx = {cid for cid, _ in memory.backend.vector_search(q.vector, everything, K)}
-        exact = [cid for cid, _ in memory.backend.vector_search(q.vector, everything, K, exact=True)]
-        overlap.append(len(approx.intersection(exact)) / len(exact))
-    row.recall = float(np.mean(overlap))
+    _ann_recall(memory, queries, job.ef, row)
 
     add_times, after_times = [], []
     for m, v in zip(additions, add_vectors):
@@ -253,6 +281,64 @@ def run_beeweave(job: Job) -> dict[str, Any]:
     reopened.close()
     _log(f"  beeweave {job.n}: close (saves the graph) {close_ms:.0f} ms, open {row.open_s:.2f} s")
     return asdict(row)
+
+
+def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], row: Row) -> None:
+    """ANN recall@10 of the unscoped dense search against the exact scan, at each efSearch.
+
+    The row's ``recall`` is at the engine's own efSearch; ``sweep`` has, per value, the
+    recall, the dense search p50 and the unscoped hybrid search p50 (the latter two after
+    warm-up, like the main figures). efSearch is set on the SQLite backend's VectorIndex
+    (``backend._vec.ef_search``); without one only the engine's value is measured.
+    """
+    from beeweave_core.filters import build_filter
+
+    everything = build_filter(None)
+    index = getattr(memory.backend, "_vec", None)
+    default_ef = getattr(index, "ef_search", None)
+    if index is None or getattr(index, "has_graph", True) is False or \
+            getattr(index, "n_alive", 0) <= getattr(index, "exact_limit", -1):
+        row.recall_note = "exact scan"  # too few candidates for the graph: recall is 1 by construction
+    exact, times = [], []
+    for i, q in enumerate([*queries[:WARM_UP], *queries]):
+        start = time.perf_counter()
+        found = [cid for cid, _ in memory.backend.vector_search(q.vector, everything, K, exact=True)]
+        if i >= WARM_UP:
+            times.append((time.perf_counter() - start) * 1000)
+            exact.append(found)
+    row.exact_dense_ms = _p(times, 50)
+
+    # The engine's own value first (the row's recall), then the others asked for; on an exact
+    # scan efSearch changes nothing, so only the engine's is measured.
+    values = [default_ef] if default_ef is None or row.recall_note else list(dict.fromkeys(
+        [default_ef, *(default_ef if e is None else e for e in efs)]))
+    sweep = []
+    try:
+        for ef in values:
+            if ef is not None:
+                index.ef_search = ef
+            overlap, dense_ms, hybrid_ms = [], [], []
+            for i, q in enumerate([*queries[:WARM_UP], *queries]):
+                start = time.perf_counter()
+                approx = {cid for cid, _ in memory.backend.vector_search(q.vector, everything, K)}
+                dense = (time.perf_counter() - start) * 1000
+                hybrid = _timed_ms(lambda: memory.search(q.text, k=K, query_embedding=q.vector))
+                if i >= WARM_UP:
+                    truth = exact[i - WARM_UP]
+                    overlap.append(len(approx.intersection(truth)) / len(truth))
+                    dense_ms.append(dense)
+                    hybrid_ms.append(hybrid)
+            recall = float(np.mean(overlap))
+            if ef == default_ef:
+                row.recall = recall
+            if ef is not None:
+                sweep.append((int(ef), recall, _p(dense_ms, 50), _p(hybrid_ms, 50)))
+            _log(f"  beeweave {row.n}: efSearch {ef}: recall@10 {recall:.3f}, dense p50 {_p(dense_ms, 50):.1f} ms, "
+                 f"unscoped hybrid p50 {_p(hybrid_ms, 50):.1f} ms")
+    finally:
+        if default_ef is not None:
+            index.ef_search = default_ef
+    row.sweep = sweep
 
 
 # --- the peers, as locomo_peers builds them ---------------------------------------------------
@@ -325,13 +411,13 @@ PEERS: dict[str, type] = {"langchain": LangChainScale, "llamaindex": LlamaIndexS
 
 
 def run_peer(job: Job) -> dict[str, Any]:
-    corpus, queries, additions, add_vectors = _job_inputs(job)
-    model = Precomputed()
-    model.add((m.content for m in corpus.memories(0, job.n, job.users)), unit_vectors(STORE_SEED, 0, job.n))
+    corpus, vectors, queries, additions, add_vectors = _job_inputs(job)
+    model = Precomputed(_model_name(job))
+    model.add((m.content for m in corpus.memories(0, job.n, job.users)), vectors.store(0, job.n))
     model.add([q.text for q in queries], np.stack([q.vector for q in queries]))
     model.add([m.content for m in additions], add_vectors)
     system = PEERS[job.system](model)
-    row = Row(LABELS[job.system], job.n, adds=job.adds)
+    row = Row(LABELS[job.system], job.n, job.vectors, adds=job.adds)
 
     # A tiny index first, so lazy imports happen before the baseline.
     system.index([m.turn() for m in corpus.memories(0, 50, job.users)])
@@ -407,20 +493,31 @@ def _num(value: float | None, missing: str = "n/a") -> str:
     return f"{value:.2f}" if value < 1 else f"{value:.1f}" if value < 100 else f"{value:,.0f}"
 
 
-HEADER = ("| system | memories | build s | search p50 ms | search p95 ms | unscoped p50 / p95 ms "
+HEADER = ("| system | memories | vectors | build s | search p50 ms | search p95 ms | unscoped p50 / p95 ms "
           "| add one ms (p50) | search after add ms | open s | KB/memory | beyond vector KB/memory "
-          "| ANN recall@10 |\n" + "|---" * 12 + "|")
+          "| ANN recall@10 |\n" + "|---" * 13 + "|")
 
 
 def table_line(r: Row) -> str:
     if r.note:
-        return f"| {r.system} | {r.n:,} | {r.note} |" + " |" * 9
+        return f"| {r.system} | {r.n:,} | {r.vectors} | {r.note} |" + " |" * 9
     unscoped = f"{_num(r.unscoped_p50)} / {_num(r.unscoped_p95)}" if r.unscoped_p50 is not None else "n/a"
     cells = [_num(r.build_s), _num(r.p50), _num(r.p95), unscoped,
              f"{_num(r.add_ms)} (n={r.adds})" if r.add_ms is not None else "n/a", _num(r.after_add_ms),
              _num(r.open_s, r.open_note), _num(r.kb_per_memory), _num(r.kb_beyond_vector),
-             "n/a" if r.recall is None else f"{r.recall:.3f}"]
-    return f"| {r.system} | {r.n:,} | " + " | ".join(cells) + " |"
+             "n/a" if r.recall is None else f"{r.recall:.3f}" + (f" ({r.recall_note})" if r.recall_note else "")]
+    return f"| {r.system} | {r.n:,} | {r.vectors} | " + " | ".join(cells) + " |"
+
+
+def print_sweep(rows: Sequence[Row]) -> None:
+    lines = [f"| {r.n:,} | {r.vectors} | {ef} | {recall:.3f}{f' ({r.recall_note})' if r.recall_note else ''} "
+             f"| {_num(dense)} | {_num(r.exact_dense_ms)} | {_num(hybrid)} |"
+             for r in rows if r.sweep for ef, recall, dense, hybrid in r.sweep]
+    if lines:
+        print("\nBeeWeave, unscoped, by HNSW efSearch (recall@10 of the dense search against the exact scan):\n\n"
+              "| memories | vectors | efSearch | ANN recall@10 | dense search p50 ms | exact scan p50 ms "
+              "| hybrid search p50 ms |\n|---|---|---|---|---|---|---|")
+        print("\n".join(lines))
 
 
 def print_targets(rows: Sequence[Row]) -> None:
@@ -432,6 +529,8 @@ def print_targets(rows: Sequence[Row]) -> None:
         value = getattr(ours[n], attr)
         ok = value is not None and (value >= target if higher else value <= target)
         shown = "n/a" if value is None else f"{value:.3f}" if higher else _num(value)
+        if attr == "recall":
+            what += f" ({ours[n].vectors} vectors{', ' + ours[n].recall_note if ours[n].recall_note else ''})"
         lines.append(f"| {n:,} | {what} | {'≥' if higher else '≤'} {target:g} | {shown} | {'✓' if ok else '✗'} |")
     if not lines:
         print("\n(BeeWeave's targets are set at 100,000 and 1,000,000 memories; neither size was run.)")
@@ -463,6 +562,19 @@ def _sizes(text: str) -> list[int]:
     return out
 
 
+def _efs(text: str) -> list[int | None]:
+    out: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if part in ("default", ""):
+            out.append(None)
+        elif part.isdigit() and int(part) > 0:
+            out.append(int(part))
+        else:
+            raise argparse.ArgumentTypeError(f"efSearch values are positive integers or 'default', not {part!r}")
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA_DIR)
@@ -481,6 +593,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help=f"users per store (default: {MANY_USERS:,} from 1M memories up, else 1)")
     parser.add_argument("--workdir", type=Path, default=None, help="where stores are written (default: a temp dir)")
     parser.add_argument("--skip-minilm", action="store_true", help="do not measure the real query embedding")
+    parser.add_argument("--vectors", choices=VECTOR_MODES, default="random",
+                        help="random: uniformly random unit vectors (HNSW's worst case); text: MiniLM embeddings "
+                             "of the LoCoMo turns, each copy a noisy paraphrase (see scale_data.py). Default random")
+    parser.add_argument("--vector-cache", type=Path, default=DEFAULT_CACHE_DIR,
+                        help=f"where text mode caches its MiniLM embeddings (default {DEFAULT_CACHE_DIR})")
+    parser.add_argument("--ef", type=_efs, default=_efs("default"),
+                        help="BeeWeave efSearch values at which ANN recall and unscoped latency are measured, "
+                             "comma-separated; 'default' is the engine's own (default: default)")
     args = parser.parse_args(argv)
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -492,7 +612,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ScaleCorpus.load(args.data_dir)  # fail now on a wrong data dir, not in a worker
 
     started, load_at_start, revision = time.perf_counter(), os.getloadavg()[0], _revision()
-    _log(f"BeeWeave at {revision}; load average {load_at_start:.1f} on {os.cpu_count()} cores")
+    _log(f"BeeWeave at {revision}; load average {load_at_start:.1f} on {os.cpu_count()} cores; "
+         f"{args.vectors} vectors")
+    embeddings = None
+    if args.vectors == "text":  # once, in its own process: the benchmark workers never load the model
+        start = time.perf_counter()
+        embeddings = _isolated(ensure_text_embeddings, str(args.data_dir), str(args.vector_cache))
+        _log(f"MiniLM embeddings of the turns and questions: {embeddings} ({time.perf_counter() - start:.0f} s)")
     with tempfile.TemporaryDirectory(prefix="beeweave-scale-", dir=args.workdir) as workdir:
         rows = []
         for n in args.sizes:
@@ -500,19 +626,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             for system in systems:
                 ours = system == "beeweave"
                 job = Job(system, n, users, args.queries if ours else args.peer_queries,
-                          args.adds if ours else args.peer_adds, str(args.data_dir), workdir)
+                          args.adds if ours else args.peer_adds, str(args.data_dir), workdir,
+                          args.vectors, embeddings, tuple(args.ef))
                 rows.append(run_job(job))
                 _log("  -> " + table_line(rows[-1]))
         minilm = None if args.skip_minilm else _isolated(measure_minilm, str(args.data_dir), 100)
 
     print(HEADER)
     print("\n".join(table_line(r) for r in rows))
+    print_sweep(rows)
     print_targets(rows)
     if any(s in PEERS for s in systems):
         print(f"\n{REFERENCE}")
     if minilm is not None:
         print(f"\nQuery embedding, excluded above: SentenceTransformerEmbedder() (all-MiniLM-L6-v2, CPU) "
               f"embeds one query in p50 {minilm[0]:.1f} ms, p95 {minilm[1]:.1f} ms.")
+    print(f"\nVectors: {args.vectors}" + (
+        " (MiniLM embeddings of the LoCoMo turns; each copy a seeded noisy paraphrase at cosine ~0.9 with its "
+        "turn; queries are the questions' embeddings)" if args.vectors == "text" else
+        " (seeded uniformly random unit vectors: HNSW's worst case)") + ".")
     print(f"\nBeeWeave at git {revision}. Machine: {os.cpu_count()} cores; load average {load_at_start:.1f} "
           f"at the start, {os.getloadavg()[0]:.1f} at the end; wall time {time.perf_counter() - started:,.0f} s.")
 
