@@ -257,12 +257,13 @@ def test_forget_removes_the_users_own_words_from_the_index(tmp_path: Path) -> No
     assert not terms & set(ALICE_WORDS.split())
 
 
-def test_forget_leaves_no_bytes_of_the_user_in_the_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("graph", [True, False], ids=["hnsw", "exact"])
+def test_forget_leaves_no_bytes_of_the_user_in_the_files(tmp_path: Path, graph: bool) -> None:
     db = tmp_path / "memory.db"
-    with small_hnsw(8):
+    with small_hnsw(8 if graph else 10_000):  # exact: no graph, every vector only in memory and the rows
         with BeeWeave(db, embedder=HashingEmbedder(32), ingest=IngestConfig()) as m:
             svc = lived_in(m)
-            m.search("password", user_id="alice")  # builds the graph
+            m.search("password", user_id="alice")  # builds the graph (with "hnsw")
             from beeweave_core.filters import build_filter
 
             mine = [c.id for c in m.backend.scan(build_filter({"status": ALL_STATUSES}, user_id="alice"))]
