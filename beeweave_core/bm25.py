@@ -107,6 +107,43 @@ class BM25Index:
     def _spreads(self) -> bool:
         return bool(self._width and self.context_weight)
 
+    # -- snapshot (see store/snapshot.py) -------------------------------------
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """Arrays and integers that rebuild this index exactly (built context postings are
+        a cache and are not saved)."""
+        ns = np.array([p.n for p in self._postings], np.int64)
+        ptr = np.concatenate([[0], np.cumsum(ns)])
+        arrays = {
+            "post_ptr": ptr,
+            "post_slots": np.concatenate([p.slots[: p.n] for p in self._postings]) if self._postings
+            else np.zeros(0, np.int32),
+            "post_tfs": np.concatenate([p.tfs[: p.n] for p in self._postings]) if self._postings
+            else np.zeros(0, np.float32),
+            "df": self._df, "doc_len": self._doc_len, "ctx_len": self._ctx_len, "nb": self._nb,
+            "alive": self._alive, "nb_len": self._nb_len,
+            **{f"fwd_{k}": v for k, v in self._fwd.state().items()},
+        }
+        ints = {"n_docs": self._n_docs, "own_total": self._own_total, "nb_total": self._nb_total}
+        return arrays, ints
+
+    def restore(self, arrays: dict[str, np.ndarray], ints: dict[str, int]) -> None:
+        ptr = arrays["post_ptr"]
+        slots, tfs = arrays["post_slots"], arrays["post_tfs"]
+        self._postings = []
+        for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
+            p = _Postings()
+            # Copies, not views: a posting list grows and shifts in place.
+            p.slots, p.tfs, p.n = slots[a:b].copy(), tfs[a:b].copy(), b - a
+            if p.n == 0:
+                p.slots, p.tfs = np.empty(4, np.int32), np.empty(4, np.float32)
+            self._postings.append(p)
+        self._df, self._doc_len, self._ctx_len = arrays["df"], arrays["doc_len"], arrays["ctx_len"]
+        self._nb, self._alive, self._nb_len = arrays["nb"], arrays["alive"], arrays["nb_len"]
+        self._fwd = ForwardIndex.from_state({k[4:]: v for k, v in arrays.items() if k.startswith("fwd_")})
+        self._n_docs, self._own_total, self._nb_total = ints["n_docs"], ints["own_total"], ints["nb_total"]
+        self._ctx.clear()
+        self._version += 1
+
     # -- bookkeeping ---------------------------------------------------------
     @property
     def n_docs(self) -> int:

@@ -70,6 +70,17 @@ class ForwardIndex:
         self._start[slots], self._len[slots] = starts, counts
         self._used = a + len(terms)
 
+    def state(self) -> dict[str, np.ndarray]:
+        return {"start": self._start, "len": self._len, "terms": self._terms[: self._used],
+                "tfs": self._tfs[: self._used]}
+
+    @classmethod
+    def from_state(cls, st: dict[str, np.ndarray]) -> ForwardIndex:
+        f = cls()
+        f._start, f._len, f._terms, f._tfs = st["start"], st["len"], st["terms"], st["tfs"]
+        f._used = len(f._terms)
+        return f
+
     def get(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         if slot >= len(self._start):
             return self._terms[:0], self._tfs[:0]

@@ -136,6 +136,20 @@ class SessionOrder:
         r = self.radius
         return [s for s in lst[max(0, pos - r) : pos + r + 1] if s != slot]
 
+    def state(self) -> dict[str, np.ndarray]:
+        keys = list(self._lists)
+        lists = [self._lists[k] for k in keys]
+        return {"ts": self._ts, "seq": self._seq, "key": self._key,
+                "list_keys": np.array(keys, np.int64).reshape(-1, 2),
+                "list_ptr": np.concatenate([[0], np.cumsum([len(lst) for lst in lists])]).astype(np.int64),
+                "list_slots": np.array([s for lst in lists for s in lst], np.int64)}
+
+    def restore(self, st: dict[str, np.ndarray]) -> None:
+        self._ts, self._seq, self._key = st["ts"], st["seq"], st["key"]
+        ptr, slots = st["list_ptr"].tolist(), st["list_slots"]
+        self._lists = {(int(u), int(s)): slots[a:b].tolist()
+                       for (u, s), a, b in zip(st["list_keys"].tolist(), ptr[:-1], ptr[1:])}
+
     def add_bulk(self, slots: np.ndarray, users: np.ndarray, sessions: np.ndarray, ts: np.ndarray,
                  seqs: np.ndarray) -> np.ndarray:
         """Place many slots at once; return their neighbour matrix (len(slots) x 2r, -1 = none)."""

@@ -103,6 +103,8 @@ class VectorIndex:
         if slot < self._n and self._alive[slot]:
             self._alive[slot] = False
             self._n_alive -= 1
+            if slot >= self._hnsw_n:
+                self._tail[slot - self._hnsw_n] = 0  # a deleted vector leaves no copy (e.g. in a snapshot)
 
     def get(self, slot: int) -> np.ndarray:
         return self.vectors(np.array([slot]))[0].copy()
@@ -211,6 +213,31 @@ class VectorIndex:
         keep = ids[0] >= 0
         return ids[0][keep].astype(np.int64), scores[0][keep].astype(np.float64)
 
+    # -- snapshot (see store/snapshot.py) ---------------------------------------
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything but the graph, which is saved on its own (``save_graph``)."""
+        return {"vec_alive": self._alive[: self._n], "vec_tail": self._tail[: self._n - self._hnsw_n],
+                "vec_graph_n": np.array([self._hnsw_n], np.int64)}
+
+    def restore(self, st: dict[str, np.ndarray], graph: Path | None, slot_keys: np.ndarray) -> bool:
+        """Adopt a saved state whose graph is at ``graph``; False (and nothing changed) when the
+        graph is missing or does not cover exactly the slots the state expects."""
+        graph_n = int(st["vec_graph_n"][0])
+        alive, tail = st["vec_alive"], st["vec_tail"]
+        if self._n or tail.shape[1:] != (self.dim,) or graph_n + len(tail) != len(alive):
+            return False
+        index = None
+        if graph_n:
+            index = None if graph is None else self._read_graph(graph, slot_keys, len(alive))
+            if index is None or index.ntotal != graph_n:
+                return False
+        self._n, self._alive, self._n_alive = len(alive), alive.copy(), int(alive.sum())
+        self._tail = tail
+        if index is not None:
+            self._hnsw, self._hnsw_n = index, graph_n
+            self._refresh_view()
+        return True
+
     # -- persistence of the graph (the vectors themselves live in the store) -----
     def save_graph(self, path: Path, slot_keys: np.ndarray) -> None:
         """Write the HNSW graph and the keys of the slots it covers (atomically)."""
@@ -225,23 +252,32 @@ class VectorIndex:
         os.replace(str(tmp) + ".keys.npy", str(path) + ".keys.npy")
         os.replace(tmp, path)
 
-    def load_graph(self, path: Path, slot_keys: np.ndarray) -> bool:
-        """Adopt a saved graph if it covers a prefix of the current slots; else ignore it."""
+    def _read_graph(self, path: Path, slot_keys: np.ndarray, n: int) -> object | None:
+        """The saved graph at ``path`` if it covers a prefix of the ``n`` current slots."""
         import faiss
 
         keys_path = Path(str(path) + ".keys.npy")
-        if self._hnsw is not None or not path.exists() or not keys_path.exists():
-            return False
+        if not path.exists() or not keys_path.exists():
+            return None
         try:
             keys = np.load(keys_path)
-            if len(keys) > self._n or not np.array_equal(keys, slot_keys[: len(keys)]):
-                return False
+            if len(keys) > n or not np.array_equal(keys, slot_keys[: len(keys)]):
+                return None
             index = faiss.read_index(str(path))
         except Exception:  # a torn or foreign file is only a cache miss
-            return False
+            return None
         if index.ntotal != len(keys) or index.d != self.dim:
+            return None
+        return index
+
+    def load_graph(self, path: Path, slot_keys: np.ndarray) -> bool:
+        """Adopt a saved graph if it covers a prefix of the current slots; else ignore it."""
+        if self._hnsw is not None:
             return False
-        g = len(keys)
+        index = self._read_graph(path, slot_keys, self._n)
+        if index is None:
+            return False
+        g = int(index.ntotal)
         self._tail = self._tail[g : self._n].copy()  # the graph holds the vectors of its slots
         self._hnsw, self._hnsw_n = index, g
         self._refresh_view()

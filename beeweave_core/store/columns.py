@@ -20,13 +20,15 @@ class _Codes:
 
     def __init__(self) -> None:
         self.code: dict[str, int] = {}
+        self.next = 1  # codes are never reused, even once a value is no longer in use
 
     def get(self, value: str | None) -> int:
         if value is None:
             return 0
         c = self.code.get(value)
         if c is None:
-            c = self.code[value] = len(self.code) + 1
+            c = self.code[value] = self.next
+            self.next += 1
         return c
 
     def lookup(self, values: frozenset[str]) -> list[int]:
@@ -107,6 +109,32 @@ class AttributeColumns:
             for slot, text in zip(slots.tolist(), texts):
                 if text != "[]":
                     index.set(slot, json.loads(text))
+
+    def state(self, n: int) -> tuple[dict[str, np.ndarray], dict]:
+        """Arrays and JSON-able parts that rebuild these columns. Only codes still in use by
+        one of the first ``n`` slots are kept, so a forgotten user's name is not written."""
+        arrays = {f"col_{f}": self.arrays[f][:n] for f in _FIELDS}
+        arrays["col_ts"] = self.ts[:n]
+        codes = {}
+        for f in _FIELDS:
+            used = set(np.unique(self.arrays[f][:n]).tolist())
+            codes[f] = {v: c for v, c in self.codes[f].code.items() if c in used}
+        extra = {"codes": codes, "next_code": {f: self.codes[f].next for f in _FIELDS},
+                 "tags": [[s, list(v)] for s, v in self.tags.values.items()],
+                 "entities": [[s, list(v)] for s, v in self.entities.values.items()]}
+        return arrays, extra
+
+    def restore(self, arrays: dict[str, np.ndarray], extra: dict) -> None:
+        n = len(arrays["col_ts"])
+        self._grow(max(n - 1, 0))
+        for f in _FIELDS:
+            self.arrays[f][:n] = arrays[f"col_{f}"]
+            self.codes[f].code = dict(extra["codes"][f])
+            self.codes[f].next = extra["next_code"][f]
+        self.ts[:n] = arrays["col_ts"]
+        for index, name in ((self.tags, "tags"), (self.entities, "entities")):
+            for slot, values in extra[name]:
+                index.set(int(slot), values)
 
     def clear(self, slot: int) -> None:
         for f in _FIELDS:

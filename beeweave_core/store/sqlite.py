@@ -26,6 +26,7 @@ from ..records import KnowledgeChunk, Relationship
 from ..vectors import VectorIndex, matvec
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, split_changes
 from .columns import AttributeColumns
+from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 
 __all__ = ["SQLiteStore"]
 
@@ -134,6 +135,15 @@ class SQLiteStore:
             self._db.close()
             raise
 
+    _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
+
+    def _snapshot_gone(self) -> None:
+        """After the first committed write since a snapshot: its token is gone, so is the file."""
+        if self._snapshot_token is not None:
+            self._snapshot_token = None
+            if self.path is not None:
+                snapshot_path(self.path).unlink(missing_ok=True)
+
     def _init_indexes(self, index_config: IndexConfig | None) -> None:
         self.index_config = self._resolve_index_config(index_config)
         cfg = self.index_config
@@ -208,7 +218,11 @@ class SQLiteStore:
             def __enter__(self) -> None:
                 try:
                     store._db.execute("BEGIN IMMEDIATE")
+                    if store._snapshot_token is not None:  # this write makes the snapshot stale
+                        store._db.execute("DELETE FROM meta WHERE key='snapshot'")
                 except sqlite3.OperationalError as exc:
+                    if store._db.in_transaction:
+                        store._db.execute("ROLLBACK")
                     store._raise_unavailable(exc, "could not start a write")
                     raise
 
@@ -216,6 +230,7 @@ class SQLiteStore:
                 if exc_type is None:
                     try:
                         store._db.execute("COMMIT")
+                        store._snapshot_gone()
                         return
                     except sqlite3.OperationalError as commit_exc:
                         exc = commit_exc
@@ -245,8 +260,11 @@ class SQLiteStore:
     def _graph_path(self) -> Path | None:
         return None if self.path is None else self.path.with_name(self.path.name + ".hnsw")
 
-    def _load(self) -> None:
-        """Rebuild the in-memory indexes from committed rows, column-wise (fast at 1M rows)."""
+    def _load(self, *, snapshot: bool = True) -> None:
+        """Rebuild the in-memory indexes from committed rows, column-wise (fast at 1M rows),
+        or restore them from a snapshot the database still vouches for (see snapshot.py)."""
+        if snapshot and self._load_snapshot():
+            return
         self._term_ids = {t: i for i, t in self._db.execute("SELECT id, term FROM terms")}
         rows = self._db.execute(
             "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities, lex, vector "
@@ -311,6 +329,59 @@ class SQLiteStore:
             self._vec.load_graph(graph, np.asarray(self._seqs, np.int64))
         elif graph is not None and graph.exists():
             graph.unlink()  # stale: never let it be mistaken for ours later
+
+    def _load_snapshot(self) -> bool:
+        if self.path is None:
+            return False
+        row = self._db.execute("SELECT value FROM meta WHERE key='snapshot'").fetchone()
+        if row is None:
+            return False
+        graph = self._graph_path()
+        if graph is not None and not _same_store(graph, self._store_id()):
+            graph = None
+        try:
+            # VectorIndex is looked up at call time: tests swap in one with a small exact limit.
+            ok = load_snapshot(self, snapshot_path(self.path), row[0], graph, lambda dim: VectorIndex(dim))
+        except Exception:  # half restored: start again from the rows
+            import logging
+
+            logging.getLogger(__name__).warning("BeeWeave: could not restore the snapshot of %s; rebuilding "
+                                                "the indexes from the records", self.path, exc_info=True)
+            ok = False
+        if not ok:
+            self._fresh_indexes()
+            return False
+        self._snapshot_token = row[0]
+        return True
+
+    def _fresh_indexes(self) -> None:
+        cfg = self.index_config
+        self._term_ids, self._slot_of, self._ids, self._seqs = {}, {}, [], []
+        self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
+                              context_weight=cfg.lexical_context_weight)
+        self._order = SessionOrder(cfg.context_radius)
+        self._vec = None
+        self._cols = AttributeColumns()
+
+    def _save_snapshot(self) -> None:
+        """At close: write the snapshot, then name it in meta (a crash in between leaves it unnamed)."""
+        if self.path is None or self._vec is None or self._snapshot_token is not None:
+            return  # nothing to save, or the snapshot on disk is still the current one
+        token = new_token()
+        try:
+            save_snapshot(self, snapshot_path(self.path), token)
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (token,))
+            self._db.execute("COMMIT")
+            self._snapshot_token = token
+        except Exception:  # only the next open's speed is at stake
+            import logging
+
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            snapshot_path(self.path).unlink(missing_ok=True)
+            logging.getLogger(__name__).warning("BeeWeave: could not save a snapshot of %s", self.path,
+                                                exc_info=True)
 
     def _order_key(self, slot: int, session: str | None) -> tuple[int, int] | None:
         if session is None:
@@ -843,14 +914,8 @@ class SQLiteStore:
             for side in ([] if graph is None else [graph, Path(str(graph) + ".keys.npy")]):
                 if side.exists():
                     side.unlink()
-            cfg = self.index_config
-            self._term_ids, self._slot_of, self._ids, self._seqs = {}, {}, [], []
-            self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
-                                  context_weight=cfg.lexical_context_weight)
-            self._order = SessionOrder(cfg.context_radius)
-            self._vec = None
-            self._cols = AttributeColumns()
-            self._load()
+            self._fresh_indexes()
+            self._load(snapshot=False)
             return self.verify()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -868,6 +933,7 @@ class SQLiteStore:
                 return
             try:
                 self.flush()
+                self._save_snapshot()
             finally:
                 self._closed = True
                 self._db.close()
