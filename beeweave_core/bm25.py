@@ -338,10 +338,9 @@ class BM25Index:
         under neighbourhood (a user or session scope is: neighbours share both),
         so that it never drops a term a returned document's context holds.
 
-        Scores are summed term by term into one dense accumulator over the slots, so
-        the cost is the query's postings plus a few passes over the slot array, with no
-        sorting; the terms are added in the query's order, so the floating-point sums
-        are the same however the index was built.
+        Each term's context postings are scored, then summed per slot in one dense
+        accumulation: the cost is the query's postings plus one pass over the slot array,
+        with no sorting.
         """
         empty = np.zeros(0, np.int64), np.zeros(0)
         if self._n_docs == 0:
@@ -350,8 +349,8 @@ class BM25Index:
         norm = self._norm()
         k1 = self.k1
         n_slots = len(self._alive)
-        acc: np.ndarray | None = None
-        hit: np.ndarray | None = None
+        parts_slots: list[np.ndarray] = []
+        parts_scores: list[np.ndarray] = []
         for term_id, qtf in query_terms.items():
             if term_id >= len(self._postings) or self._df[term_id] <= 0:
                 continue
@@ -370,18 +369,25 @@ class BM25Index:
                     slots, tfs = slots[keep], tfs[keep]
             if not len(slots):
                 continue
-            s = idf[term_id] * qtf * (tfs * (k1 + 1)) / (tfs + norm[slots])
-            if acc is None:
-                acc = np.zeros(n_slots)
-                hit = np.zeros(n_slots, bool)
-            acc[slots] += s  # slots are unique within one term
-            hit[slots] = True  # type: ignore[index]
-        if acc is None:
+            parts_slots.append(slots)
+            parts_scores.append(idf[term_id] * qtf * (tfs * (k1 + 1)) / (tfs + norm[slots]))
+        if not parts_slots:
             return empty
-        uniq = np.flatnonzero(hit)
+        if len(parts_slots) == 1:  # one term: its slots are sorted and unique already
+            uniq, scores = parts_slots[0].astype(np.int64), parts_scores[0]
+        else:
+            # One accumulation over all terms; bincount adds each slot's terms in query
+            # order, the same sums however the index was built.
+            slots = np.concatenate(parts_slots)
+            acc = np.bincount(slots, weights=np.concatenate(parts_scores), minlength=n_slots)
+            hit = np.zeros(n_slots, bool)
+            hit[slots] = True
+            uniq = np.flatnonzero(hit)
+            scores = acc[uniq]
         if allowed is not None:
-            uniq = uniq[allowed[uniq]]
-        return uniq.astype(np.int64), acc[uniq]
+            keep = allowed[uniq]
+            uniq, scores = uniq[keep], scores[keep]
+        return uniq, scores
 
     def _context(self, term_id: int, n_slots: int) -> ContextPostings:
         c = self._ctx.get(term_id)

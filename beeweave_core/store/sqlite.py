@@ -661,6 +661,8 @@ class SQLiteStore:
                 return []
             mask = self._mask(flt)
             scope = self._cols.scope_mask(flt, self._alive())
+            if scope is not None and int(np.count_nonzero(scope)) == self._lex.n_docs:
+                scope = None  # the scope is the whole store: pre-filtering would only cost time
             slots, scores = self._lex.score(qt, mask, scope) if qt else (np.zeros(0, np.int64), np.zeros(0))
             top_slots, top_scores = top_k(slots, scores, k)
             out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
