@@ -149,7 +149,7 @@ class NetworkMixin:
                 groups.setdefault((c.user_id, c.session_id), set()).add(c.id)
         for (user, session), new in groups.items():
             flt = build_filter({"session_id": session, "status": _ALL_STATUSES}, user_id=user)
-            ordered = [c.id for c in backend.scan(flt, order="timestamp")]
+            ordered = backend.scan_ids(flt, order="timestamp")
             for a, b in zip(ordered, ordered[1:]):
                 if a in new or b in new:
                     out.append(Relationship(a, b, RelationType.SESSION, 1.0))
@@ -198,7 +198,7 @@ class NetworkMixin:
             edges = []
             for user, session in sessions:
                 flt = build_filter({"session_id": session, "status": _ALL_STATUSES}, user_id=user)
-                ordered = [c.id for c in backend.scan(flt, order="timestamp")]
+                ordered = backend.scan_ids(flt, order="timestamp")
                 have = {(e.source_id, e.target_id) for e in
                         backend.edges(ordered, types=[RelationType.SESSION], direction="out")}
                 edges += [Relationship(a, b, RelationType.SESSION, 1.0) for a, b in zip(ordered, ordered[1:])

@@ -421,6 +421,8 @@ class BackendConformance:
         assert [c.id for c in world.scan(everything, limit=3)] == by_time[:3]
         assert [c.id for c in world.scan(everything, limit=2, descending=True)] == by_time[::-1][:2]
         assert [c.id for c in world.scan(everything, limit=0)] == []
+        for kw in ({}, {"descending": True}, {"limit": 3}, {"limit": 2, "descending": True}, {"order": "insertion"}):
+            assert world.scan_ids(everything, **kw) == [c.id for c in world.scan(everything, **kw)]
 
     @pytest.mark.parametrize("flt", FILTERS, ids=[str(sorted(f)) for f in FILTERS])
     def test_every_filter_in_every_read(self, world, flt) -> None:

@@ -100,6 +100,11 @@ class StoreBackend(Protocol):
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]: ...
 
+    def scan_ids(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
+                 descending: bool = False) -> list[str]:
+        """The ids ``scan`` would yield, in the same order, without reading the records."""
+        ...
+
     def count(self, flt: Filter | None = None) -> int: ...
 
     def matching(self, ids: Sequence[str], flt: Filter) -> set[str]:

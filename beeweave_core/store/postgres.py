@@ -494,16 +494,19 @@ class PostgresStore:
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]:
+        return self._scan_batches(self.scan_ids(flt, order=order, limit=limit, descending=descending))
+
+    def scan_ids(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
+                 descending: bool = False) -> list[str]:
         self._check()
         where, args = filter_sql(flt)
         direction = "DESC" if descending else "ASC"
         order_by = f"c.ts {direction}, c.seq {direction}" if order == "timestamp" else f"c.seq {direction}"
         lim = "" if limit is None else " LIMIT %(lim)s"
         with self._conn() as conn:
-            ids = [r[0] for r in conn.execute(
+            return [r[0] for r in conn.execute(
                 f"SELECT c.id FROM chunks c WHERE c.tenant = %(t)s{where} ORDER BY {order_by}{lim}",
                 {"t": self.tenant, "lim": max(int(limit or 0), 0), **args})]
-        return self._scan_batches(ids)
 
     def _scan_batches(self, ids: list[str]) -> Iterator[KnowledgeChunk]:
         for i in range(0, len(ids), 500):

@@ -613,6 +613,16 @@ class SQLiteStore:
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]:
+        ids = self.scan_ids(flt, order=order, limit=limit, descending=descending)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            got = self.get(part)
+            for cid in part:
+                if cid in got:
+                    yield got[cid]
+
+    def scan_ids(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
+                 descending: bool = False) -> list[str]:
         with self._lock:
             self._check()
             mask = self._mask(flt)
@@ -623,14 +633,8 @@ class SQLiteStore:
             if descending:
                 slots = slots[::-1]
             if limit is not None:
-                slots = slots[:limit]
-            ids = [self._ids[s] for s in slots.tolist()]
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            got = self.get(part)  # type: ignore[arg-type]
-            for cid in part:
-                if cid in got:
-                    yield got[cid]
+                slots = slots[: max(limit, 0)]
+            return [self._ids[s] for s in slots.tolist()]  # type: ignore[misc]
 
     def count(self, flt: Filter | None = None) -> int:
         with self._lock:
