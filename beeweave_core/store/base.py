@@ -17,7 +17,7 @@ import numpy as np
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 
-__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport", "split_changes"]
+__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport", "records_in_order", "split_changes"]
 
 # Bumped by every named migration; a store newer than the code refuses to open.
 SCHEMA_VERSION = 1
@@ -171,3 +171,15 @@ class StoreBackend(Protocol):
         """Persist derived structures (e.g. an ANN graph) so the next open is fast."""
 
     def close(self) -> None: ...
+
+
+def records_in_order(get: Callable[[Sequence[str]], dict[str, KnowledgeChunk]],
+                     ids: Sequence[str]) -> Iterator[KnowledgeChunk]:
+    """``scan`` from ``scan_ids``: the records of ``ids`` in that order, read 500 at a time
+    (one that vanished meanwhile is skipped)."""
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        got = get(part)
+        for cid in part:
+            if cid in got:
+                yield got[cid]

@@ -45,7 +45,7 @@ from ..events import EventType
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..vectors import EXACT_LIMIT
-from .base import ChunkRow, VerifyReport, split_changes
+from .base import ChunkRow, VerifyReport, records_in_order, split_changes
 
 try:
     import psycopg
@@ -494,7 +494,7 @@ class PostgresStore:
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]:
-        return self._scan_batches(self.scan_ids(flt, order=order, limit=limit, descending=descending))
+        return records_in_order(self.get, self.scan_ids(flt, order=order, limit=limit, descending=descending))
 
     def scan_ids(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
                  descending: bool = False) -> list[str]:
@@ -507,14 +507,6 @@ class PostgresStore:
             return [r[0] for r in conn.execute(
                 f"SELECT c.id FROM chunks c WHERE c.tenant = %(t)s{where} ORDER BY {order_by}{lim}",
                 {"t": self.tenant, "lim": max(int(limit or 0), 0), **args})]
-
-    def _scan_batches(self, ids: list[str]) -> Iterator[KnowledgeChunk]:
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            got = self.get(part)
-            for cid in part:
-                if cid in got:
-                    yield got[cid]
 
     def count(self, flt: Filter | None = None) -> int:
         with self._conn() as conn:

@@ -24,7 +24,7 @@ from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, Sto
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..vectors import VectorIndex, matvec
-from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, split_changes
+from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
 from .columns import AttributeColumns
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 
@@ -613,13 +613,7 @@ class SQLiteStore:
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]:
-        ids = self.scan_ids(flt, order=order, limit=limit, descending=descending)
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            got = self.get(part)
-            for cid in part:
-                if cid in got:
-                    yield got[cid]
+        return records_in_order(self.get, self.scan_ids(flt, order=order, limit=limit, descending=descending))
 
     def scan_ids(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
                  descending: bool = False) -> list[str]:
