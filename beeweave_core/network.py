@@ -167,20 +167,26 @@ class NetworkMixin:
         cap = self.network_config.max_shared_links
         out: list[Relationship] = []
         pairs: set[frozenset[str]] = set()
+        key = "tags_any" if attr == "tags" else "entities"
+        found: list[tuple[KnowledgeChunk, set[str], list[str]]] = []
         for c in chunks:
             values = set(getattr(c, attr))
-            if not values:
-                continue
-            key = "tags_any" if attr == "tags" else "entities"
-            flt = build_filter({key: sorted(values), "status": _ALL_STATUSES}, user_id=c.user_id)
+            if values:
+                flt = build_filter({key: sorted(values), "status": _ALL_STATUSES}, user_id=c.user_id)
+                found.append((c, values, backend.scan_ids(flt, order="timestamp", descending=True, limit=cap + 1)))
+        # One read for the whole batch: the same popular memories turn up for many new ones.
+        known = {c.id: set(getattr(c, attr)) for c in chunks}
+        wanted = list(dict.fromkeys(i for _, _, ids in found for i in ids if i not in known))
+        known.update((i, set(getattr(o, attr))) for i, o in backend.get(wanted).items())
+        for c, values, ids in found:
             n = 0
-            for other in backend.scan(flt, order="timestamp", descending=True, limit=cap + 1):
-                if other.id == c.id or n >= cap or frozenset((c.id, other.id)) in pairs:
+            for other in ids:
+                if other == c.id or other not in known or n >= cap or frozenset((c.id, other)) in pairs:
                     continue
-                pairs.add(frozenset((c.id, other.id)))  # two new memories of one batch: one edge
-                shared = values & set(getattr(other, attr))
-                weight = len(shared) / max(len(values), len(set(getattr(other, attr))), 1)
-                out.append(Relationship(c.id, other.id, kind, round(weight, 6)))
+                pairs.add(frozenset((c.id, other)))  # two new memories of one batch: one edge
+                theirs = known[other]
+                weight = len(values & theirs) / max(len(values), len(theirs), 1)
+                out.append(Relationship(c.id, other, kind, round(weight, 6)))
                 n += 1
         return out
 
