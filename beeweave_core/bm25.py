@@ -379,11 +379,17 @@ class BM25Index:
             # One accumulation over all terms; bincount adds each slot's terms in query
             # order, the same sums however the index was built.
             slots = np.concatenate(parts_slots)
-            acc = np.bincount(slots, weights=np.concatenate(parts_scores), minlength=n_slots)
-            hit = np.zeros(n_slots, bool)
-            hit[slots] = True
-            uniq = np.flatnonzero(hit)
-            scores = acc[uniq]
+            weights = np.concatenate(parts_scores)
+            if len(slots) * 16 > n_slots:
+                acc = np.bincount(slots, weights=weights, minlength=n_slots)
+                hit = np.zeros(n_slots, bool)
+                hit[slots] = True
+                uniq = np.flatnonzero(hit)
+                scores = acc[uniq]
+            else:  # few postings (a narrow scope in a big store): sorting them beats passes over every slot
+                uniq, inv = np.unique(slots, return_inverse=True)
+                scores = np.bincount(inv, weights=weights, minlength=len(uniq))
+                uniq = uniq.astype(np.int64)
         if allowed is not None:
             keep = allowed[uniq]
             uniq, scores = uniq[keep], scores[keep]

@@ -156,10 +156,33 @@ def test_a_scope_filter_on_receivers_equals_filtering_postings_first() -> None:
         model.step(index)
     n = max(model.docs) + 1
     scope = np.zeros(n + 16, bool)
-    for session in (0, 2):
+    for session in (2,):
         scope[model.sessions.get(session, [])] = True
+    for query in [{t: 1} for t in range(10)] + [{t: 1, t + 1: 2, t + 5: 1} for t in range(10)]:
+        # A narrow scope sums few postings (sorted path), the whole store many (dense path).
+        slots, values = index.score(query, scope, scope)
+        all_slots, all_values = index.score(query)
+        expected = {s: v for s, v in zip(all_slots.tolist(), all_values.tolist()) if scope[s]}
+        assert dict(zip(slots.tolist(), values.tolist())) == expected
+
+
+def test_a_narrow_scope_in_a_big_index_sums_like_the_whole_index() -> None:
+    """Few postings are summed by sorting, many by a dense pass: the sums are the same."""
+    rnd = random.Random(5)
+    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    n = 3000
+    for slot in range(n):
+        index.add(slot, dict(Counter(rnd.randrange(12) for _ in range(rnd.randint(1, 6)))))
+    for slot in range(0, n, 3):  # sessions of three
+        index.set_neighbours(slot, [slot + 1, slot + 2])
+        index.set_neighbours(slot + 1, [slot, slot + 2])
+        index.set_neighbours(slot + 2, [slot, slot + 1])
+    scope = np.zeros(n, bool)
+    scope[30:45] = True
     for t in range(10):
-        slots, values = index.score({t: 1}, scope, scope)
-        all_slots, all_values = index.score({t: 1})
+        query = {t: 1, t + 1: 1, t + 2: 2}
+        slots, values = index.score(query, scope, scope)
+        all_slots, all_values = index.score(query)
+        assert len(all_slots) * 16 > n >= len(slots) * 3 * 16  # both paths are taken
         expected = {s: v for s, v in zip(all_slots.tolist(), all_values.tolist()) if scope[s]}
         assert dict(zip(slots.tolist(), values.tolist())) == expected
