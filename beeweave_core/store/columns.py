@@ -67,6 +67,7 @@ class _SetIndex:
 class AttributeColumns:
     def __init__(self) -> None:
         self._cap = 0
+        self.version = 0  # bumped by every change, so a mask computed before it is not reused
         self.codes = {f: _Codes() for f in _FIELDS}
         self.arrays = {f: np.zeros(0, np.int32) for f in _FIELDS}
         self.ts = np.zeros(0, np.float64)
@@ -87,6 +88,7 @@ class AttributeColumns:
 
     def set(self, slot: int, user: str, agent: str | None, session: str | None, ts: float, status: str,
             ctype: str, intent: str | None, tags: Sequence[str], entities: Sequence[str] = ()) -> None:
+        self.version += 1
         self._grow(slot)
         for f, v in zip(_FIELDS, (user, agent, session, status, ctype, intent)):
             self.arrays[f][slot] = self.codes[f].get(v)
@@ -98,6 +100,7 @@ class AttributeColumns:
                  sessions: Sequence[str | None], ts: np.ndarray, statuses: Sequence[str], ctypes: Sequence[str],
                  intents: Sequence[str | None], tags_json: Sequence[str], entities_json: Sequence[str]) -> None:
         """Fill many slots from column lists (tags/entities as stored JSON text)."""
+        self.version += 1
         if not len(slots):
             return
         self._grow(int(slots.max()))
@@ -125,6 +128,7 @@ class AttributeColumns:
         return arrays, extra
 
     def restore(self, arrays: dict[str, np.ndarray], extra: dict) -> None:
+        self.version += 1
         n = len(arrays["col_ts"])
         self._grow(max(n - 1, 0))
         for f in _FIELDS:
@@ -137,6 +141,7 @@ class AttributeColumns:
                 index.set(int(slot), values)
 
     def clear(self, slot: int) -> None:
+        self.version += 1
         for f in _FIELDS:
             self.arrays[f][slot] = 0
         self.tags.set(slot, ())

@@ -136,6 +136,7 @@ class SQLiteStore:
             raise
 
     _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
+    _mask_cache: tuple[tuple[Any, ...], np.ndarray] | None = None  # see _mask
 
     def _snapshot_gone(self) -> None:
         """After the first committed write since a snapshot: its token is gone, so is the file."""
@@ -355,6 +356,7 @@ class SQLiteStore:
         return True
 
     def _fresh_indexes(self) -> None:
+        self._mask_cache = None
         cfg = self.index_config
         self._term_ids, self._slot_of, self._ids, self._seqs = {}, {}, [], []
         self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
@@ -447,6 +449,7 @@ class SQLiteStore:
             if self._vec is None or (self._vec.dim != dim and self._vec.n_alive == 0):
                 # First rows, or every old vector was just replaced by a re-embed.
                 self._vec = VectorIndex(dim)
+                self._mask_cache = None
                 self._vec.set(np.arange(len(self._ids)), np.zeros((len(self._ids), dim), np.float32))
                 for s in range(len(self._ids)):
                     self._vec.remove(s)
@@ -644,7 +647,19 @@ class SQLiteStore:
             return {i for i in ids if i in self._slot_of and mask[self._slot_of[i]]}
 
     def _mask(self, flt: Filter) -> np.ndarray:
-        return self._cols.mask(flt, self._alive(), self._slot_of)
+        """The filter's boolean mask over slots (read-only). A search asks for the same mask
+        twice (dense and lexical side), which costs a few passes over every slot at 1M, so the
+        last one is kept until a slot lives, dies or changes its attributes."""
+        if self._vec is None:
+            return self._cols.mask(flt, self._alive(), self._slot_of)
+        key = (flt, self._vec._n, self._vec.n_alive, self._cols.version)
+        cached = self._mask_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        mask = self._cols.mask(flt, self._alive(), self._slot_of)
+        mask.flags.writeable = False
+        self._mask_cache = (key, mask)
+        return mask
 
     def _alive(self) -> np.ndarray:
         return self._vec.alive_mask() if self._vec is not None else np.zeros(0, bool)
