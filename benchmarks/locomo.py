@@ -3,12 +3,15 @@
 Usage:
     python benchmarks/locomo.py [DATA_DIR] [--systems beeweave,bm25,faiss,langchain,llamaindex]
                                 [--limit-convs N] [--backend embedded|postgres]
+                                [--embedder torch|onnx|onnx-int8]
 
 DATA_DIR defaults to ../shared/data/locomo (the development split; its README defines the
 measure). Every turn is one memory: id = dia_id, user = the conversation, session = the
 session number, timestamp = the session's date. Questions of categories 1-4 with evidence
 are asked; recall@k is the share of a question's evidence turns in the top k. Query times
-include the query's embedding for every system.
+include the query's embedding for every system. ``--embedder`` runs BeeWeave with the
+default model on another backend: ``onnx`` (the same float weights in onnxruntime) or
+``onnx-int8`` (int8-quantized; pip install beeweave[onnx]).
 """
 
 from __future__ import annotations
@@ -62,14 +65,17 @@ class BeeWeaveDefault:
 
     name = "beeweave"
 
-    def __init__(self, backend: str = "embedded") -> None:
-        self._embedder = SentenceTransformerEmbedder()  # the default model, loaded once for all stores
+    def __init__(self, backend: str = "embedded", embedder: str = "torch") -> None:
+        # the default model, loaded once for all stores
+        self._embedder = SentenceTransformerEmbedder(backend="onnx" if embedder.startswith("onnx") else "torch",
+                                                     quantize=embedder == "onnx-int8")
         self._memory: BeeWeave | None = None
         self._user = ""
         self._backend = backend
         self._url = _postgres_url() if backend == "postgres" else None
         where = "PostgreSQL + pgvector" if backend == "postgres" else "embedded"
-        self.label = f"BeeWeave {where} (default: BM25 + MiniLM, session context, z-score fusion)"
+        model = "MiniLM" if embedder == "torch" else f"MiniLM {embedder}"
+        self.label = f"BeeWeave {where} (default: BM25 + {model}, session context, z-score fusion)"
 
     def index(self, turns: Sequence[Turn]) -> None:
         if self._memory is not None:
@@ -101,7 +107,14 @@ def main() -> None:
         del argv[i : i + 2]
         if backend not in ("embedded", "postgres"):
             sys.exit("--backend must be 'embedded' or 'postgres'")
-    locomo_peers.SYSTEMS = {"beeweave": lambda enc: BeeWeaveDefault(backend), **locomo_peers.SYSTEMS}
+    embedder = "torch"
+    if "--embedder" in argv:
+        i = argv.index("--embedder")
+        embedder = argv[i + 1]
+        del argv[i : i + 2]
+        if embedder not in ("torch", "onnx", "onnx-int8"):
+            sys.exit("--embedder must be 'torch', 'onnx' or 'onnx-int8'")
+    locomo_peers.SYSTEMS = {"beeweave": lambda enc: BeeWeaveDefault(backend, embedder), **locomo_peers.SYSTEMS}
     locomo_peers.main(argv)
 
 
