@@ -42,7 +42,7 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
 
 
 class VectorIndex:
-    def __init__(self, dim: int, *, hnsw_m: int = 32, ef_construction: int = 40, ef_search: int = 96,
+    def __init__(self, dim: int, *, hnsw_m: int = 32, ef_construction: int = 80, ef_search: int = 96,
                  exact_limit: int = EXACT_LIMIT, tail_limit: int | None = None) -> None:
         self.dim = dim
         self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
