@@ -18,14 +18,16 @@ import multiprocessing as mp
 import os
 import random
 import sys
-import tempfile
 import time
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
+from pg_server import local_postgres, schema_url  # noqa: E402
 
 from beeweave_core import KnowledgeChunk  # noqa: E402
 from beeweave_core.filters import build_filter  # noqa: E402
@@ -110,19 +112,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--backends", default="sqlite,postgres", help="which to measure in one process")
     args = parser.parse_args()
+    # Without --url, a throw-away server, stopped and deleted at the end.
+    with (nullcontext(args.url) if args.url else local_postgres()) as server:
+        run(args, server)
 
+
+def run(args: argparse.Namespace, server: str) -> None:
     from beeweave_core.store.postgres import PostgresStore
     from beeweave_core.store.sqlite import SQLiteStore
 
-    url = args.url
-    if url is None:
-        import pgserver
-
-        data = tempfile.mkdtemp(prefix="beeweave-bench-pg-")
-        os.chmod(data, 0o755)
-        url = pgserver.get_server(data, cleanup_mode="delete").get_uri()
     schema = f"bench_{uuid.uuid4().hex[:8]}"
-    url = f"{url}{'&' if '?' in url else '?'}schema={schema}"
+    url = schema_url(server, schema)
 
     rows = make_rows(args.n, args.dim, seed=1)
     rnd, rng = random.Random(2), np.random.default_rng(2)
@@ -150,7 +150,7 @@ def main() -> None:
     if args.writers > 1:
         # A fresh schema and at most 10,000 memories in all, so that the rate compares with
         # the single process's first phase (no HNSW graph to maintain).
-        multi_url = url.replace(f"schema={schema}", f"schema={schema}_multi")
+        multi_url = schema_url(server, f"{schema}_multi")
         per = min(args.n, 10_000) // args.writers
         ctx = mp.get_context("spawn")
         out = ctx.Queue()

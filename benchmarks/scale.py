@@ -1,7 +1,9 @@
-"""Scale benchmark (issue 10): BeeWeave beside LangChain and LlamaIndex from 10k to 1M memories.
+"""Scale benchmark (issue 10): BeeWeave, embedded and on PostgreSQL, beside LangChain and LlamaIndex
+from 10k to 1M memories.
 
 Usage:
-    python benchmarks/scale.py [DATA_DIR] [--sizes 10000,100000] [--systems beeweave,langchain,llamaindex]
+    python benchmarks/scale.py [DATA_DIR] [--sizes 10000,100000]
+                               [--systems beeweave,beeweave-postgres,langchain,llamaindex]
                                [--queries 200] [--peer-queries 50] [--adds 50] [--peer-adds 5]
                                [--users N] [--workdir DIR] [--skip-minilm]
                                [--vectors random|text] [--vector-cache DIR] [--ef default,256,1024]
@@ -19,32 +21,49 @@ the bundled model (offline) and cached in ``--vector-cache`` (default
 load average 6-7, then ~1 s. Stores of 1,000,000 memories and more are spread over 1,000
 users, smaller ones are one scope (``--users`` overrides).
 
+Systems: ``beeweave`` (embedded: a SQLite file, in-process indexes), ``beeweave-postgres``
+(the same engine on ``PostgresStore``: PostgreSQL 16 + pgvector from the pip package
+``pgserver``, started by each job in the run's workdir, on this machine, and stopped and
+deleted after it; one tenant in a schema of its own), ``langchain`` and ``llamaindex``. Both
+BeeWeave systems are measured by the same code, with the same ``--queries`` and ``--adds``.
+
 For each system and size, in a fresh process (so resident memory is the system's own):
-- build: ingest N memories (BeeWeave: ``add_many(link=False)`` in blocks, into a SQLite file)
-  plus the first searches (unscoped and scoped), which is when BeeWeave builds its HNSW graph.
+- build: ingest N memories (BeeWeave: ``add_many(link=False)`` in blocks, into a SQLite file
+  or the PostgreSQL schema) plus the first searches (unscoped and scoped), which is when
+  BeeWeave builds its HNSW graph. On PostgreSQL the HNSW index is built in a background
+  thread once the store passes 10,000 vectors (and then maintained by every insert); build
+  time includes waiting for it.
 - search p50/p95: hybrid search, k=10, over ``--queries`` LoCoMo questions (peers:
   ``--peer-queries``) after 3 warm-up searches. BeeWeave searches the query's user; "unscoped"
   searches the whole store.
 - add one: p50 over ``--adds`` single ``add()`` calls to the full store (peers: ``--peer-adds``,
   as each of their adds rebuilds the BM25 retriever). BeeWeave also reports the first search
   after each add, which pays for any index work the add deferred.
-- open: BeeWeave: close, then ``BeeWeave(path)`` + first search. LangChain:
+- open: BeeWeave: close, then ``BeeWeave(path)`` + first search; on PostgreSQL a new
+  ``BeeWeave.from_url`` (a new ``PostgresStore``, its pool and checks) on the same tenant +
+  first search, the server still running with its caches. LangChain:
   ``FAISS.save_local``, then ``load_local`` + BM25Retriever rebuild + first query. LlamaIndex:
   ``StorageContext.persist`` + ``BM25Retriever.persist``, then both loads + first query.
   Files are in the OS cache (a warm open).
 - KB/memory: RSS growth from just before the build to just after the first search (after
   ``gc.collect`` and ``malloc_trim``), over N; "beyond vector" subtracts N*384*4 bytes.
-  1 KB = 1000 bytes.
+  1 KB = 1000 bytes. n/a on PostgreSQL: the store lives in the server's processes (shared
+  buffers, caches), not in the benchmark's, so the benchmark's RSS says nothing of it; the
+  cell shows the schema's on-disk size per memory (tables, indexes, TOAST) instead.
 - ANN recall@10 (BeeWeave): the unscoped dense search (``backend.vector_search``) against the
   same search with ``exact=True``, over the query vectors of the run, at the engine's efSearch.
-  ``--ef`` also measures it at other efSearch values (set on ``backend._vec.ef_search``, then
+  ``--ef`` also measures it at other efSearch values (set on ``backend._vec.ef_search``, on
+  PostgreSQL on ``backend.ef_search``, pgvector's ``hnsw.ef_search`` for an unscoped search; then
   restored), with the dense and the unscoped hybrid search p50 at each, and the exact scan's
   p50: the recall/latency trade-off. Each value costs 2 x ``--queries`` searches. Up to 10,000
   candidates the engine scans exactly, so a 10k store shows 1.000 "(exact scan)"; the graph
   is first used above that (e.g. ``--sizes 20000``). Uniformly random vectors are a hard case
   for HNSW (20k, efSearch 96: 0.62; 1024: 0.99); text vectors are easier (20k: 1.000 at 96).
 
-Peers are not run beyond 100k (their search is a scan and every add rebuilds BM25).
+Peers are not run beyond 100k (their search is a scan and every add rebuilds BM25). Nor is
+BeeWeave on PostgreSQL unless ``--systems`` names it: past 10,000 vectors pgvector maintains
+its HNSW graph on every insert (~170 inserts/s on this machine, benchmarks/pg_throughput.py),
+so at that rate a 100k build takes ~10 min (not yet measured here) and 1M would take hours.
 Time on the 2-core development machine, shared (load average 6-11): the default run (10k and
 100k, all systems) took 30 min at an earlier engine revision (which built the HNSW graph at
 the first search: 6.5 min at 100k), 8 of them in LlamaIndex's 100k queries. At revision
@@ -96,6 +115,10 @@ from scale_data import (  # noqa: E402
 K = 10
 WARM_UP = 3
 PEER_LIMIT = 100_000  # the peers are not run on larger stores
+# Without --systems, BeeWeave on PostgreSQL is not run on larger stores either: once the HNSW
+# index exists pgvector maintains it on every insert (~170 inserts/s here), so 1M would take hours.
+POSTGRES_LIMIT = 100_000
+DEFAULT_SYSTEMS = "beeweave,beeweave-postgres,langchain,llamaindex"
 # LlamaIndex's SimpleVectorStore persists and reloads through dataclasses_json one float at a
 # time (~30 us each here: 150 s at 12k memories), so beyond this its open is not measured.
 LLAMAINDEX_OPEN_LIMIT = 20_000
@@ -104,6 +127,7 @@ BLOCK = 8192  # memories per add_many call while building
 
 LABELS = {
     "beeweave": "BeeWeave embedded (SQLite file)",
+    "beeweave-postgres": "BeeWeave on PostgreSQL + pgvector (local pgserver)",
     "langchain": "LangChain EnsembleRetriever(BM25Retriever, FAISS)",
     "llamaindex": "LlamaIndex QueryFusionRetriever(BM25Retriever, VectorStoreIndex)",
 }
@@ -111,6 +135,14 @@ LABELS = {
 REFERENCE = ("Peers measured earlier on this machine (issue 10), query embedding excluded: LangChain 10k "
              "p50 42 ms, 100k p50 410 / p95 602 ms, add one at 100k 4.2 s; LlamaIndex 10k p50 332 ms, "
              "100k p50 3.0 s, add one 13.9 s.")
+
+POSTGRES_NOTE = ("BeeWeave on PostgreSQL: a PostgreSQL 16 + pgvector server (pip package pgserver) started by the "
+                 "benchmark on this machine, reached through its Unix socket; build includes waiting for the HNSW "
+                 "index pgvector builds in the background past 10,000 vectors. KB/memory is n/a: the store lives "
+                 "in the server's processes (its shared buffers and caches), not in the benchmark's, whose RSS "
+                 "growth says nothing of it; the cell gives the schema's on-disk size (tables, indexes, TOAST) "
+                 "in KB per memory instead. open: a new PostgresStore on the same tenant + first search (the "
+                 "server keeps running and caching).")
 
 # (store size, what, Row field, target, higher is better)
 TARGETS: list[tuple[int, str, str, float, bool]] = [
@@ -155,6 +187,7 @@ class Row:
     after_add_ms: float | None = None
     open_s: float | None = None
     open_note: str = "n/a"  # shown when open_s is None
+    memory_note: str = "n/a"  # shown when kb_per_memory is None
     kb_per_memory: float | None = None
     kb_beyond_vector: float | None = None
     recall: float | None = None
@@ -219,37 +252,67 @@ def run_beeweave(job: Job) -> dict[str, Any]:
 
     from beeweave_core import BeeWeave
 
+    path = Path(job.workdir) / f"beeweave-{job.n}.db"
+    return _measure_beeweave(job, lambda embedder: BeeWeave(path, embedder=embedder),
+                             lambda embedder: BeeWeave(embedder=embedder))
+
+
+def run_beeweave_postgres(job: Job) -> dict[str, Any]:
+    """BeeWeave on PostgresStore, on a PostgreSQL (pgserver) started for this job in the workdir."""
+    from pg_server import local_postgres, schema_url
+
+    from beeweave_core import BeeWeave
+
+    with local_postgres(job.workdir) as server:
+        # The warm-up store has a schema of its own: PostgreSQL's HNSW index is per schema and
+        # dimension, built once that schema's tenants together pass exact_limit vectors.
+        url, warm_up = schema_url(server, f"scale_{job.n}"), schema_url(server, "warm_up")
+        return _measure_beeweave(job, lambda embedder: BeeWeave.from_url(url, tenant="scale", embedder=embedder),
+                                 lambda embedder: BeeWeave.from_url(warm_up, embedder=embedder))
+
+
+def _measure_beeweave(job: Job, open_store: Callable[[Any], Any], open_tiny: Callable[[Any], Any]) -> dict[str, Any]:
+    """Build, search, add to and reopen the store ``open_store(embedder)`` opens (the same one
+    each time); ``open_tiny`` opens a throw-away store of the same backend for the warm-up."""
     corpus, vectors, queries, additions, add_vectors = _job_inputs(job)
     embedder = Precomputed(_model_name(job))  # search gets query_embedding=; this only names the model
     embedder.add([q.text for q in queries], np.stack([q.vector for q in queries]))
-    row = Row(LABELS["beeweave"], job.n, job.vectors, adds=job.adds)
-    path = Path(job.workdir) / f"beeweave-{job.n}.db"
+    row = Row(LABELS[job.system], job.n, job.vectors, adds=job.adds)
+    name = f"{job.system} {job.n}"
 
-    # A tiny store first, so lazy imports (tokenizer, stemmer) happen before the baseline.
-    with BeeWeave(embedder=embedder) as tiny:
+    # A tiny store first, so lazy imports (tokenizer, stemmer, database driver) happen before the baseline.
+    with open_tiny(embedder) as tiny:
         tiny.add_many([m.record(v) for m, v in zip(corpus.memories(0, 3, 1), vectors.store(0, 3))])
         tiny.search(queries[0].text, k=K, query_embedding=queries[0].vector)
 
     rss_before = _rss()
     start = time.perf_counter()
-    memory = BeeWeave(path, embedder=embedder)
+    memory = open_store(embedder)
     for lo in range(0, job.n, BLOCK):
         hi = min(job.n, lo + BLOCK)
         vecs = vectors.store(lo, hi)
         memory.add_many([m.record(v) for m, v in zip(corpus.memories(lo, hi, job.users), vecs)],
                         link=False, show_progress=False)
         if (hi // BLOCK) % 25 == 0 or hi == job.n:
-            _log(f"  beeweave {job.n}: {hi:,} added in {time.perf_counter() - start:.0f} s")
+            _log(f"  {name}: {hi:,} added in {time.perf_counter() - start:.0f} s")
     ingest_s = time.perf_counter() - start
+    # PostgreSQL builds its HNSW index in a background thread once the store passes
+    # exact_limit vectors: waiting for it counts in build time, as the embedded graph does.
+    index_ms = _timed_ms(lambda: _wait_for_index(memory.backend))
     # Whatever the engine builds lazily (the HNSW graph) is built by the first searches, so it
     # counts in build time and memory: one over the whole store, one in a user's scope.
     first_ms = [_timed_ms(lambda: memory.search(queries[0].text, user_id=user, k=K,
                                                  query_embedding=queries[0].vector))
                 for user in (None, queries[0].user_id)]
     row.build_s = time.perf_counter() - start
-    _memory_cells(row, rss_before, _rss())
-    _log(f"  beeweave {job.n}: ingest {ingest_s:.1f} s, first searches {first_ms[0]:.0f} ms (unscoped), "
-         f"{first_ms[1]:.0f} ms (scoped)")
+    if job.system == "beeweave-postgres":
+        # The store lives in the server's processes, not in this one: this process's RSS
+        # growth says nothing of it. The server's on-disk size goes in the note instead.
+        row.memory_note = f"n/a: server (disk {_pg_disk_bytes(memory.backend) / job.n / 1000:.1f})"
+    else:
+        _memory_cells(row, rss_before, _rss())
+    _log(f"  {name}: ingest {ingest_s:.1f} s, index wait {index_ms:.0f} ms, first searches {first_ms[0]:.0f} ms "
+         f"(unscoped), {first_ms[1]:.0f} ms (scoped)")
 
     for scoped, p50, p95 in ((True, "p50", "p95"), (False, "unscoped_p50", "unscoped_p95")):
         times = []
@@ -273,14 +336,36 @@ def run_beeweave(job: Job) -> dict[str, Any]:
     if add_times:
         row.add_ms, row.after_add_ms = _p(add_times, 50), _p(after_times, 50)
 
+    # An add that took the store past exact_limit started a PostgreSQL index build: let it
+    # finish so that it does not run during the open.
+    index_ms = _timed_ms(lambda: _wait_for_index(memory.backend))
     close_ms = _timed_ms(memory.close)
     start = time.perf_counter()
-    reopened = BeeWeave(path, embedder=embedder)
+    reopened = open_store(embedder)
     reopened.search(queries[0].text, user_id=queries[0].user_id, k=K, query_embedding=queries[0].vector)
     row.open_s = time.perf_counter() - start
     reopened.close()
-    _log(f"  beeweave {job.n}: close (saves the graph) {close_ms:.0f} ms, open {row.open_s:.2f} s")
+    _log(f"  {name}: index wait {index_ms:.0f} ms, close {close_ms:.0f} ms, "
+         f"open {row.open_s:.2f} s")
     return asdict(row)
+
+
+def _wait_for_index(backend: Any) -> None:
+    """Wait for an index build the backend runs in the background (PostgresStore's HNSW)."""
+    builder = getattr(backend, "_builder", None)
+    if builder is not None:
+        builder.join()
+
+
+def _pg_disk_bytes(backend: Any) -> int:
+    """Bytes the tables of a PostgresStore's schema take on disk, with their indexes and TOAST."""
+    import psycopg
+
+    with psycopg.connect(backend.url) as conn:
+        return int(conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+            (backend.schema,)).fetchone()[0])
 
 
 def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], row: Row) -> None:
@@ -289,15 +374,23 @@ def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], 
     The row's ``recall`` is at the engine's own efSearch; ``sweep`` has, per value, the
     recall, the dense search p50 and the unscoped hybrid search p50 (the latter two after
     warm-up, like the main figures). efSearch is set on the SQLite backend's VectorIndex
-    (``backend._vec.ef_search``); without one only the engine's value is measured.
+    (``backend._vec.ef_search``) or on PostgresStore itself (``backend.ef_search``, the
+    beam of an unscoped search); without either only the engine's value is measured.
     """
     from beeweave_core.filters import build_filter
 
     everything = build_filter(None)
-    index = getattr(memory.backend, "_vec", None)
+    backend = memory.backend
+    if hasattr(backend, "last_vector_path"):  # PostgresStore: it says how it answered
+        index = backend
+        backend.vector_search(queries[0].vector, everything, K)
+        exact_only = backend.last_vector_path == "exact"
+    else:
+        index = getattr(backend, "_vec", None)
+        exact_only = index is None or getattr(index, "has_graph", True) is False or \
+            getattr(index, "n_alive", 0) <= getattr(index, "exact_limit", -1)
     default_ef = getattr(index, "ef_search", None)
-    if index is None or getattr(index, "has_graph", True) is False or \
-            getattr(index, "n_alive", 0) <= getattr(index, "exact_limit", -1):
+    if exact_only:
         row.recall_note = "exact scan"  # too few candidates for the graph: recall is 1 by construction
     exact, times = [], []
     for i, q in enumerate([*queries[:WARM_UP], *queries]):
@@ -333,7 +426,7 @@ def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], 
                 row.recall = recall
             if ef is not None:
                 sweep.append((int(ef), recall, _p(dense_ms, 50), _p(hybrid_ms, 50)))
-            _log(f"  beeweave {row.n}: efSearch {ef}: recall@10 {recall:.3f}, dense p50 {_p(dense_ms, 50):.1f} ms, "
+            _log(f"  {row.system} {row.n}: efSearch {ef}: recall@10 {recall:.3f}, dense p50 {_p(dense_ms, 50):.1f} ms, "
                  f"unscoped hybrid p50 {_p(hybrid_ms, 50):.1f} ms")
     finally:
         if default_ef is not None:
@@ -476,12 +569,16 @@ def _isolated(fn: Callable[..., Any], *args: Any) -> Any:
         return pool.submit(fn, *args).result()
 
 
+RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"beeweave": run_beeweave,
+                                                       "beeweave-postgres": run_beeweave_postgres}
+
+
 def run_job(job: Job) -> Row:
-    if job.system != "beeweave" and job.n > PEER_LIMIT:
+    if job.system in PEERS and job.n > PEER_LIMIT:
         return Row(LABELS[job.system], job.n, note="not run: too slow beyond 100k")
     _log(f"{job.system} at {job.n:,} memories, {job.users:,} user(s)")
     try:
-        return Row(**_isolated(run_beeweave if job.system == "beeweave" else run_peer, job))
+        return Row(**_isolated(RUNNERS.get(job.system, run_peer), job))
     except Exception as exc:  # one failed system must not lose the others' figures
         _log(f"  {job.system} {job.n} failed: {exc!r}")
         return Row(LABELS[job.system], job.n, note=f"failed: {type(exc).__name__}: {exc}"[:120])
@@ -504,19 +601,19 @@ def table_line(r: Row) -> str:
     unscoped = f"{_num(r.unscoped_p50)} / {_num(r.unscoped_p95)}" if r.unscoped_p50 is not None else "n/a"
     cells = [_num(r.build_s), _num(r.p50), _num(r.p95), unscoped,
              f"{_num(r.add_ms)} (n={r.adds})" if r.add_ms is not None else "n/a", _num(r.after_add_ms),
-             _num(r.open_s, r.open_note), _num(r.kb_per_memory), _num(r.kb_beyond_vector),
+             _num(r.open_s, r.open_note), _num(r.kb_per_memory, r.memory_note), _num(r.kb_beyond_vector),
              "n/a" if r.recall is None else f"{r.recall:.3f}" + (f" ({r.recall_note})" if r.recall_note else "")]
     return f"| {r.system} | {r.n:,} | {r.vectors} | " + " | ".join(cells) + " |"
 
 
 def print_sweep(rows: Sequence[Row]) -> None:
-    lines = [f"| {r.n:,} | {r.vectors} | {ef} | {recall:.3f}{f' ({r.recall_note})' if r.recall_note else ''} "
+    lines = [f"| {r.system} | {r.n:,} | {r.vectors} | {ef} | {recall:.3f}{f' ({r.recall_note})' if r.recall_note else ''} "
              f"| {_num(dense)} | {_num(r.exact_dense_ms)} | {_num(hybrid)} |"
              for r in rows if r.sweep for ef, recall, dense, hybrid in r.sweep]
     if lines:
         print("\nBeeWeave, unscoped, by HNSW efSearch (recall@10 of the dense search against the exact scan):\n\n"
-              "| memories | vectors | efSearch | ANN recall@10 | dense search p50 ms | exact scan p50 ms "
-              "| hybrid search p50 ms |\n|---|---|---|---|---|---|---|")
+              "| system | memories | vectors | efSearch | ANN recall@10 | dense search p50 ms | exact scan p50 ms "
+              "| hybrid search p50 ms |\n" + "|---" * 8 + "|")
         print("\n".join(lines))
 
 
@@ -580,8 +677,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--sizes", type=_sizes, default=_sizes("10000,100000"),
                         help="store sizes, comma-separated; k and m suffixes allowed (default 10000,100000)")
-    parser.add_argument("--systems", default="beeweave,langchain,llamaindex",
-                        help=f"comma-separated, from: {', '.join(LABELS)} (default: all)")
+    parser.add_argument("--systems", default=None,
+                        help=f"comma-separated, from: {', '.join(LABELS)} (default: all, beeweave-postgres "
+                             f"only up to {POSTGRES_LIMIT:,} memories)")
     parser.add_argument("--queries", type=int, default=200, help="timed BeeWeave searches per store (default 200)")
     parser.add_argument("--peer-queries", type=int, default=50,
                         help="timed searches per store for each peer (default 50: LlamaIndex takes seconds each "
@@ -603,7 +701,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "comma-separated; 'default' is the engine's own (default: default)")
     args = parser.parse_args(argv)
 
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    systems = [s.strip() for s in (args.systems or DEFAULT_SYSTEMS).split(",") if s.strip()]
     unknown = [s for s in systems if s not in LABELS]
     if unknown:
         parser.error(f"unknown systems: {', '.join(unknown)}")
@@ -624,7 +722,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         for n in args.sizes:
             users = args.users or (MANY_USERS if n >= 1_000_000 else 1)
             for system in systems:
-                ours = system == "beeweave"
+                if system == "beeweave-postgres" and args.systems is None and n > POSTGRES_LIMIT:
+                    rows.append(Row(LABELS[system], n, note="not run by default beyond 100k (slow ingest)"))
+                    continue
+                ours = system in RUNNERS
                 job = Job(system, n, users, args.queries if ours else args.peer_queries,
                           args.adds if ours else args.peer_adds, str(args.data_dir), workdir,
                           args.vectors, embeddings, tuple(args.ef))
@@ -634,6 +735,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     print(HEADER)
     print("\n".join(table_line(r) for r in rows))
+    if "beeweave-postgres" in systems:
+        print(f"\n{POSTGRES_NOTE}")
     print_sweep(rows)
     print_targets(rows)
     if any(s in PEERS for s in systems):
