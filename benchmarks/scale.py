@@ -193,7 +193,7 @@ class Row:
     recall: float | None = None
     recall_note: str = ""  # e.g. "exact scan": the store is too small for the graph to be used
     # (efSearch, ANN recall@10, dense search p50 ms, unscoped hybrid search p50 ms) per value swept
-    sweep: list[tuple[int, float, float, float]] | None = None
+    sweep: list[tuple[str, float, float, float]] | None = None  # (efSearch label, recall, dense p50, hybrid p50)
     exact_dense_ms: float | None = None  # p50 of the exact dense scan over the whole store
 
 
@@ -403,7 +403,8 @@ def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], 
 
     # The engine's own value first (the row's recall), then the others asked for; on an exact
     # scan efSearch changes nothing, so only the engine's is measured.
-    values = [default_ef] if default_ef is None or row.recall_note else list(dict.fromkeys(
+    # The embedded index's default (ef_search None) widens its beam with the graph's size.
+    values = [default_ef] if row.recall_note else list(dict.fromkeys(
         [default_ef, *(default_ef if e is None else e for e in efs)]))
     sweep = []
     try:
@@ -424,12 +425,16 @@ def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], 
             recall = float(np.mean(overlap))
             if ef == default_ef:
                 row.recall = recall
-            if ef is not None:
-                sweep.append((int(ef), recall, _p(dense_ms, 50), _p(hybrid_ms, 50)))
-            _log(f"  {row.system} {row.n}: efSearch {ef}: recall@10 {recall:.3f}, dense p50 {_p(dense_ms, 50):.1f} ms, "
+            if ef is None and hasattr(index, "effective_ef"):
+                ef_label = f"auto ({index.effective_ef(K)})"
+            else:
+                ef_label = str(ef)
+            if ef is not None or hasattr(index, "effective_ef"):
+                sweep.append((ef_label, recall, _p(dense_ms, 50), _p(hybrid_ms, 50)))
+            _log(f"  {row.system} {row.n}: efSearch {ef_label}: recall@10 {recall:.3f}, dense p50 {_p(dense_ms, 50):.1f} ms, "
                  f"unscoped hybrid p50 {_p(hybrid_ms, 50):.1f} ms")
     finally:
-        if default_ef is not None:
+        if index is not None:
             index.ef_search = default_ef
     row.sweep = sweep
 
