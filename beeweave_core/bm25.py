@@ -349,11 +349,17 @@ class BM25Index:
         norm = self._norm()
         k1 = self.k1
         n_slots = len(self._alive)
+        terms = [(t, q) for t, q in query_terms.items() if t < len(self._postings) and self._df[t] > 0]
+        if allowed is not None and self._spreads and terms:
+            # A narrow filter (one user in a big store): score its few documents from their own
+            # and their neighbours' terms instead of filtering every posting of the query's terms.
+            n_allowed = int(np.count_nonzero(allowed[:n_slots]))
+            postings = sum(int(self._df[t]) for t, _ in terms) * (1 + self._width)
+            if n_allowed * (1 + self._width) * self._DOC_AT_A_TIME < postings:
+                return self._score_documents(terms, np.flatnonzero(allowed[:n_slots]), idf, norm)
         parts_slots: list[np.ndarray] = []
         parts_scores: list[np.ndarray] = []
-        for term_id, qtf in query_terms.items():
-            if term_id >= len(self._postings) or self._df[term_id] <= 0:
-                continue
+        for term_id, qtf in terms:
             if self._spreads:
                 slots, own, nbr = self._context(term_id, n_slots).view()
                 if sources is not None:  # closed under neighbourhood: filtering receivers is enough
@@ -394,6 +400,44 @@ class BM25Index:
             keep = allowed[uniq]
             uniq, scores = uniq[keep], scores[keep]
         return uniq, scores
+
+    # Scoring document by document reads ~this many (term, count) pairs per document (its own
+    # terms; as many per neighbour); below that many postings it is the cheaper way.
+    _DOC_AT_A_TIME = 16
+
+    def _score_documents(self, terms: list[tuple[int, int]], cand: np.ndarray, idf: np.ndarray,
+                         norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``score`` for the candidate slots only, from the forward index: each candidate's own
+        counts and its neighbours' counts of the query terms. The counts, the formula and the
+        order of the sum over terms are those of the postings path, so the scores are equal."""
+        width = self._width
+        nb = self._nb[cand].ravel()
+        owner = np.repeat(np.arange(len(cand)), width)[nb >= 0]
+        nb = nb[nb >= 0]
+        qterms = np.array([t for t, _ in terms], np.int32)
+
+        def counts(slots: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            """(rows, query terms) sums of the query terms' counts in ``slots``' forward runs."""
+            starts, lens = self._fwd._start[slots], self._fwd._len[slots].astype(np.int64)
+            pair_row = np.repeat(rows, lens)
+            idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+            pterms, ptfs = self._fwd._terms[idx], self._fwd._tfs[idx]
+            out = np.zeros((len(cand), len(terms)))
+            for j, t in enumerate(qterms.tolist()):
+                hit = pterms == t
+                out[:, j] = np.bincount(pair_row[hit], weights=ptfs[hit], minlength=len(cand))
+            return out
+
+        own = counts(cand, np.arange(len(cand)))
+        nbr = counts(nb, owner) if len(nb) else np.zeros_like(own)
+        tfs = own + self.context_weight * nbr
+        k1 = self.k1
+        total = np.zeros(len(cand))
+        for j, (t, qtf) in enumerate(terms):
+            tf = tfs[:, j]
+            total += np.where(tf > 0, idf[t] * qtf * (tf * (k1 + 1)) / (tf + norm[cand]), 0.0)
+        keep = (tfs > 0).any(axis=1)
+        return cand[keep].astype(np.int64), total[keep]
 
     def _context(self, term_id: int, n_slots: int) -> ContextPostings:
         c = self._ctx.get(term_id)

@@ -186,3 +186,27 @@ def test_a_narrow_scope_in_a_big_index_sums_like_the_whole_index() -> None:
         assert len(all_slots) * 16 > n >= len(slots) * 3 * 16  # both paths are taken
         expected = {s: v for s, v in zip(all_slots.tolist(), all_values.tolist()) if scope[s]}
         assert dict(zip(slots.tolist(), values.tolist())) == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_scoring_a_few_documents_from_their_terms_equals_the_postings_path(seed: int, monkeypatch) -> None:
+    """A narrow filter is scored document by document (forward index + neighbour rows);
+    forced either way, the two paths give the same slots and bit-identical scores."""
+    rnd = random.Random(seed)
+    model = Model(rnd)
+    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    for _ in range(150):
+        model.step(index)
+    n = max(model.docs) + 1
+    for _ in range(30):
+        allowed = np.zeros(n + 8, bool)
+        allowed[rnd.sample(sorted(model.docs), rnd.randint(1, 12))] = True
+        query = {rnd.randrange(len(VOCAB)): rnd.randint(1, 2) for _ in range(rnd.randint(1, 4))}
+        got = {}
+        for factor in (0, 10**9):  # 0: the documents path always; 10**9: the postings path always
+            monkeypatch.setattr(BM25Index, "_DOC_AT_A_TIME", factor)
+            slots, values = index.score(query, allowed)
+            got[factor] = dict(zip(slots.tolist(), values.tolist()))
+        assert got[0] == got[10**9]
+        want = {s: v for s, v in model.reference(Counter(query)).items() if allowed[s]}
+        assert got[0].keys() == want.keys()
