@@ -132,8 +132,9 @@ class BM25Index:
         self._postings = []
         for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
             p = _Postings()
-            # Copies, not views: a posting list grows and shifts in place.
-            p.slots, p.tfs, p.n = slots[a:b].copy(), tfs[a:b].copy(), b - a
+            # Views of disjoint ranges: a list shifts entries only within its own range, and
+            # growing past it allocates a new array (the snapshot's pages are copy-on-write).
+            p.slots, p.tfs, p.n = slots[a:b], tfs[a:b], b - a
             if p.n == 0:
                 p.slots, p.tfs = np.empty(4, np.int32), np.empty(4, np.float32)
             self._postings.append(p)

@@ -78,6 +78,10 @@ class SessionOrder:
     def __init__(self, radius: int) -> None:
         self.radius = radius
         self._lists: dict[tuple[int, int], list[int]] = {}
+        # Sessions restored from a snapshot stay packed in one array until first touched:
+        # unpacking tens of thousands of lists would cost most of a large store's open.
+        self._packed: dict[tuple[int, int], tuple[int, int]] = {}
+        self._packed_slots = np.zeros(0, np.int64)
         self._ts = np.zeros(0, np.float64)
         self._seq = np.zeros(0, np.int64)
         self._key = np.zeros((0, 2), np.int64)  # (user, session) codes; session 0 = none
@@ -99,7 +103,7 @@ class SessionOrder:
             return []
         self._grow(slot)
         self._ts[slot], self._seq[slot], self._key[slot] = ts, seq, key
-        lst = self._lists.setdefault(key, [])
+        lst = self._session(key, create=True)
         pos = bisect.bisect(lst, (ts, seq), key=self._sort_key)
         lst.insert(pos, slot)
         return lst[max(0, pos - self.radius) : pos + self.radius + 1]
@@ -107,7 +111,7 @@ class SessionOrder:
     def _position(self, slot: int) -> tuple[list[int], int] | None:
         if slot >= len(self._ts) or self._key[slot, 1] == 0:
             return None
-        lst = self._lists.get((int(self._key[slot, 0]), int(self._key[slot, 1])))
+        lst = self._session((int(self._key[slot, 0]), int(self._key[slot, 1])))
         if not lst:
             return None
         pos = bisect.bisect_left(lst, self._sort_key(slot), key=self._sort_key)
@@ -136,19 +140,31 @@ class SessionOrder:
         r = self.radius
         return [s for s in lst[max(0, pos - r) : pos + r + 1] if s != slot]
 
+    def _session(self, key: tuple[int, int], create: bool = False) -> list[int] | None:
+        lst = self._lists.get(key)
+        if lst is None:
+            span = self._packed.pop(key, None)
+            if span is not None:
+                lst = self._lists[key] = self._packed_slots[span[0] : span[1]].tolist()
+            elif create:
+                lst = self._lists[key] = []
+        return lst
+
     def state(self) -> dict[str, np.ndarray]:
-        keys = list(self._lists)
-        lists = [self._lists[k] for k in keys]
+        keys = list(self._lists) + list(self._packed)
+        parts = [np.asarray(self._lists[k], np.int64) for k in self._lists] + \
+                [self._packed_slots[a:b] for a, b in self._packed.values()]
         return {"ts": self._ts, "seq": self._seq, "key": self._key,
                 "list_keys": np.array(keys, np.int64).reshape(-1, 2),
-                "list_ptr": np.concatenate([[0], np.cumsum([len(lst) for lst in lists])]).astype(np.int64),
-                "list_slots": np.array([s for lst in lists for s in lst], np.int64)}
+                "list_ptr": np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64),
+                "list_slots": np.concatenate(parts) if parts else np.zeros(0, np.int64)}
 
     def restore(self, st: dict[str, np.ndarray]) -> None:
         self._ts, self._seq, self._key = st["ts"], st["seq"], st["key"]
-        ptr, slots = st["list_ptr"].tolist(), st["list_slots"]
-        self._lists = {(int(u), int(s)): slots[a:b].tolist()
-                       for (u, s), a, b in zip(st["list_keys"].tolist(), ptr[:-1], ptr[1:])}
+        ptr = st["list_ptr"].tolist()
+        self._lists = {}
+        self._packed_slots = st["list_slots"]
+        self._packed = {(u, s): (a, b) for (u, s), a, b in zip(st["list_keys"].tolist(), ptr[:-1], ptr[1:])}
 
     def add_bulk(self, slots: np.ndarray, users: np.ndarray, sessions: np.ndarray, ts: np.ndarray,
                  seqs: np.ndarray) -> np.ndarray:

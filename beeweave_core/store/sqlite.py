@@ -143,7 +143,10 @@ class SQLiteStore:
         if self._snapshot_token is not None:
             self._snapshot_token = None
             if self.path is not None:
-                snapshot_path(self.path).unlink(missing_ok=True)
+                try:  # the write is committed; a file that cannot go now is stale all the same
+                    snapshot_path(self.path).unlink(missing_ok=True)
+                except OSError:
+                    pass
 
     def _init_indexes(self, index_config: IndexConfig | None) -> None:
         self.index_config = self._resolve_index_config(index_config)
