@@ -145,13 +145,15 @@ class VectorIndex:
         query = np.asarray(query, np.float32)
         mask = self._alive[: self._n]
         if allowed is not None:
+            # One pass to find the allowed slots; a narrow filter (one user of many) then
+            # never needs another pass over every slot.
+            cand = np.flatnonzero(allowed[: self._n])
+            cand = cand[mask[cand]]
+            if exact or len(cand) <= self.exact_limit:
+                return top_k(cand.astype(np.int64), self._exact(query, cand).astype(np.float64), k) \
+                    if len(cand) else (np.zeros(0, np.int64), np.zeros(0))
             mask = mask & allowed[: self._n]
-            n_cand = int(mask.sum())
-        else:
-            n_cand = self._n_alive
-        if n_cand == 0:
-            return np.zeros(0, np.int64), np.zeros(0)
-        if exact or n_cand <= self.exact_limit:
+        elif exact or self._n_alive <= self.exact_limit:
             cand = np.flatnonzero(mask)
             return top_k(cand.astype(np.int64), self._exact(query, cand).astype(np.float64), k)
         if self._n - self._hnsw_n > self.tail_limit:

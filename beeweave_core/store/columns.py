@@ -64,6 +64,36 @@ class _SetIndex:
         return m
 
 
+class _SlotsByCode:
+    """code -> the slots given that code, for answering a one-user filter without a pass over
+    every slot. Slots are only ever added (a slot that moved or died stays listed), so callers
+    re-check the column; the lists are arrays from bulk loads plus lists of later additions."""
+
+    def __init__(self) -> None:
+        self.bulk: dict[int, np.ndarray] = {}
+        self.extra: dict[int, list[int]] = {}
+
+    def add(self, code: int, slot: int) -> None:
+        self.extra.setdefault(code, []).append(slot)
+
+    def add_bulk(self, codes: np.ndarray, slots: np.ndarray) -> None:
+        order = np.argsort(codes, kind="stable")
+        codes, slots = codes[order], slots[order].astype(np.int64)
+        bounds = np.flatnonzero(np.diff(codes)) + 1
+        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(codes)]):
+            code = int(codes[a])
+            old = self.bulk.get(code)
+            self.bulk[code] = slots[a:b] if old is None else np.concatenate([old, slots[a:b]])
+
+    def count(self, code: int) -> int:
+        return len(self.bulk.get(code, ())) + len(self.extra.get(code, ()))
+
+    def get(self, code: int) -> np.ndarray:
+        extra = self.extra.get(code)
+        bulk = self.bulk.get(code, np.zeros(0, np.int64))
+        return bulk if not extra else np.concatenate([bulk, np.asarray(extra, np.int64)])
+
+
 class AttributeColumns:
     def __init__(self) -> None:
         self._cap = 0
@@ -73,6 +103,7 @@ class AttributeColumns:
         self.ts = np.zeros(0, np.float64)
         self.tags = _SetIndex()
         self.entities = _SetIndex()
+        self.user_slots = _SlotsByCode()
 
     def _grow(self, slot: int) -> None:
         if slot >= self._cap:
@@ -90,8 +121,11 @@ class AttributeColumns:
             ctype: str, intent: str | None, tags: Sequence[str], entities: Sequence[str] = ()) -> None:
         self.version += 1
         self._grow(slot)
+        before = int(self.arrays["user"][slot])
         for f, v in zip(_FIELDS, (user, agent, session, status, ctype, intent)):
             self.arrays[f][slot] = self.codes[f].get(v)
+        if self.arrays["user"][slot] != before:
+            self.user_slots.add(int(self.arrays["user"][slot]), slot)
         self.ts[slot] = ts
         self.tags.set(slot, tags)
         self.entities.set(slot, entities)
@@ -107,6 +141,7 @@ class AttributeColumns:
         for f, values in zip(_FIELDS, (users, agents, sessions, statuses, ctypes, intents)):
             get = self.codes[f].get
             self.arrays[f][slots] = np.fromiter((get(v) for v in values), np.int32, len(slots))
+        self.user_slots.add_bulk(self.arrays["user"][slots], slots)
         self.ts[slots] = ts
         for index, texts in ((self.tags, tags_json), (self.entities, entities_json)):
             for slot, text in zip(slots.tolist(), texts):
@@ -136,6 +171,9 @@ class AttributeColumns:
             self.codes[f].code = dict(extra["codes"][f])
             self.codes[f].next = extra["next_code"][f]
         self.ts[:n] = arrays["col_ts"]
+        users = self.arrays["user"][:n]
+        placed = np.flatnonzero(users)
+        self.user_slots.add_bulk(users[placed], placed)
         for index, name in ((self.tags, "tags"), (self.entities, "entities")):
             for slot, values in extra[name]:
                 index.set(int(slot), values)
@@ -157,8 +195,55 @@ class AttributeColumns:
         return np.isin(col, codes)
 
 
+    def _user_candidates(self, flt: Filter, n: int) -> np.ndarray | None:
+        """The live-or-not slots of the filter's users, sorted, when they are few enough that
+        checking the other conditions on them alone beats passes over all ``n`` slots."""
+        if flt.user_ids is None:
+            return None
+        codes = self.codes["user"].lookup(flt.user_ids)
+        if sum(self.user_slots.count(c) for c in codes) * 8 > n:
+            return None
+        if not codes:
+            return np.zeros(0, np.int64)
+        cand = np.concatenate([self.user_slots.get(c) for c in codes])
+        cand = cand[cand < n]
+        col = self.arrays["user"][cand]
+        return np.unique(cand[col == codes[0] if len(codes) == 1 else np.isin(col, codes)])
+
+    def _narrow(self, cand: np.ndarray, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int],
+                *, scope_only: bool = False) -> np.ndarray:
+        """``mask`` (or ``scope_mask``) computed on the candidate slots only."""
+        n = len(alive)
+        keep = alive[cand]
+        fields = (("session", flt.session_ids),) if scope_only else (
+            ("agent", flt.agent_ids), ("session", flt.session_ids), ("status", flt.statuses), ("ctype", flt.types),
+            ("intent", flt.intents))
+        for field, values in fields:
+            if values is not None:
+                keep &= np.isin(self.arrays[field][cand], self.codes[field].lookup(values))
+        if not scope_only:
+            if flt.tags_any is not None:
+                keep &= self.tags.any_mask(flt.tags_any, n)[cand]
+            if flt.tags_all is not None:
+                for t in flt.tags_all:
+                    keep &= self.tags.any_mask((t,), n)[cand]
+            if flt.entities is not None:
+                keep &= self.entities.any_mask(flt.entities, n)[cand]
+            if flt.since is not None:
+                keep &= self.ts[cand] >= flt.since.timestamp()
+            if flt.until is not None:
+                keep &= self.ts[cand] <= flt.until.timestamp()
+            if flt.ids is not None:
+                keep &= np.isin(cand, [slot_of[i] for i in flt.ids if i in slot_of])
+        m = np.zeros(n, bool)
+        m[cand[keep]] = True
+        return m
+
     def mask(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int]) -> np.ndarray:
         n = len(alive)
+        cand = self._user_candidates(flt, n)
+        if cand is not None:
+            return self._narrow(cand, flt, alive, slot_of)
         m = alive.copy()
         for field, values in (("user", flt.user_ids), ("agent", flt.agent_ids), ("session", flt.session_ids),
                               ("status", flt.statuses), ("ctype", flt.types), ("intent", flt.intents)):
@@ -187,6 +272,9 @@ class AttributeColumns:
         if flt.user_ids is None and flt.session_ids is None:
             return None
         n = len(alive)
+        cand = self._user_candidates(flt, n)
+        if cand is not None:
+            return self._narrow(cand, flt, alive, {}, scope_only=True)
         m = alive.copy()
         if flt.user_ids is not None:
             m &= self._in("user", flt.user_ids, n)

@@ -610,11 +610,14 @@ class SQLiteStore:
             return self._chunks_from_rows(self._record_rows(wanted))
 
     def _record_rows(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, doc) of stored ids, looked up by row number: one b-tree walk per row instead of
+        two (the id index, then the table), which matters once the file is gigabytes."""
+        seqs = [self._seqs[self._slot_of[i]] for i in ids if i in self._slot_of]
         rows: list[tuple[str, str]] = []
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
+        for i in range(0, len(seqs), 500):
+            part = seqs[i : i + 500]
             rows += self._db.execute(
-                f"SELECT id, doc FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall()
+                f"SELECT id, doc FROM chunks WHERE seq IN ({','.join('?' * len(part))})", part).fetchall()
         return rows
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,

@@ -1,0 +1,56 @@
+"""Filter masks: the per-user fast path (few candidate slots, checked one by one) gives exactly
+the masks of the plain path (passes over every slot), including slots that moved to another
+user, died, or were set again, and users listed more than once."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from beeweave_core.filters import build_filter
+from beeweave_core.store.columns import AttributeColumns
+
+USERS = [f"u{i}" for i in range(40)]
+
+
+def _columns(rnd: random.Random, n: int) -> tuple[AttributeColumns, np.ndarray, dict[str, int]]:
+    cols = AttributeColumns()
+    half = np.arange(n // 2)
+    pick = [rnd.choice(USERS) for _ in half]
+    cols.set_bulk(half, pick, [rnd.choice([None, "a1"]) for _ in half], [rnd.choice([None, "s1", "s2"]) for _ in half],
+                  np.array([rnd.uniform(0, 100) for _ in half]), [rnd.choice(["active", "archived"]) for _ in half],
+                  ["text"] * len(half), [None] * len(half), ['["x"]' if rnd.random() < 0.3 else "[]" for _ in half],
+                  ["[]"] * len(half))
+    for slot in range(n // 2, n):
+        cols.set(slot, rnd.choice(USERS), rnd.choice([None, "a1"]), rnd.choice([None, "s1", "s2"]), rnd.uniform(0, 100),
+                 rnd.choice(["active", "archived"]), "text", None, ["x"] if rnd.random() < 0.3 else [], [])
+    for slot in rnd.sample(range(n), n // 10):  # moved to another user (the old user's list keeps it)
+        cols.set(slot, rnd.choice(USERS), None, "s1", 50.0, "active", "text", None, [], [])
+    alive = np.ones(n, bool)
+    for slot in rnd.sample(range(n), n // 10):
+        cols.clear(slot)
+        alive[slot] = False
+    slot_of = {f"id{s}": s for s in range(n) if alive[s]}
+    return cols, alive, slot_of
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_per_user_path_gives_the_plain_masks(seed: int, monkeypatch) -> None:
+    rnd = random.Random(seed)
+    cols, alive, slot_of = _columns(rnd, 2000)
+    since = datetime.fromtimestamp(30, timezone.utc)
+    for _ in range(60):
+        users = rnd.sample(USERS + ["nobody"], rnd.randint(1, 3))
+        extra = rnd.choice([{}, {"session_id": "s1"}, {"agent_id": "a1"}, {"tags": "x"}, {"since": since},
+                            {"status": ["active", "archived"]}, {"ids": rnd.sample(sorted(slot_of), 30)}])
+        flt = build_filter(extra, user_id=users)
+        assert cols._user_candidates(flt, len(alive)) is not None, "the fast path was not taken"
+        fast, fast_scope = cols.mask(flt, alive, slot_of), cols.scope_mask(flt, alive)
+        with monkeypatch.context() as mp:
+            mp.setattr(AttributeColumns, "_user_candidates", lambda self, flt, n: None)
+            plain, plain_scope = cols.mask(flt, alive, slot_of), cols.scope_mask(flt, alive)
+        np.testing.assert_array_equal(fast, plain)
+        np.testing.assert_array_equal(fast_scope, plain_scope)
