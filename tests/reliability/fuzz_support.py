@@ -58,6 +58,10 @@ def snapshot(m: BeeWeave) -> str:
 def works_or_refuses(m: BeeWeave, call: Callable[[], Any], *, changes_nothing_on_error: bool = True) -> bool:
     """Run ``call``: True if it worked, False if it raised a ``BeeWeaveError`` (then the store
     must be as it was). Any other exception fails the test."""
+    if changes_nothing_on_error:
+        # Earlier calls on this (module-wide) store may have queued events; let the worker store
+        # them first, or one landing during ``call`` would look like the refused call's doing.
+        assert m.flush(30)
     before = snapshot(m) if changes_nothing_on_error else None
     try:
         call()
