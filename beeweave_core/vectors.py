@@ -144,15 +144,18 @@ class VectorIndex:
             return np.zeros(0, np.int64), np.zeros(0)
         query = np.asarray(query, np.float32)
         mask = self._alive[: self._n]
-        if allowed is not None:
-            # One pass to find the allowed slots; a narrow filter (one user of many) then
-            # never needs another pass over every slot.
+        if allowed is not None and (exact or np.count_nonzero(allowed[: self._n]) <= self.exact_limit):
+            # A narrow filter (one user of many): its few slots, without a pass over every slot
+            # to combine masks.
             cand = np.flatnonzero(allowed[: self._n])
             cand = cand[mask[cand]]
-            if exact or len(cand) <= self.exact_limit:
-                return top_k(cand.astype(np.int64), self._exact(query, cand).astype(np.float64), k) \
-                    if len(cand) else (np.zeros(0, np.int64), np.zeros(0))
+            if not len(cand):
+                return np.zeros(0, np.int64), np.zeros(0)
+            return top_k(cand.astype(np.int64), self._exact(query, cand).astype(np.float64), k)
+        if allowed is not None:
             mask = mask & allowed[: self._n]
+            if not mask.any():
+                return np.zeros(0, np.int64), np.zeros(0)
         elif exact or self._n_alive <= self.exact_limit:
             cand = np.flatnonzero(mask)
             return top_k(cand.astype(np.int64), self._exact(query, cand).astype(np.float64), k)
