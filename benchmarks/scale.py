@@ -63,13 +63,12 @@ For each system and size, in a fresh process (so resident memory is the system's
 Peers are not run beyond 100k (their search is a scan and every add rebuilds BM25). Nor is
 BeeWeave on PostgreSQL unless ``--systems`` names it: past 10,000 vectors pgvector maintains
 its HNSW graph on every insert (~170 inserts/s on this machine, benchmarks/pg_throughput.py),
-so at that rate a 100k build takes ~10 min (not yet measured here) and 1M would take hours.
-Time on the 2-core development machine, shared (load average 6-11): the default run (10k and
-100k, all systems) took 30 min at an earlier engine revision (which built the HNSW graph at
-the first search: 6.5 min at 100k), 8 of them in LlamaIndex's 100k queries. At revision
-de634e0 (graph built during ingest), load average 6-7, BeeWeave alone with ``--queries 50
---adds 10``: 10k 15-20 s, 20k 25-40 s with a 3-value ``--ef`` sweep. 100k and 1M have not
-been run at that revision; ingest was ~1,000 memories/s at the earlier one (1M: ~8 GB RAM).
+so a 100k build took 310 s (measured at 3adfd99), and its searches (BM25 in SQL) take 1.5-1.8 s
+each at 100k: the 600 timed searches of a 100k row take longer than a session allows.
+Time on the 2-core development machine, quiet, at 0514b7d with text vectors: BeeWeave, 100k,
+LangChain and LlamaIndex at 100k with ``--ef default,256``: 5.3 min (2.5 of them LlamaIndex's
+100k queries and adds); BeeWeave at 1M over 1,000 users with ``--ef default,2048``: 9.2 min
+(ingest 472 s, about 2,100 memories/s including the graph; resident memory 2.5 GB).
 """
 
 from __future__ import annotations
