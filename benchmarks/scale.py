@@ -63,8 +63,8 @@ For each system and size, in a fresh process (so resident memory is the system's
 Peers are not run beyond 100k (their search is a scan and every add rebuilds BM25). Nor is
 BeeWeave on PostgreSQL unless ``--systems`` names it: past 10,000 vectors pgvector maintains
 its HNSW graph on every insert (~170 inserts/s on this machine, benchmarks/pg_throughput.py),
-so a 100k build took 310 s (measured at 3adfd99), and its searches (BM25 in SQL) take 1.5-1.8 s
-each at 100k: the 600 timed searches of a 100k row take longer than a session allows.
+so a 100k build took 310 s (measured at 3adfd99), and its first searches (BM25 in SQL) took 1.5-1.8 s
+at 100k: the several hundred timed searches of a 100k row would take most of an hour.
 Time on the 2-core development machine, quiet, at 0514b7d with text vectors: BeeWeave, 100k,
 LangChain and LlamaIndex at 100k with ``--ef default,256``: 5.3 min (2.5 of them LlamaIndex's
 100k queries and adds); BeeWeave at 1M over 1,000 users with ``--ef default,2048``: 9.2 min
