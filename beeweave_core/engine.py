@@ -581,12 +581,12 @@ class MemoryCore:
         if qvec is None and self._backend.count(None):
             qvec = self.embed_query(query)
         ranked = self._retrieve(query, flt, k, qvec)
-        fused = fuse(ranked, mode=mode, weights=self.config.weights, rrf_k=self.config.rrf_k)
+        # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
+        pool_size = max(2 * k, k + 10) if rerank is None and mmr_lambda is None else max(4 * k, 40)
+        pool = fuse(ranked, mode=mode, weights=self.config.weights, rrf_k=self.config.rrf_k, limit=pool_size)
         if mode is FusionMode.ZSCORE:
             # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
-            fused = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in fused]
-        # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
-        pool = fused[: max(2 * k, k + 10) if rerank is None and mmr_lambda is None else max(4 * k, 40)]
+            pool = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in pool]
         chunks = self._backend.get([cid for cid, _, _ in pool])
         scored = []
         for cid, score, src in pool:

@@ -34,24 +34,23 @@ def _normalised(ranked: Ranked, mode: FusionMode) -> dict[str, float]:
 
 
 def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
-         weights: Mapping[str, float] | None = None, rrf_k: float = 60.0) -> list[tuple[str, float, dict[str, HitSource]]]:
+         weights: Mapping[str, float] | None = None, rrf_k: float = 60.0,
+         limit: int | None = None) -> list[tuple[str, float, dict[str, HitSource]]]:
     """Fuse named ranked lists; return (id, fused score, sources) best first.
 
     Score-based modes (zscore, weighted) normalise each list over its own members;
     an id missing from a list gets that list's lowest normalised score. ``weights``
     default to 1 for every list. Ties are broken by id so results are reproducible.
+    ``limit`` keeps only the best ``limit`` (their sources are the only ones built).
     """
     mode = FusionMode(mode)
     weights = weights or {}
     all_ids = list(dict.fromkeys(cid for ranked in lists.values() for cid, _ in ranked))
     total = dict.fromkeys(all_ids, 0.0)
-    sources: dict[str, dict[str, HitSource]] = {cid: {} for cid in all_ids}
     for name, ranked in lists.items():
         if not ranked:
             continue
         w = float(weights.get(name, 1.0))
-        for rank, (cid, score) in enumerate(ranked, start=1):
-            sources[cid][name] = HitSource(rank=rank, score=float(score))
         if mode is FusionMode.RRF:
             for rank, (cid, _) in enumerate(ranked, start=1):
                 total[cid] += w / (rrf_k + rank)
@@ -61,4 +60,12 @@ def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
         for cid in all_ids:
             total[cid] += w * norm.get(cid, floor)
     order = sorted(all_ids, key=lambda c: (-total[c], c))
+    if limit is not None:
+        order = order[: max(limit, 0)]
+    sources: dict[str, dict[str, HitSource]] = {cid: {} for cid in order}
+    for name, ranked in lists.items():
+        for rank, (cid, score) in enumerate(ranked, start=1):
+            src = sources.get(cid)
+            if src is not None:
+                src[name] = HitSource(rank=rank, score=float(score))
     return [(c, total[c], sources[c]) for c in order]

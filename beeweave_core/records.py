@@ -202,27 +202,36 @@ class KnowledgeChunk:
         pc = self.processed_content
         return pc.text if pc is not None and pc.text else self.raw_content
 
+    @classmethod
+    def _field_names(cls) -> tuple[str, ...]:
+        # dataclasses.fields() rebuilds its tuple at every call: a search reads dozens of
+        # records, so the names are computed once per class.
+        names = cls.__dict__.get("_names_cache")
+        if names is None:
+            names = tuple(f.name for f in fields(cls))
+            type.__setattr__(cls, "_names_cache", names)
+        return names
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
+        for name in self._field_names():
+            v = getattr(self, name)
             if isinstance(v, Enum):
                 v = v.value
             elif isinstance(v, datetime):
                 v = v.isoformat()
             elif isinstance(v, ProcessedContent):
                 v = v.to_dict()
-            elif f.name == "relationships":
+            elif name == "relationships":
                 v = [r.to_dict() for r in v]
             elif isinstance(v, list):
                 v = list(v)
-            out[f.name] = v
+            out[name] = v
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KnowledgeChunk:
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
+        unknown = set(data).difference(cls._field_names())
         if unknown:
             raise InvalidInputError(f"unknown KnowledgeChunk fields: {sorted(unknown)}")
         return cls(**data)
