@@ -4,7 +4,7 @@ vectorised numpy operations, so filters run inside retrieval at any store size."
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -185,15 +185,13 @@ class AttributeColumns:
         self.tags.set(slot, ())
         self.entities.set(slot, ())
 
-    def _in(self, field: str, values: frozenset[str], n: int) -> np.ndarray:
-        codes = self.codes[field].lookup(values)
-        col = self.arrays[field][:n]
+    @staticmethod
+    def _in(col: np.ndarray, codes: list[int]) -> np.ndarray:
         if not codes:
-            return np.zeros(n, bool)
+            return np.zeros(len(col), bool)
         if len(codes) == 1:
             return col == codes[0]
         return np.isin(col, codes)
-
 
     def _user_candidates(self, flt: Filter, n: int) -> np.ndarray | None:
         """The live-or-not slots of the filter's users, sorted, when they are few enough that
@@ -210,77 +208,53 @@ class AttributeColumns:
         col = self.arrays["user"][cand]
         return np.unique(cand[col == codes[0] if len(codes) == 1 else np.isin(col, codes)])
 
-    def _narrow(self, cand: np.ndarray, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int],
-                *, scope_only: bool = False) -> np.ndarray:
-        """``mask`` (or ``scope_mask``) computed on the candidate slots only."""
-        n = len(alive)
-        keep = alive[cand]
-        fields = (("session", flt.session_ids),) if scope_only else (
-            ("agent", flt.agent_ids), ("session", flt.session_ids), ("status", flt.statuses), ("ctype", flt.types),
-            ("intent", flt.intents))
+    def _conditions(self, flt: Filter, keep: np.ndarray, take: Callable[[np.ndarray], np.ndarray], n: int,
+                    slot_of: Mapping[str, int], *, scope_only: bool) -> np.ndarray:
+        """AND every condition of ``flt`` into ``keep``, a boolean array over the slots that ``take``
+        picks out of a full column (the first ``n``, or a few candidates)."""
+        fields = (("user", flt.user_ids), ("session", flt.session_ids)) if scope_only else (
+            ("user", flt.user_ids), ("agent", flt.agent_ids), ("session", flt.session_ids),
+            ("status", flt.statuses), ("ctype", flt.types), ("intent", flt.intents))
         for field, values in fields:
             if values is not None:
-                keep &= np.isin(self.arrays[field][cand], self.codes[field].lookup(values))
-        if not scope_only:
-            if flt.tags_any is not None:
-                keep &= self.tags.any_mask(flt.tags_any, n)[cand]
-            if flt.tags_all is not None:
-                for t in flt.tags_all:
-                    keep &= self.tags.any_mask((t,), n)[cand]
-            if flt.entities is not None:
-                keep &= self.entities.any_mask(flt.entities, n)[cand]
-            if flt.since is not None:
-                keep &= self.ts[cand] >= flt.since.timestamp()
-            if flt.until is not None:
-                keep &= self.ts[cand] <= flt.until.timestamp()
-            if flt.ids is not None:
-                keep &= np.isin(cand, [slot_of[i] for i in flt.ids if i in slot_of])
+                keep &= self._in(take(self.arrays[field]), self.codes[field].lookup(values))
+        if scope_only:
+            return keep
+        if flt.tags_any is not None:
+            keep &= take(self.tags.any_mask(flt.tags_any, n))
+        for t in flt.tags_all or ():
+            keep &= take(self.tags.any_mask((t,), n))
+        if flt.entities is not None:
+            keep &= take(self.entities.any_mask(flt.entities, n))
+        if flt.since is not None:
+            keep &= take(self.ts) >= flt.since.timestamp()
+        if flt.until is not None:
+            keep &= take(self.ts) <= flt.until.timestamp()
+        if flt.ids is not None:
+            id_m = np.zeros(n, bool)
+            id_m[[slot_of[i] for i in flt.ids if i in slot_of]] = True
+            keep &= take(id_m)
+        return keep
+
+    def _select(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int], *, scope_only: bool) -> np.ndarray:
+        n = len(alive)
+        cand = self._user_candidates(flt, n)
+        if cand is None:  # a pass over every slot per condition
+            return self._conditions(flt, alive.copy(), lambda a: a[:n], n, slot_of, scope_only=scope_only)
+        # A few users' slots: check the conditions on those alone.
+        keep = self._conditions(flt, alive[cand], lambda a: a[cand], n, slot_of, scope_only=scope_only)
         m = np.zeros(n, bool)
         m[cand[keep]] = True
         return m
 
     def mask(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int]) -> np.ndarray:
-        n = len(alive)
-        cand = self._user_candidates(flt, n)
-        if cand is not None:
-            return self._narrow(cand, flt, alive, slot_of)
-        m = alive.copy()
-        for field, values in (("user", flt.user_ids), ("agent", flt.agent_ids), ("session", flt.session_ids),
-                              ("status", flt.statuses), ("ctype", flt.types), ("intent", flt.intents)):
-            if values is not None:
-                m &= self._in(field, values, n)
-        if flt.tags_any is not None:
-            m &= self.tags.any_mask(flt.tags_any, n)
-        if flt.tags_all is not None:
-            for t in flt.tags_all:
-                m &= self.tags.any_mask((t,), n)
-        if flt.entities is not None:
-            m &= self.entities.any_mask(flt.entities, n)
-        if flt.since is not None:
-            m &= self.ts[:n] >= flt.since.timestamp()
-        if flt.until is not None:
-            m &= self.ts[:n] <= flt.until.timestamp()
-        if flt.ids is not None:
-            id_m = np.zeros(n, bool)
-            slots = [slot_of[i] for i in flt.ids if i in slot_of]
-            id_m[slots] = True
-            m &= id_m
-        return m
+        return self._select(flt, alive, slot_of, scope_only=False)
 
     def scope_mask(self, flt: Filter, alive: np.ndarray) -> np.ndarray | None:
         """The user/session part of a filter: closed under session neighbourhood."""
         if flt.user_ids is None and flt.session_ids is None:
             return None
-        n = len(alive)
-        cand = self._user_candidates(flt, n)
-        if cand is not None:
-            return self._narrow(cand, flt, alive, {}, scope_only=True)
-        m = alive.copy()
-        if flt.user_ids is not None:
-            m &= self._in("user", flt.user_ids, n)
-        if flt.session_ids is not None:
-            m &= self._in("session", flt.session_ids, n)
-        return m
+        return self._select(flt, alive, {}, scope_only=True)
 
     def status_counts(self, alive: np.ndarray) -> dict[str, int]:
         col = self.arrays["status"][: len(alive)][alive]
