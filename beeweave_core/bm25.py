@@ -231,7 +231,6 @@ class BM25Index:
     def _fwd_bulk(self, slots: np.ndarray, term_ids: np.ndarray, tfs: np.ndarray) -> None:
         if not len(slots):
             return
-        order = None
         if (np.diff(slots) < 0).any():
             order = np.argsort(slots, kind="stable")
             slots, term_ids, tfs = slots[order], term_ids[order], tfs[order]
@@ -419,10 +418,8 @@ class BM25Index:
 
         def counts(slots: np.ndarray, rows: np.ndarray) -> np.ndarray:
             """(rows, query terms) sums of the query terms' counts in ``slots``' forward runs."""
-            starts, lens = self._fwd._start[slots], self._fwd._len[slots].astype(np.int64)
-            pair_row = np.repeat(rows, lens)
-            idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
-            pterms, ptfs = self._fwd._terms[idx], self._fwd._tfs[idx]
+            owner, pterms, ptfs = self._fwd.runs(slots)
+            pair_row = rows[owner]
             out = np.zeros((len(cand), len(terms)))
             for j, t in enumerate(qterms.tolist()):
                 hit = pterms == t

@@ -81,6 +81,13 @@ class ForwardIndex:
         f._used = len(f._terms)
         return f
 
+    def runs(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pairs of many slots at once: (position in ``slots`` of each pair, term, count)."""
+        starts, lens = self._start[slots], self._len[slots].astype(np.int64)
+        owner = np.repeat(np.arange(len(slots)), lens)
+        idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+        return owner, self._terms[idx], self._tfs[idx]
+
     def get(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         if slot >= len(self._start):
             return self._terms[:0], self._tfs[:0]
