@@ -150,16 +150,7 @@ class SQLiteStore:
 
     def _init_indexes(self, index_config: IndexConfig | None) -> None:
         self.index_config = self._resolve_index_config(index_config)
-        cfg = self.index_config
-        self._term_ids: dict[str, int] = {}
-        self._slot_of: dict[str, int] = {}
-        self._ids: list[str | None] = []
-        self._seqs: list[int] = []
-        self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
-                              context_weight=cfg.lexical_context_weight)
-        self._order = SessionOrder(cfg.context_radius)
-        self._vec: VectorIndex | None = None
-        self._cols = AttributeColumns()
+        self._fresh_indexes()
         self._load()
 
     # -- schema ------------------------------------------------------------------
@@ -359,13 +350,17 @@ class SQLiteStore:
         return True
 
     def _fresh_indexes(self) -> None:
+        """Empty in-memory indexes (before a load, or to start a failed one again)."""
         self._mask_cache = None
         cfg = self.index_config
-        self._term_ids, self._slot_of, self._ids, self._seqs = {}, {}, [], []
+        self._term_ids: dict[str, int] = {}
+        self._slot_of: dict[str, int] = {}
+        self._ids: list[str | None] = []
+        self._seqs: list[int] = []
         self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
                               context_weight=cfg.lexical_context_weight)
         self._order = SessionOrder(cfg.context_radius)
-        self._vec = None
+        self._vec: VectorIndex | None = None
         self._cols = AttributeColumns()
 
     def _save_snapshot(self) -> None:
