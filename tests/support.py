@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from beeweave_core import BeeWeave, ChunkStatus, KnowledgeChunk
+from beeweave_core import BeeWeave, ChunkStatus, HashingEmbedder, KnowledgeChunk
 from beeweave_core.filters import build_filter
 from beeweave_core.records import to_datetime
 
@@ -140,3 +140,20 @@ def faiss_single_thread() -> Iterator[None]:
         yield
     finally:
         faiss.omp_set_num_threads(before)
+
+
+class Recording(HashingEmbedder):
+    """A small deterministic embedder that keeps every text it was given (privacy tests check
+    that no planted personal data reaches the model)."""
+
+    def __init__(self) -> None:
+        super().__init__(32)
+        self.seen: list[str] = []
+
+    def embed_documents(self, texts: Any) -> np.ndarray:
+        self.seen.extend(texts)
+        return super().embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.seen.append(text)
+        return super().embed_query(text)

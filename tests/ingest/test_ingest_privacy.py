@@ -6,30 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig, KnowledgeEvent, PiiPattern, ToolCall
 from ingest_support import everything
+from support import Recording
 
 PII = ["alice.smith@example.com", "13812345678", "4111 1111 1111 1111", "4111111111111111",
        "11010519491231002X", "192.168.13.37", "sk-proj-Zx8Qp2LmN4vR7tY1wK9sD3fG6h", "EMP-884422",
        "hunter2-pass"]
-
-
-class Recording(HashingEmbedder):
-    def __init__(self) -> None:
-        super().__init__(32)
-        self.seen: list[str] = []
-
-    def embed_documents(self, texts: Any) -> np.ndarray:
-        self.seen.extend(texts)
-        return super().embed_documents(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        self.seen.append(text)
-        return super().embed_query(text)
 
 
 def leaky_event(i: int) -> KnowledgeEvent:

@@ -18,7 +18,6 @@ import string
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder
@@ -26,6 +25,7 @@ from beeweave_core.ingest import IngestConfig
 from beeweave_core.server.service import MemoryService
 from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from rel_support import ALL_STATUSES, all_chunks, small_hnsw
+from support import Recording
 
 N_EVENTS = 24
 _CN_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
@@ -72,20 +72,6 @@ def leaky_event(i: int, pii: dict[str, str]) -> dict[str, Any]:
                 {"tool": "crm", "input": {"email": pii["email"], "api_key": pii["aws_key"]},
                  "output": {"phone": pii["phone"], "card": int(pii["card"]), "note": f"token {pii['github_token']}"}},
                 {"tool": "billing", "input": pii["card"], "error": f"card {pii['card']} declined for {pii['email']}"}]}
-
-
-class Recording(HashingEmbedder):
-    def __init__(self) -> None:
-        super().__init__(32)
-        self.seen: list[str] = []
-
-    def embed_documents(self, texts: Any) -> np.ndarray:
-        self.seen.extend(texts)
-        return super().embed_documents(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        self.seen.append(text)
-        return super().embed_query(text)
 
 
 def leaks(blob: bytes | str, secrets: list[str]) -> list[str]:
