@@ -36,7 +36,9 @@ CHILD = textwrap.dedent("""
         # Die after the memories are stored, before the queue marks the event done.
         SQLiteEventQueue.done = lambda self, ids: os.kill(os.getpid(), signal.SIGKILL)
     embedder = Stuck(32) if mode == "worker_busy" else HashingEmbedder(32)
-    config = IngestConfig(autostart=(mode != "worker_idle"))
+    # crash_before_done queues every event before the worker starts (flush starts it), so the
+    # worker cannot take the first event alone and die before the others are queued.
+    config = IngestConfig(autostart=mode not in ("worker_idle", "crash_before_done"))
     memory = BeeWeave(path, embedder=embedder, ingest=config)
     for i in range(n):
         memory.ingest({"user_id": "u", "id": f"ev{i}", "query": f"How do I reset my password? ({i})",
