@@ -219,3 +219,33 @@ def test_drop_graph_keeps_live_vectors_and_zeroes_deleted_ones(hnsw_data) -> Non
         assert not got[7].any()
         assert vi.search(mat[3], 1)[0].tolist() == [3]  # the graph comes back when a search needs it
         assert vi.has_graph and 7 not in vi.search(mat[7], 10)[0].tolist()
+
+
+def test_a_graph_read_from_disk_grows_and_is_saved_again(hnsw_data, tmp_path) -> None:
+    """A saved graph is read back with its vectors mapped from the file (read-only); adding to
+    it must take an owned copy first, and saving over the mapped file must not disturb it."""
+    rng, mat, queries = hnsw_data
+    path = tmp_path / "g.hnsw"
+    keys = np.arange(N_HNSW, dtype=np.int64)
+    with faiss_single_thread():
+        vi = VectorIndex(DIM, exact_limit=100, tail_limit=200)
+        vi.set(np.arange(1000), mat[:1000])
+        vi.maybe_extend_graph()
+        vi.save_graph(path, keys)
+        back = VectorIndex(DIM, exact_limit=100, tail_limit=200)
+        back.set(np.arange(1000), mat[:1000])
+        assert back.load_graph(path, keys) and back.graph_size == 1000
+        import faiss
+        assert not faiss.downcast_index(back._hnsw.storage).codes.is_owned  # mapped, not read
+        np.testing.assert_array_equal(back.vectors(np.arange(1000)), mat[:1000])
+        for lo in range(1000, N_HNSW, 100):
+            back.set(np.arange(lo, lo + 100), mat[lo : lo + 100])
+            back.maybe_extend_graph()
+        assert back.graph_size > 1000
+        back.save_graph(path, keys)  # replaces the file the first graph was mapped from
+        np.testing.assert_array_equal(back.vectors(np.arange(N_HNSW)), mat)
+        assert _recall(back, mat, np.ones(N_HNSW, bool), queries, None) >= 0.95
+        again = VectorIndex(DIM, exact_limit=100, tail_limit=200)
+        again.set(np.arange(N_HNSW), mat)
+        assert again.load_graph(path, keys) and again.graph_size == back.graph_size
+        assert _recall(again, mat, np.ones(N_HNSW, bool), queries, None) >= 0.95

@@ -216,10 +216,17 @@ def test_vectors_of_a_reopened_store_are_the_committed_ones(tmp_path: Path) -> N
         assert (tmp_path / "memory.db.hnsw").exists()
         with open_file_store(db) as m:
             assert_consistent(m)
-            vi, slot = m.backend._vec, m.backend._slot_of["c7"]
-            # Corrupt the in-memory copy where it lives: the graph's storage or the tail.
-            rows, row = (vi._graph_vecs, slot) if slot < vi.graph_size else (vi._tail, slot - vi.graph_size)
-            rows[row] = np.roll(vi.get(slot), 1)
+            vec = m.backend._vec.get(m.backend._slot_of["c7"])
+        # Corrupt the saved copy where it lives: the graph file (whose vectors a reopened store
+        # maps, not reads) or the snapshot that holds the tail.
+        for saved in (tmp_path / "memory.db.hnsw", tmp_path / "memory.db.snapshot"):
+            data = saved.read_bytes()
+            if data.count(vec.tobytes()) == 1:
+                saved.write_bytes(data.replace(vec.tobytes(), np.roll(vec, 1).tobytes()))
+                break
+        else:
+            raise AssertionError("the vector of c7 was not found once in the saved files")
+        with open_file_store(db) as m:
             report = m.verify()
             assert not report.ok and any("c7" in p for p in report.problems)
             assert m.repair().ok
