@@ -134,7 +134,11 @@ class VectorIndex:
             else:
                 parts.append(matvec(self._graph_vecs[graph_cand], query))
         if g < len(cand):
-            parts.append(matvec(self._tail[cand[g:] - self._hnsw_n], query))
+            rows = self._n - self._hnsw_n
+            if len(cand) - g == rows:  # the whole tail (candidates are unique): no gather copy
+                parts.append(matvec(self._tail[:rows], query))
+            else:
+                parts.append(matvec(self._tail[cand[g:] - self._hnsw_n], query))
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None,
