@@ -106,6 +106,26 @@ def test_json_round_trip_is_lossless_and_plain(chunk: KnowledgeChunk) -> None:
     assert json.loads(json.dumps(d, allow_nan=False)) == d
 
 
+@settings(max_examples=60)
+@given(chunks)
+def test_from_stored_equals_from_dict(chunk: KnowledgeChunk) -> None:
+    """The unvalidated decoder of stored records builds the same chunk, types included,
+    with or without the relationships (stores keep edges apart), and an older or foreign
+    shape still goes through from_dict's checks."""
+    for d in (chunk.to_dict(), {k: v for k, v in chunk.to_dict().items() if k != "relationships"}):
+        want = KnowledgeChunk.from_dict(json.loads(json.dumps(d)))
+        got = KnowledgeChunk.from_stored(json.loads(json.dumps(d)))
+        assert got == want and got.to_json() == want.to_json()
+        assert type(got.status) is ChunkStatus and type(got.processed_content.type) is ContentType
+        assert got.intent is None or type(got.intent) is Intent
+        assert [type(t) for t in (got.timestamp, got.last_accessed) if t is not None] == \
+            [type(t) for t in (want.timestamp, want.last_accessed) if t is not None]
+    older = {k: v for k, v in chunk.to_dict().items() if k != "reinforced_at"}
+    assert KnowledgeChunk.from_stored(json.loads(json.dumps(older))) == chunk.copy(reinforced_at=None)
+    with pytest.raises(InvalidInputError):
+        KnowledgeChunk.from_stored({**chunk.to_dict(), "surprise": 1})
+
+
 @pytest.fixture(scope="module")
 def store():
     m = BeeWeave(embedder=HashingEmbedder(8))

@@ -421,7 +421,7 @@ class PostgresStore:
         with self._write() as conn:
             # FOR UPDATE: the rows stay locked until this transaction ends, so a writer in any
             # process (or a store without the tenant lock) waits and then reads what is written here.
-            current = {cid: KnowledgeChunk.from_dict(doc) for cid, doc in conn.execute(
+            current = {cid: KnowledgeChunk.from_stored(doc) for cid, doc in conn.execute(
                 "SELECT id, doc FROM chunks WHERE tenant = %s AND id = ANY(%s) ORDER BY id FOR UPDATE",
                 (self.tenant, ids))}
             chunks, rows = split_changes(change(current), current)
@@ -486,7 +486,7 @@ class PostgresStore:
         with self._conn() as conn:
             rows = conn.execute("SELECT id, doc FROM chunks WHERE tenant = %s AND id = ANY(%s)",
                                 (self.tenant, ids)).fetchall()
-            out = {cid: KnowledgeChunk.from_dict(doc) for cid, doc in rows}
+            out = {cid: KnowledgeChunk.from_stored(doc) for cid, doc in rows}
             if out:
                 for e in self._edges(conn, list(out), None, "out"):
                     out[e.source_id].relationships.append(e)

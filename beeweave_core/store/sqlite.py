@@ -592,7 +592,7 @@ class SQLiteStore:
             return {i for i in ids if i in self._slot_of}
 
     def _chunks_from_rows(self, rows: Sequence[tuple[str, str]], *, edges: bool = True) -> dict[str, KnowledgeChunk]:
-        out = {cid: KnowledgeChunk.from_dict(json.loads(doc)) for cid, doc in rows}
+        out = {cid: KnowledgeChunk.from_stored(json.loads(doc)) for cid, doc in rows}
         if out and edges:
             for e in self.edges(list(out), direction="out"):
                 out[e.source_id].relationships.append(e)
