@@ -349,14 +349,11 @@ class BM25Index:
         norm = self._norm()
         k1 = self.k1
         n_slots = len(self._alive)
-        terms = [(t, q) for t, q in query_terms.items() if t < len(self._postings) and self._df[t] > 0]
-        if allowed is not None and self._spreads and terms:
+        terms = self._terms(query_terms)
+        if allowed is not None and self.prefers_documents(query_terms, int(np.count_nonzero(allowed[:n_slots]))):
             # A narrow filter (one user in a big store): score its few documents from their own
             # and their neighbours' terms instead of filtering every posting of the query's terms.
-            n_allowed = int(np.count_nonzero(allowed[:n_slots]))
-            postings = sum(int(self._df[t]) for t, _ in terms) * (1 + self._width)
-            if n_allowed * (1 + self._width) * self._DOC_AT_A_TIME < postings:
-                return self._score_documents(terms, np.flatnonzero(allowed[:n_slots]), idf, norm)
+            return self._score_documents(terms, np.flatnonzero(allowed[:n_slots]), idf, norm)
         parts_slots: list[np.ndarray] = []
         parts_scores: list[np.ndarray] = []
         for term_id, qtf in terms:
@@ -404,6 +401,25 @@ class BM25Index:
     # Scoring document by document reads ~this many (term, count) pairs per document (its own
     # terms; as many per neighbour); below that many postings it is the cheaper way.
     _DOC_AT_A_TIME = 16
+
+    def _terms(self, query_terms: Mapping[int, int]) -> list[tuple[int, int]]:
+        return [(t, q) for t, q in query_terms.items() if t < len(self._postings) and self._df[t] > 0]
+
+    def prefers_documents(self, query_terms: Mapping[int, int], n_candidates: int) -> bool:
+        """Whether ``score_documents`` over that many candidates is cheaper than ``score``."""
+        terms = self._terms(query_terms)
+        if not (self._spreads and terms):
+            return False
+        postings = sum(int(self._df[t]) for t, _ in terms) * (1 + self._width)
+        return n_candidates * (1 + self._width) * self._DOC_AT_A_TIME < postings
+
+    def score_documents(self, query_terms: Mapping[int, int], cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``score`` restricted to the sorted live slots ``cand``, equal to it on those slots."""
+        terms = self._terms(query_terms)
+        if self._n_docs == 0 or not terms or not len(cand):
+            return np.zeros(0, np.int64), np.zeros(0)
+        idf, _ = self._idf()
+        return self._score_documents(terms, np.asarray(cand, np.int64), idf, self._norm())
 
     def _score_documents(self, terms: list[tuple[int, int]], cand: np.ndarray, idf: np.ndarray,
                          norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -141,6 +141,16 @@ class VectorIndex:
                 parts.append(matvec(self._tail[cand[g:] - self._hnsw_n], query))
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
+    def search_slots(self, query: np.ndarray, k: int, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (slots, cosine scores) among the given sorted slots (dead ones skipped), by an
+        exact scan: for a narrow filter whose slots the caller already has."""
+        cand = np.asarray(cand, np.int64)
+        cand = cand[cand < self._n]
+        cand = cand[self._alive[cand]]
+        if k <= 0 or not len(cand):
+            return np.zeros(0, np.int64), np.zeros(0)
+        return top_k(cand, self._exact(np.asarray(query, np.float32), cand).astype(np.float64), k)
+
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None,
                exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (slots, cosine scores) among live slots allowed by the mask."""
@@ -151,11 +161,7 @@ class VectorIndex:
         if allowed is not None and (exact or np.count_nonzero(allowed[: self._n]) <= self.exact_limit):
             # A narrow filter (one user of many): its few slots, without a pass over every slot
             # to combine masks.
-            cand = np.flatnonzero(allowed[: self._n])
-            cand = cand[mask[cand]]
-            if not len(cand):
-                return np.zeros(0, np.int64), np.zeros(0)
-            return top_k(cand.astype(np.int64), self._exact(query, cand).astype(np.float64), k)
+            return self.search_slots(query, k, np.flatnonzero(allowed[: self._n]))
         if allowed is not None:
             mask = mask & allowed[: self._n]
             if not mask.any():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from beeweave_core.filters import build_filter
-from beeweave_core.store.columns import AttributeColumns
+from beeweave_core.store.columns import AttributeColumns, Selection
 
 USERS = [f"u{i}" for i in range(40)]
 
@@ -54,3 +54,62 @@ def test_the_per_user_path_gives_the_plain_masks(seed: int, monkeypatch) -> None
             plain, plain_scope = cols.mask(flt, alive, slot_of), cols.scope_mask(flt, alive)
         np.testing.assert_array_equal(fast, plain)
         np.testing.assert_array_equal(fast_scope, plain_scope)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_selection_of_a_narrow_filter_is_its_mask(seed: int) -> None:
+    rnd = random.Random(seed)
+    cols, alive, slot_of = _columns(rnd, 2000)
+    for _ in range(30):
+        flt = build_filter(rnd.choice([{}, {"session_id": "s1"}, {"tags": "x"}]), user_id=rnd.choice(USERS))
+        few = cols.slots(flt, alive, slot_of)
+        mask = cols.mask(flt, alive, slot_of)
+        np.testing.assert_array_equal(few, np.flatnonzero(mask))
+        sel = Selection(few, None, len(alive))
+        np.testing.assert_array_equal(sel.mask(), mask)
+        probe = Selection(few, None, len(alive))  # membership without building the mask
+        assert [s in probe for s in range(len(alive))] == mask.tolist()
+        assert probe._mask is None
+
+
+def test_one_user_searches_are_the_same_without_the_narrow_path(monkeypatch) -> None:
+    """A store of many users answers a one-user search from that user's slots (exact vector
+    scan, BM25 document by document, no mask over every slot): the results, scores and the
+    scores of included ids equal those of the mask path."""
+    from beeweave_core import BeeWeave, HashingEmbedder
+    from beeweave_core.bm25 import BM25Index
+
+    rnd = random.Random(5)
+    words = "alpha beta gamma delta python memory agent tool cache index vector graph".split()
+    m = BeeWeave(embedder=HashingEmbedder(32))
+    try:
+        m.add_many([{"content": " ".join(rnd.choices(words, k=6)), "user_id": f"u{i % 30}",
+                     "session_id": f"s{i % 60}", "chunk_id": f"c{i}"} for i in range(900)], show_progress=False)
+        monkeypatch.setattr(BM25Index, "_DOC_AT_A_TIME", 0)  # the document path whenever there is a choice
+        calls = []
+        real = BM25Index.score_documents
+        monkeypatch.setattr(BM25Index, "score_documents", lambda self, *a: calls.append(1) or real(self, *a))
+        b = m.backend
+
+        def run() -> list:
+            out = []
+            for q in range(20):
+                user = f"u{q % 30}"
+                flt = build_filter({}, user_id=user)
+                qvec = m.embed_query(words[q % len(words)])
+                vec = b.vector_search(qvec, flt, 10)
+                terms = {words[q % len(words)]: 1, words[(q * 7) % len(words)]: 1}
+                lex = b.lexical_search(terms, flt, 10, include=[cid for cid, _ in vec] + ["c1", "c2", "nope"])
+                hits = m.search(" ".join(terms), user_id=user, k=5)
+                out.append((vec, lex, [(h.id, h.score) for h in hits]))
+            return out
+
+        narrow = run()
+        assert calls, "the document path was not taken"
+        with monkeypatch.context() as mp:
+            mp.setattr(AttributeColumns, "slots", lambda self, *a, **kw: None)
+            b._mask_cache = None
+            plain = run()
+        assert narrow == plain
+    finally:
+        m.close()

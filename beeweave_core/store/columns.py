@@ -10,7 +10,7 @@ import numpy as np
 
 from ..filters import Filter
 
-__all__ = ["AttributeColumns"]
+__all__ = ["AttributeColumns", "Selection"]
 
 _FIELDS = ("user", "agent", "session", "status", "ctype", "intent")
 
@@ -92,6 +92,33 @@ class _SlotsByCode:
         extra = self.extra.get(code)
         bulk = self.bulk.get(code, np.zeros(0, np.int64))
         return bulk if not extra else np.concatenate([bulk, np.asarray(extra, np.int64)])
+
+
+class Selection:
+    """The slots a filter allows: for a narrow filter (one user of many) its sorted live
+    slots, with the boolean mask over every slot built only if something asks for it (at 1M
+    slots each mask costs passes over a megabyte); for a broad filter, the mask."""
+
+    __slots__ = ("slots", "_mask", "_n")
+
+    def __init__(self, slots: np.ndarray | None, mask: np.ndarray | None, n: int) -> None:
+        self.slots, self._mask, self._n = slots, mask, n
+        if mask is not None:
+            mask.flags.writeable = False  # shared by every search with this filter
+
+    def mask(self) -> np.ndarray:
+        if self._mask is None:
+            m = np.zeros(self._n, bool)
+            m[self.slots] = True
+            m.flags.writeable = False
+            self._mask = m
+        return self._mask
+
+    def __contains__(self, slot: int) -> bool:
+        if self._mask is None:
+            i = int(np.searchsorted(self.slots, slot))
+            return i < len(self.slots) and int(self.slots[i]) == slot
+        return slot < self._n and bool(self._mask[slot])
 
 
 class AttributeColumns:
@@ -236,15 +263,24 @@ class AttributeColumns:
             keep &= take(id_m)
         return keep
 
-    def _select(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int], *, scope_only: bool) -> np.ndarray:
+    def slots(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int], *,
+              scope_only: bool = False) -> np.ndarray | None:
+        """The sorted live slots the filter allows when it is narrow (a few users of many),
+        found from those users' slots alone; None for a broad filter (use ``mask``)."""
         n = len(alive)
         cand = self._user_candidates(flt, n)
-        if cand is None:  # a pass over every slot per condition
-            return self._conditions(flt, alive.copy(), lambda a: a[:n], n, slot_of, scope_only=scope_only)
-        # A few users' slots: check the conditions on those alone.
+        if cand is None:
+            return None
         keep = self._conditions(flt, alive[cand], lambda a: a[cand], n, slot_of, scope_only=scope_only)
+        return cand[keep]
+
+    def _select(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int], *, scope_only: bool) -> np.ndarray:
+        n = len(alive)
+        few = self.slots(flt, alive, slot_of, scope_only=scope_only)
+        if few is None:  # a pass over every slot per condition
+            return self._conditions(flt, alive.copy(), lambda a: a[:n], n, slot_of, scope_only=scope_only)
         m = np.zeros(n, bool)
-        m[cand[keep]] = True
+        m[few] = True
         return m
 
     def mask(self, flt: Filter, alive: np.ndarray, slot_of: Mapping[str, int]) -> np.ndarray:

@@ -25,7 +25,7 @@ from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..vectors import VectorIndex, matvec
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
-from .columns import AttributeColumns
+from .columns import AttributeColumns, Selection
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 
 __all__ = ["SQLiteStore"]
@@ -136,7 +136,7 @@ class SQLiteStore:
             raise
 
     _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
-    _mask_cache: tuple[tuple[Any, ...], np.ndarray] | None = None  # see _mask
+    _mask_cache: tuple[tuple[Any, ...], Selection] | None = None  # see _selection
 
     def _snapshot_gone(self) -> None:
         """After the first committed write since a snapshot: its token is gone, so is the file."""
@@ -648,19 +648,23 @@ class SQLiteStore:
             return {i for i in ids if i in self._slot_of and mask[self._slot_of[i]]}
 
     def _mask(self, flt: Filter) -> np.ndarray:
-        """The filter's boolean mask over slots (read-only). A search asks for the same mask
-        twice (dense and lexical side), which costs a few passes over every slot at 1M, so the
-        last one is kept until a slot lives, dies or changes its attributes."""
+        """The filter's boolean mask over slots (read-only)."""
+        return self._selection(flt).mask()
+
+    def _selection(self, flt: Filter) -> Selection:
+        """What the filter allows (see Selection). A search asks twice (dense and lexical
+        side), so the last one is kept until a slot lives, dies or changes its attributes."""
+        alive = self._alive()
         if self._vec is None:
-            return self._cols.mask(flt, self._alive(), self._slot_of)
+            return Selection(None, self._cols.mask(flt, alive, self._slot_of), len(alive))
         key = (flt, self._vec._n, self._vec.n_alive, self._cols.version)
         cached = self._mask_cache
         if cached is not None and cached[0] == key:
             return cached[1]
-        mask = self._cols.mask(flt, self._alive(), self._slot_of)
-        mask.flags.writeable = False
-        self._mask_cache = (key, mask)
-        return mask
+        few = self._cols.slots(flt, alive, self._slot_of)
+        sel = Selection(few, None if few is not None else self._cols.mask(flt, alive, self._slot_of), len(alive))
+        self._mask_cache = (key, sel)
+        return sel
 
     def _alive(self) -> np.ndarray:
         return self._vec.alive_mask() if self._vec is not None else np.zeros(0, bool)
@@ -673,11 +677,16 @@ class SQLiteStore:
             qt = {self._term_ids[t]: c for t, c in terms.items() if t in self._term_ids}
             if not self._slot_of:
                 return []
-            mask = self._mask(flt)
-            scope = self._cols.scope_mask(flt, self._alive())
-            if scope is not None and int(np.count_nonzero(scope)) == self._lex.n_docs:
-                scope = None  # the scope is the whole store: pre-filtering would only cost time
-            slots, scores = self._lex.score(qt, mask, scope) if qt else (np.zeros(0, np.int64), np.zeros(0))
+            sel = self._selection(flt)
+            if sel.slots is not None and self._lex.prefers_documents(qt, len(sel.slots)):
+                slots, scores = self._lex.score_documents(qt, sel.slots)  # no pass over every slot
+            elif qt:
+                scope = self._cols.scope_mask(flt, self._alive())
+                if scope is not None and int(np.count_nonzero(scope)) == self._lex.n_docs:
+                    scope = None  # the scope is the whole store: pre-filtering would only cost time
+                slots, scores = self._lex.score(qt, sel.mask(), scope)
+            else:
+                slots, scores = np.zeros(0, np.int64), np.zeros(0)
             top_slots, top_scores = top_k(slots, scores, k)
             out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
             if include:
@@ -685,7 +694,7 @@ class SQLiteStore:
                 # instead of building a dict over every matched document.
                 for cid in include:
                     slot = self._slot_of.get(cid)
-                    if cid not in out and slot is not None and mask[slot]:
+                    if cid not in out and slot is not None and slot in sel:
                         i = int(np.searchsorted(slots, slot))
                         out[cid] = float(scores[i]) if i < len(slots) and slots[i] == slot else 0.0
             return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))  # type: ignore[arg-type]
@@ -695,8 +704,11 @@ class SQLiteStore:
             self._check()
             if self._vec is None or not self._slot_of:
                 return []
-            mask = self._mask(flt)
-            slots, scores = self._vec.search(np.asarray(vector, np.float32), k, mask, exact=exact)
+            sel, query = self._selection(flt), np.asarray(vector, np.float32)
+            if sel.slots is not None and (exact or len(sel.slots) <= self._vec.exact_limit):
+                slots, scores = self._vec.search_slots(query, k, sel.slots)
+            else:
+                slots, scores = self._vec.search(query, k, sel.mask(), exact=exact)
             return [(self._ids[s], float(sc)) for s, sc in zip(slots.tolist(), scores.tolist())]  # type: ignore[misc]
 
     def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
