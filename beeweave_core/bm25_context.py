@@ -99,13 +99,17 @@ class ForwardIndex:
 class ContextPostings:
     """One term's context postings: sorted slots, own count and neighbours' count."""
 
-    __slots__ = ("slots", "own", "nbr", "n")
+    __slots__ = ("slots", "own", "nbr", "n", "max_own", "max_nbr")
 
     def __init__(self, slots: np.ndarray, own: np.ndarray, nbr: np.ndarray) -> None:
         self.slots = slots.astype(np.int32)
         self.own = own.astype(np.float32)  # integral values: exact in float32 up to 2**24
         self.nbr = nbr.astype(np.float32)
         self.n = len(slots)
+        # Upper bounds of the two counts over the entries (for pruning, see BM25Index.top):
+        # raised by add(), never lowered, so they stay bounds however the entries change.
+        self.max_own = float(self.own.max()) if self.n else 0.0
+        self.max_nbr = float(self.nbr.max()) if self.n else 0.0
 
     @classmethod
     def build(cls, slots: np.ndarray, tfs: np.ndarray, nb: np.ndarray, n_slots: int) -> ContextPostings:
@@ -138,6 +142,8 @@ class ContextPostings:
         if i < n and self.slots[i] == slot:
             self.own[i] += own
             self.nbr[i] += nbr
+            self.max_own = max(self.max_own, float(self.own[i]))
+            self.max_nbr = max(self.max_nbr, float(self.nbr[i]))
             if self.own[i] == 0 and self.nbr[i] == 0:
                 for a in (self.slots, self.own, self.nbr):
                     a[i : n - 1] = a[i + 1 : n]
@@ -151,3 +157,5 @@ class ContextPostings:
                 a[i + 1 : n + 1] = a[i:n].copy()
             a[i] = v
         self.n += 1
+        self.max_own = max(self.max_own, float(own))
+        self.max_nbr = max(self.max_nbr, float(nbr))

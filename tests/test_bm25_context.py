@@ -210,3 +210,44 @@ def test_scoring_a_few_documents_from_their_terms_equals_the_postings_path(seed:
         assert got[0] == got[10**9]
         want = {s: v for s, v in model.reference(Counter(query)).items() if allowed[s]}
         assert got[0].keys() == want.keys()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pruned_top_k_equals_scoring_everything(seed: int, monkeypatch) -> None:
+    """BM25Index.top_k skips documents that a bound proves cannot reach the top k (MaxScore):
+    forced on every query, it returns the same slots, scores and order as top_k over every
+    score, with and without a filter and a scope, on an index patched by many writes (its
+    count bounds are then stale, i.e. loose, but still bounds)."""
+    from beeweave_core.bm25 import top_k
+
+    rnd = random.Random(seed)
+    model = Model(rnd)
+    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    for _ in range(400):
+        model.step(index)
+    monkeypatch.setattr(BM25Index, "_PRUNE_MIN", 0)
+    answered = []
+    real = BM25Index._pruned
+    monkeypatch.setattr(BM25Index, "_pruned", lambda self, *a: answered.append(r := real(self, *a)) or r)
+    n = max(model.docs) + 1
+    for factor in (BM25Index._DOC_AT_A_TIME, 0):  # 0: never give up for cost
+        monkeypatch.setattr(BM25Index, "_DOC_AT_A_TIME", factor)
+        for _ in range(60):
+            query = {min(int(rnd.paretovariate(0.8)) - 1, len(VOCAB) - 1): rnd.randint(1, 2)
+                     for _ in range(rnd.randint(2, 5))}
+            live = np.zeros(n + 4, bool)
+            live[sorted(model.docs)] = True  # a store's filter masks hold live slots only
+            allowed = None if rnd.random() < 0.5 else live & np.array([rnd.random() < 0.7 for _ in range(n + 4)])
+            scope = None
+            if rnd.random() < 0.3:
+                scope = np.zeros(n + 4, bool)
+                for session in rnd.sample(range(5), 3):
+                    scope[model.sessions.get(session, [])] = True
+                allowed = scope & (live if allowed is None else allowed)  # as a store's filter: within its scope
+            for k in (1, 3, 10):
+                got = index.top_k(query, k, allowed, scope)
+                want = top_k(*index.score(query, allowed, scope), k)
+                assert got[0].tolist() == want[0].tolist()
+                assert got[1].tolist() == want[1].tolist()
+    pruned = sum(r is not None for r in answered)
+    assert pruned >= 20, f"the pruned path answered only {pruned} of {len(answered)} queries"

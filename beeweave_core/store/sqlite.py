@@ -678,25 +678,28 @@ class SQLiteStore:
             if not self._slot_of:
                 return []
             sel = self._selection(flt)
-            if sel.slots is not None and self._lex.prefers_documents(qt, len(sel.slots)):
-                slots, scores = self._lex.score_documents(qt, sel.slots)  # no pass over every slot
-            elif qt:
+            if not qt:
+                top_slots, top_scores = np.zeros(0, np.int64), np.zeros(0)
+            elif sel.slots is not None and self._lex.prefers_documents(qt, len(sel.slots)):
+                # no pass over every slot
+                top_slots, top_scores = top_k(*self._lex.score_documents(qt, sel.slots), k)
+            else:
                 scope = self._cols.scope_mask(flt, self._alive())
                 if scope is not None and int(np.count_nonzero(scope)) == self._lex.n_docs:
                     scope = None  # the scope is the whole store: pre-filtering would only cost time
-                slots, scores = self._lex.score(qt, sel.mask(), scope)
-            else:
-                slots, scores = np.zeros(0, np.int64), np.zeros(0)
-            top_slots, top_scores = top_k(slots, scores, k)
+                if sel.slots is None:
+                    top_slots, top_scores = self._lex.top_k(qt, k, sel.mask(), scope)
+                else:  # a few users: their postings are few, there is nothing to prune
+                    top_slots, top_scores = top_k(*self._lex.score(qt, sel.mask(), scope), k)
             out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
-            if include:
-                # score() returns slots in ascending order: look the extra ids up by bisection
-                # instead of building a dict over every matched document.
-                for cid in include:
-                    slot = self._slot_of.get(cid)
-                    if cid not in out and slot is not None and slot in sel:
-                        i = int(np.searchsorted(slots, slot))
-                        out[cid] = float(scores[i]) if i < len(slots) and slots[i] == slot else 0.0
+            extra = sorted({slot for cid in include if cid not in out
+                            and (slot := self._slot_of.get(cid)) is not None and slot in sel})
+            if extra:
+                # The other retriever's candidates, scored from their own terms (0 without any).
+                out.update(dict.fromkeys((self._ids[s] for s in extra), 0.0))
+                if qt:
+                    slots, scores = self._lex.score_documents(qt, np.array(extra, np.int64))
+                    out.update({self._ids[s]: float(sc) for s, sc in zip(slots.tolist(), scores.tolist())})
             return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))  # type: ignore[arg-type]
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
