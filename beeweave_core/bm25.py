@@ -478,19 +478,32 @@ class BM25Index:
 
     def top_k(self, query_terms: Mapping[int, int], k: int, allowed: np.ndarray | None = None,
               sources: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """``top_k(*score(query_terms, allowed, sources), k)``, exactly (same documents, same
-        scores, same order), without scoring every posting when a bound proves it needless.
+        """``top_k(*score(query_terms, allowed, sources), k)``, exactly: see ``search``."""
+        slots, scores, _ = self.search(query_terms, k, allowed, sources)
+        return slots, scores
+
+    def search(self, query_terms: Mapping[int, int], k: int, allowed: np.ndarray | None = None,
+               sources: np.ndarray | None = None, include: np.ndarray | None = None,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The top k (slots, scores) of ``score``, exactly (same documents, same scores, same
+        order), and the scores of the sorted slots ``include`` (0 where no term matches),
+        without scoring every posting when a bound proves it needless.
 
         MaxScore pruning: a term can add at most ``idf * qtf * f(max count, least length
         norm)`` to any document. Taking the query's rarest terms first, once the best k
         documents found through them score more than every other term could add together,
-        no document without one of those terms can enter the top k; the candidates that
-        still could are scored document by document (``_score_documents``, equal to the
-        postings path). Common terms' long postings are then never read. When the bound does
-        not bite, or too many candidates survive it, this is ``score`` plus ``top_k``."""
+        no document without one of those terms can enter the top k; the other terms' counts
+        are looked up in their context postings for the candidates that still could. Common
+        terms' long postings are then never scored in full. When the bound does not bite,
+        this is ``score`` plus ``top_k``."""
+        include = np.zeros(0, np.int64) if include is None else np.asarray(include, np.int64)
         terms = self._terms(query_terms)
-        full = None if k <= 0 or not self._spreads or len(terms) < 2 else self._pruned(terms, k, allowed, sources)
-        return full if full is not None else top_k(*self.score(query_terms, allowed, sources), k)
+        pruned = None if k <= 0 or not self._spreads or len(terms) < 2 else self._pruned(terms, k, allowed, sources)
+        if pruned is not None:
+            ctx = [self._context(t, len(self._alive)) for t, _ in terms]
+            return (*pruned, self._lookup_scores(terms, ctx, include) if len(include) else np.zeros(0))
+        slots, scores = self.score(query_terms, allowed, sources)
+        return (*top_k(slots, scores, k), scores_at(slots, scores, include))
 
     # Below this many context postings a query is scored in full. On the scale benchmark's
     # queries (benchmarks/scale.py, text) pruning brought BM25 from 9.6 to 3.2 ms (median) at 1M
@@ -593,14 +606,25 @@ def _sum_runs(runs: list[np.ndarray], values: list[np.ndarray]) -> tuple[np.ndar
     return slots[starts], np.add.reduceat(vals, starts)
 
 
+def scores_at(slots: np.ndarray, scores: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The scores of ``wanted`` slots in a (sorted slots, scores) result, 0 where absent."""
+    if not len(slots):
+        return np.zeros(len(wanted))
+    i = np.minimum(np.searchsorted(slots, wanted), len(slots) - 1)
+    return np.where(slots[i] == wanted, scores[i], 0.0)
+
+
 def top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k best (ids, scores), best first; ties broken by id for determinism."""
     if k <= 0 or not len(ids):
         return ids[:0], scores[:0]
     if len(ids) > k:
         part = np.argpartition(-scores, k - 1)[:k]
-        ids, scores = ids[part], scores[part]
-    order = np.lexsort((ids, -scores))
+        # argpartition picks any of the ids tied with the k-th score: keep them all and let
+        # the sort below choose by id, so the answer does not depend on the input's order.
+        keep = np.flatnonzero(scores >= scores[part].min())
+        ids, scores = ids[keep], scores[keep]
+    order = np.lexsort((ids, -scores))[:k]
     return ids[order], scores[order]
 
 

@@ -229,13 +229,16 @@ class VectorIndex:
         n_graph = int(mask.sum())
         if not n_graph:
             return np.zeros(0, np.int64), np.zeros(0)
-        bits = np.packbits(mask, bitorder="little")
-        sel = faiss.IDSelectorBitmap(self._hnsw_n, faiss.swig_ptr(bits))
         # The filter narrows what the graph walk may return, so widen the beam as it
         # gets more selective to keep recall.
         selectivity = n_graph / self._hnsw_n
         ef = int(min(4096, self.effective_ef(k) / max(selectivity, 0.05) ** 0.5))
-        params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef)
+        if n_graph == self._hnsw_n:  # every graph vector allowed (e.g. one user's whole store)
+            params = faiss.SearchParametersHNSW(efSearch=ef)
+        else:
+            bits = np.packbits(mask, bitorder="little")
+            sel = faiss.IDSelectorBitmap(self._hnsw_n, faiss.swig_ptr(bits))
+            params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef)
         scores, ids = self._hnsw.search(query.reshape(1, -1), k, params=params)
         keep = ids[0] >= 0
         return ids[0][keep].astype(np.int64), scores[0][keep].astype(np.float64)

@@ -367,3 +367,16 @@ def test_words_vocabulary_has_stop_words_and_inflections() -> None:
         assert {"the", "a", "of"} <= set(WORDS)
     finally:
         m.close()
+
+
+def test_top_k_breaks_ties_at_the_cut_by_id_whatever_the_input_order() -> None:
+    rnd = np.random.default_rng(3)
+    ids = np.arange(200, dtype=np.int64)
+    scores = rnd.integers(0, 6, 200).astype(np.float64)  # many ties everywhere
+    want = sorted(range(200), key=lambda i: (-scores[i], i))
+    for _ in range(20):
+        perm = rnd.permutation(200)
+        for k in (1, 7, 40, 199, 200, 300):
+            got_ids, got_scores = top_k(ids[perm], scores[perm], k)
+            assert got_ids.tolist() == want[:k]
+            assert got_scores.tolist() == scores[want[:k]].tolist()

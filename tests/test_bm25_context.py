@@ -218,7 +218,7 @@ def test_pruned_top_k_equals_scoring_everything(seed: int, monkeypatch) -> None:
     forced on every query, it returns the same slots, scores and order as top_k over every
     score, with and without a filter and a scope, on an index patched by many writes (its
     count bounds are then stale, i.e. loose, but still bounds)."""
-    from beeweave_core.bm25 import top_k
+    from beeweave_core.bm25 import scores_at, top_k
 
     rnd = random.Random(seed)
     model = Model(rnd)
@@ -244,10 +244,14 @@ def test_pruned_top_k_equals_scoring_everything(seed: int, monkeypatch) -> None:
                 for session in rnd.sample(range(5), 3):
                     scope[model.sessions.get(session, [])] = True
                 allowed = scope & (live if allowed is None else allowed)  # as a store's filter: within its scope
+            pool = np.flatnonzero(live if allowed is None else allowed)
+            include = np.sort(rnd.sample(pool.tolist(), min(len(pool), 8)))
+            all_slots, all_scores = index.score(query, allowed, scope)
             for k in (1, 3, 10):
-                got = index.top_k(query, k, allowed, scope)
-                want = top_k(*index.score(query, allowed, scope), k)
+                got = index.search(query, k, allowed, scope, include)
+                want = top_k(all_slots, all_scores, k)
                 assert got[0].tolist() == want[0].tolist()
                 assert got[1].tolist() == want[1].tolist()
+                assert got[2].tolist() == scores_at(all_slots, all_scores, include).tolist()
     pruned = sum(r is not None for r in answered)
     assert pruned >= 20, f"the pruned path answered only {pruned} of {len(answered)} queries"

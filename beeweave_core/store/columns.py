@@ -99,10 +99,11 @@ class Selection:
     slots, with the boolean mask over every slot built only if something asks for it (at 1M
     slots each mask costs passes over a megabyte); for a broad filter, the mask."""
 
-    __slots__ = ("slots", "_mask", "_n")
+    __slots__ = ("slots", "_mask", "_n", "_scope")
 
     def __init__(self, slots: np.ndarray | None, mask: np.ndarray | None, n: int) -> None:
         self.slots, self._mask, self._n = slots, mask, n
+        self._scope: tuple[np.ndarray | None] | None = None
         if mask is not None:
             mask.flags.writeable = False  # shared by every search with this filter
 
@@ -113,6 +114,12 @@ class Selection:
             m.flags.writeable = False
             self._mask = m
         return self._mask
+
+    def scope(self, build: Callable[[], np.ndarray | None]) -> np.ndarray | None:
+        """The filter's scope pre-filter (see BM25Index.score), built once by ``build``."""
+        if self._scope is None:
+            self._scope = (build(),)
+        return self._scope[0]
 
     def __contains__(self, slot: int) -> bool:
         if self._mask is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bm25 import BM25Index, top_k
+from ..bm25 import BM25Index, scores_at, top_k
 from ..context import IndexConfig, SessionOrder
 from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..filters import Filter
@@ -666,6 +666,14 @@ class SQLiteStore:
         self._mask_cache = (key, sel)
         return sel
 
+    def _scope(self, flt: Filter) -> np.ndarray | None:
+        """The user/session part of the filter as a BM25 pre-filter, None when it holds
+        every live memory (pre-filtering would then only cost time)."""
+        scope = self._cols.scope_mask(flt, self._alive())
+        if scope is not None and int(np.count_nonzero(scope)) == self._lex.n_docs:
+            return None
+        return scope
+
     def _alive(self) -> np.ndarray:
         return self._vec.alive_mask() if self._vec is not None else np.zeros(0, bool)
 
@@ -678,28 +686,25 @@ class SQLiteStore:
             if not self._slot_of:
                 return []
             sel = self._selection(flt)
+            # The other retriever's candidates, to be scored too (0 without any query term).
+            extra = np.array(sorted({slot for cid in include if (slot := self._slot_of.get(cid)) is not None
+                                     and slot in sel}), np.int64)
             if not qt:
-                top_slots, top_scores = np.zeros(0, np.int64), np.zeros(0)
+                top_slots, top_scores, extra_scores = np.zeros(0, np.int64), np.zeros(0), np.zeros(len(extra))
             elif sel.slots is not None and self._lex.prefers_documents(qt, len(sel.slots)):
-                # no pass over every slot
-                top_slots, top_scores = top_k(*self._lex.score_documents(qt, sel.slots), k)
+                slots, scores = self._lex.score_documents(qt, sel.slots)  # no pass over every slot
+                top_slots, top_scores = top_k(slots, scores, k)
+                extra_scores = scores_at(slots, scores, extra)
+            elif sel.slots is not None:  # a few users' postings are few: nothing to prune
+                slots, scores = self._lex.score(qt, sel.mask(), sel.scope(lambda: self._scope(flt)))
+                top_slots, top_scores = top_k(slots, scores, k)
+                extra_scores = scores_at(slots, scores, extra)
             else:
-                scope = self._cols.scope_mask(flt, self._alive())
-                if scope is not None and int(np.count_nonzero(scope)) == self._lex.n_docs:
-                    scope = None  # the scope is the whole store: pre-filtering would only cost time
-                if sel.slots is None:
-                    top_slots, top_scores = self._lex.top_k(qt, k, sel.mask(), scope)
-                else:  # a few users: their postings are few, there is nothing to prune
-                    top_slots, top_scores = top_k(*self._lex.score(qt, sel.mask(), scope), k)
+                top_slots, top_scores, extra_scores = self._lex.search(
+                    qt, k, sel.mask(), sel.scope(lambda: self._scope(flt)), extra)
             out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
-            extra = sorted({slot for cid in include if cid not in out
-                            and (slot := self._slot_of.get(cid)) is not None and slot in sel})
-            if extra:
-                # The other retriever's candidates, scored from their own terms (0 without any).
-                out.update(dict.fromkeys((self._ids[s] for s in extra), 0.0))
-                if qt:
-                    slots, scores = self._lex.score_documents(qt, np.array(extra, np.int64))
-                    out.update({self._ids[s]: float(sc) for s, sc in zip(slots.tolist(), scores.tolist())})
+            for s, sc in zip(extra.tolist(), extra_scores.tolist()):
+                out.setdefault(self._ids[s], float(sc))  # type: ignore[arg-type]
             return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))  # type: ignore[arg-type]
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
