@@ -113,3 +113,21 @@ def test_one_user_searches_are_the_same_without_the_narrow_path(monkeypatch) -> 
         assert narrow == plain
     finally:
         m.close()
+
+
+def test_setting_the_same_attributes_keeps_masks_valid() -> None:
+    """Access counts rewrite records without changing anything a filter reads: the columns'
+    version (which retires cached masks) moves only when something filterable changed."""
+    cols = AttributeColumns()
+    cols.set(0, "u1", None, "s1", 5.0, "active", "text", None, ["a", "b"], ["e"])
+    v = cols.version
+    cols.set(0, "u1", None, "s1", 5.0, "active", "text", None, ["a", "b"], ["e"])
+    assert cols.version == v
+    for change in ({"user": "u2"}, {"session": None}, {"ts": 6.0}, {"status": "archived"}, {"tags": ["a"]},
+                   {"entities": []}):
+        args = {"user": "u1", "agent": None, "session": "s1", "ts": 5.0, "status": "active", "ctype": "text",
+                "intent": None, "tags": ["a", "b"], "entities": ["e"]}
+        cols.set(0, **args)
+        v = cols.version
+        cols.set(0, **{**args, **change})
+        assert cols.version > v, change

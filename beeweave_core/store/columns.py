@@ -153,11 +153,16 @@ class AttributeColumns:
 
     def set(self, slot: int, user: str, agent: str | None, session: str | None, ts: float, status: str,
             ctype: str, intent: str | None, tags: Sequence[str], entities: Sequence[str] = ()) -> None:
+        codes = [self.codes[f].get(v) for f, v in zip(_FIELDS, (user, agent, session, status, ctype, intent))]
+        if (slot < self._cap and all(int(self.arrays[f][slot]) == c for f, c in zip(_FIELDS, codes))
+                and self.ts[slot] == ts and self.tags.values.get(slot, ()) == tuple(dict.fromkeys(tags))
+                and self.entities.values.get(slot, ()) == tuple(dict.fromkeys(entities))):
+            return  # nothing filterable changed (e.g. access counts): masks computed before stay valid
         self.version += 1
         self._grow(slot)
         before = int(self.arrays["user"][slot])
-        for f, v in zip(_FIELDS, (user, agent, session, status, ctype, intent)):
-            self.arrays[f][slot] = self.codes[f].get(v)
+        for f, c in zip(_FIELDS, codes):
+            self.arrays[f][slot] = c
         if self.arrays["user"][slot] != before:
             self.user_slots.add(int(self.arrays["user"][slot]), slot)
         self.ts[slot] = ts
