@@ -98,6 +98,10 @@ class BM25Index:
         self._idf_cache: tuple[int, np.ndarray, float] | None = None  # (version, idf, mean)
         self._norm_cache: tuple[int, np.ndarray] | None = None  # (version, length norm per slot)
         self._norm_min_cache: tuple[int, float] | None = None
+        # Per built term, for the current version only: the saturation of each context
+        # posting (see _saturation), the part of its score that does not depend on the query.
+        self._sat: dict[int, np.ndarray] = {}
+        self._sat_version = -1
         self._version = 0
         # Session context (see bm25_context): each slot's terms, and the context postings
         # built so far (by the queries that needed them), patched by every write.
@@ -327,6 +331,24 @@ class BM25Index:
             self._norm_cache = (self._version, k1 * (1 - b + b * self._ctx_len / (self.avgdl or 1.0)))
         return self._norm_cache[1]
 
+    def _saturation(self, tfs: np.ndarray, norm: np.ndarray) -> np.ndarray:
+        """``tf * (k1 + 1) / (tf + norm)``: a posting's score is ``idf * qtf`` times this. Every
+        scoring path computes it here, so their scores agree bit for bit."""
+        return (tfs * (self.k1 + 1)) / (tfs + norm)
+
+    def _context_saturation(self, term_id: int, n_slots: int, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A term's context slots and their saturations, kept until the next write: between
+        writes a search then costs one multiplication per posting instead of nine."""
+        if self._sat_version != self._version:
+            self._sat.clear()
+            self._sat_version = self._version
+        slots, own, nbr = self._context(term_id, n_slots).view()
+        sat = self._sat.get(term_id)
+        if sat is None:
+            tfs = own.astype(np.float64) + self.context_weight * nbr.astype(np.float64)
+            sat = self._sat[term_id] = self._saturation(tfs, norm[slots])
+        return slots, sat
+
     # -- scoring -------------------------------------------------------------
     def score(self, query_terms: Mapping[int, int], allowed: np.ndarray | None = None,
               sources: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -348,7 +370,6 @@ class BM25Index:
             return empty
         idf, _ = self._idf()
         norm = self._norm()
-        k1 = self.k1
         n_slots = len(self._alive)
         terms = self._terms(query_terms)
         if allowed is not None and self.prefers_documents(query_terms, int(np.count_nonzero(allowed[:n_slots]))):
@@ -359,22 +380,18 @@ class BM25Index:
         parts_scores: list[np.ndarray] = []
         for term_id, qtf in terms:
             if self._spreads:
-                slots, own, nbr = self._context(term_id, n_slots).view()
-                if sources is not None:  # closed under neighbourhood: filtering receivers is enough
-                    keep = sources[slots]
-                    slots, own, nbr = slots[keep], own[keep], nbr[keep]
-                tfs = own.astype(np.float64) + self.context_weight * nbr.astype(np.float64)
+                slots, sat = self._context_saturation(term_id, n_slots, norm)
             else:
                 p = self._postings[term_id]
                 slots = p.slots[: p.n]
-                tfs = p.tfs[: p.n].astype(np.float64)
-                if sources is not None:
-                    keep = sources[slots]
-                    slots, tfs = slots[keep], tfs[keep]
+                sat = self._saturation(p.tfs[: p.n].astype(np.float64), norm[slots])
+            if sources is not None:  # closed under neighbourhood: filtering receivers is enough
+                keep = sources[slots]
+                slots, sat = slots[keep], sat[keep]
             if not len(slots):
                 continue
             parts_slots.append(slots)
-            parts_scores.append(idf[term_id] * qtf * (tfs * (k1 + 1)) / (tfs + norm[slots]))
+            parts_scores.append(idf[term_id] * qtf * sat)
         if not parts_slots:
             return empty
         if len(parts_slots) == 1:  # one term: its slots are sorted and unique already
@@ -424,14 +441,14 @@ class BM25Index:
         if self._spreads:
             return self._score_documents(terms, cand, idf, self._norm())
         # Without session context there is no forward index: look each term's postings up.
-        norm, k1 = self._norm(), self.k1
+        norm = self._norm()
         total, hit = np.zeros(len(cand)), np.zeros(len(cand), bool)
         for t, qtf in terms:
             p = self._postings[t]
             i = np.minimum(np.searchsorted(p.slots[: p.n], cand), p.n - 1)
             found = p.slots[i] == cand
             tf = np.where(found, p.tfs[i], 0).astype(np.float64)
-            total += np.where(found, idf[t] * qtf * (tf * (k1 + 1)) / (tf + norm[cand]), 0.0)
+            total += np.where(found, idf[t] * qtf * self._saturation(tf, norm[cand]), 0.0)
             hit |= found
         return cand[hit], total[hit]
 
@@ -459,11 +476,10 @@ class BM25Index:
         own = counts(cand, np.arange(len(cand)))
         nbr = counts(nb, owner) if len(nb) else np.zeros_like(own)
         tfs = own + self.context_weight * nbr
-        k1 = self.k1
         total = np.zeros(len(cand))
         for j, (t, qtf) in enumerate(terms):
             tf = tfs[:, j]
-            total += np.where(tf > 0, idf[t] * qtf * (tf * (k1 + 1)) / (tf + norm[cand]), 0.0)
+            total += np.where(tf > 0, idf[t] * qtf * self._saturation(tf, norm[cand]), 0.0)
         keep = (tfs > 0).any(axis=1)
         return cand[keep].astype(np.int64), total[keep]
 
@@ -530,12 +546,12 @@ class BM25Index:
             return None
         idf, _ = self._idf()
         norm = self._norm()
-        k1, w, least = self.k1, self.context_weight, self._norm_min()
+        w, least = self.context_weight, self._norm_min()
         order = sorted(range(len(terms)), key=lambda i: ctx[i].n)  # rarest first
         bounds = []
         for i in order:
             m = ctx[i].max_own + w * ctx[i].max_nbr
-            bounds.append(max(0.0, idf[terms[i][0]] * terms[i][1] * (m * (k1 + 1)) / (m + least)))
+            bounds.append(max(0.0, idf[terms[i][0]] * terms[i][1] * self._saturation(m, least)))
         part_slots: list[np.ndarray] = []
         part_scores: list[np.ndarray] = []
         for j in range(1, len(order)):
@@ -546,7 +562,7 @@ class BM25Index:
                 slots, own, nbr = slots[keep], own[keep], nbr[keep]
             tfs = own.astype(np.float64) + w * nbr.astype(np.float64)
             part_slots.append(slots)
-            part_scores.append(idf[terms[i][0]] * terms[i][1] * (tfs * (k1 + 1)) / (tfs + norm[slots]))
+            part_scores.append(idf[terms[i][0]] * terms[i][1] * self._saturation(tfs, norm[slots]))
             if 2 * sum(len(p) for p in part_slots) > total:
                 return None  # most of the postings are read anyway: nothing to gain
             cand, partial = _sum_runs(part_slots, part_scores)
@@ -577,7 +593,7 @@ class BM25Index:
         context postings by bisection; the formula and the order of the sum over terms are
         those of ``score``, so the values are equal bit for bit."""
         idf, _ = self._idf()
-        norm, k1, w = self._norm()[cand], self.k1, self.context_weight
+        norm, w = self._norm()[cand], self.context_weight
         want = cand.astype(np.int32)  # the postings' dtype: bisection then copies nothing
         total = np.zeros(len(cand))
         for (t, qtf), c in zip(terms, ctx):
@@ -587,7 +603,7 @@ class BM25Index:
             i = np.minimum(np.searchsorted(slots, want), len(slots) - 1)
             found = slots[i] == want
             tfs = own[i].astype(np.float64) + w * nbr[i].astype(np.float64)
-            total += np.where(found, idf[t] * qtf * (tfs * (k1 + 1)) / (tfs + norm), 0.0)
+            total += np.where(found, idf[t] * qtf * self._saturation(tfs, norm), 0.0)
         return total
 
 
