@@ -372,7 +372,7 @@ class BM25Index:
         norm = self._norm()
         n_slots = len(self._alive)
         terms = self._terms(query_terms)
-        if allowed is not None and self.prefers_documents(query_terms, int(np.count_nonzero(allowed[:n_slots]))):
+        if allowed is not None and self._prefers(terms, int(np.count_nonzero(allowed[:n_slots]))):
             # A narrow filter (one user in a big store): score its few documents from their own
             # and their neighbours' terms instead of filtering every posting of the query's terms.
             return self._score_documents(terms, np.flatnonzero(allowed[:n_slots]), idf, norm)
@@ -425,7 +425,9 @@ class BM25Index:
 
     def prefers_documents(self, query_terms: Mapping[int, int], n_candidates: int) -> bool:
         """Whether ``score_documents`` over that many candidates is cheaper than ``score``."""
-        terms = self._terms(query_terms)
+        return self._prefers(self._terms(query_terms), n_candidates)
+
+    def _prefers(self, terms: list[tuple[int, int]], n_candidates: int) -> bool:
         if not (self._spreads and terms):
             return False
         postings = sum(int(self._df[t]) for t, _ in terms) * (1 + self._width)
@@ -445,8 +447,7 @@ class BM25Index:
         total, hit = np.zeros(len(cand)), np.zeros(len(cand), bool)
         for t, qtf in terms:
             p = self._postings[t]
-            i = np.minimum(np.searchsorted(p.slots[: p.n], cand), p.n - 1)
-            found = p.slots[i] == cand
+            i, found = _locate(p.slots[: p.n], cand)
             tf = np.where(found, p.tfs[i], 0).astype(np.float64)
             total += np.where(found, idf[t] * qtf * self._saturation(tf, norm[cand]), 0.0)
             hit |= found
@@ -514,10 +515,10 @@ class BM25Index:
         this is ``score`` plus ``top_k``."""
         include = np.zeros(0, np.int64) if include is None else np.asarray(include, np.int64)
         terms = self._terms(query_terms)
-        pruned = None if k <= 0 or not self._spreads or len(terms) < 2 else self._pruned(terms, k, allowed, sources)
+        pruned = None if k <= 0 or not self._spreads or len(terms) < 2 else self._pruned(
+            terms, k, allowed, sources, include)
         if pruned is not None:
-            ctx = [self._context(t, len(self._alive)) for t, _ in terms]
-            return (*pruned, self._lookup_scores(terms, ctx, include) if len(include) else np.zeros(0))
+            return pruned
         slots, scores = self.score(query_terms, allowed, sources)
         return (*top_k(slots, scores, k), scores_at(slots, scores, include))
 
@@ -535,8 +536,9 @@ class BM25Index:
         return cache[1]
 
     def _pruned(self, terms: list[tuple[int, int]], k: int, allowed: np.ndarray | None,
-                sources: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
-        """The pruned top k of ``top_k``, or None where pruning cannot prove its answer."""
+                sources: np.ndarray | None, include: np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``search``'s answer found by pruning, or None where pruning cannot prove it."""
         if self._n_docs == 0:
             return None
         n_slots = len(self._alive)
@@ -546,23 +548,22 @@ class BM25Index:
             return None
         idf, _ = self._idf()
         norm = self._norm()
-        w, least = self.context_weight, self._norm_min()
+        least = self._norm_min()
         order = sorted(range(len(terms)), key=lambda i: ctx[i].n)  # rarest first
         bounds = []
         for i in order:
-            m = ctx[i].max_own + w * ctx[i].max_nbr
+            m = ctx[i].max_own + self.context_weight * ctx[i].max_nbr
             bounds.append(max(0.0, idf[terms[i][0]] * terms[i][1] * self._saturation(m, least)))
         part_slots: list[np.ndarray] = []
         part_scores: list[np.ndarray] = []
         for j in range(1, len(order)):
             i = order[j - 1]
-            slots, own, nbr = ctx[i].view()
+            slots, sat = self._context_saturation(terms[i][0], n_slots, norm)
             if sources is not None:
                 keep = sources[slots]
-                slots, own, nbr = slots[keep], own[keep], nbr[keep]
-            tfs = own.astype(np.float64) + w * nbr.astype(np.float64)
+                slots, sat = slots[keep], sat[keep]
             part_slots.append(slots)
-            part_scores.append(idf[terms[i][0]] * terms[i][1] * self._saturation(tfs, norm[slots]))
+            part_scores.append(idf[terms[i][0]] * terms[i][1] * sat)
             if 2 * sum(len(p) for p in part_slots) > total:
                 return None  # most of the postings are read anyway: nothing to gain
             cand, partial = _sum_runs(part_slots, part_scores)
@@ -584,7 +585,8 @@ class BM25Index:
                 cand, partial = cand[keep], partial[keep]
                 partial = partial + self._lookup_scores([terms[order[jj]]], [ctx[order[jj]]], cand)
             cand = cand[partial >= margin]
-            return top_k(cand.astype(np.int64), self._lookup_scores(terms, ctx, cand), k)
+            return (*top_k(cand.astype(np.int64), self._lookup_scores(terms, ctx, cand), k),
+                    self._lookup_scores(terms, ctx, include))
         return None
 
     def _lookup_scores(self, terms: list[tuple[int, int]], ctx: list[ContextPostings],
@@ -600,8 +602,7 @@ class BM25Index:
             slots, own, nbr = c.view()
             if not len(slots):
                 continue
-            i = np.minimum(np.searchsorted(slots, want), len(slots) - 1)
-            found = slots[i] == want
+            i, found = _locate(slots, want)
             tfs = own[i].astype(np.float64) + w * nbr[i].astype(np.float64)
             total += np.where(found, idf[t] * qtf * self._saturation(tfs, norm), 0.0)
         return total
@@ -626,8 +627,15 @@ def scores_at(slots: np.ndarray, scores: np.ndarray, wanted: np.ndarray) -> np.n
     """The scores of ``wanted`` slots in a (sorted slots, scores) result, 0 where absent."""
     if not len(slots):
         return np.zeros(len(wanted))
+    i, found = _locate(slots, wanted)
+    return np.where(found, scores[i], 0.0)
+
+
+def _locate(slots: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each wanted slot, by bisection in the non-empty sorted ``slots``: an index (its
+    own where present, any valid one otherwise) and whether it is present."""
     i = np.minimum(np.searchsorted(slots, wanted), len(slots) - 1)
-    return np.where(slots[i] == wanted, scores[i], 0.0)
+    return i, slots[i] == wanted
 
 
 def top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -106,7 +106,7 @@ class ContextPostings:
         self.own = own.astype(np.float32)  # integral values: exact in float32 up to 2**24
         self.nbr = nbr.astype(np.float32)
         self.n = len(slots)
-        # Upper bounds of the two counts over the entries (for pruning, see BM25Index.top):
+        # Upper bounds of the two counts over the entries (for pruning, see BM25Index.search):
         # raised by add(), never lowered, so they stay bounds however the entries change.
         self.max_own = float(self.own.max()) if self.n else 0.0
         self.max_nbr = float(self.nbr.max()) if self.n else 0.0
