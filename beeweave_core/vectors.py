@@ -167,8 +167,7 @@ class VectorIndex:
             if not mask.any():
                 return np.zeros(0, np.int64), np.zeros(0)
         elif exact or self._n_alive <= self.exact_limit:
-            cand = np.flatnonzero(mask)
-            return top_k(cand.astype(np.int64), self._exact(query, cand).astype(np.float64), k)
+            return self.search_slots(query, k, np.flatnonzero(mask))
         if self._n - self._hnsw_n > self.tail_limit:
             self._sync_hnsw()  # e.g. a store reopened with many vectors not in its saved graph
         slots, scores = self._search_hnsw(query, k, mask[: self._hnsw_n])

@@ -691,12 +691,11 @@ class SQLiteStore:
                                      and slot in sel}), np.int64)
             if not qt:
                 top_slots, top_scores, extra_scores = np.zeros(0, np.int64), np.zeros(0), np.zeros(len(extra))
-            elif sel.slots is not None and self._lex.prefers_documents(qt, len(sel.slots)):
-                slots, scores = self._lex.score_documents(qt, sel.slots)  # no pass over every slot
-                top_slots, top_scores = top_k(slots, scores, k)
-                extra_scores = scores_at(slots, scores, extra)
-            elif sel.slots is not None:  # a few users' postings are few: nothing to prune
-                slots, scores = self._lex.score(qt, sel.mask(), sel.scope(lambda: self._scope(flt)))
+            elif sel.slots is not None:  # a few users
+                if self._lex.prefers_documents(qt, len(sel.slots)):
+                    slots, scores = self._lex.score_documents(qt, sel.slots)  # no pass over every slot
+                else:  # their postings are few: nothing to prune
+                    slots, scores = self._lex.score(qt, sel.mask(), sel.scope(lambda: self._scope(flt)))
                 top_slots, top_scores = top_k(slots, scores, k)
                 extra_scores = scores_at(slots, scores, extra)
             else:
