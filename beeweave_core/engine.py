@@ -587,15 +587,16 @@ class MemoryCore:
         if mode is FusionMode.ZSCORE:
             # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
             pool = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in pool]
-        chunks = self._backend.get([cid for cid, _, _ in pool])
-        scored = []
-        for cid, score, src in pool:
-            c = chunks.get(cid)
-            if c is not None:
-                scored.append(SearchHit(c, score * score_factor(c, now, self.scoring), src))
-        scored.sort(key=lambda h: (-h.score, h.id))
+        # Ranked by the few fields scoring reads; only the records returned are decoded.
+        fields = self._backend.rank_fields([cid for cid, _, _ in pool])
+        ranked = sorted(((cid, score * score_factor(f, now, self.scoring), src) for cid, score, src in pool
+                         if (f := fields.get(cid)) is not None), key=lambda t: (-t[1], t[0]))
         if min_score is not None:
-            scored = [h for h in scored if h.score >= min_score]
+            ranked = [t for t in ranked if t[1] >= min_score]
+        if rerank is None and mmr_lambda is None:
+            ranked = ranked[:k]
+        chunks = self._backend.get([cid for cid, _, _ in ranked])
+        scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked if cid in chunks]
         if rerank is not None:
             scored = rerank.rerank(query, scored)
         if mmr_lambda is not None:

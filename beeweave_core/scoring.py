@@ -16,13 +16,34 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from .errors import InvalidInputError
 from .records import KnowledgeChunk
 
-__all__ = ["ScoringConfig", "effective_weight", "is_expired", "score_factor", "NEUTRAL_WEIGHT"]
+__all__ = ["ScoringConfig", "RankFields", "effective_weight", "is_expired", "score_factor", "NEUTRAL_WEIGHT"]
 
 NEUTRAL_WEIGHT = 1.0
+STALE = "stale"  # the metadata flag the lifecycle sets after repeated negative feedback
+
+
+class RankFields(NamedTuple):
+    """What ranking reads of a memory (see ``score_factor``). A store answers it from small
+    per-memory columns, so a search ranks its candidates first and then decodes only the
+    records it returns. (A named tuple: a search builds ~20 per query.)"""
+
+    timestamp: datetime
+    weight: float = NEUTRAL_WEIGHT
+    confidence: float = 1.0
+    pinned: bool = False
+    stale: bool = False
+    reinforced_at: datetime | None = None
+    expires_at: datetime | None = None
+
+    @classmethod
+    def of(cls, chunk: KnowledgeChunk) -> RankFields:
+        return cls(chunk.timestamp, float(chunk.weight), float(chunk.confidence), bool(chunk.pinned),
+                   bool(chunk.metadata.get(STALE)), chunk.reinforced_at, chunk.expires_at)
 
 
 @dataclass(frozen=True)
@@ -62,7 +83,7 @@ class ScoringConfig:
                 raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
 
 
-def effective_weight(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -> float:
+def effective_weight(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:
     """The weight now: the earned part (w - 1) decays since ``reinforced_at``; pinned never decays."""
     w = float(chunk.weight)
     if chunk.pinned or w == NEUTRAL_WEIGHT:
@@ -72,12 +93,12 @@ def effective_weight(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -
     return NEUTRAL_WEIGHT + (w - NEUTRAL_WEIGHT) * cfg.decay ** periods
 
 
-def is_expired(chunk: KnowledgeChunk, now: datetime) -> bool:
+def is_expired(chunk: KnowledgeChunk | RankFields, now: datetime) -> bool:
     """True when ``expires_at`` has passed; pinned memories never expire."""
     return not chunk.pinned and chunk.expires_at is not None and chunk.expires_at <= now
 
 
-def score_factor(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -> float:
+def score_factor(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:
     """The multiplier applied to a memory's relevance (1.0 for an unrated, confident memory)."""
     f = 1.0
     if cfg.use_weight:
@@ -87,7 +108,7 @@ def score_factor(chunk: KnowledgeChunk, now: datetime, cfg: ScoringConfig) -> fl
         f *= 0.5 ** age
     if cfg.use_confidence:
         f *= min(max(float(chunk.confidence), 0.0), 1.0)
-    if chunk.metadata.get("stale"):
+    if chunk.stale if isinstance(chunk, RankFields) else chunk.metadata.get(STALE):
         f *= cfg.stale_penalty
     if is_expired(chunk, now):
         f *= cfg.expired_penalty

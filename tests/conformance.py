@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -42,6 +42,7 @@ from beeweave_core import (
     StoreClosedError,
 )
 from beeweave_core.filters import build_filter
+from beeweave_core.scoring import RankFields
 from beeweave_core.store.base import ChunkRow, StoreBackend
 from support import dt, matches
 
@@ -338,6 +339,26 @@ class BackendConformance:
         np.testing.assert_allclose(world.get_vectors(["w0"])["w0"], WORLD[0].vector, atol=1e-6)
         with pytest.raises(NotFoundError):
             world.update([KnowledgeChunk("x", "ann", id="nope")])
+
+    def test_rank_fields_are_those_of_the_records(self, world) -> None:
+        ids = [r.chunk.id for r in WORLD]
+
+        def expected() -> dict:
+            return {i: RankFields.of(c) for i, c in world.get(ids).items()}
+
+        assert world.rank_fields(ids + ["nope", "w1"]) == expected()
+        assert world.rank_fields([]) == {}
+        c = world.get(["w1"])["w1"]
+        far = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)  # beyond float seconds' microseconds
+        world.update([c.copy(weight=2.75, confidence=0.4, pinned=True, expires_at=far, metadata={"stale": True},
+                             reinforced_at=dt(2024, 3, 2, 5) + timedelta(microseconds=7))])
+        world.modify(["w2"], lambda found: [found["w2"].copy(weight=0.3, metadata={"stale": "yes"})])
+        world.replace([row("w3", "kiwi", user_id="bob", status=ChunkStatus.ARCHIVED, weight=1.5)])
+        world.delete(["w0"])
+        got = world.rank_fields(ids)
+        assert got == expected() and "w0" not in got
+        assert got["w1"].expires_at == far and got["w1"].stale and got["w1"].pinned
+        assert got["w2"].stale and got["w2"].weight == 0.3 and got["w3"].weight == 1.5
 
     def test_replace_changes_text_and_vector_keeps_edges(self, world) -> None:
         world.add_edges([Relationship("w0", "w1", "semantic"), Relationship("w2", "w0", "tag")])
@@ -710,6 +731,7 @@ class BackendConformance:
             [world.lexical_search(q, everything, 10) for q in queries],
             [world.vector_search(vec(s), everything, 10) for s in range(3)],
             world.count(everything),
+            world.rank_fields([r.chunk.id for r in WORLD]),
         )
         again = reopen(world)
         try:
@@ -719,8 +741,9 @@ class BackendConformance:
                 [again.lexical_search(q, everything, 10) for q in queries],
                 [again.vector_search(vec(s), everything, 10) for s in range(3)],
                 again.count(everything),
+                again.rank_fields([r.chunk.id for r in WORLD]),
             )
-            for name, a, b in zip(("records", "lexical", "vector", "count"), after, before):
+            for name, a, b in zip(("records", "lexical", "vector", "count", "rank fields"), after, before):
                 assert a == b, f"{name} differ after reopening"
             ids = [r.chunk.id for r in WORLD + SESSION]
             assert again.vector_scores(vec(9), ids) == pytest.approx(world_scores)

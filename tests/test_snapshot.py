@@ -50,7 +50,9 @@ def _answers(m: BeeWeave) -> list:
             search_results(m, QUERIES[:3], k=5, filters={"tags_any": ["x"], "session_id": "s3"}),
             search_results(m, QUERIES[:2], k=5, filters={"entities": ["Paris"]}),
             [m.backend.vector_search(q, build_filter(None), 8) for q in queries],
-            m.count(), m.count(user_id="cy")]
+            m.count(), m.count(user_id="cy"),
+            # What ranking reads: from the columns, or (rebuilt) from the records on first use.
+            m.backend.rank_fields(m.backend.scan_ids(build_filter(None)))]
 
 
 def _rebuilt_answers(path: Path, tmp: Path) -> list:
@@ -73,6 +75,8 @@ def _lived_in(path: Path) -> None:
     ids = _fill(m, 150, 1)
     m.delete_many(ids[::7])  # dead slots, holes in sessions
     m.update(ids[3], session_id="s9", tags=["z"])  # moved in the session order
+    m.update(ids[4], weight=3.5, confidence=0.5, pinned=True)  # ranked apart from the others
+    m.update(ids[5], weight=0.2, metadata={"stale": True})
     _fill(m, 30, 2)  # more after the deletes: part of them in the graph's tail
     m.search("python memory")
     m.close()

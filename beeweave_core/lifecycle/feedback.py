@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..records import KnowledgeChunk
-from ..scoring import ScoringConfig, effective_weight
+from ..scoring import STALE, ScoringConfig, effective_weight
 from .config import FeedbackSignal, LifecycleConfig
 
 __all__ = ["apply_feedback", "FEEDBACK_KEY", "STALE_KEY"]
 
 FEEDBACK_KEY = "feedback"  # metadata: {"used": n, "up": n, "down": n, "down_streak": n}
-STALE_KEY = "stale"  # metadata flag read by scoring.score_factor
+STALE_KEY = STALE  # metadata flag read by scoring.score_factor
 
 
 def apply_feedback(chunk: KnowledgeChunk, signal: FeedbackSignal, now: datetime, cfg: LifecycleConfig,

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
+from ..scoring import RankFields
 
 __all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport", "records_in_order", "split_changes"]
 
@@ -91,6 +92,10 @@ class StoreBackend(Protocol):
         """
 
     def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
+
+    def rank_fields(self, ids: Sequence[str]) -> dict[str, RankFields]:
+        """``RankFields.of`` each stored record (absent ids left out), cheaper than ``get``:
+        a search ranks its candidates with these and reads only the records it returns."""
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         """Delete records, their postings, vectors and every edge touching them; return the ids deleted."""

@@ -26,6 +26,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -43,7 +44,8 @@ from ..errors import (
 )
 from ..events import EventType
 from ..filters import Filter
-from ..records import KnowledgeChunk, Relationship
+from ..records import KnowledgeChunk, Relationship, to_datetime
+from ..scoring import RankFields
 from ..vectors import EXACT_LIMIT
 from .base import ChunkRow, VerifyReport, records_in_order, split_changes
 
@@ -491,6 +493,26 @@ class PostgresStore:
                 for e in self._edges(conn, list(out), None, "out"):
                     out[e.source_id].relationships.append(e)
         return out
+
+    def rank_fields(self, ids: Sequence[str]) -> dict[str, RankFields]:
+        self._check()
+        ids = list(dict.fromkeys(clean(ids)))
+        if not ids:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT id, doc->>'timestamp', doc->>'weight', doc->>'confidence', doc->>'pinned',"
+                " doc->'metadata'->'stale', doc->>'reinforced_at', doc->>'expires_at'"
+                " FROM chunks WHERE tenant = %s AND id = ANY(%s)", (self.tenant, ids)).fetchall()
+
+        def when(text: str | None) -> datetime | None:
+            return None if text is None else to_datetime(text)
+
+        # Fields a record of an older shape lacks take the chunk's defaults, as from_dict does.
+        return {cid: RankFields(when(ts), 1.0 if w is None else float(w),  # type: ignore[arg-type]
+                                1.0 if conf is None else float(conf), pinned == "true", bool(stale),
+                                when(reinforced), when(expires))
+                for cid, ts, w, conf, pinned, stale, reinforced, expires in rows}
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]:

@@ -3,7 +3,7 @@
 Opening a store rebuilds its indexes from every row: about 3 s per 100k memories on the
 development machine, so half a minute at a million. At ``close()`` the store therefore
 writes its in-memory state (ids, term ids, BM25 postings and lengths, session order,
-filter columns, live mask and the vectors not in the HNSW graph) to ``<db>.snapshot`` (a JSON
+filter and rank columns, live mask and the vectors not in the HNSW graph) to ``<db>.snapshot`` (a JSON
 header and raw arrays that opening maps copy-on-write) and records a random token for it in
 the database's meta table.
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["snapshot_path", "save_snapshot", "load_snapshot", "new_token"]
 
-FORMAT = 2
+FORMAT = 3  # 3: rank columns
 logger = logging.getLogger(__name__)
 
 
@@ -74,6 +74,7 @@ def save_snapshot(store: SQLiteStore, path: Path, token: str) -> None:
         **{f"lex_{k}": v for k, v in lex_arrays.items()},
         **{f"ord_{k}": v for k, v in store._order.state().items()},
         **col_arrays,
+        **{f"rank_{k}": v for k, v in store._rank.state(n_slots).items()},
         **store._vec.state(),
     }
     arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
@@ -150,4 +151,5 @@ def load_snapshot(store: SQLiteStore, path: Path, token: str, graph: Path | None
     store._lex.restore({k[4:]: v for k, v in arrays.items() if k.startswith("lex_")}, header["lex"])
     store._order.restore({k[4:]: v for k, v in arrays.items() if k.startswith("ord_")})
     store._cols.restore({k: v for k, v in arrays.items() if k.startswith("col_")}, header["cols"])
+    store._rank.restore({k[5:]: v for k, v in arrays.items() if k.startswith("rank_")})
     return True

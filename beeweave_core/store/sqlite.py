@@ -23,9 +23,11 @@ from ..context import IndexConfig, SessionOrder
 from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
+from ..scoring import RankFields
 from ..vectors import VectorIndex, matvec
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
 from .columns import AttributeColumns, Selection
+from .rank_columns import RankColumns
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 
 __all__ = ["SQLiteStore"]
@@ -362,6 +364,7 @@ class SQLiteStore:
         self._order = SessionOrder(cfg.context_radius)
         self._vec: VectorIndex | None = None
         self._cols = AttributeColumns()
+        self._rank = RankColumns()
 
     def _save_snapshot(self) -> None:
         """At close: write the snapshot, then name it in meta (a crash in between leaves it unnamed)."""
@@ -484,6 +487,7 @@ class SQLiteStore:
                 self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
                                c.processed_content.type.value if c.processed_content else "text",
                                c.intent.value if c.intent else None, c.tags, c.entities)
+                self._rank.set(slot, c)
                 touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(), seq)
             self._refresh_neighbours(touched)
 
@@ -520,6 +524,7 @@ class SQLiteStore:
             cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
                      c.status.value, c.processed_content.type.value if c.processed_content else "text",
                      c.intent.value if c.intent else None, c.tags, c.entities)
+            self._rank.set(slot, c)
             if before == (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot]):
                 continue  # same place in the same session (e.g. counts or tags changed): no neighbour moved
             touched.append(slot)  # its own neighbours change too (e.g. it left its session)
@@ -581,6 +586,7 @@ class SQLiteStore:
             assert self._vec is not None
             self._vec.remove(slot)
             self._cols.clear(slot)
+            self._rank.clear(slot)
             touched += self._order.remove(slot)
         self._refresh_neighbours(s for s in touched if self._ids[s] is not None)
         return present
@@ -603,6 +609,17 @@ class SQLiteStore:
             self._check()
             wanted = [i for i in dict.fromkeys(ids) if i in self._slot_of]
             return self._chunks_from_rows(self._record_rows(wanted))
+
+    def rank_fields(self, ids: Sequence[str]) -> dict[str, RankFields]:
+        with self._lock:
+            self._check()
+            slots = {i: s for i in dict.fromkeys(ids) if (s := self._slot_of.get(i)) is not None}
+            unknown = self._rank.unknown(list(slots.values()))
+            if unknown:  # not written since the indexes were rebuilt from the rows: read once
+                names = list(slots)
+                for c in self._chunks_from_rows(self._record_rows([names[j] for j in unknown]), edges=False).values():
+                    self._rank.set(self._slot_of[c.id], c)
+            return dict(zip(slots, self._rank.fields(list(slots.values()))))
 
     def _record_rows(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, doc) of stored ids, looked up by row number: one b-tree walk per row instead of

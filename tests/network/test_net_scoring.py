@@ -87,3 +87,39 @@ def test_with_a_half_life_older_memories_sink_by_half_per_half_life(make, clock)
     hits = _ranked(recent, "budget report")
     assert [i for i, _ in hits] == ["b-new", "a-old"]
     assert dict(hits) == pytest.approx({"b-new": base["b-new"] * 0.5, "a-old": base["a-old"] * 0.125}, rel=1e-9)
+
+
+def test_rank_fields_give_the_same_factor_as_the_record(make, clock):
+    from beeweave_core.scoring import RankFields, score_factor
+
+    m = make()
+    _fill(m, n=8)
+    now = clock.now
+    m.update("m01", weight=4.0, reinforced_at=now - timedelta(days=3))
+    m.update("m02", weight=0.3, metadata={"stale": True}, confidence=0.25)
+    m.update("m03", pinned=True, weight=2.0, expires_at=now - timedelta(hours=1))
+    m.update("m04", expires_at=now - timedelta(seconds=1), timestamp=now - timedelta(days=40))
+    configs = [ScoringConfig(), PLAIN, ScoringConfig(recency_half_life=timedelta(days=7), decay=0.5)]
+    for c in m.get_many([f"m{i:02d}" for i in range(8)]):
+        fields = m.backend.rank_fields([c.id])[c.id]
+        assert fields == RankFields.of(c)
+        for cfg in configs:
+            assert score_factor(fields, now, cfg) == score_factor(c, now, cfg)
+
+
+def test_a_search_ranks_its_pool_then_reads_only_the_records_it_returns(make):
+    m = make()
+    _fill(m)
+    k = 5
+    pool = [i for i, _ in _ranked(m, "python memory search", k=2 * k)]
+    lifted = pool[-1]  # within the fused pool, below the cut by relevance alone
+    m.update(lifted, weight=50.0)
+    read: list[list[str]] = []
+    get = m.backend.get
+    m.backend.get = lambda ids: read.append(list(ids)) or get(ids)  # type: ignore[method-assign]
+    hits = m.search("python memory search", user_id="u", k=k)
+    assert lifted in [h.id for h in hits]
+    assert read == [[h.id for h in hits]]
+    read.clear()
+    m.search("python memory search", user_id="u", k=k, mmr=0.5)  # diversity needs the whole pool
+    assert len(read) == 1 and len(read[0]) > k
