@@ -115,22 +115,32 @@ class ContextPostings:
     def build(cls, slots: np.ndarray, tfs: np.ndarray, nb: np.ndarray, n_slots: int) -> ContextPostings:
         """From a term's postings (sorted slots, counts) and the neighbour rows of those slots:
         each posting counts for its own slot and, as a neighbour count, for each of its
-        neighbours (neighbourhood is symmetric)."""
-        width = nb.shape[1]
+        neighbours (neighbourhood is symmetric). The first query meeting a term pays for this,
+        so it does a few passes and no more (counts are integers: any order sums them exactly)."""
         recv = nb.ravel()
-        credit = np.repeat(tfs, width)
         keep = recv >= 0
-        recv, credit = recv[keep], credit[keep]
-        if (len(slots) + len(recv)) * 16 > n_slots:
+        recv = recv[keep]
+        credit = np.repeat(tfs, nb.shape[1])[keep]
+        if (len(slots) + len(recv)) * 16 > n_slots:  # many: one pass over the slots beats sorting
             own = np.zeros(n_slots, np.float64)
             own[slots] = tfs
             nbr = np.bincount(recv, weights=credit, minlength=n_slots)
             uniq = np.flatnonzero((own > 0) | (nbr > 0))
             return cls(uniq, own[uniq], nbr[uniq])
-        uniq, inv = np.unique(np.concatenate([slots, recv]), return_inverse=True)
-        own = np.bincount(inv[: len(slots)], weights=tfs, minlength=len(uniq))
-        nbr = np.bincount(inv[len(slots) :], weights=credit, minlength=len(uniq))
-        return cls(uniq, own, nbr)
+        every = np.concatenate([slots, recv])
+        if not len(every):
+            return cls(every, np.zeros(0), np.zeros(0))
+        order = np.argsort(every, kind="stable")
+        ordered = every[order]
+        first = np.empty(len(ordered), bool)
+        first[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        own = np.zeros(len(every))
+        own[: len(slots)] = tfs
+        nbr = np.zeros(len(every))
+        nbr[len(slots) :] = credit
+        return cls(ordered[starts], np.add.reduceat(own[order], starts), np.add.reduceat(nbr[order], starts))
 
     def view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.slots[: self.n], self.own[: self.n], self.nbr[: self.n]

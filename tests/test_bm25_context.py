@@ -255,3 +255,29 @@ def test_pruned_top_k_equals_scoring_everything(seed: int, monkeypatch) -> None:
                 assert got[2].tolist() == scores_at(all_slots, all_scores, include).tolist()
     pruned = sum(r is not None for r in answered)
     assert pruned >= 20, f"the pruned path answered only {pruned} of {len(answered)} queries"
+
+
+@pytest.mark.parametrize("n_slots", [60, 5_000])  # dense pass / sorted path
+@pytest.mark.parametrize("seed", range(4))
+def test_context_postings_build_counts_each_posting_for_itself_and_its_neighbours(n_slots: int, seed: int) -> None:
+    from beeweave_core.bm25_context import ContextPostings
+
+    rng = np.random.default_rng(seed)
+    for n_postings in (0, 1, 7, 40):
+        slots = np.sort(rng.choice(n_slots, n_postings, replace=False)).astype(np.int32)
+        tfs = rng.integers(1, 5, n_postings).astype(np.float64)
+        nb = rng.integers(-1, n_slots, (n_postings, 2 * RADIUS)).astype(np.int32)
+        own: Counter[int] = Counter()
+        nbr: Counter[int] = Counter()
+        for s, tf, row in zip(slots.tolist(), tfs.tolist(), nb.tolist()):
+            own[s] += tf
+            for r in row:
+                if r >= 0:
+                    nbr[r] += tf
+        every = sorted(set(own) | set(nbr))
+        c = ContextPostings.build(slots, tfs, nb, n_slots)
+        got_slots, got_own, got_nbr = c.view()
+        assert got_slots.tolist() == every
+        assert got_own.tolist() == [own[s] for s in every]
+        assert got_nbr.tolist() == [nbr[s] for s in every]
+        assert (c.max_own, c.max_nbr) == (max(own.values(), default=0.0), max(nbr.values(), default=0.0))
