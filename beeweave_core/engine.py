@@ -32,7 +32,7 @@ from .errors import (
 )
 from .filters import Filter, build_filter
 from .context import IndexConfig
-from .fusion import FusionMode, fuse
+from .fusion import FusionMode, fuse_scores
 from .network import ExpandOptions, check_ranking
 from .rerank import Reranker, mmr
 from .scoring import ScoringConfig, score_factor
@@ -580,10 +580,11 @@ class MemoryCore:
                      now: datetime) -> list[SearchHit]:
         if qvec is None and self._backend.count(None):
             qvec = self.embed_query(query)
-        ranked = self._retrieve(query, flt, k, qvec)
+        ids, scores = self._retrieve(query, flt, k, qvec)
         # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
         pool_size = max(2 * k, k + 10) if rerank is None and mmr_lambda is None else max(4 * k, 40)
-        pool = fuse(ranked, mode=mode, weights=self.config.weights, rrf_k=self.config.rrf_k, limit=pool_size)
+        pool = fuse_scores(ids, scores, mode=mode, weights=self.config.weights, rrf_k=self.config.rrf_k,
+                           limit=pool_size)
         if mode is FusionMode.ZSCORE:
             # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
             pool = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in pool]
@@ -603,8 +604,9 @@ class MemoryCore:
             scored = mmr(scored, self._backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
         return scored[:k]
 
-    def _retrieve(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None) -> dict[str, list[tuple[str, float]]]:
-        """Candidates from both retrievers, each then scored by both.
+    def _retrieve(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None) -> tuple[list[str], dict[str, np.ndarray]]:
+        """Candidates from both retrievers, each then scored by both: the ids, and each
+        retriever's scores aligned with them.
 
         Each retriever contributes its top candidates; every candidate is then scored
         lexically (BM25 with session context) and by vector (cosine with its context
@@ -615,12 +617,15 @@ class MemoryCore:
         for t in self.tokenizer(query):
             terms[t] = terms.get(t, 0) + 1
         if self._backend.count(None) == 0 or qvec is None:
-            return {"lexical": [], "vector": []}
+            return [], {"lexical": np.zeros(0), "vector": np.zeros(0)}
         vector_top = self._backend.vector_search(qvec, flt, depth)
         lexical = self._backend.lexical_search(terms, flt, depth, include=[cid for cid, _ in vector_top])
-        scores = self._backend.vector_scores(qvec, [cid for cid, _ in lexical])
-        vector = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        return {"lexical": lexical, "vector": vector}
+        vector = self._backend.vector_scores(qvec, [cid for cid, _ in lexical])
+        if len(vector) < len(lexical):  # deleted meanwhile: gone from both lists
+            lexical = [(cid, sc) for cid, sc in lexical if cid in vector]
+        ids = [cid for cid, _ in lexical]
+        return ids, {"lexical": np.fromiter((sc for _, sc in lexical), np.float64, len(ids)),
+                     "vector": np.fromiter((vector[cid] for cid in ids), np.float64, len(ids))}
 
     # -- integrity ---------------------------------------------------------------------
     def verify(self) -> Any:

@@ -6,9 +6,11 @@ import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
 
+import numpy as np
+
 from .records import HitSource
 
-__all__ = ["FusionMode", "fuse", "Ranked"]
+__all__ = ["FusionMode", "fuse", "fuse_scores", "Ranked"]
 
 # A retriever's output: (id, raw score), best first.
 Ranked = Sequence[tuple[str, float]]
@@ -69,3 +71,43 @@ def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
             if src is not None:
                 src[name] = HitSource(rank=rank, score=float(score))
     return [(c, total[c], sources[c]) for c in order]
+
+
+def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: FusionMode = FusionMode.ZSCORE,
+                weights: Mapping[str, float] | None = None, rrf_k: float = 60.0,
+                limit: int | None = None) -> list[tuple[str, float, dict[str, HitSource]]]:
+    """``fuse`` for lists that each score every id (distinct ids), given as arrays aligned with
+    ``ids``: the same result (each list ranked by score, then id), with array arithmetic where
+    ``fuse`` loops over ids. The engine's two retrievers score the union of their candidates,
+    so its fusion takes this path."""
+    mode = FusionMode(mode)
+    weights = weights or {}
+    n = len(ids)
+    by_id = np.empty(n, np.int64)  # each id's place in id order, the tie-break
+    by_id[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
+    total = np.zeros(n)
+    ranks: dict[str, np.ndarray] = {}
+    for name, s in scores.items():
+        if not n:
+            break
+        s = np.asarray(s, np.float64)
+        rank = np.empty(n, np.int64)
+        rank[np.lexsort((by_id, -s))] = np.arange(1, n + 1)
+        ranks[name] = rank
+        w = float(weights.get(name, 1.0))
+        if mode is FusionMode.RRF:
+            total += w / (rrf_k + rank)
+        elif mode is FusionMode.WEIGHTED:
+            lo, hi = float(s.min()), float(s.max())
+            total += w * ((s - lo) / (hi - lo) if hi - lo else np.ones(n))
+        else:
+            mean = math.fsum(s.tolist()) / n
+            std = math.sqrt(math.fsum(((s - mean) ** 2).tolist()) / n)  # population std
+            total += w * ((s - mean) / std if std > 1e-9 else np.zeros(n))
+    order = np.lexsort((by_id, -total))
+    if limit is not None:
+        order = order[: max(limit, 0)]
+    totals = total.tolist()
+    listed = {name: (ranks[name].tolist(), np.asarray(s, np.float64).tolist()) for name, s in scores.items() if n}
+    return [(ids[i], totals[i], {name: HitSource(rank[i], score[i]) for name, (rank, score) in listed.items()})
+            for i in order.tolist()]
