@@ -462,20 +462,27 @@ class BM25Index:
         nb = self._nb[cand].ravel()
         owner = np.repeat(np.arange(len(cand)), width)[nb >= 0]
         nb = nb[nb >= 0]
-        qterms = np.array([t for t, _ in terms], np.int32)
-
-        def counts(slots: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            """(rows, query terms) sums of the query terms' counts in ``slots``' forward runs."""
-            owner, pterms, ptfs = self._fwd.runs(slots)
-            pair_row = rows[owner]
-            out = np.zeros((len(cand), len(terms)))
-            for j, t in enumerate(qterms.tolist()):
-                hit = pterms == t
-                out[:, j] = np.bincount(pair_row[hit], weights=ptfs[hit], minlength=len(cand))
-            return out
-
-        own = counts(cand, np.arange(len(cand)))
-        nbr = counts(nb, owner) if len(nb) else np.zeros_like(own)
+        # A candidate's neighbours are mostly other candidates (a session stays in one scope):
+        # read each distinct slot's forward run once (the candidates', then the few others'),
+        # and give each candidate its neighbours' rows.
+        pos = np.searchsorted(cand, nb)
+        inside = cand[np.minimum(pos, len(cand) - 1)] == nb
+        others = np.unique(nb[~inside])
+        nb_row = pos
+        nb_row[~inside] = len(cand) + np.searchsorted(others, nb[~inside])
+        owner_of_pair, pterms, ptfs = self._fwd.runs(np.concatenate([cand, others]))
+        col = np.full(len(pterms), -1, np.int64)
+        for j, (t, _) in enumerate(terms):  # terms come from a dict: each in one column
+            col[pterms == t] = j
+        hit = col >= 0
+        counts = np.bincount(owner_of_pair[hit] * len(terms) + col[hit], weights=ptfs[hit],
+                             minlength=(len(cand) + len(others)) * len(terms)).reshape(-1, len(terms))
+        own = counts[: len(cand)]
+        nbr = np.zeros_like(own)
+        if len(nb):
+            nb_counts = counts[nb_row]
+            for j in range(len(terms)):
+                nbr[:, j] = np.bincount(owner, weights=nb_counts[:, j], minlength=len(cand))
         tfs = own + self.context_weight * nbr
         total = np.zeros(len(cand))
         for j, (t, qtf) in enumerate(terms):

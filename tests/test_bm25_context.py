@@ -200,7 +200,11 @@ def test_scoring_a_few_documents_from_their_terms_equals_the_postings_path(seed:
     n = max(model.docs) + 1
     for _ in range(30):
         allowed = np.zeros(n + 8, bool)
-        allowed[rnd.sample(sorted(model.docs), rnd.randint(1, 12))] = True
+        if rnd.random() < 0.5:  # a few documents: most neighbours lie outside
+            allowed[rnd.sample(sorted(model.docs), rnd.randint(1, 12))] = True
+        else:  # whole sessions (as a user scope is): neighbours are candidates themselves
+            for session in rnd.sample(sorted(model.sessions), min(2, len(model.sessions))):
+                allowed[model.sessions[session]] = True
         query = {rnd.randrange(len(VOCAB)): rnd.randint(1, 2) for _ in range(rnd.randint(1, 4))}
         got = {}
         for factor in (0, 10**9):  # 0: the documents path always; 10**9: the postings path always
