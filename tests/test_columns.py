@@ -68,8 +68,12 @@ def test_the_selection_of_a_narrow_filter_is_its_mask(seed: int) -> None:
         sel = Selection(few, None, len(alive))
         np.testing.assert_array_equal(sel.mask(), mask)
         probe = Selection(few, None, len(alive))  # membership without building the mask
-        assert [s in probe for s in range(len(alive))] == mask.tolist()
+        asked = np.array([rnd.randrange(-3, len(alive) + 3) for _ in range(300)])
+        expected = [0 <= s < len(alive) and bool(mask[s]) for s in asked.tolist()]
+        assert probe.allows(asked).tolist() == expected
         assert probe._mask is None
+        assert Selection(None, mask.copy(), len(alive)).allows(asked).tolist() == expected
+        assert Selection(few[:0], None, len(alive)).allows(asked).tolist() == [False] * len(asked)
 
 
 def test_one_user_searches_are_the_same_without_the_narrow_path(monkeypatch) -> None:

@@ -121,11 +121,15 @@ class Selection:
             self._scope = (build(),)
         return self._scope[0]
 
-    def __contains__(self, slot: int) -> bool:
+    def allows(self, slots: np.ndarray) -> np.ndarray:
+        """Which of ``slots`` (any order, any values) the filter allows."""
+        slots = np.asarray(slots, np.int64)
         if self._mask is None:
-            i = int(np.searchsorted(self.slots, slot))
-            return i < len(self.slots) and int(self.slots[i]) == slot
-        return slot < self._n and bool(self._mask[slot])
+            i = np.minimum(np.searchsorted(self.slots, slots), max(len(self.slots) - 1, 0))
+            return self.slots[i] == slots if len(self.slots) else np.zeros(len(slots), bool)
+        inside = (slots >= 0) & (slots < self._n)
+        inside[inside] = self._mask[slots[inside]]
+        return inside
 
 
 class AttributeColumns:
@@ -245,7 +249,10 @@ class AttributeColumns:
         cand = np.concatenate([self.user_slots.get(c) for c in codes])
         cand = cand[cand < n]
         col = self.arrays["user"][cand]
-        return np.unique(cand[col == codes[0] if len(codes) == 1 else np.isin(col, codes)])
+        cand = cand[col == codes[0] if len(codes) == 1 else np.isin(col, codes)]
+        if len(codes) == 1 and np.all(cand[1:] > cand[:-1]):
+            return cand  # one user's list, not re-listed since (the usual case): sorted already
+        return np.unique(cand)
 
     def _conditions(self, flt: Filter, keep: np.ndarray, take: Callable[[np.ndarray], np.ndarray], n: int,
                     slot_of: Mapping[str, int], *, scope_only: bool) -> np.ndarray:

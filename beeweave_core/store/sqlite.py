@@ -704,8 +704,8 @@ class SQLiteStore:
                 return []
             sel = self._selection(flt)
             # The other retriever's candidates, to be scored too (0 without any query term).
-            extra = np.array(sorted({slot for cid in include if (slot := self._slot_of.get(cid)) is not None
-                                     and slot in sel}), np.int64)
+            found = np.fromiter((s for cid in include if (s := self._slot_of.get(cid)) is not None), np.int64)
+            extra = np.unique(found[sel.allows(found)])
             if not qt:
                 top_slots, top_scores, extra_scores = np.zeros(0, np.int64), np.zeros(0), np.zeros(len(extra))
             elif sel.slots is not None:  # a few users
