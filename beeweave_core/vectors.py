@@ -113,6 +113,8 @@ class VectorIndex:
         slots = np.asarray(slots, np.int64)
         if not self._hnsw_n:
             return self._tail[slots]
+        if len(slots) and int(slots.max()) < self._hnsw_n:  # all in the graph (usual): one gather
+            return self._graph_vecs[slots]
         out = np.empty((len(slots), self.dim), np.float32)
         in_graph = slots < self._hnsw_n
         out[in_graph] = self._graph_vecs[slots[in_graph]]

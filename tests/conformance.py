@@ -434,6 +434,39 @@ class BackendConformance:
             th.join()
         assert world.get(["w0"])["w0"].access_count == 100
 
+    def test_record_access_adds_counts_and_keeps_the_latest_access(self, world) -> None:
+        import threading
+
+        ids = [r.chunk.id for r in WORLD]
+        before = world.get(ids)
+        everything = build_filter(EVERY_STATUS)
+        searched = (world.rank_fields(ids), world.lexical_search({"apple": 1, "fig": 1}, everything, 10),
+                    world.count(build_filter({"tags": "x"})))
+        t1 = dt(2025, 1, 1)
+        t2 = t1 + timedelta(microseconds=1)
+        world.record_access({"w0": (2, t2), "w1": (1, t1), "nope": (5, t1)})
+        world.record_access({"w0": (3, t1)})  # an earlier access does not move last_accessed back
+        world.record_access({})
+
+        def run() -> None:
+            for _ in range(25):
+                world.record_access({"w2": (1, t1)})
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        after = world.get(ids)
+        assert (after["w0"].access_count, after["w0"].last_accessed) == (before["w0"].access_count + 5, t2)
+        assert (after["w1"].access_count, after["w1"].last_accessed) == (before["w1"].access_count + 1, t1)
+        assert after["w2"].access_count == before["w2"].access_count + 100  # no update lost
+        assert world.contains(["nope"]) == set()
+        for i in ids:  # nothing else changed
+            assert after[i].copy(access_count=0, last_accessed=None) == before[i].copy(access_count=0, last_accessed=None)
+        assert (world.rank_fields(ids), world.lexical_search({"apple": 1, "fig": 1}, everything, 10),
+                world.count(build_filter({"tags": "x"}))) == searched
+
     def test_scan_order_and_limit(self, world) -> None:
         everything = build_filter(EVERY_STATUS)
         by_time = [r.chunk.id for r in sorted(WORLD, key=lambda r: r.chunk.timestamp)]
@@ -686,6 +719,8 @@ class BackendConformance:
             "update": lambda: world.update([WORLD[0].chunk]),
             "replace": lambda: world.replace([WORLD[0]]),
             "modify": lambda: world.modify(["w0"], lambda current: []),
+            "rank_fields": lambda: world.rank_fields(["w0"]),
+            "record_access": lambda: world.record_access({"w0": (1, dt(2025, 1, 1))}),
             "delete": lambda: world.delete(["w0"]),
             "lexical_search": lambda: world.lexical_search({"apple": 1}, build_filter(None), 3),
             "vector_search": lambda: world.vector_search(vec(1), build_filter(None), 3),

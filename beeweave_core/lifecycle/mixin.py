@@ -148,15 +148,8 @@ class LifecycleMixin(MaintenanceMixin, FactsMixin):
         super()._after_search(hits, now)
 
     def _write_access(self, pending: Pending) -> None:
-        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
-            for c in current.values():  # memories deleted meanwhile are not there: skipped
-                n, last = pending[c.id]
-                c.access_count += n
-                c.last_accessed = last if c.last_accessed is None else max(c.last_accessed, last)
-            return list(current.values())
-
         with self._lc_lock:
-            self.backend.modify(list(pending), change)
+            self.backend.record_access(pending)  # memories deleted meanwhile are skipped
 
     def _write_lock(self) -> threading.RLock:
         """``update()`` holds the lifecycle's lock: no feedback or access write interleaves."""

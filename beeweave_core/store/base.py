@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -96,6 +97,11 @@ class StoreBackend(Protocol):
     def rank_fields(self, ids: Sequence[str]) -> dict[str, RankFields]:
         """``RankFields.of`` each stored record (absent ids left out), cheaper than ``get``:
         a search ranks its candidates with these and reads only the records it returns."""
+
+    def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
+        """For each ``id -> (n, last)``: add ``n`` to the record's ``access_count`` and move its
+        ``last_accessed`` to ``last`` if that is later; ids not stored are skipped. Like
+        ``modify``, no concurrent write is lost; nothing a search filters or ranks on changes."""
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         """Delete records, their postings, vectors and every edge touching them; return the ids deleted."""

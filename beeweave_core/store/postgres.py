@@ -434,6 +434,16 @@ class PostgresStore:
         if rows:
             self._maybe_index(len(rows[0].vector))
 
+    def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            for c in current.values():
+                n, last = accesses[c.id]
+                c.access_count += n
+                c.last_accessed = last if c.last_accessed is None else max(c.last_accessed, last)
+            return list(current.values())
+
+        self.modify(list(accesses), change)  # FOR UPDATE: no concurrent write is lost
+
     def delete(self, ids: Sequence[str]) -> list[str]:
         self._check()
         ids = list(dict.fromkeys(clean(ids)))

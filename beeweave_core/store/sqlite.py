@@ -13,6 +13,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from ..bm25 import BM25Index, scores_at, top_k
 from ..context import IndexConfig, SessionOrder
 from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..filters import Filter
-from ..records import KnowledgeChunk, Relationship
+from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
 from ..vectors import VectorIndex, matvec
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
@@ -558,6 +559,30 @@ class SQLiteStore:
             self._mirror_records(chunks)
             if rows:  # new text: postings and vector change too (still under this store's lock)
                 self.replace(rows)
+
+    def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
+        # Search hits are counted in batches of hundreds: rewriting two fields in SQL costs a
+        # fraction of decoding, changing and re-encoding every record (as modify would) and
+        # nothing in memory (filter and rank columns) depends on them.
+        with self._lock:
+            self._check()
+            seqs = {self._seqs[slot]: (n, to_datetime(last)) for cid, (n, last) in accesses.items()
+                    if (slot := self._slot_of.get(cid)) is not None}
+            if not seqs:
+                return
+            with self._tx():
+                before: dict[int, str | None] = {}
+                keys = list(seqs)
+                for i in range(0, len(keys), 500):
+                    part = keys[i : i + 500]
+                    before.update(self._db.execute(
+                        f"SELECT seq, json_extract(doc, '$.last_accessed') FROM chunks WHERE seq IN "
+                        f"({','.join('?' * len(part))})", part))
+                self._db.executemany(
+                    "UPDATE chunks SET doc = json_set(doc, '$.access_count', json_extract(doc, '$.access_count') + ?,"
+                    " '$.last_accessed', ?) WHERE seq = ?",
+                    [(n, (last if was is None else max(to_datetime(was), last)).isoformat(), seq)
+                     for seq, (n, last) in seqs.items() if (was := before.get(seq, "")) != ""])
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         with self._lock:
