@@ -465,10 +465,8 @@ class BM25Index:
         # A candidate's neighbours are mostly other candidates (a session stays in one scope):
         # read each distinct slot's forward run once (the candidates', then the few others'),
         # and give each candidate its neighbours' rows.
-        pos = np.searchsorted(cand, nb)
-        inside = cand[np.minimum(pos, len(cand) - 1)] == nb
+        nb_row, inside = _locate(cand, nb)
         others = np.unique(nb[~inside])
-        nb_row = pos
         nb_row[~inside] = len(cand) + np.searchsorted(others, nb[~inside])
         owner_of_pair, pterms, ptfs = self._fwd.runs(np.concatenate([cand, others]))
         col = np.full(len(pterms), -1, np.int64)

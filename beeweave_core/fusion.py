@@ -83,17 +83,17 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
     mode = FusionMode(mode)
     weights = weights or {}
     n = len(ids)
+    if not n:
+        return []
     by_id = np.empty(n, np.int64)  # each id's place in id order, the tie-break
     by_id[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
     total = np.zeros(n)
-    ranks: dict[str, np.ndarray] = {}
+    listed: dict[str, tuple[list[int], list[float]]] = {}  # each list's ranks and scores, for the sources
     for name, s in scores.items():
-        if not n:
-            break
         s = np.asarray(s, np.float64)
         rank = np.empty(n, np.int64)
         rank[np.lexsort((by_id, -s))] = np.arange(1, n + 1)
-        ranks[name] = rank
+        listed[name] = (rank.tolist(), s.tolist())
         w = float(weights.get(name, 1.0))
         if mode is FusionMode.RRF:
             total += w / (rrf_k + rank)
@@ -101,13 +101,12 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
             lo, hi = float(s.min()), float(s.max())
             total += w * ((s - lo) / (hi - lo) if hi - lo else np.ones(n))
         else:
-            mean = math.fsum(s.tolist()) / n
+            mean = math.fsum(listed[name][1]) / n
             std = math.sqrt(math.fsum(((s - mean) ** 2).tolist()) / n)  # population std
             total += w * ((s - mean) / std if std > 1e-9 else np.zeros(n))
     order = np.lexsort((by_id, -total))
     if limit is not None:
         order = order[: max(limit, 0)]
     totals = total.tolist()
-    listed = {name: (ranks[name].tolist(), np.asarray(s, np.float64).tolist()) for name, s in scores.items() if n}
     return [(ids[i], totals[i], {name: HitSource(rank[i], score[i]) for name, (rank, score) in listed.items()})
             for i in order.tolist()]

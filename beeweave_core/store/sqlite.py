@@ -571,18 +571,13 @@ class SQLiteStore:
             if not seqs:
                 return
             with self._tx():
-                before: dict[int, str | None] = {}
-                keys = list(seqs)
-                for i in range(0, len(keys), 500):
-                    part = keys[i : i + 500]
-                    before.update(self._db.execute(
-                        f"SELECT seq, json_extract(doc, '$.last_accessed') FROM chunks WHERE seq IN "
-                        f"({','.join('?' * len(part))})", part))
+                updates = []
+                for seq, was in self._select_by_seq("seq, json_extract(doc, '$.last_accessed')", list(seqs)):
+                    n, last = seqs[seq]
+                    updates.append((n, (last if was is None else max(to_datetime(was), last)).isoformat(), seq))
                 self._db.executemany(
                     "UPDATE chunks SET doc = json_set(doc, '$.access_count', json_extract(doc, '$.access_count') + ?,"
-                    " '$.last_accessed', ?) WHERE seq = ?",
-                    [(n, (last if was is None else max(to_datetime(was), last)).isoformat(), seq)
-                     for seq, (n, last) in seqs.items() if (was := before.get(seq, "")) != ""])
+                    " '$.last_accessed', ?) WHERE seq = ?", updates)
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         with self._lock:
@@ -649,12 +644,15 @@ class SQLiteStore:
     def _record_rows(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, doc) of stored ids, looked up by row number: one b-tree walk per row instead of
         two (the id index, then the table), which matters once the file is gigabytes."""
-        seqs = [self._seqs[self._slot_of[i]] for i in ids if i in self._slot_of]
-        rows: list[tuple[str, str]] = []
+        return self._select_by_seq("id, doc", [self._seqs[self._slot_of[i]] for i in ids if i in self._slot_of])
+
+    def _select_by_seq(self, columns: str, seqs: Sequence[int]) -> list[tuple[Any, ...]]:
+        """``SELECT columns FROM chunks`` of the rows numbered ``seqs``, 500 parameters a statement."""
+        rows: list[tuple[Any, ...]] = []
         for i in range(0, len(seqs), 500):
             part = seqs[i : i + 500]
             rows += self._db.execute(
-                f"SELECT id, doc FROM chunks WHERE seq IN ({','.join('?' * len(part))})", part).fetchall()
+                f"SELECT {columns} FROM chunks WHERE seq IN ({','.join('?' * len(part))})", part).fetchall()
         return rows
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
