@@ -11,7 +11,7 @@ from .embedders import (
     LlamaIndexEmbedder,
     SentenceTransformerEmbedder,
 )
-from .context import IndexConfig
+from .index.context import IndexConfig
 from .engine import SearchConfig
 from .memory import BeeWeave
 from .network import Candidate, ExpandOptions, NetworkConfig

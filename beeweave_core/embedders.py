@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
-from .vectors import normalize
+from .index.vectors import normalize
 
 __all__ = [
     "Embedder",

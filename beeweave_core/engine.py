@@ -31,7 +31,7 @@ from .errors import (
     TokenizerMismatchError,
 )
 from .filters import Filter, build_filter
-from .context import IndexConfig
+from .index.context import IndexConfig
 from .fusion import FusionMode, fuse_scores
 from .network import ExpandOptions, check_ranking
 from .rerank import Reranker, mmr

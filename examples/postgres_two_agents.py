@@ -55,7 +55,7 @@ def planner(url: str, tenant: str, use_model: bool, planner_ready: Any, out: Any
     import threading
 
     from beeweave_core import EventType
-    from beeweave_core.store.pg_events import to_memory_event
+    from beeweave_core.store.postgres.events import to_memory_event
 
     with _open(url, tenant, use_model) as memory:
         heard: list[str] = []

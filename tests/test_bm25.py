@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from beeweave_core import BeeWeave, HashingEmbedder
-from beeweave_core.bm25 import BM25Index, count_terms, top_k
+from beeweave_core.index.bm25 import BM25Index, count_terms, top_k
 from beeweave_core.filters import build_filter
 from support import WORDS, sentence, term_counts
 

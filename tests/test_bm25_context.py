@@ -18,7 +18,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from beeweave_core.bm25 import BM25Index
+from beeweave_core.index.bm25 import BM25Index
 
 K1, B, EPS, RADIUS, W = 1.2, 0.3, 0.25, 2, 0.3
 VOCAB = [f"t{i}" for i in range(40)]
@@ -222,7 +222,7 @@ def test_pruned_top_k_equals_scoring_everything(seed: int, monkeypatch) -> None:
     forced on every query, it returns the same slots, scores and order as top_k over every
     score, with and without a filter and a scope, on an index patched by many writes (its
     count bounds are then stale, i.e. loose, but still bounds)."""
-    from beeweave_core.bm25 import scores_at, top_k
+    from beeweave_core.index.bm25 import scores_at, top_k
 
     rnd = random.Random(seed)
     model = Model(rnd)
@@ -264,7 +264,7 @@ def test_pruned_top_k_equals_scoring_everything(seed: int, monkeypatch) -> None:
 @pytest.mark.parametrize("n_slots", [60, 5_000])  # dense pass / sorted path
 @pytest.mark.parametrize("seed", range(4))
 def test_context_postings_build_counts_each_posting_for_itself_and_its_neighbours(n_slots: int, seed: int) -> None:
-    from beeweave_core.bm25_context import ContextPostings
+    from beeweave_core.index.bm25_context import ContextPostings
 
     rng = np.random.default_rng(seed)
     for n_postings in (0, 1, 7, 40):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from beeweave_core.filters import build_filter
-from beeweave_core.store.columns import AttributeColumns, Selection
+from beeweave_core.index.columns import AttributeColumns, Selection
 
 USERS = [f"u{i}" for i in range(40)]
 
@@ -81,7 +81,7 @@ def test_one_user_searches_are_the_same_without_the_narrow_path(monkeypatch) -> 
     scan, BM25 document by document, no mask over every slot): the results, scores and the
     scores of included ids equal those of the mask path."""
     from beeweave_core import BeeWeave, HashingEmbedder
-    from beeweave_core.bm25 import BM25Index
+    from beeweave_core.index.bm25 import BM25Index
 
     rnd = random.Random(5)
     words = "alpha beta gamma delta python memory agent tool cache index vector graph".split()

@@ -18,7 +18,7 @@ import pytest
 
 import beeweave_core.store.sqlite as sqlite_store
 from beeweave_core.store.sqlite import SQLiteStore
-from beeweave_core.vectors import VectorIndex
+from beeweave_core.index.vectors import VectorIndex
 from conformance import BackendConformance
 from support import faiss_single_thread
 

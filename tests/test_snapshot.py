@@ -16,7 +16,7 @@ import beeweave_core.store.sqlite as sqlite_store
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.filters import build_filter
 from beeweave_core.store.snapshot import snapshot_path
-from beeweave_core.vectors import VectorIndex
+from beeweave_core.index.vectors import VectorIndex
 from support import faiss_single_thread, search_results, sentence, unit_vectors
 
 DIM = 16

@@ -8,7 +8,7 @@ import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.filters import build_filter
-from beeweave_core.vectors import VectorIndex
+from beeweave_core.index.vectors import VectorIndex
 from support import faiss_single_thread, unit_vectors
 
 DIM = 32

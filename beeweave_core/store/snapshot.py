@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..vectors import VectorIndex
+    from ..index.vectors import VectorIndex
     from .sqlite import SQLiteStore
 
 __all__ = ["snapshot_path", "save_snapshot", "load_snapshot", "new_token"]

@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from ..bm25 import BM25Index, scores_at, top_k
-from ..context import IndexConfig, SessionOrder
+from ..index.bm25 import BM25Index, scores_at, top_k
+from ..index.context import IndexConfig, SessionOrder
 from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
-from ..vectors import VectorIndex, matvec
+from ..index.vectors import VectorIndex, matvec
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
-from .columns import AttributeColumns, Selection
-from .rank_columns import RankColumns
+from ..index.columns import AttributeColumns, Selection
+from ..index.rank_columns import RankColumns
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 
 __all__ = ["SQLiteStore"]

@@ -10,7 +10,7 @@ import pytest
 from beeweave_core import IndexConfig, InvalidInputError, KnowledgeChunk, Relationship, SchemaVersionError
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
-from beeweave_core.store.pg_schema import MIGRATIONS
+from beeweave_core.store.postgres.schema import MIGRATIONS
 from beeweave_core.store.postgres import PostgresStore
 from postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
 

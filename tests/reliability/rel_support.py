@@ -122,7 +122,7 @@ def small_hnsw(limit: int = 64) -> Iterator[None]:
     ``limit`` vectors instead of 10,000, so a small store exercises the graph, its file
     and its reuse on reopen."""
     import beeweave_core.store.sqlite as sqlite_mod
-    from beeweave_core.vectors import VectorIndex
+    from beeweave_core.index.vectors import VectorIndex
 
     sqlite_mod.VectorIndex = functools.partial(VectorIndex, exact_limit=limit)  # type: ignore[misc]
     try:
@@ -136,7 +136,7 @@ def pg_problems(url: str, tenant: str) -> list[str]:
     """The PostgreSQL backend's derived tables checked against its records, in SQL."""
     import psycopg
 
-    from beeweave_core.store.postgres import _split_url
+    from beeweave_core.store.postgres.store import _split_url
 
     plain, schema = _split_url(url, None)
     problems: list[str] = []

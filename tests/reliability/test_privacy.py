@@ -263,7 +263,7 @@ def test_forget_leaves_no_bytes_of_the_user_in_the_files(tmp_path: Path, graph: 
 def _pg_rows(url: str, tenant: str) -> dict[str, list[str]]:
     import psycopg
 
-    from beeweave_core.store.postgres import _split_url
+    from beeweave_core.store.postgres.store import _split_url
 
     plain, schema = _split_url(url, None)
     with psycopg.connect(plain, autocommit=True) as conn:

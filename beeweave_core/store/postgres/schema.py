@@ -20,7 +20,7 @@ import hashlib
 import psycopg
 from psycopg import sql
 
-from ..errors import SchemaVersionError, StoreUnavailableError
+from ...errors import SchemaVersionError, StoreUnavailableError
 
 __all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "check_schema", "build_hnsw_index", "lock_key", "hnsw_index_name"]
 

@@ -55,7 +55,7 @@ def event_payloads(event_type: str, rows: Sequence[tuple[str, str, str | None, S
 
 def to_memory_event(payload: dict[str, Any]) -> Any:
     """A payload as the engine's ``MemoryEvent`` (``data`` says it came from another process)."""
-    from ..events import EventType, MemoryEvent
+    from ...events import EventType, MemoryEvent
 
     return MemoryEvent(EventType(payload["type"]), payload.get("chunk_id"), payload.get("user_id"),
                        payload.get("agent_id"), tuple(payload.get("tags") or ()),

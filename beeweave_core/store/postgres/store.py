@@ -32,8 +32,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from ..context import IndexConfig
-from ..errors import (
+from ...index.context import IndexConfig
+from ...errors import (
     DimensionMismatchError,
     DuplicateIdError,
     InvalidInputError,
@@ -42,12 +42,12 @@ from ..errors import (
     StoreClosedError,
     StoreUnavailableError,
 )
-from ..events import EventType
-from ..filters import Filter
-from ..records import KnowledgeChunk, Relationship, to_datetime
-from ..scoring import RankFields
-from ..vectors import EXACT_LIMIT
-from .base import ChunkRow, VerifyReport, records_in_order, split_changes
+from ...events import EventType
+from ...filters import Filter
+from ...records import KnowledgeChunk, Relationship, to_datetime
+from ...scoring import RankFields
+from ...index.vectors import EXACT_LIMIT
+from ..base import ChunkRow, VerifyReport, records_in_order, split_changes
 
 try:
     import psycopg
@@ -59,10 +59,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         'the PostgreSQL backend needs psycopg 3, psycopg_pool and pgvector: pip install "beeweave[postgres]"'
     ) from exc
 
-from . import pg_index, pg_verify
-from .pg_events import RemoteListener, channel_name, event_payloads
-from .pg_schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
-from .pg_sql import LEXICAL_SQL, clean, filter_sql
+from . import index as pg_index, verify as pg_verify
+from .events import RemoteListener, channel_name, event_payloads
+from .schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
+from .sql import LEXICAL_SQL, clean, filter_sql
 
 __all__ = ["PostgresStore"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..filters import Filter
+from ...filters import Filter
 
 __all__ = ["filter_sql", "clean", "LEXICAL_SQL"]
 
