@@ -89,7 +89,7 @@ def _enum(cls: type[Enum], value: Any, name: str) -> Any:
     try:
         return cls(value)
     except ValueError:
-        allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
+        allowed = ", ".join(str(m.value) for m in cls)
         raise InvalidInputError(f"{name} must be one of {allowed}; got {value!r}") from None
 
 
@@ -114,7 +114,8 @@ class ProcessedContent:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProcessedContent:
-        return cls(**{k: data.get(k) for k in ("type", "text", "language", "payload") if k in data})
+        kw: dict[str, Any] = {k: data.get(k) for k in ("type", "text", "language", "payload") if k in data}
+        return cls(**kw)
 
 
 @dataclass(frozen=True)

@@ -131,19 +131,15 @@ def check_json(name: str, value: Any) -> None:
 
 
 def check_timestamp(value: Any, name: str = "timestamp") -> datetime:
-    """A datetime, an ISO string or epoch seconds, as an aware UTC datetime that every
-    later computation (offsets, decay, ISO round trips) can handle.
+    """A datetime, an ISO string or epoch seconds, as an aware UTC datetime.
 
-    Dates within a day of the calendar's limits are refused: converting
-    ``9999-12-31T23:59:59-12:00`` to UTC, or adding a TTL to it, overflows.
+    A time whose UTC form is outside the calendar (``9999-12-31T23:59:59-12:00``) is
+    refused; times computed from a stored one (an expiry rule's TTL) saturate instead.
     """
     try:
-        dt = to_datetime(value, name)
+        return to_datetime(value, name)
     except OverflowError:
         raise InvalidInputError(f"{name} {value!r} is out of range") from None
-    if dt.year >= 9999 and (dt.month, dt.day) == (12, 31) or dt.year <= 1 and (dt.month, dt.day) == (1, 1):
-        raise InvalidInputError(f"{name} {value!r} is too close to the calendar's limits")
-    return dt
 
 
 def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None) -> float:

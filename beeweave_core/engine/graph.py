@@ -266,7 +266,7 @@ class Graph:
             hits = rerank.rerank(query, hits)
         if mmr is not None:
             texts = [h.chunk.content for h in hits]
-            vecs = embedder.embed_documents(texts) if texts else []
+            vecs: Any = embedder.embed_documents(texts) if texts else []
             hits = mmr_select(hits, {h.id: v for h, v in zip(hits, vecs)}, len(hits), float(mmr))
         if top_n is not None:
             hits = hits[:top_n]

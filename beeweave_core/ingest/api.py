@@ -33,14 +33,18 @@ logger = logging.getLogger(__name__)
 
 
 class IngestSink:
-    """What the ingest runtime writes through: the store, the tokenizer and clock, and the
-    records part's ``add_many`` (so stored events get links, events and lifecycle rules)."""
+    """What the ingest runtime writes through: the store, tokenizer, clock and events, and
+    the records part's writers (so stored events get links, events and lifecycle rules)."""
 
     def __init__(self, shared: Shared, records: Records) -> None:
         self.backend = shared.backend
         self.tokenizer = shared.tokenizer
         self.clock = shared.clock
+        self.events = shared.events
+        self.add = records.add
         self.add_many = records.add_many
+        self.get_many = records.get_many
+        self.update = records.update
 
 
 class Ingestion:

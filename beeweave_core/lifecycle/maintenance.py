@@ -57,7 +57,8 @@ class Maintenance:
     def _expire(self, active: list[KnowledgeChunk], now: datetime, report: MaintenanceReport,
                 box: Outbox) -> list[KnowledgeChunk]:
         cfg = self.ctx.config
-        keep, archive = [], []
+        keep: list[KnowledgeChunk] = []
+        archive: list[KnowledgeChunk] = []
         for c in active:
             if not is_expired(c, now):
                 keep.append(c)
