@@ -11,13 +11,7 @@ from .embedders import (
     LlamaIndexEmbedder,
     SentenceTransformerEmbedder,
 )
-from .index.context import IndexConfig
 from .engine import SearchConfig
-from .memory import BeeWeave
-from .network import Candidate, ExpandOptions, NetworkConfig
-from .rerank import CrossEncoderReranker, Reranker
-from .scoring import ScoringConfig
-from .events import EventBus, EventType, MemoryEvent
 from .errors import (
     BeeWeaveError,
     DimensionMismatchError,
@@ -35,7 +29,10 @@ from .errors import (
     TokenizerMismatchError,
     UnknownFilterError,
 )
+from .events import EventBus, EventType, MemoryEvent
 from .filters import Filter
+from .fusion import FusionMode
+from .index.context import IndexConfig
 from .lifecycle import (
     ExpiryRule,
     FeedbackSignal,
@@ -46,7 +43,8 @@ from .lifecycle import (
     ReviewDecision,
     ReviewItem,
 )
-from .fusion import FusionMode
+from .memory import BeeWeave
+from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import (
     ChunkStatus,
     ContentType,
@@ -54,10 +52,12 @@ from .records import (
     Intent,
     KnowledgeChunk,
     ProcessedContent,
-    RelationType,
     Relationship,
+    RelationType,
     SearchHit,
 )
+from .rerank import CrossEncoderReranker, Reranker
+from .scoring import ScoringConfig
 from .tokenizer import Tokenizer, TokenizerConfig
 
 __version__ = "0.1.0"

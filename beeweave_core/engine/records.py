@@ -26,7 +26,6 @@ from ..validation import (
     check_id,
     check_json,
     check_number,
-    check_str_list,
     check_text,
     check_timestamp,
     check_vector,

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..events import EventType
-from ..filters import build_filter
+from ..filters import Filter, build_filter
 from ..records import ChunkStatus, KnowledgeChunk
 from ..scoring import effective_weight, is_expired
 from .base import LifecycleContext, Outbox, retired
@@ -128,7 +128,8 @@ class Maintenance:
         for user, chunks in by_user.items():
             flt = build_filter(None, user_id=user)
 
-            def neighbours(c: KnowledgeChunk) -> list[tuple[str, float]]:
+            # Bound as defaults: the closure is used within this iteration only, and says so.
+            def neighbours(c: KnowledgeChunk, flt: Filter = flt) -> list[tuple[str, float]]:
                 vec = vectors.get(c.id)
                 return [] if vec is None else self.ctx.backend.vector_search(vec, flt, cfg.merge_candidates + 1)
 
@@ -160,7 +161,8 @@ class Maintenance:
                 vecs = self.ctx.backend.get_vectors([g.id for g in group])
                 ordered = sorted(group, key=lambda g: primary_key(g, now, self.ctx.shared.scoring))
 
-                def neighbours(p: KnowledgeChunk) -> list[tuple[str, float]]:
+                def neighbours(p: KnowledgeChunk, vecs: dict[str, np.ndarray] = vecs,
+                               ordered: list[KnowledgeChunk] = ordered) -> list[tuple[str, float]]:
                     return [(g.id, float(np.dot(vecs[p.id], vecs[g.id]))) for g in ordered if g.id in vecs]
 
                 for primary, members in plan_groups(ordered, neighbours, cfg.merge_threshold):
