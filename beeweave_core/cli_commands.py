@@ -198,18 +198,17 @@ def cmd_search(args: Any) -> int:
 # -- serve --------------------------------------------------------------------------------------------------
 def _require_server_extras(store: str) -> None:
     """Name the missing extra before anything is printed or opened, not after "serving ..."."""
-    from importlib.util import find_spec
-
     from .errors import MissingDependencyError
     from .server.stores import is_postgres_url
 
-    needs: list[tuple[str, tuple[str, ...]]] = [("server", ("fastapi", "uvicorn"))]
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(f'beeweave serve needs {exc.name or "fastapi and uvicorn"}: '
+                                     'pip install "beeweave[server]"') from exc
     if is_postgres_url(store):
-        needs.append(("postgres", ("psycopg", "psycopg_pool", "pgvector")))
-    for extra, modules in needs:
-        missing = [m for m in modules if find_spec(m) is None]
-        if missing:
-            raise MissingDependencyError(f"beeweave serve needs {', '.join(missing)}: pip install \"beeweave[{extra}]\"")
+        from .store import postgres  # noqa: F401  (raises MissingDependencyError naming beeweave[postgres])
 
 
 def cmd_serve(args: Any) -> int:

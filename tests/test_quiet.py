@@ -85,3 +85,17 @@ def test_quiet_model_loading_silences_transformers_bars_and_puts_the_hook_back(c
         tf_logging.set_tqdm_hook(previous)
     err = capsys.readouterr().err
     assert "Loading weights" not in err
+
+
+def test_the_cli_draws_no_progress_bar_into_a_pipe(tmp_path: Path) -> None:
+    (tmp_path / "events.jsonl").write_text(
+        '{"user_id": "alice", "query": "Where are the deploy logs?", "response": "In Grafana Loki."}\n')
+    (tmp_path / "guide.md").write_text("# Deploys\n\nDeploys go through make deploy.\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    env.pop("BEEWEAVE_STORE", None)
+    out = subprocess.run([sys.executable, "-m", "beeweave_core.cli", "--store", "m.db", "--embedder",
+                          "beeweave:hashing-64", "ingest", "events.jsonl", "guide.md", "--user-id", "alice"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""  # stdout is a pipe: no bar (on a terminal there is one)
+    assert "queued 1 event(s)" in out.stdout
