@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import re
 import socket
@@ -106,6 +107,60 @@ def test_every_doc_is_indexed_and_every_link_resolves() -> None:
             assert path.exists(), f"{source.name} links {target}, which does not exist"
             if anchor:
                 assert anchor in _anchors(path), f"{source.name} links {target}#{anchor}: no such heading"
+
+
+_DOTTED = re.compile(r"\b(beeweave_(?:core|langchain|llamaindex)(?:\.[A-Za-z_]\w*)*)")
+_FROM_IMPORT = re.compile(r"^from (beeweave_\w+(?:\.\w+)*) import ([\w, ]+)$", flags=re.M)
+
+
+def _resolve(dotted: str) -> object:
+    """``a.b.C`` as a module, or an attribute of the longest importable module prefix."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+@pytest.mark.parametrize("path", [README, *sorted(DOCS.glob("*.md"))], ids=lambda p: p.name)
+def test_every_name_the_docs_give_exists(path: Path) -> None:
+    text = path.read_text()
+    for dotted in sorted(set(_DOTTED.findall(text))):
+        try:
+            _resolve(dotted.rstrip("."))
+        except (ImportError, AttributeError) as exc:
+            raise AssertionError(f"{path.name} names {dotted}, which does not exist ({exc})") from None
+    for module, names in _FROM_IMPORT.findall(text):
+        for name in (n.strip() for n in names.split(",")):
+            assert hasattr(importlib.import_module(module), name), f"{path.name}: from {module} import {name}"
+
+
+def _core_classes() -> set[str]:
+    found: set[str] = set()
+    for source in (ROOT / "beeweave_core").rglob("*.py"):
+        found |= set(re.findall(r"^class ([A-Z]\w*)", source.read_text(), flags=re.M))
+    return found
+
+
+@pytest.mark.parametrize("path", [README, *sorted(DOCS.glob("*.md"))], ids=lambda p: p.name)
+def test_every_type_the_docs_name_is_importable_from_beeweave_core(path: Path) -> None:
+    """A type named bare (`IngestConfig`) is one ``from beeweave_core import`` away; one that
+    is not public API is named with its module (`beeweave_core.scoring.RankFields`)."""
+    import beeweave_core
+
+    text = path.read_text()
+    dotted = {d.rsplit(".", 1)[-1] for d in _DOTTED.findall(text)}
+    classes = _core_classes()
+    for span in re.findall(r"`([^`\n]+)`", text):
+        for name in re.findall(r"(?<![\w.])([A-Z]\w+)", span):
+            if name in classes and name not in dotted:
+                assert hasattr(beeweave_core, name), (
+                    f"{path.name} names `{name}`: export it from beeweave_core or name its module")
 
 
 _HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
