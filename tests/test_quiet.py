@@ -99,3 +99,21 @@ def test_the_cli_draws_no_progress_bar_into_a_pipe(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""  # stdout is a pipe: no bar (on a terminal there is one)
     assert "queued 1 event(s)" in out.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_the_cli_draws_its_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    (tmp_path / "events.jsonl").write_text(
+        '{"user_id": "alice", "query": "Where are the deploy logs?", "response": "In Grafana Loki."}\n')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    env.pop("BEEWEAVE_STORE", None)
+    leader, follower = os.openpty()  # standard output is a terminal
+    try:
+        out = subprocess.run([sys.executable, "-m", "beeweave_core.cli", "--store", "m.db", "--embedder",
+                              "beeweave:hashing-64", "ingest", "events.jsonl"], cwd=tmp_path, env=env,
+                             stdout=follower, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert out.returncode == 0, out.stderr
+    assert "beeweave ingest" in out.stderr  # the bar, on standard error
