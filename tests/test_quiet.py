@@ -29,6 +29,9 @@ _SCRIPT = textwrap.dedent(
         memory.add("The user prefers answers in Chinese.", user_id="alice", session_id="s1")
         memory.add("用户对花生过敏。", user_id="alice", session_id="s1")   # Chinese: loads jieba
         memory.add_many([{"content": f"note {i} about the deploy", "user_id": "alice"} for i in range(5)])
+        memory.ingest({"user_id": "alice", "query": "我们的预算是多少？",      # the worker: extraction, jieba's TF-IDF
+                       "response": "预算是每晚不超过两万日元，住在京都车站旁边的酒店。"})
+        assert memory.flush(60), "the queue did not drain"
         hits = memory.search("what is alice allergic to", user_id="alice", k=3)
         assert hits, "no hits"
     # the library handed jieba's logger back as it found it
