@@ -14,10 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from service_support import ACME_KEY, start_server
 
-from beeweave_core import DEFAULT_MODEL_NAME
+from beeweave_core import DEFAULT_MODEL_NAME, SentenceTransformerEmbedder
 from beeweave_core.embedders import as_embedder
 from beeweave_core.server import ServerConfig
 
@@ -48,6 +49,9 @@ def test_the_recorded_name_and_its_bare_form_are_the_bundled_model() -> None:
         emb = as_embedder(name)
         assert emb.name == name  # a store that recorded either name keeps matching it
         assert emb.dim == 384    # known without loading, like the default's
+    bare = as_embedder("all-MiniLM-L6-v2").embed_query("where do deploy logs go")  # loads offline
+    default = SentenceTransformerEmbedder().embed_query("where do deploy logs go")
+    np.testing.assert_allclose(bare, default, atol=1e-6)  # the same, bundled, model
 
 
 @pytest.fixture(scope="module")
