@@ -3,6 +3,8 @@
 Importing this package loads no model and changes no global setting.
 """
 
+from .api import MemoryAPI
+from .client import AuthenticationError, BeeWeaveClient
 from .embedders import (
     DEFAULT_MODEL_NAME,
     Embedder,
@@ -33,6 +35,26 @@ from .events import EventBus, EventType, MemoryEvent
 from .filters import Filter
 from .fusion import FusionMode
 from .index.context import IndexConfig
+from .ingest import (
+    AdmissionRules,
+    DeadLetter,
+    ExtractionError,
+    Extractor,
+    HotPattern,
+    IngestConfig,
+    InvalidEventError,
+    KnowledgeEvent,
+    LLMExtractor,
+    OfflineExtractor,
+    PatternConfig,
+    PiiKind,
+    PiiPattern,
+    QueueFullError,
+    QueueFullPolicy,
+    Redactor,
+    SourceRule,
+    ToolCall,
+)
 from .lifecycle import (
     ExpiryRule,
     FeedbackSignal,
@@ -64,6 +86,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BeeWeave",
+    "MemoryAPI",
     "SearchConfig",
     "IndexConfig",
     "ScoringConfig",
@@ -117,5 +140,25 @@ __all__ = [
     "MissingDependencyError",
     "StoreUnavailableError",
     "ModelLoadError",
+    "KnowledgeEvent",
+    "ToolCall",
+    "DeadLetter",
+    "IngestConfig",
+    "QueueFullPolicy",
+    "PatternConfig",
+    "HotPattern",
+    "AdmissionRules",
+    "SourceRule",
+    "Extractor",
+    "OfflineExtractor",
+    "LLMExtractor",
+    "Redactor",
+    "PiiPattern",
+    "PiiKind",
+    "QueueFullError",
+    "InvalidEventError",
+    "ExtractionError",
+    "BeeWeaveClient",
+    "AuthenticationError",
     "__version__",
 ]
