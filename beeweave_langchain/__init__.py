@@ -8,5 +8,6 @@ lives in ``beeweave_core``. Importing this package loads no model.
 from .callbacks import BeeWeaveCallbackHandler
 from .memory import BeeWeaveMemory
 from .retriever import BeeWeaveRetriever
+from .store import BeeWeaveStore
 
-__all__ = ["BeeWeaveCallbackHandler", "BeeWeaveMemory", "BeeWeaveRetriever"]
+__all__ = ["BeeWeaveCallbackHandler", "BeeWeaveMemory", "BeeWeaveRetriever", "BeeWeaveStore"]
