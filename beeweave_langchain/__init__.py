@@ -7,7 +7,8 @@ lives in ``beeweave_core``. Importing this package loads no model.
 
 from .callbacks import BeeWeaveCallbackHandler
 from .memory import BeeWeaveMemory
+from .middleware import BeeWeaveMiddleware
 from .retriever import BeeWeaveRetriever
 from .store import BeeWeaveStore
 
-__all__ = ["BeeWeaveCallbackHandler", "BeeWeaveMemory", "BeeWeaveRetriever", "BeeWeaveStore"]
+__all__ = ["BeeWeaveCallbackHandler", "BeeWeaveMemory", "BeeWeaveMiddleware", "BeeWeaveRetriever", "BeeWeaveStore"]
