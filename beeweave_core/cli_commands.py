@@ -18,7 +18,7 @@ from typing import Any
 from .errors import InvalidInputError
 
 __all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "stats", "export", "forget", "maintain",
-                                 "review", "report", "openapi")]
+                                 "review", "report", "openapi", "mcp")]
 
 
 def _is_remote(store: str) -> bool:
@@ -339,3 +339,10 @@ def cmd_openapi(args: Any) -> int:
     else:
         sys.stdout.write(text + "\n")
     return 0
+
+
+# -- mcp ----------------------------------------------------------------------------------------------------
+def cmd_mcp(args: Any) -> int:
+    from .mcp.cli import run
+
+    return run(args)
