@@ -50,8 +50,12 @@ class CrossEncoderReranker:
                         from sentence_transformers import CrossEncoder
                     except ImportError as exc:
                         raise MissingDependencyError("CrossEncoderReranker needs sentence-transformers") from exc
+                    from .quiet import quiet_model_loading
+
                     try:
-                        self._model = CrossEncoder(self.model_name, device=self.device, max_length=self.max_length)
+                        with quiet_model_loading():  # a library draws no "Loading weights" bars
+                            self._model = CrossEncoder(self.model_name, device=self.device,
+                                                       max_length=self.max_length)
                     except (OSError, ValueError, RuntimeError) as exc:
                         raise ModelLoadError(f"cannot load the cross-encoder {self.model_name!r}: {exc}") from exc
         return self._model

@@ -91,6 +91,7 @@ EXPECTED_ALL = [
     "ExtractionError",
     "BeeWeaveClient",
     "AuthenticationError",
+    "MemoryAPI",
     "__version__",
 ]
 
