@@ -198,3 +198,20 @@ def test_the_original_system_message_is_kept_when_memories_are_added(memory) -> 
                  middleware=[BeeWeaveMiddleware(memory, user_id="alice", capture=False)]).invoke(
         user_says("What is Alice's favourite colour?"))
     assert model.system_texts()[0].startswith("Be brief.\n\nRelevant memories")
+
+
+@pytest.mark.model
+def test_with_the_default_model_only_relevant_memories_are_recalled() -> None:
+    # The fused score is relative to the other candidates (an unrelated question still gets
+    # ~0.8), so the relevance gate reads the lexical and vector evidence of each hit.
+    with BeeWeave() as memory:
+        for text in ["My favourite colour is teal.", "The staging database listens on port 5433.",
+                     "Bob plays the cello."]:
+            memory.add(text, user_id="alice")
+        for question, expected in [("What colour do I like?", "teal"), ("Tell me a joke about penguins", None),
+                                   ("What's the weather in Paris tomorrow?", None)]:
+            model = RecordingChatModel(responses=[AIMessage("ok")])
+            create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", capture=False)]).invoke(
+                user_says(question))
+            [system] = model.system_texts()
+            assert (expected in system) if expected else system == "", (question, system)
