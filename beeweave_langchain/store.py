@@ -183,7 +183,8 @@ class BeeWeaveStore(BaseStore):
     runs the engine in a worker thread, so the event loop is never blocked.
 
     Args:
-        memory: the BeeWeave store.
+        memory: a local BeeWeave (SQLite or PostgreSQL backend): listings and
+            ``list_namespaces`` scan its backend, so a remote ``BeeWeaveClient`` will not do.
         user_level, agent_level, session_level: namespace positions of the scopes.
         default_user: the user of items whose namespace has no user level.
         index: LangGraph's index configuration (``fields``; ``dims`` checked).

@@ -44,6 +44,25 @@ def _final_answer(message: ChatMessage) -> bool:
         not any(isinstance(b, ToolCallBlock) for b in message.blocks)
 
 
+def _named_tools(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Tool results named after the tool that produced them (agents record only the call id)."""
+    names: dict[str, str] = {}
+    for m in messages:
+        for call in m.additional_kwargs.get("tool_calls") or ():
+            if getattr(call, "tool_id", None):
+                names[call.tool_id] = call.tool_name
+        for b in m.blocks:
+            if isinstance(b, ToolCallBlock) and b.tool_call_id:
+                names[b.tool_call_id] = b.tool_name
+    out = []
+    for m in messages:
+        cid = m.additional_kwargs.get("tool_call_id")
+        if m.role == MessageRole.TOOL and "name" not in m.additional_kwargs and cid in names:
+            m = m.model_copy(update={"additional_kwargs": {**m.additional_kwargs, "name": names[cid]}})
+        out.append(m)
+    return out
+
+
 class BeeWeaveMemory(BaseMemory):
     """Short-term chat history plus BeeWeave long-term memory, as one LlamaIndex memory.
 
@@ -170,7 +189,7 @@ class BeeWeaveMemory(BaseMemory):
     def _ingest_turn(self) -> None:
         history = self.primary_memory.get_all()
         start = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == MessageRole.USER), 0)
-        for event in messages_to_events(history[start:], user_id=self.user_id, agent_id=self.agent_id):
+        for event in messages_to_events(_named_tools(history[start:]), user_id=self.user_id, agent_id=self.agent_id):
             event.session_id = event.session_id or self.session_id
             event.metadata["source"] = "llama_index.BeeWeaveMemory"
             self._failures.unless_unavailable("memory ingest", partial(self._memory.ingest, event), None)

@@ -5,7 +5,7 @@ that reads ``runtime.store``."""
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 from langchain.agents import create_agent
@@ -15,6 +15,7 @@ from langchain_core.tools import tool
 from langchain_models import tool_call
 from langgraph.checkpoint.memory import InMemorySaver
 from lc_support import Recorder, RecordingChatModel, user_says
+from typing_extensions import TypedDict
 
 from beeweave_core import BeeWeave
 from beeweave_langchain import BeeWeaveMiddleware, BeeWeaveStore
@@ -30,7 +31,7 @@ ANSWER = "Your favourite colour is teal."
 
 
 @tool
-def remember(fact: str, runtime: ToolRuntime) -> str:
+def remember(fact: str, runtime: ToolRuntime[Context]) -> str:
     """Write a fact about the user to the long-term store."""
     user = runtime.context["user_id"]
     runtime.store.put(("memories", user), "fact-1", {"text": fact})
@@ -38,7 +39,7 @@ def remember(fact: str, runtime: ToolRuntime) -> str:
 
 
 @tool
-def recall(query: str, runtime: ToolRuntime) -> str:
+def recall(query: str, runtime: ToolRuntime[Context]) -> str:
     """Search the long-term store for facts about the user."""
     items = runtime.store.search(("memories", runtime.context["user_id"]), query=query, limit=3)
     return "\n".join(i.value["text"] for i in items) or "nothing found"
@@ -197,3 +198,20 @@ def test_the_original_system_message_is_kept_when_memories_are_added(memory) -> 
                  middleware=[BeeWeaveMiddleware(memory, user_id="alice", capture=False)]).invoke(
         user_says("What is Alice's favourite colour?"))
     assert model.system_texts()[0].startswith("Be brief.\n\nRelevant memories")
+
+
+@pytest.mark.model
+def test_with_the_default_model_only_relevant_memories_are_recalled() -> None:
+    # The fused score is relative to the other candidates (an unrelated question still gets
+    # ~0.8), so the relevance gate reads the lexical and vector evidence of each hit.
+    with BeeWeave() as memory:
+        for text in ["My favourite colour is teal.", "The staging database listens on port 5433.",
+                     "Bob plays the cello."]:
+            memory.add(text, user_id="alice")
+        for question, expected in [("What colour do I like?", "teal"), ("Tell me a joke about penguins", None),
+                                   ("What's the weather in Paris tomorrow?", None)]:
+            model = RecordingChatModel(responses=[AIMessage("ok")])
+            create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", capture=False)]).invoke(
+                user_says(question))
+            [system] = model.system_texts()
+            assert (expected in system) if expected else system == "", (question, system)

@@ -41,3 +41,11 @@ def test_conversation_recalls_an_earlier_session() -> None:
 def test_agent_example_with_the_default_model(tmp_path) -> None:
     out = importlib.import_module("langchain_agent_memory").main(path=tmp_path / "agent.db")
     assert any("5433" in text for text in out["recalled"]) and out["errors"] == 0
+
+
+def test_store_and_middleware_recall_in_a_new_thread_sync_and_async() -> None:
+    out = importlib.import_module("langchain_store_and_middleware").main(embedder=HashingEmbedder(64))
+    for run in ("sync", "async"):
+        assert "teal" in out[run]["recalled"], out[run]  # the middleware's system message
+        assert any("teal" in t for t in out[run]["tool_found"]), out[run]  # runtime.store search
+        assert out[run]["answer"] == "Your favourite colour is teal."

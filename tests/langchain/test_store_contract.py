@@ -5,7 +5,8 @@ checkpointers only), so these are written from the documented contract of ``Base
 ``Item``/``SearchItem``, ``SearchOp`` (filters with $eq, $ne, $gt, $gte, $lt, $lte, limit,
 offset, query) and ``ListNamespacesOp`` (prefix, suffix, wildcards, max_depth). Every test
 runs on InMemoryStore too (with the same hashing embedder for query searches), which
-shows that the tests ask for LangGraph's behaviour, not for BeeWeave's.
+shows that the tests ask for LangGraph's behaviour, not for BeeWeave's; BeeWeaveStore runs
+on both BeeWeave backends (SQLite in memory, and PostgreSQL + pgvector from pgserver).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
+from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_langchain import BeeWeaveStore
@@ -29,12 +31,16 @@ def _embed(texts: list[str]) -> list[list[float]]:
     return [list(map(float, v)) for v in HashingEmbedder(DIM).embed_documents(texts)]
 
 
-@pytest.fixture(params=["beeweave", "inmemory"])
+@pytest.fixture(params=["beeweave", "beeweave-postgres", "inmemory"])
 def store(request: pytest.FixtureRequest) -> Iterator[BaseStore]:
     if request.param == "inmemory":
         yield InMemoryStore(index={"dims": DIM, "embed": _embed})
         return
-    memory = BeeWeave(embedder=HashingEmbedder(DIM))
+    if request.param == "beeweave-postgres":  # a real PostgreSQL + pgvector (pgserver), one tenant per test
+        memory = BeeWeave.from_url(request.getfixturevalue("pg_url"), tenant=new_tenant(),
+                                   embedder=HashingEmbedder(DIM))
+    else:
+        memory = BeeWeave(embedder=HashingEmbedder(DIM))
     yield BeeWeaveStore(memory)
     memory.close()
 

@@ -43,3 +43,9 @@ def test_agent_with_beeweave_long_term_memory(capsys) -> None:
     assert "allergic to peanuts" in allergy
     assert "oolong tea" in tea
     assert "BeeWeave now holds" in capsys.readouterr().out
+
+
+def test_function_agent_with_beeweave_memory_recalls_on_friday(capsys) -> None:
+    peanuts, deploy = example("llamaindex_function_agent_memory").main(HashingEmbedder(64))
+    assert "allergic to peanuts" in peanuts and "Tuesdays" in deploy
+    assert "Q: When does my team deploy?" in capsys.readouterr().out

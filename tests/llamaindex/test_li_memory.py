@@ -96,7 +96,7 @@ async def test_each_finished_turn_is_one_event_with_its_tool_call(memory) -> Non
     await agent(Model()).run(FACT, memory=mem)
     [event] = recorder.events
     assert (event.query, event.response, event.session_id, event.agent_id) == (FACT, "Noted.", "s1", "helper")
-    assert [s.output for s in event.intermediate_steps] == ["written down"]
+    assert [(s.tool, s.output) for s in event.intermediate_steps] == [("note", "written down")]
 
 
 def test_a_chat_engine_keeps_history_and_adds_memories(memory) -> None:
