@@ -14,6 +14,7 @@ from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError
 from beeweave_core.ingest.extract import summarize
 from beeweave_core.ingest.records import KnowledgeEvent
+from beeweave_core.records import SearchHit
 
 from ._convert import text_of, tool_calls_from_steps
 
@@ -112,8 +113,8 @@ class BeeWeaveMemory(BaseMemory):
         return self._summary
 
     # -- keys -------------------------------------------------------------------------
-    def _input_text(self, inputs: dict[str, Any]) -> str:
-        inputs = _mapping("inputs", inputs)
+    def _input_text(self, given: dict[str, Any]) -> str:
+        inputs = _mapping("inputs", given)
         if self.input_key is not None:
             return text_of(inputs.get(self.input_key))
         keys = [k for k in inputs if k not in self.memory_variables and k != "stop"]
@@ -122,8 +123,8 @@ class BeeWeaveMemory(BaseMemory):
                 f"BeeWeaveMemory cannot tell the user's input among {sorted(map(str, keys))}: set input_key")
         return text_of(inputs[keys[0]])
 
-    def _output_text(self, outputs: dict[str, Any]) -> str:
-        outputs = _mapping("outputs", outputs)
+    def _output_text(self, given: dict[str, Any]) -> str:
+        outputs = _mapping("outputs", given)
         if self.output_key is not None:
             return text_of(outputs.get(self.output_key), role="ai")
         keys = [k for k in outputs if k != "intermediate_steps"]
@@ -138,8 +139,9 @@ class BeeWeaveMemory(BaseMemory):
         query = self._input_text(inputs)
         found: list[str] = []
         if query.strip() and self.long_term_k:
+            none: list[SearchHit] = []
             hits = self._failures.unless_unavailable("memory search", lambda: self.memory.search(
-                query, user_id=self.user_id, k=self.long_term_k, **self.search_kwargs), [])
+                query, user_id=self.user_id, k=self.long_term_k, **self.search_kwargs), none)
             found = [h.chunk.raw_content for h in hits]
         history = self._history()
         long_term = self._long_term(found)

@@ -12,6 +12,7 @@ from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from pydantic import Field, PrivateAttr
 
 from beeweave_core.degrade import Failures
+from beeweave_core.records import SearchHit
 
 from ._convert import hit_to_document
 
@@ -90,8 +91,9 @@ class BeeWeaveRetriever(BaseRetriever):
                 "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen}
 
     def _search(self, query: str, k: int | None) -> list[Document]:
+        none: list[SearchHit] = []
         hits = self._failures.unless_unavailable(
-            "retriever", lambda: self.memory.search(query, **self._search_kwargs(k)), [])
+            "retriever", lambda: self.memory.search(query, **self._search_kwargs(k)), none)
         return [hit_to_document(h) for h in hits]
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,

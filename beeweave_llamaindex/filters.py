@@ -15,7 +15,7 @@ from beeweave_core import InvalidInputError, UnknownFilterError
 
 __all__ = ["to_beeweave_filters"]
 
-_EQ_IN = {FilterOperator.EQ: None, FilterOperator.IN: None}  # None: same key in BeeWeave
+_EQ_IN: dict[FilterOperator, str | None] = {FilterOperator.EQ: None, FilterOperator.IN: None}  # None: same key in BeeWeave
 
 # LlamaIndex key -> {operator: BeeWeave filter key}.
 _TRANSLATION: dict[str, dict[FilterOperator, str | None]] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -69,7 +69,7 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
 
     name: str = Field(default="BeeWeave", description="The name of the memory block.")
     user_id: str = Field(description="Whose memories are written and read.")
-    agent_id: Optional[str] = Field(default=None, description="Recorded on ingested events as the agent.")
+    agent_id: str | None = Field(default=None, description="Recorded on ingested events as the agent.")
     similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to return.")
 
     _memory: BeeWeave = PrivateAttr()
@@ -84,7 +84,7 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
         """How many searches or hand-offs found the store unavailable (and went on without it)."""
         return self._failures.count
 
-    async def _aget(self, messages: Optional[list[ChatMessage]] = None, **block_kwargs: Any) -> str:
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         query = next((m.content for m in reversed(messages or []) if m.role == MessageRole.USER and m.content), "")
         if not query.strip():
             return ""

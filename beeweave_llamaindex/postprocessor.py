@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -59,19 +59,19 @@ class BeeWeaveNodePostprocessor(BaseNodePostprocessor):
         **config: the fields below.
     """
 
-    user_id: Optional[str] = Field(
+    user_id: str | None = Field(
         default=None, description="Scope: only this user's memories are recognised or expanded to.")
-    filters: Optional[MetadataFilters] = Field(
+    filters: MetadataFilters | None = Field(
         default=None, description="LlamaIndex metadata filters (AND only) on the memories, as in BeeWeaveRetriever.")
-    mmr: Optional[float] = Field(
+    mmr: float | None = Field(
         default=None, description="MMR trade-off in [0, 1] (1 = relevance only); None: no diversification.")
-    expand: Union[bool, ExpandOptions] = Field(
+    expand: bool | ExpandOptions = Field(
         default=False, description="Bring in memories linked to the nodes (True, or an ExpandOptions).")
-    top_n: Optional[int] = Field(
+    top_n: int | None = Field(
         default=None, description="Keep at most this many nodes before expansion; None: all.")
 
     _memory: BeeWeave = PrivateAttr()
-    _reranker: Optional[Reranker] = PrivateAttr(default=None)
+    _reranker: Reranker | None = PrivateAttr(default=None)
     _bw_filters: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     def __init__(self, memory: BeeWeave, *, reranker: Reranker | None = None, **config: Any) -> None:

@@ -14,6 +14,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from beeweave_core import InvalidInputError
 from beeweave_core.degrade import Failures
+from beeweave_core.records import SearchHit
 
 from .filters import to_beeweave_filters
 from .nodes import hit_to_node
@@ -106,8 +107,9 @@ class BeeWeaveRetriever(BaseRetriever):
         return self._failures.count
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        none: list[SearchHit] = []
         hits = self._failures.unless_unavailable("retriever", lambda: self.memory.search(
-            query_bundle.query_str, k=self.similarity_top_k, **self._search_kwargs), [])
+            query_bundle.query_str, k=self.similarity_top_k, **self._search_kwargs), none)
         return [hit_to_node(h) for h in hits]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
