@@ -20,6 +20,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
+from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError, NotFoundError
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
@@ -111,7 +112,7 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
             handler.feedback(handler.last_run_id, "up")  # the user liked the answer
 
     Args:
-        memory: the BeeWeave store.
+        memory: a ``MemoryAPI``: the BeeWeave store, or a ``BeeWeaveClient`` for a server.
         user_id: the default user (required by the store, here or in the run's metadata).
         session_id: the default session.
         agent_id: the default agent.
@@ -122,7 +123,7 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
     # inline: under ``ainvoke`` LangChain would otherwise send each one to a thread.
     run_inline: bool = True
 
-    def __init__(self, memory: Any, *, user_id: str | None = None, session_id: str | None = None,
+    def __init__(self, memory: MemoryAPI, *, user_id: str | None = None, session_id: str | None = None,
                  agent_id: str | None = None, keep_runs: int = 1000) -> None:
         self.memory = memory
         self.user_id = user_id

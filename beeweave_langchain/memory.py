@@ -8,8 +8,9 @@ from typing import Any
 
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, SkipValidation
 
+from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError
 from beeweave_core.ingest.extract import summarize
@@ -72,7 +73,7 @@ class BeeWeaveMemory(BaseMemory):
                                     long_term_key="long_term", return_messages=True)
     """
 
-    memory: Any = Field(description="The BeeWeave store.")
+    memory: SkipValidation[MemoryAPI] = Field(description="The BeeWeave store (or a BeeWeaveClient).")
     user_id: str = Field(description="Whose conversation this is.")
     session_id: str | None = None
     agent_id: str | None = None

@@ -9,8 +9,9 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, SkipValidation
 
+from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.records import SearchHit
 
@@ -60,7 +61,8 @@ class BeeWeaveRetriever(BaseRetriever):
             docs = await retriever.ainvoke("what is alice allergic to")
     """
 
-    memory: Any = Field(description="The BeeWeave store to search.")
+    # SkipValidation: pydantic would check the protocol by isinstance; the type is for readers and mypy.
+    memory: SkipValidation[MemoryAPI] = Field(description="The BeeWeave store (or a BeeWeaveClient) to search.")
     k: int = Field(default=4, ge=0, description="How many memories to return (also an invoke(..., k=) argument).")
     user_id: str | None = Field(default=None, description="Only this user's memories.")
     session_id: str | None = Field(default=None, description="Only memories of this session (added to filters).")

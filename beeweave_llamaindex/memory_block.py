@@ -11,7 +11,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from beeweave_core import BeeWeave
+from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 
@@ -72,10 +72,10 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     agent_id: str | None = Field(default=None, description="Recorded on ingested events as the agent.")
     similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to return.")
 
-    _memory: BeeWeave = PrivateAttr()
+    _memory: MemoryAPI = PrivateAttr()
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
 
-    def __init__(self, memory: BeeWeave, **config: Any) -> None:
+    def __init__(self, memory: MemoryAPI, **config: Any) -> None:
         super().__init__(**config)
         self._memory = memory
 

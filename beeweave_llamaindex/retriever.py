@@ -13,6 +13,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from beeweave_core import InvalidInputError
+from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.records import SearchHit
 
@@ -20,7 +21,7 @@ from .filters import to_beeweave_filters
 from .nodes import hit_to_node
 
 if TYPE_CHECKING:
-    from beeweave_core import BeeWeave, ExpandOptions, Reranker
+    from beeweave_core import ExpandOptions, Reranker
 
 __all__ = ["BeeWeaveRetriever"]
 
@@ -79,7 +80,7 @@ class BeeWeaveRetriever(BaseRetriever):
     raises ``InvalidInputError``.
     """
 
-    def __init__(self, memory: BeeWeave, *, similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+    def __init__(self, memory: MemoryAPI, *, similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
                  user_id: str | None = None, session_id: str | None = None,
                  filters: MetadataFilters | None = None, fusion: str | None = None,
                  min_score: float | None = None, expand: bool | ExpandOptions | None = None,
