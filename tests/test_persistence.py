@@ -361,7 +361,7 @@ def test_forget_drops_the_users_words_and_graph_and_new_words_never_reuse_a_live
         assert m.backend.delete_user("ann") > 0
         assert not graph.exists() and not keys.exists()  # it held ann's vectors
         table, used = _term_ids_in_use(db_path)
-        assert table == used and "zorblax" not in m.backend._term_ids  # ann's own words are gone
+        assert table == used and "zorblax" not in m.backend.index.term_ids  # ann's own words are gone
         # Words seen for the first time after the forget get fresh ids, never a live one.
         _fill(m, 40, 4)
         m.add("brandnewword anotherfreshword", user_id="bob")

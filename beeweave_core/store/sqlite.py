@@ -19,16 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from ..index.bm25 import BM25Index, scores_at, top_k
-from ..index.context import IndexConfig, SessionOrder
 from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..filters import Filter
+from ..index.context import IndexConfig
+from ..index.memory_index import IndexEntry, MemoryIndex, lex_counts
+from ..index.vectors import VectorIndex
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
-from ..index.vectors import VectorIndex, matvec
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
-from ..index.columns import AttributeColumns, Selection
-from ..index.rank_columns import RankColumns
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 
 __all__ = ["SQLiteStore"]
@@ -105,10 +103,14 @@ def _count_terms(terms: Sequence[str]) -> dict[str, int]:
 
 
 class SQLiteStore:
-    """Embedded backend. ``path=None`` keeps everything in memory."""
+    """Embedded backend. ``path=None`` keeps everything in memory.
 
-    # (the _term_ids it was computed for, the first term id above every id in use): see _term_base
+    The rows, transactions and migrations are here; everything held in memory to answer
+    searches is the :class:`MemoryIndex` (``self.index``), told about each committed write."""
+
+    # (the term map it was computed for, the first term id above every id in use): see _term_base
     _term_top: tuple[dict[str, int], int] | None = None
+    _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
 
     def __init__(self, path: str | Path | None = None, *, index_config: IndexConfig | None = None,
                  timeout: float = 30.0) -> None:
@@ -133,13 +135,13 @@ class SQLiteStore:
                 raise StoreUnavailableError(f"cannot open the store at {self.path}: {exc}") from exc
             raise
         try:
-            self._init_indexes(index_config)
+            self.index_config = self._resolve_index_config(index_config)
+            # VectorIndex is looked up at call time: tests swap in one with other limits.
+            self.index = MemoryIndex(self.index_config, lambda dim: VectorIndex(dim))
+            self._load()
         except BaseException:
             self._db.close()
             raise
-
-    _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
-    _mask_cache: tuple[tuple[Any, ...], Selection] | None = None  # see _selection
 
     def _snapshot_gone(self) -> None:
         """After the first committed write since a snapshot: its token is gone, so is the file."""
@@ -150,11 +152,6 @@ class SQLiteStore:
                     snapshot_path(self.path).unlink(missing_ok=True)
                 except OSError:
                     pass
-
-    def _init_indexes(self, index_config: IndexConfig | None) -> None:
-        self.index_config = self._resolve_index_config(index_config)
-        self._fresh_indexes()
-        self._load()
 
     # -- schema ------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -202,14 +199,10 @@ class SQLiteStore:
             row = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
         return str(row[0])
 
-    def _refresh_neighbours(self, slots: Any) -> None:
-        for slot in set(slots):
-            self._lex.set_neighbours(slot, self._order.neighbours(slot))
-
     def _tx(self) -> Any:
         """A write transaction. A store another process holds locked past ``timeout``, or one the
         disk cannot serve, raises :class:`StoreUnavailableError` and is left unchanged (rolled back);
-        the in-memory indexes are only touched after a commit, so they stay as they were too."""
+        the in-memory index is only touched after a commit, so it stays as it was too."""
         store = self
 
         class _Tx:
@@ -258,74 +251,37 @@ class SQLiteStore:
     def _graph_path(self) -> Path | None:
         return None if self.path is None else self.path.with_name(self.path.name + ".hnsw")
 
+    def _saved_graph_keys(self, graph: Path | None) -> np.ndarray | None:
+        """The slot numbering of the HNSW graph saved for this database, if there is one."""
+        if graph is None or not Path(str(graph) + ".keys.npy").exists():
+            return None
+        try:
+            saved = np.load(str(graph) + ".keys.npy")
+            return saved if _same_store(graph, self._store_id()) else None  # else: another database's
+        except Exception:
+            return None
+
     def _load(self, *, snapshot: bool = True) -> None:
-        """Rebuild the in-memory indexes from committed rows, column-wise (fast at 1M rows),
-        or restore them from a snapshot the database still vouches for (see snapshot.py)."""
+        """Rebuild the in-memory index from committed rows, column-wise (fast at 1M rows),
+        or restore it from a snapshot the database still vouches for (see snapshot.py)."""
         if snapshot and self._load_snapshot():
             return
-        self._term_ids = {t: i for i, t in self._db.execute("SELECT id, term FROM terms")}
+        index = self.index
+        index.clear()
+        index.add_terms({t: i for i, t in self._db.execute("SELECT id, term FROM terms")})
         rows = self._db.execute(
             "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities, lex, vector "
             "FROM chunks ORDER BY seq"
         ).fetchall()
         if not rows:
             return
-        seqs, ids, users, agents, sessions, tss, statuses, ctypes, intents, tags, ents, lexes, vecs = zip(*rows)
+        columns = list(zip(*rows, strict=False))
         del rows
-        dim = len(vecs[0]) // 4
-        self._vec = VectorIndex(dim)
-        # Keep the slot numbering of a saved HNSW graph so it can be reused as is.
         graph = self._graph_path()
-        saved: np.ndarray | None = None
-        if graph is not None and Path(str(graph) + ".keys.npy").exists():
-            try:
-                saved = np.load(str(graph) + ".keys.npy")
-                if not _same_store(graph, self._store_id()):
-                    saved = None  # a graph left by another database at this path
-            except Exception:
-                saved = None
-        seq_arr = np.asarray(seqs, np.int64)
-        if saved is None:
-            slots = np.arange(len(seqs), dtype=np.int64)
-            self._seqs = list(seqs)
-        else:
-            pos = {int(s): i for i, s in enumerate(saved.tolist())}
-            extra = iter(range(len(saved), len(saved) + len(seqs)))
-            slots = np.fromiter((pos[q] if q in pos else next(extra) for q in seqs), np.int64, len(seqs))
-            self._seqs = saved.tolist() + [-1] * (int(slots.max()) + 1 - len(saved))
-            for q, sl in zip(seqs, slots.tolist()):
-                self._seqs[sl] = q
-        n_slots = len(self._seqs)
-        self._ids = [None] * n_slots
-        for cid, sl in zip(ids, slots.tolist()):
-            self._ids[sl] = cid
-        self._slot_of = dict(zip(ids, slots.tolist()))
-        # Vectors: one buffer, one reshape. Slots of deleted rows stay dead placeholders.
-        mat = np.zeros((n_slots, dim), np.float32)
-        mat[slots] = np.frombuffer(b"".join(vecs), np.float32).reshape(len(vecs), dim)
-        del vecs
-        self._vec.set(np.arange(n_slots), mat)
-        for sl in np.setdiff1d(np.arange(n_slots), slots).tolist():
-            self._vec.remove(sl)
-        # Postings: (term, tf) pairs of every row, tagged with the row's slot.
-        counts = np.fromiter((len(b) // 8 for b in lexes), np.int64, len(lexes))
-        pairs = np.frombuffer(b"".join(lexes), np.int32).reshape(-1, 2)
-        del lexes
-        pair_slots = np.repeat(slots, counts).astype(np.int32)
-        lens = np.bincount(np.repeat(np.arange(len(slots)), counts), weights=pairs[:, 1], minlength=len(slots))
-        self._lex.add_bulk(pair_slots, pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.float32), slots,
-                           lens.astype(np.int64))
-        # Filter columns.
-        self._cols.set_bulk(slots, users, agents, sessions, np.asarray(tss, np.float64), statuses, ctypes, intents,
-                            tags, ents)
-        # Session neighbourhoods, computed for all sessions at once.
-        user_codes = self._cols.arrays["user"][slots].astype(np.int64)
-        session_codes = self._cols.arrays["session"][slots].astype(np.int64)
-        nb = self._order.add_bulk(slots, user_codes, session_codes, np.asarray(tss, np.float64), seq_arr)
-        self._lex.set_neighbours_bulk(slots, nb)
-        if graph is not None and saved is not None:
-            self._vec.load_graph(graph, np.asarray(self._seqs, np.int64))
-        elif graph is not None and graph.exists():
+        saved = self._saved_graph_keys(graph)
+        index.load(*columns, graph=graph, saved=saved)
+        del columns
+        if graph is not None and saved is None and graph.exists():
             graph.unlink()  # stale: never let it be mistaken for ours later
 
     def _load_snapshot(self) -> bool:
@@ -338,8 +294,7 @@ class SQLiteStore:
         if graph is not None and not _same_store(graph, self._store_id()):
             graph = None
         try:
-            # VectorIndex is looked up at call time: tests swap in one with a small exact limit.
-            ok = load_snapshot(self, snapshot_path(self.path), row[0], graph, lambda dim: VectorIndex(dim))
+            ok = load_snapshot(self.index, snapshot_path(self.path), row[0], graph, self._rows_and_last_seq())
         except Exception:  # half restored: start again from the rows
             import logging
 
@@ -347,33 +302,22 @@ class SQLiteStore:
                                                 "the indexes from the records", self.path, exc_info=True)
             ok = False
         if not ok:
-            self._fresh_indexes()
+            self.index.clear()
             return False
         self._snapshot_token = row[0]
         return True
 
-    def _fresh_indexes(self) -> None:
-        """Empty in-memory indexes (before a load, or to start a failed one again)."""
-        self._mask_cache = None
-        cfg = self.index_config
-        self._term_ids: dict[str, int] = {}
-        self._slot_of: dict[str, int] = {}
-        self._ids: list[str | None] = []
-        self._seqs: list[int] = []
-        self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
-                              context_weight=cfg.lexical_context_weight)
-        self._order = SessionOrder(cfg.context_radius)
-        self._vec: VectorIndex | None = None
-        self._cols = AttributeColumns()
-        self._rank = RankColumns()
+    def _rows_and_last_seq(self) -> tuple[int, int]:
+        n, last = self._db.execute("SELECT count(*), coalesce(max(seq), 0) FROM chunks").fetchone()
+        return int(n), int(last)
 
     def _save_snapshot(self) -> None:
         """At close: write the snapshot, then name it in meta (a crash in between leaves it unnamed)."""
-        if self.path is None or self._vec is None or self._snapshot_token is not None:
+        if self.path is None or self.index.vec is None or self._snapshot_token is not None:
             return  # nothing to save, or the snapshot on disk is still the current one
         token = new_token()
         try:
-            save_snapshot(self, snapshot_path(self.path), token)
+            save_snapshot(self.index, snapshot_path(self.path), token, self._rows_and_last_seq())
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (token,))
             self._db.execute("COMMIT")
@@ -386,11 +330,6 @@ class SQLiteStore:
             snapshot_path(self.path).unlink(missing_ok=True)
             logging.getLogger(__name__).warning("BeeWeave: could not save a snapshot of %s", self.path,
                                                 exc_info=True)
-
-    def _order_key(self, slot: int, session: str | None) -> tuple[int, int] | None:
-        if session is None:
-            return None
-        return (int(self._cols.arrays["user"][slot]), int(self._cols.arrays["session"][slot]))
 
     # -- metadata ------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -408,8 +347,9 @@ class SQLiteStore:
     # -- writes --------------------------------------------------------------------
     def _term_rows(self, terms: Sequence[str], new_terms: dict[str, int]) -> dict[int, int]:
         counts: dict[int, int] = {}
+        known = self.index.term_ids
         for t, c in _count_terms(terms).items():
-            tid = self._term_ids.get(t)
+            tid = known.get(t)
             if tid is None:
                 tid = new_terms.get(t)
                 if tid is None:
@@ -419,12 +359,12 @@ class SQLiteStore:
         return counts
 
     def _term_base(self) -> int:
-        """The first term id above every id in use. Not len(_term_ids): forget deletes unused
+        """The first term id above every id in use. Not len(term_ids): forget deletes unused
         terms, so ids have holes and that number may belong to a live term. Computed once per
-        _term_ids (rebuilt on open and repair), then advanced by insert."""
-        top = self._term_top
-        if top is None or top[0] is not self._term_ids:
-            top = self._term_top = (self._term_ids, max(self._term_ids.values(), default=-1) + 1)
+        term map (rebuilt on open and repair), then advanced by insert."""
+        top, known = self._term_top, self.index.term_ids
+        if top is None or top[0] is not known:
+            top = self._term_top = (known, max(known.values(), default=-1) + 1)
         return top[1]
 
     @staticmethod
@@ -442,55 +382,40 @@ class SQLiteStore:
             self._check()
             seen: set[str] = set()
             for r in rows:
-                if r.chunk.id in self._slot_of or r.chunk.id in seen:
+                if r.chunk.id in self.index or r.chunk.id in seen:
                     raise DuplicateIdError(f"a chunk with id {r.chunk.id!r} already exists")
                 seen.add(r.chunk.id)
             if not rows:
                 return
-            dim = len(rows[0].vector)
-            if self._vec is None or (self._vec.dim != dim and self._vec.n_alive == 0):
-                # First rows, or every old vector was just replaced by a re-embed.
-                self._vec = VectorIndex(dim)
-                self._mask_cache = None
-                self._vec.set(np.arange(len(self._ids)), np.zeros((len(self._ids), dim), np.float32))
-                for s in range(len(self._ids)):
-                    self._vec.remove(s)
             new_terms: dict[str, int] = {}
             term_counts = [self._term_rows(r.terms, new_terms) for r in rows]
-            lex_blobs = [np.array(list(tc.items()), np.int32).reshape(-1, 2).tobytes() for tc in term_counts]
             with self._tx():
-                if new_terms:
-                    self._db.executemany("INSERT INTO terms (id, term) VALUES (?, ?)",
-                                         [(i, t) for t, i in new_terms.items()])
-                seqs = []
-                for r, blob in zip(rows, lex_blobs):
-                    cur = self._db.execute(
-                        "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities,"
-                        " doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (*self._columns(r.chunk), blob, np.asarray(r.vector, np.float32).tobytes()),
-                    )
-                    seqs.append(cur.lastrowid)
-            # Committed: now mirror into the in-memory indexes (cannot fail on bad input).
-            if new_terms:
-                self._term_top = (self._term_ids, self._term_base() + len(new_terms))
-            self._term_ids.update(new_terms)
-            first = len(self._ids)
-            slots = np.arange(first, first + len(rows))
-            self._vec.set(slots, np.stack([np.asarray(r.vector, np.float32) for r in rows]))
-            self._vec.maybe_extend_graph()  # a full tail joins the graph now, not at some search
-            touched: list[int] = []
-            for slot, seq, r, tc in zip(slots.tolist(), seqs, rows, term_counts):
-                c = r.chunk
-                self._ids.append(c.id)
-                self._seqs.append(seq)
-                self._slot_of[c.id] = slot
-                self._lex.add(slot, tc)
-                self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
-                               c.processed_content.type.value if c.processed_content else "text",
-                               c.intent.value if c.intent else None, c.tags, c.entities)
-                self._rank.set(slot, c)
-                touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(), seq)
-            self._refresh_neighbours(touched)
+                seqs = self._write_rows(rows, term_counts, new_terms)
+            self._index_rows(rows, term_counts, new_terms, seqs)
+
+    def _write_rows(self, rows: Sequence[ChunkRow], term_counts: Sequence[dict[int, int]],
+                    new_terms: Mapping[str, int]) -> list[int]:
+        """The INSERT statements of ``insert``, inside the caller's transaction: the row numbers."""
+        if new_terms:
+            self._db.executemany("INSERT INTO terms (id, term) VALUES (?, ?)", [(i, t) for t, i in new_terms.items()])
+        seqs = []
+        for r, tc in zip(rows, term_counts, strict=False):
+            cur = self._db.execute(
+                "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities,"
+                " doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (*self._columns(r.chunk), np.array(list(tc.items()), np.int32).reshape(-1, 2).tobytes(),
+                 np.asarray(r.vector, np.float32).tobytes()),
+            )
+            seqs.append(int(cur.lastrowid))  # type: ignore[arg-type]
+        return seqs
+
+    def _index_rows(self, rows: Sequence[ChunkRow], term_counts: Sequence[dict[int, int]],
+                    new_terms: Mapping[str, int], seqs: Sequence[int]) -> None:
+        """Committed: mirror inserted rows into the in-memory index (cannot fail on bad input)."""
+        if new_terms:
+            self._term_top = (self.index.term_ids, self._term_base() + len(new_terms))
+        self.index.add_terms(new_terms)
+        self.index.add([IndexEntry(r.chunk, r.vector, tc, seq) for r, tc, seq in zip(rows, term_counts, seqs, strict=False)])
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         with self._lock:
@@ -498,10 +423,10 @@ class SQLiteStore:
             self._require([c.id for c in chunks])
             with self._tx():
                 self._write_records(chunks)
-            self._mirror_records(chunks)
+            self.index.update(chunks)
 
     def _require(self, ids: Sequence[str]) -> None:
-        missing = [i for i in ids if i not in self._slot_of]
+        missing = [i for i in ids if i not in self.index]
         if missing:
             from ..errors import NotFoundError
 
@@ -515,28 +440,9 @@ class SQLiteStore:
                 "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
                 " tags=?, entities=?, doc=? WHERE id=?", (*cols[1:], c.id))
 
-    def _mirror_records(self, chunks: Sequence[KnowledgeChunk]) -> None:
-        """Committed: mirror rewritten records into the in-memory columns and session order."""
-        touched: list[int] = []
-        cols = self._cols
-        for c in chunks:
-            slot = self._slot_of[c.id]
-            before = (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot])
-            cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
-                     c.status.value, c.processed_content.type.value if c.processed_content else "text",
-                     c.intent.value if c.intent else None, c.tags, c.entities)
-            self._rank.set(slot, c)
-            if before == (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot]):
-                continue  # same place in the same session (e.g. counts or tags changed): no neighbour moved
-            touched.append(slot)  # its own neighbours change too (e.g. it left its session)
-            touched += self._order.remove(slot)
-            touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(),
-                                       self._seqs[slot])
-        self._refresh_neighbours(touched)
-
     def replace(self, rows: Sequence[ChunkRow]) -> None:
         # A changed text means new postings and a new vector: delete and re-insert
-        # under the same id, keeping edges, in one transaction.
+        # under the same id, keeping edges.
         with self._lock:
             self._check()
             ids = [r.chunk.id for r in rows]
@@ -551,12 +457,12 @@ class SQLiteStore:
             self._check()
             if not ids:
                 return
-            wanted = [i for i in dict.fromkeys(ids) if i in self._slot_of]
+            wanted = self.index.present(ids)
             with self._tx():  # BEGIN IMMEDIATE: nor does another connection to the file
                 current = self._chunks_from_rows(self._record_rows(wanted), edges=False)
                 chunks, rows = split_changes(change(current), current)
                 self._write_records(chunks)
-            self._mirror_records(chunks)
+            self.index.update(chunks)
             if rows:  # new text: postings and vector change too (still under this store's lock)
                 self.replace(rows)
 
@@ -566,8 +472,8 @@ class SQLiteStore:
         # nothing in memory (filter and rank columns) depends on them.
         with self._lock:
             self._check()
-            seqs = {self._seqs[slot]: (n, to_datetime(last)) for cid, (n, last) in accesses.items()
-                    if (slot := self._slot_of.get(cid)) is not None}
+            seqs = {seq: (n, to_datetime(last)) for cid, (n, last) in accesses.items()
+                    if (seq := self.index.seq_of(cid)) is not None}
             if not seqs:
                 return
             with self._tx():
@@ -584,38 +490,37 @@ class SQLiteStore:
             self._check()
             return self._delete(ids, keep_edges=False)
 
+    def _lex_of(self, ids: Sequence[str]) -> dict[str, dict[int, int]]:
+        """The stored term counts of ``ids`` (those that exist)."""
+        out: dict[str, dict[int, int]] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            for cid, lex in self._db.execute(
+                    f"SELECT id, lex FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+                out[cid] = lex_counts(lex)
+        return out
+
     def _delete(self, ids: Sequence[str], *, keep_edges: bool) -> list[str]:
-        present = [i for i in dict.fromkeys(ids) if i in self._slot_of]
+        present = self.index.present(ids)
         if not present:
             return []
-        lex = {}
-        for i in range(0, len(present), 500):
-            part = present[i : i + 500]
-            lex.update(self._db.execute(
-                f"SELECT id, lex FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
+        lex = self._lex_of(present)
         with self._tx():
-            self._db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in present])
-            if not keep_edges:
-                self._db.executemany("DELETE FROM edges WHERE src=? OR dst=?", [(i, i) for i in present])
-        touched: list[int] = []
-        for cid in present:
-            slot = self._slot_of.pop(cid)
-            self._ids[slot] = None
-            pairs = np.frombuffer(lex[cid], np.int32).reshape(-1, 2)
-            self._lex.remove(slot, dict(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist())))
-            assert self._vec is not None
-            self._vec.remove(slot)
-            self._cols.clear(slot)
-            self._rank.clear(slot)
-            touched += self._order.remove(slot)
-        self._refresh_neighbours(s for s in touched if self._ids[s] is not None)
+            self._delete_rows(present, keep_edges=keep_edges)
+        self.index.remove({cid: lex.get(cid, {}) for cid in present})
         return present
+
+    def _delete_rows(self, ids: Sequence[str], *, keep_edges: bool) -> None:
+        """The DELETE statements of ``delete``, inside the caller's transaction."""
+        self._db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in ids])
+        if not keep_edges:
+            self._db.executemany("DELETE FROM edges WHERE src=? OR dst=?", [(i, i) for i in ids])
 
     # -- reads ---------------------------------------------------------------------
     def contains(self, ids: Sequence[str]) -> set[str]:
         with self._lock:
             self._check()
-            return {i for i in ids if i in self._slot_of}
+            return self.index.contains(ids)
 
     def _chunks_from_rows(self, rows: Sequence[tuple[str, str]], *, edges: bool = True) -> dict[str, KnowledgeChunk]:
         out = {cid: KnowledgeChunk.from_stored(json.loads(doc)) for cid, doc in rows}
@@ -627,24 +532,19 @@ class SQLiteStore:
     def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
         with self._lock:
             self._check()
-            wanted = [i for i in dict.fromkeys(ids) if i in self._slot_of]
-            return self._chunks_from_rows(self._record_rows(wanted))
+            return self._chunks_from_rows(self._record_rows(self.index.present(ids)))
 
     def rank_fields(self, ids: Sequence[str]) -> dict[str, RankFields]:
         with self._lock:
             self._check()
-            slots = {i: s for i in dict.fromkeys(ids) if (s := self._slot_of.get(i)) is not None}
-            unknown = self._rank.unknown(list(slots.values()))
-            if unknown:  # not written since the indexes were rebuilt from the rows: read once
-                names = list(slots)
-                for c in self._chunks_from_rows(self._record_rows([names[j] for j in unknown]), edges=False).values():
-                    self._rank.set(self._slot_of[c.id], c)
-            return dict(zip(slots, self._rank.fields(list(slots.values()))))
+            return self.index.rank_fields(
+                ids, lambda names: self._chunks_from_rows(self._record_rows(names), edges=False).values())
 
     def _record_rows(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, doc) of stored ids, looked up by row number: one b-tree walk per row instead of
         two (the id index, then the table), which matters once the file is gigabytes."""
-        return self._select_by_seq("id, doc", [self._seqs[self._slot_of[i]] for i in ids if i in self._slot_of])
+        seq_of = self.index.seq_of
+        return self._select_by_seq("id, doc", [q for i in ids if (q := seq_of(i)) is not None])
 
     def _select_by_seq(self, columns: str, seqs: Sequence[int]) -> list[tuple[Any, ...]]:
         """``SELECT columns FROM chunks`` of the rows numbered ``seqs``, 500 parameters a statement."""
@@ -663,128 +563,44 @@ class SQLiteStore:
                  descending: bool = False) -> list[str]:
         with self._lock:
             self._check()
-            mask = self._mask(flt)
-            slots = np.flatnonzero(mask)
-            if order == "timestamp":
-                keys = self._cols.ts[slots]
-                slots = slots[np.lexsort((slots, keys))]
-            if descending:
-                slots = slots[::-1]
-            if limit is not None:
-                slots = slots[: max(limit, 0)]
-            return [self._ids[s] for s in slots.tolist()]  # type: ignore[misc]
+            return self.index.scan_ids(flt, order=order, limit=limit, descending=descending)
 
     def count(self, flt: Filter | None = None) -> int:
         with self._lock:
             self._check()
-            if flt is None:
-                return len(self._slot_of)
-            return int(self._mask(flt).sum())
+            return self.index.count(flt)
 
     def matching(self, ids: Sequence[str], flt: Filter) -> set[str]:
         with self._lock:
             self._check()
-            mask = self._mask(flt)
-            return {i for i in ids if i in self._slot_of and mask[self._slot_of[i]]}
-
-    def _mask(self, flt: Filter) -> np.ndarray:
-        """The filter's boolean mask over slots (read-only)."""
-        return self._selection(flt).mask()
-
-    def _selection(self, flt: Filter) -> Selection:
-        """What the filter allows (see Selection). A search asks twice (dense and lexical
-        side), so the last one is kept until a slot lives, dies or changes its attributes."""
-        alive = self._alive()
-        if self._vec is None:
-            return Selection(None, self._cols.mask(flt, alive, self._slot_of), len(alive))
-        key = (flt, self._vec._n, self._vec.n_alive, self._cols.version)
-        cached = self._mask_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        few = self._cols.slots(flt, alive, self._slot_of)
-        sel = Selection(few, None if few is not None else self._cols.mask(flt, alive, self._slot_of), len(alive))
-        self._mask_cache = (key, sel)
-        return sel
-
-    def _scope(self, flt: Filter) -> np.ndarray | None:
-        """The user/session part of the filter as a BM25 pre-filter, None when it holds
-        every live memory (pre-filtering would then only cost time)."""
-        scope = self._cols.scope_mask(flt, self._alive())
-        if scope is not None and int(np.count_nonzero(scope)) == self._lex.n_docs:
-            return None
-        return scope
-
-    def _alive(self) -> np.ndarray:
-        return self._vec.alive_mask() if self._vec is not None else np.zeros(0, bool)
+            return self.index.matching(ids, flt)
 
     # -- retrieval -----------------------------------------------------------------
     def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
                        include: Sequence[str] = ()) -> list[tuple[str, float]]:
         with self._lock:
             self._check()
-            qt = {self._term_ids[t]: c for t, c in terms.items() if t in self._term_ids}
-            if not self._slot_of:
-                return []
-            sel = self._selection(flt)
-            # The other retriever's candidates, to be scored too (0 without any query term).
-            found = np.fromiter((s for cid in include if (s := self._slot_of.get(cid)) is not None), np.int64)
-            extra = np.unique(found[sel.allows(found)])
-            if not qt:
-                top_slots, top_scores, extra_scores = np.zeros(0, np.int64), np.zeros(0), np.zeros(len(extra))
-            elif sel.slots is not None:  # a few users
-                if self._lex.prefers_documents(qt, len(sel.slots)):
-                    slots, scores = self._lex.score_documents(qt, sel.slots)  # no pass over every slot
-                else:  # their postings are few: nothing to prune
-                    slots, scores = self._lex.score(qt, sel.mask(), sel.scope(lambda: self._scope(flt)))
-                top_slots, top_scores = top_k(slots, scores, k)
-                extra_scores = scores_at(slots, scores, extra)
-            else:
-                top_slots, top_scores, extra_scores = self._lex.search(
-                    qt, k, sel.mask(), sel.scope(lambda: self._scope(flt)), extra)
-            out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
-            for s, sc in zip(extra.tolist(), extra_scores.tolist()):
-                out.setdefault(self._ids[s], float(sc))  # type: ignore[arg-type]
-            return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))  # type: ignore[arg-type]
+            return self.index.lexical_search(terms, flt, k, include=include)
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
         with self._lock:
             self._check()
-            if self._vec is None or not self._slot_of:
-                return []
-            sel, query = self._selection(flt), np.asarray(vector, np.float32)
-            if sel.slots is not None and (exact or len(sel.slots) <= self._vec.exact_limit):
-                slots, scores = self._vec.search_slots(query, k, sel.slots)
-            else:
-                slots, scores = self._vec.search(query, k, sel.mask(), exact=exact)
-            return [(self._ids[s], float(sc)) for s, sc in zip(slots.tolist(), scores.tolist())]  # type: ignore[misc]
+            return self.index.vector_search(vector, flt, k, exact=exact)
 
     def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""
         with self._lock:
             self._check()
-            slots = np.array([self._slot_of[i] for i in ids if i in self._slot_of], np.int64)
-            if self._vec is None or not len(slots):
-                return {}
-            mat = self._vec.vectors(slots).astype(np.float64)
-            w = self.index_config.vector_context_weight
-            if w and self.index_config.context_radius:
-                nb = self._lex.neighbours(slots)
-                valid = nb >= 0
-                nvec = self._vec.vectors(np.where(valid, nb, 0).ravel()).reshape(*nb.shape, -1)
-                mat = mat + w * np.einsum("ijk,ij->ik", nvec, valid.astype(nvec.dtype))
-                mat /= np.maximum(np.sqrt(np.einsum("ij,ij->i", mat, mat))[:, None], 1e-12)
-            scores = matvec(mat, np.asarray(vector, np.float64))
-            return {self._ids[s]: float(x) for s, x in zip(slots.tolist(), scores.tolist())}  # type: ignore[misc]
+            return self.index.vector_scores(vector, ids)
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         with self._lock:
             self._check()
-            assert self._vec is not None or not ids
-            return {i: self._vec.get(self._slot_of[i]) for i in ids if i in self._slot_of}  # type: ignore[union-attr]
+            return self.index.get_vectors(ids)
 
     @property
     def dim(self) -> int | None:
-        return None if self._vec is None else self._vec.dim
+        return self.index.dim
 
     # -- relationships ---------------------------------------------------------------
     def add_edges(self, edges: Sequence[Relationship]) -> None:
@@ -796,7 +612,7 @@ class SQLiteStore:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO edges (src, dst, type, weight) VALUES (?,?,?,?)",
                     [(e.source_id, e.target_id, e.type.value, float(e.weight)) for e in edges
-                     if e.source_id in self._slot_of and e.target_id in self._slot_of])
+                     if e.source_id in self.index and e.target_id in self.index])
 
     def delete_edges(self, edges: Sequence[Relationship]) -> None:
         with self._lock:
@@ -898,22 +714,16 @@ class SQLiteStore:
             if ids:
                 self._drop_graph_files()  # first: a crash after the delete must not leave a graph holding them
             gone = self._delete(ids, keep_edges=False) if ids else []
-            unused = self._unused_terms()
+            unused = self.index.unused_terms()
             with self._tx():
                 self._db.execute("DELETE FROM kv WHERE user_id=?", (user_id,))
                 self._db.execute("DELETE FROM log WHERE user_id=?", (user_id,))
                 self._db.executemany("DELETE FROM terms WHERE id=?", [(tid,) for tid in unused.values()])
-            for term in unused:
-                del self._term_ids[term]  # their ids are never handed out again by this store (_term_base)
-            if gone and self._vec is not None:
-                self._vec.drop_graph()
+            self.index.drop_terms(unused)  # their ids are never handed out again by this store (_term_base)
+            if gone:
+                self.index.drop_graph()
             self._empty_wal()
             return len(gone)
-
-    def _unused_terms(self) -> dict[str, int]:
-        """Terms no live record holds (document frequency 0)."""
-        df = self._lex._df
-        return {t: i for t, i in self._term_ids.items() if i >= len(df) or df[i] <= 0}
 
     def _drop_graph_files(self) -> None:
         graph = self._graph_path()
@@ -939,37 +749,12 @@ class SQLiteStore:
 
     # -- integrity -------------------------------------------------------------------
     def verify(self) -> VerifyReport:
-        """Check the in-memory indexes and the relationships against the committed records."""
+        """Check the in-memory index and the relationships against the committed records."""
         with self._lock:
             self._check()
-            problems: list[str] = []
             rows = self._db.execute("SELECT id, lex, vector FROM chunks").fetchall()
-            ids = {cid for cid, _, _ in rows}
-            if ids != set(self._slot_of):
-                problems.append(f"index ids differ from records: {len(ids - set(self._slot_of))} missing, "
-                                f"{len(set(self._slot_of) - ids)} extra")
-            known_terms = set(self._term_ids.values())
-            df: dict[int, int] = {}
-            for cid, lex, vec in rows:
-                slot = self._slot_of.get(cid)
-                if slot is None:
-                    continue
-                pairs = np.frombuffer(lex, np.int32).reshape(-1, 2)
-                for tid, tf in pairs.tolist():
-                    df[tid] = df.get(tid, 0) + 1
-                    if tid not in known_terms:
-                        problems.append(f"{cid}: term id {tid} missing from the terms table")
-                    p = self._lex._postings[tid] if tid < len(self._lex._postings) else None
-                    i = -1 if p is None else int(np.searchsorted(p.slots[: p.n], slot))
-                    if p is None or i >= p.n or p.slots[i] != slot or p.tfs[i] != tf:
-                        problems.append(f"{cid}: posting for term {tid} missing or wrong")
-                if self._vec is None or not np.array_equal(self._vec.get(slot), np.frombuffer(vec, np.float32)):
-                    problems.append(f"{cid}: vector differs from the record")
-            live_df = {t: int(c) for t, c in enumerate(self._lex._df[: len(self._lex._postings)].tolist()) if c}
-            if live_df != df:
-                problems.append("document frequencies differ from the records")
-            if self._lex.n_docs != len(rows) or (self._vec is not None and self._vec.n_alive != len(rows)):
-                problems.append("live document counts differ from the records")
+            known_terms = {i for (i,) in self._db.execute("SELECT id FROM terms")}
+            problems = self.index.verify(rows, known_terms)
             dangling = self._db.execute(
                 "SELECT count(*) FROM edges WHERE src NOT IN (SELECT id FROM chunks) OR dst NOT IN (SELECT id FROM chunks)"
             ).fetchone()[0]
@@ -989,7 +774,6 @@ class SQLiteStore:
             for side in ([] if graph is None else [graph, Path(str(graph) + ".keys.npy")]):
                 if side.exists():
                     side.unlink()
-            self._fresh_indexes()
             self._load(snapshot=False)
             return self.verify()
 
@@ -998,9 +782,9 @@ class SQLiteStore:
         with self._lock:
             self._check()
             graph = self._graph_path()
-            if graph is not None and self._vec is not None and self._vec.has_graph:
+            if graph is not None and self.index.has_graph:
                 Path(str(graph) + ".id").write_text(self._store_id())
-                self._vec.save_graph(graph, np.asarray(self._seqs, np.int64))
+                self.index.save_graph(graph)
 
     def close(self) -> None:
         with self._lock:
@@ -1017,4 +801,4 @@ class SQLiteStore:
         """Live record counts per status (cheap; used by stats)."""
         with self._lock:
             self._check()
-            return self._cols.status_counts(self._alive())
+            return self.index.status_counts()

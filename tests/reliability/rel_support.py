@@ -61,7 +61,7 @@ def assert_verified(memory: Any) -> None:
 
 
 def _probe_terms(backend: SQLiteStore, n: int, rnd: random.Random) -> list[dict[str, int]]:
-    terms = list(backend._term_ids)  # every term ever indexed, live or not
+    terms = list(backend.index.term_ids)  # every term ever indexed, live or not
     rnd.shuffle(terms)
     queries = [{t: 1} for t in terms[:n]]
     queries += [{w: 1 for w in rnd.sample(terms, min(3, len(terms)))} for _ in range(n // 2)] if terms else []

@@ -120,7 +120,7 @@ def test_redacted_data_is_not_in_the_records_nor_the_embedder(planted) -> None:
 
 def test_redacted_data_is_not_in_the_lexical_index(planted) -> None:
     m, secrets = planted["memory"], planted["secrets"]
-    terms = list(m.backend._term_ids)
+    terms = list(m.backend.index.term_ids)
     assert not [t for t in terms if any(s.lower() in t.lower() or t.lower() in s.lower() and len(t) >= 8
                                         for s in secrets)]
     from beeweave_core.filters import build_filter
