@@ -71,6 +71,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX log_stream ON log (stream, key, seq);
         CREATE INDEX log_user ON log (user_id);
     """),
+    # Several processes on one file (see "Several processes" in the class docstring): term ids
+    # handed out by the database and never reused, and a change log each process reads to
+    # bring its in-memory index up to date with the others' commits.
+    ("0002_shared_writers", """
+        CREATE TABLE terms_v2 (id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE);
+        INSERT INTO terms_v2 (id, term) SELECT id, term FROM terms;
+        DROP TABLE terms;
+        ALTER TABLE terms_v2 RENAME TO terms;
+        CREATE TABLE changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, op TEXT NOT NULL, lex BLOB
+        );
+    """),
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -102,14 +114,50 @@ def _count_terms(terms: Sequence[str]) -> dict[str, int]:
     return counts
 
 
+class _Mirror:
+    """What one write transaction did, told to the in-memory index once it committed."""
+
+    __slots__ = ("new_terms", "removed", "updated", "added")
+
+    def __init__(self) -> None:
+        self.new_terms: dict[str, int] = {}
+        self.removed: dict[str, dict[int, int]] = {}  # id -> the term counts it was indexed with
+        self.updated: list[KnowledgeChunk] = []
+        self.added: list[IndexEntry] = []
+
+    def apply(self, index: MemoryIndex) -> None:
+        index.remove(self.removed)
+        index.update([c for c in self.updated if c.id in index])
+        index.add_terms(self.new_terms)
+        index.add(self.added)
+
+
 class SQLiteStore:
     """Embedded backend. ``path=None`` keeps everything in memory.
 
     The rows, transactions and migrations are here; everything held in memory to answer
-    searches is the :class:`MemoryIndex` (``self.index``), told about each committed write."""
+    searches is the :class:`MemoryIndex` (``self.index``), told about each committed write.
 
-    # (the term map it was computed for, the first term id above every id in use): see _term_base
-    _term_top: tuple[dict[str, int], int] | None = None
+    Several processes: any number of processes (and stores in one process) may open one file
+    and read and write it. Every transaction that writes records also appends to the
+    ``changes`` table (row id, and for a deletion the term counts it had). Before each call a
+    store asks SQLite whether another connection committed (``PRAGMA data_version``, a few
+    microseconds) and, if so, reads the changes it has not seen and patches its index; a write
+    does the same inside its own ``BEGIN IMMEDIATE``, so it always starts from the current
+    state. Term ids are handed out by the database (an AUTOINCREMENT counter, never reused)
+    inside that transaction. ``delete_user`` logs a ``forget``: every other process reloads its
+    term map and drops its HNSW graph. The snapshot is written at close under the write lock
+    after catching up, and every write transaction deletes its token, so a snapshot never
+    holds less (or more) than the database had when it was named.
+    """
+
+    # How many change-log entries are kept; a process further behind rebuilds its index.
+    CHANGE_LOG_KEEP = 100_000
+
+    _ready = False  # the index exists: transactions catch up with other processes' commits
+    _seen = 0  # the last change-log entry this store's index reflects
+    _data_version = -1  # PRAGMA data_version when the index was last brought up to date
+    _next_prune = 0  # prune the change log when _seen reaches this
     _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
 
     def __init__(self, path: str | Path | None = None, *, index_config: IndexConfig | None = None,
@@ -137,8 +185,10 @@ class SQLiteStore:
         try:
             self.index_config = self._resolve_index_config(index_config)
             # VectorIndex is looked up at call time: tests swap in one with other limits.
+            self._store_id_value = self._store_id()
             self.index = MemoryIndex(self.index_config, lambda dim: VectorIndex(dim))
             self._load()
+            self._ready = True
         except BaseException:
             self._db.close()
             raise
@@ -209,43 +259,155 @@ class SQLiteStore:
             def __enter__(self) -> None:
                 try:
                     store._db.execute("BEGIN IMMEDIATE")
-                    if store._snapshot_token is not None:  # this write makes the snapshot stale
-                        store._db.execute("DELETE FROM meta WHERE key='snapshot'")
-                except sqlite3.OperationalError as exc:
-                    if store._db.in_transaction:
-                        store._db.execute("ROLLBACK")
+                    # Whoever wrote it, this write makes the snapshot stale.
+                    store._snapshot_named = store._db.execute("DELETE FROM meta WHERE key='snapshot'").rowcount > 0
+                    if store._ready:
+                        store._catch_up()  # start from every commit before this one
+                except sqlite3.Error as exc:
+                    store._rollback()
                     store._raise_unavailable(exc, "could not start a write")
+                    raise
+                except BaseException:
+                    store._rollback()
                     raise
 
             def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
                 if exc_type is None:
                     try:
                         store._db.execute("COMMIT")
-                        store._snapshot_gone()
+                        store._committed()
                         return
-                    except sqlite3.OperationalError as commit_exc:
+                    except sqlite3.Error as commit_exc:
                         exc = commit_exc
-                if store._db.in_transaction:  # some errors (a full disk, I/O) already rolled it back
-                    try:
-                        store._db.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass  # the error below says what went wrong
-                if isinstance(exc, sqlite3.OperationalError):
+                store._rollback()
+                store._logged = None
+                if isinstance(exc, sqlite3.Error):
                     store._raise_unavailable(exc, "a write failed")
                     if exc_type is None:
                         raise exc
 
         return _Tx()
 
-    def _raise_unavailable(self, exc: sqlite3.OperationalError, what: str) -> None:
+    _store_id_value = ""
+    _snapshot_named = False  # the running transaction deleted a snapshot's token
+    _logged: int | None = None  # the last change-log entry the running transaction wrote
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:  # some errors (a full disk, I/O) already rolled it back
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the error being raised says what went wrong
+
+    def _committed(self) -> None:
+        if self._logged is not None:  # this store wrote the last entries: it holds the write lock
+            self._seen, self._logged = self._logged, None
+            if self._seen >= self._next_prune:
+                self._next_prune = self._seen + self.CHANGE_LOG_KEEP // 10
+                self._prune_changes()
+        if self._snapshot_named or self._snapshot_token is not None:
+            self._snapshot_named = False
+            self._snapshot_gone()
+
+    def _raise_unavailable(self, exc: sqlite3.Error, what: str) -> None:
         """Raise StoreUnavailableError for an error that means the store cannot be written now."""
         if _unavailable(exc):
             raise StoreUnavailableError(f"the store at {self.path or ':memory:'} is unavailable ({what}): {exc}") \
                 from exc
 
     def _check(self) -> None:
+        """Every call starts here: the store is open and its index has every commit made so far."""
         if self._closed:
             raise StoreClosedError("the store is closed")
+        if self.path is not None:
+            try:
+                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+                if version != self._data_version:
+                    self._db.execute("BEGIN")  # one consistent view of the changes and their rows
+                    try:
+                        self._catch_up()
+                    finally:
+                        self._db.execute("COMMIT")
+                    self._data_version = version
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreUnavailableError(f"the store at {self.path} is unavailable (reading others' "
+                                            f"changes): {exc}") from exc
+
+    # -- other processes' commits ---------------------------------------------------
+    def _log(self, ids: Sequence[str], op: str) -> None:
+        """Record written (op 'w') record ids in the change log, inside the caller's transaction."""
+        if ids:
+            self._db.executemany("INSERT INTO changes (id, op) VALUES (?, ?)", [(i, op) for i in ids])
+            self._logged = int(self._db.execute("SELECT last_insert_rowid()").fetchone()[0])
+
+    def _catch_up(self) -> None:
+        """Apply the change-log entries after ``_seen`` to the index (inside a transaction)."""
+        floor = self._db.execute("SELECT value FROM meta WHERE key='changes_floor'").fetchone()
+        entries = self._db.execute("SELECT seq, id, op, lex FROM changes WHERE seq > ? ORDER BY seq",
+                                   (self._seen,)).fetchall()
+        if floor is not None and self._seen < int(floor[0]):  # the entries this store needs were pruned
+            self._load(snapshot=False)
+            return
+        if not entries:
+            return
+        if any(op == "forget" for _, _, op, _ in entries):
+            # A user was forgotten: their rows, terms and log entries are gone, so rebuild from
+            # the rows (no graph or snapshot holding their vectors survives this either).
+            self._drop_graph_files()
+            self._load(snapshot=False)
+            return
+        self._seen = int(entries[-1][0])
+        index = self.index
+        high = max(index.term_ids.values(), default=-1)
+        index.add_terms({t: i for i, t in self._db.execute("SELECT id, term FROM terms WHERE id > ?", (high,))})
+        held_lex: dict[str, dict[int, int]] = {}  # the term counts of the version this index holds
+        changed: list[str] = []
+        for _, cid, op, lex in entries:
+            if op == "d" and cid not in held_lex and lex is not None:
+                held_lex[cid] = lex_counts(lex)
+            changed.append(cid)
+        changed = list(dict.fromkeys(changed))
+        current: dict[str, tuple[Any, ...]] = {}
+        for i in range(0, len(changed), 500):
+            part = changed[i : i + 500]
+            for row in self._db.execute(f"SELECT id, seq, lex, vector, doc FROM chunks WHERE id IN "
+                                        f"({','.join('?' * len(part))})", part):
+                current[row[0]] = row
+        gone: dict[str, dict[int, int]] = {}
+        same: list[KnowledgeChunk] = []
+        new: list[IndexEntry] = []
+        for cid in changed:
+            row, held = current.get(cid), index.seq_of(cid)
+            if held is not None and row is not None and row[1] == held:
+                same.append(KnowledgeChunk.from_stored(json.loads(row[4])))
+                continue
+            if held is not None:
+                if cid not in held_lex:  # cannot happen: a row leaves only by a logged deletion
+                    self._load(snapshot=False)
+                    return
+                gone[cid] = held_lex[cid]
+            if row is not None:
+                new.append(IndexEntry(KnowledgeChunk.from_stored(json.loads(row[4])),
+                                      np.frombuffer(row[3], np.float32), lex_counts(row[2]), int(row[1])))
+        index.remove(gone)
+        index.update(same)
+        index.add(sorted(new, key=lambda e: e.seq))
+        if gone or new or same:
+            self._snapshot_token = None  # the index is no longer the snapshot it was loaded from
+
+    def _prune_changes(self) -> None:
+        """Keep the last CHANGE_LOG_KEEP entries (a process further behind rebuilds its index)."""
+        floor = self._seen - self.CHANGE_LOG_KEEP
+        if floor <= 0:
+            return
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM changes WHERE seq <= ?", (floor,))
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('changes_floor', ?)", (str(floor),))
+            self._db.execute("COMMIT")
+        except sqlite3.Error:  # only the log's size is at stake: next time
+            self._rollback()
 
     # -- load --------------------------------------------------------------------
     def _graph_path(self) -> Path | None:
@@ -257,13 +419,26 @@ class SQLiteStore:
             return None
         try:
             saved = np.load(str(graph) + ".keys.npy")
-            return saved if _same_store(graph, self._store_id()) else None  # else: another database's
+            return saved if _same_store(graph, self._store_id_value) else None  # else: another database's
         except Exception:
             return None
 
     def _load(self, *, snapshot: bool = True) -> None:
         """Rebuild the in-memory index from committed rows, column-wise (fast at 1M rows),
-        or restore it from a snapshot the database still vouches for (see snapshot.py)."""
+        or restore it from a snapshot the database still vouches for (see snapshot.py):
+        in one read transaction, so the change log position matches what was read."""
+        if self._db.in_transaction:
+            self._load_in_tx(snapshot)
+            return
+        self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        self._db.execute("BEGIN")
+        try:
+            self._load_in_tx(snapshot)
+        finally:
+            self._db.execute("COMMIT")
+
+    def _load_in_tx(self, snapshot: bool) -> None:
+        self._seen = int(self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
         if snapshot and self._load_snapshot():
             return
         index = self.index
@@ -291,7 +466,7 @@ class SQLiteStore:
         if row is None:
             return False
         graph = self._graph_path()
-        if graph is not None and not _same_store(graph, self._store_id()):
+        if graph is not None and not _same_store(graph, self._store_id_value):
             graph = None
         try:
             ok = load_snapshot(self.index, snapshot_path(self.path), row[0], graph, self._rows_and_last_seq())
@@ -311,26 +486,6 @@ class SQLiteStore:
         n, last = self._db.execute("SELECT count(*), coalesce(max(seq), 0) FROM chunks").fetchone()
         return int(n), int(last)
 
-    def _save_snapshot(self) -> None:
-        """At close: write the snapshot, then name it in meta (a crash in between leaves it unnamed)."""
-        if self.path is None or self.index.vec is None or self._snapshot_token is not None:
-            return  # nothing to save, or the snapshot on disk is still the current one
-        token = new_token()
-        try:
-            save_snapshot(self.index, snapshot_path(self.path), token, self._rows_and_last_seq())
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (token,))
-            self._db.execute("COMMIT")
-            self._snapshot_token = token
-        except Exception:  # only the next open's speed is at stake
-            import logging
-
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            snapshot_path(self.path).unlink(missing_ok=True)
-            logging.getLogger(__name__).warning("BeeWeave: could not save a snapshot of %s", self.path,
-                                                exc_info=True)
-
     # -- metadata ------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         with self._lock:
@@ -345,27 +500,31 @@ class SQLiteStore:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     # -- writes --------------------------------------------------------------------
-    def _term_rows(self, terms: Sequence[str], new_terms: dict[str, int]) -> dict[int, int]:
-        counts: dict[int, int] = {}
+    # Each public write is one transaction: inside it the statements (``_put_rows``,
+    # ``_drop_rows``, ``_write_records``) and their change-log entries; after the commit the
+    # in-memory index is told (``_Mirror.apply``), which cannot fail on bad input.
+    def _term_counts(self, rows: Sequence[ChunkRow]) -> tuple[list[dict[int, int]], dict[str, int]]:
+        """Each row's term counts by term id, inside the write transaction: a term the database
+        does not hold yet gets the next id of its AUTOINCREMENT counter (this store caught up
+        at BEGIN, so its term map is the table's)."""
         known = self.index.term_ids
-        for t, c in _count_terms(terms).items():
-            tid = known.get(t)
-            if tid is None:
-                tid = new_terms.get(t)
-                if tid is None:
-                    tid = self._term_base() + len(new_terms)
-                    new_terms[t] = tid
-            counts[tid] = c
-        return counts
-
-    def _term_base(self) -> int:
-        """The first term id above every id in use. Not len(term_ids): forget deletes unused
-        terms, so ids have holes and that number may belong to a live term. Computed once per
-        term map (rebuilt on open and repair), then advanced by insert."""
-        top, known = self._term_top, self.index.term_ids
-        if top is None or top[0] is not known:
-            top = self._term_top = (known, max(known.values(), default=-1) + 1)
-        return top[1]
+        words = [_count_terms(r.terms) for r in rows]
+        fresh = list(dict.fromkeys(t for w in words for t in w if t not in known))
+        new_terms: dict[str, int] = {}
+        if fresh:
+            top = self._db.execute("SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name='terms'").fetchone()[0]
+            top = max(int(top), max(known.values(), default=0))
+            new_terms = {t: top + 1 + i for i, t in enumerate(fresh)}
+            before = self._db.total_changes
+            self._db.executemany("INSERT OR IGNORE INTO terms (id, term) VALUES (?, ?)",
+                                 [(i, t) for t, i in new_terms.items()])
+            if self._db.total_changes - before != len(fresh):  # not caught up after all: the table decides
+                for i in range(0, len(fresh), 500):
+                    part = fresh[i : i + 500]
+                    new_terms.update(self._db.execute(
+                        f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})", part))
+        ids = known if not new_terms else {**known, **new_terms}
+        return [{ids[t]: c for t, c in w.items()} for w in words], new_terms
 
     @staticmethod
     def _columns(c: KnowledgeChunk) -> tuple[Any, ...]:
@@ -377,53 +536,47 @@ class SQLiteStore:
                 json.dumps(c.tags, ensure_ascii=False), json.dumps(c.entities, ensure_ascii=False),
                 json.dumps(doc, ensure_ascii=False))
 
+    def _require_new(self, rows: Sequence[ChunkRow]) -> None:
+        seen: set[str] = set()
+        for r in rows:
+            if r.chunk.id in self.index or r.chunk.id in seen:
+                raise DuplicateIdError(f"a chunk with id {r.chunk.id!r} already exists")
+            seen.add(r.chunk.id)
+
     def insert(self, rows: Sequence[ChunkRow]) -> None:
         with self._lock:
             self._check()
-            seen: set[str] = set()
-            for r in rows:
-                if r.chunk.id in self.index or r.chunk.id in seen:
-                    raise DuplicateIdError(f"a chunk with id {r.chunk.id!r} already exists")
-                seen.add(r.chunk.id)
+            self._require_new(rows)  # before any statement: bad input never starts a write
             if not rows:
                 return
-            new_terms: dict[str, int] = {}
-            term_counts = [self._term_rows(r.terms, new_terms) for r in rows]
+            mirror = _Mirror()
             with self._tx():
-                seqs = self._write_rows(rows, term_counts, new_terms)
-            self._index_rows(rows, term_counts, new_terms, seqs)
+                self._require_new(rows)  # again: another process may have added one meanwhile
+                self._put_rows(rows, mirror)
+            mirror.apply(self.index)
 
-    def _write_rows(self, rows: Sequence[ChunkRow], term_counts: Sequence[dict[int, int]],
-                    new_terms: Mapping[str, int]) -> list[int]:
-        """The INSERT statements of ``insert``, inside the caller's transaction: the row numbers."""
-        if new_terms:
-            self._db.executemany("INSERT INTO terms (id, term) VALUES (?, ?)", [(i, t) for t, i in new_terms.items()])
-        seqs = []
-        for r, tc in zip(rows, term_counts, strict=False):
+    def _put_rows(self, rows: Sequence[ChunkRow], mirror: _Mirror) -> None:
+        """The INSERT statements of ``insert``, inside the caller's transaction."""
+        term_counts, mirror.new_terms = self._term_counts(rows)
+        for r, tc in zip(rows, term_counts, strict=True):
             cur = self._db.execute(
                 "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities,"
                 " doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (*self._columns(r.chunk), np.array(list(tc.items()), np.int32).reshape(-1, 2).tobytes(),
                  np.asarray(r.vector, np.float32).tobytes()),
             )
-            seqs.append(int(cur.lastrowid))  # type: ignore[arg-type]
-        return seqs
-
-    def _index_rows(self, rows: Sequence[ChunkRow], term_counts: Sequence[dict[int, int]],
-                    new_terms: Mapping[str, int], seqs: Sequence[int]) -> None:
-        """Committed: mirror inserted rows into the in-memory index (cannot fail on bad input)."""
-        if new_terms:
-            self._term_top = (self.index.term_ids, self._term_base() + len(new_terms))
-        self.index.add_terms(new_terms)
-        self.index.add([IndexEntry(r.chunk, r.vector, tc, seq) for r, tc, seq in zip(rows, term_counts, seqs, strict=False)])
+            mirror.added.append(IndexEntry(r.chunk, r.vector, tc, int(cur.lastrowid)))  # type: ignore[arg-type]
+        self._log([r.chunk.id for r in rows], "w")
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         with self._lock:
             self._check()
             self._require([c.id for c in chunks])
+            mirror = _Mirror()
             with self._tx():
-                self._write_records(chunks)
-            self.index.update(chunks)
+                self._require([c.id for c in chunks])  # deleted meanwhile by another process?
+                self._write_records(chunks, mirror)
+            mirror.apply(self.index)
 
     def _require(self, ids: Sequence[str]) -> None:
         missing = [i for i in ids if i not in self.index]
@@ -432,24 +585,33 @@ class SQLiteStore:
 
             raise NotFoundError(f"no chunk with id {missing[0]!r}")
 
-    def _write_records(self, chunks: Sequence[KnowledgeChunk]) -> None:
+    def _write_records(self, chunks: Sequence[KnowledgeChunk], mirror: _Mirror) -> None:
         """The UPDATE statements of ``update``, inside the caller's transaction."""
         for c in chunks:
             cols = self._columns(c)
             self._db.execute(
                 "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
                 " tags=?, entities=?, doc=? WHERE id=?", (*cols[1:], c.id))
+        self._log([c.id for c in chunks], "w")
+        mirror.updated += chunks
 
-    def replace(self, rows: Sequence[ChunkRow]) -> None:
-        # A changed text means new postings and a new vector: delete and re-insert
-        # under the same id, keeping edges.
+    def replace(self, rows: Sequence[ChunkRow], *, meta: Mapping[str, str] | None = None) -> None:
+        """A changed text means new postings and a new vector: delete and re-insert under the
+        same ids, keeping their edges, and write ``meta`` (e.g. the embedder a re-embed moved
+        to), all in one transaction: a crash or a full disk leaves all of it or none."""
         with self._lock:
             self._check()
-            ids = [r.chunk.id for r in rows]
-            edges = self.edges(ids)
-            self._delete(ids, keep_edges=True)
-            self.insert(rows)
-            self.add_edges(edges)
+            mirror = _Mirror()
+            with self._tx():
+                self._replace_rows(rows, mirror)
+                for key, value in (meta or {}).items():
+                    self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            mirror.apply(self.index)
+
+    def _replace_rows(self, rows: Sequence[ChunkRow], mirror: _Mirror) -> None:
+        self._drop_rows(self.index.present([r.chunk.id for r in rows]), mirror, keep_edges=True)
+        if rows:
+            self._put_rows(rows, mirror)
 
     def modify(self, ids: Sequence[str],
                change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
@@ -457,26 +619,25 @@ class SQLiteStore:
             self._check()
             if not ids:
                 return
-            wanted = self.index.present(ids)
+            mirror = _Mirror()
             with self._tx():  # BEGIN IMMEDIATE: nor does another connection to the file
+                wanted = self.index.present(ids)
                 current = self._chunks_from_rows(self._record_rows(wanted), edges=False)
                 chunks, rows = split_changes(change(current), current)
-                self._write_records(chunks)
-            self.index.update(chunks)
-            if rows:  # new text: postings and vector change too (still under this store's lock)
-                self.replace(rows)
+                self._write_records(chunks, mirror)
+                if rows:  # new text: postings and vector change too, in the same transaction
+                    self._replace_rows(rows, mirror)
+            mirror.apply(self.index)
 
     def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
         # Search hits are counted in batches of hundreds: rewriting two fields in SQL costs a
         # fraction of decoding, changing and re-encoding every record (as modify would) and
-        # nothing in memory (filter and rank columns) depends on them.
+        # nothing in memory (filter and rank columns) depends on them, so nothing is logged.
         with self._lock:
             self._check()
-            seqs = {seq: (n, to_datetime(last)) for cid, (n, last) in accesses.items()
-                    if (seq := self.index.seq_of(cid)) is not None}
-            if not seqs:
-                return
             with self._tx():
+                seqs = {seq: (n, to_datetime(last)) for cid, (n, last) in accesses.items()
+                        if (seq := self.index.seq_of(cid)) is not None}
                 updates = []
                 for seq, was in self._select_by_seq("seq, json_extract(doc, '$.last_accessed')", list(seqs)):
                     n, last = seqs[seq]
@@ -488,33 +649,31 @@ class SQLiteStore:
     def delete(self, ids: Sequence[str]) -> list[str]:
         with self._lock:
             self._check()
-            return self._delete(ids, keep_edges=False)
+            if not self.index.present(ids):
+                return []
+            mirror = _Mirror()
+            with self._tx():
+                present = self.index.present(ids)
+                self._drop_rows(present, mirror, keep_edges=False)
+            mirror.apply(self.index)
+            return present
 
-    def _lex_of(self, ids: Sequence[str]) -> dict[str, dict[int, int]]:
-        """The stored term counts of ``ids`` (those that exist)."""
-        out: dict[str, dict[int, int]] = {}
+    def _drop_rows(self, ids: Sequence[str], mirror: _Mirror, *, keep_edges: bool) -> None:
+        """The DELETE statements of ``delete``, inside the caller's transaction. Each deletion is
+        logged with the term counts the row had: other processes un-index it with them."""
+        if not ids:
+            return
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            for cid, lex in self._db.execute(
-                    f"SELECT id, lex FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
-                out[cid] = lex_counts(lex)
-        return out
-
-    def _delete(self, ids: Sequence[str], *, keep_edges: bool) -> list[str]:
-        present = self.index.present(ids)
-        if not present:
-            return []
-        lex = self._lex_of(present)
-        with self._tx():
-            self._delete_rows(present, keep_edges=keep_edges)
-        self.index.remove({cid: lex.get(cid, {}) for cid in present})
-        return present
-
-    def _delete_rows(self, ids: Sequence[str], *, keep_edges: bool) -> None:
-        """The DELETE statements of ``delete``, inside the caller's transaction."""
-        self._db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in ids])
-        if not keep_edges:
-            self._db.executemany("DELETE FROM edges WHERE src=? OR dst=?", [(i, i) for i in ids])
+            marks = ",".join("?" * len(part))
+            for cid, lex in self._db.execute(f"SELECT id, lex FROM chunks WHERE id IN ({marks})", part):
+                mirror.removed[cid] = lex_counts(lex)
+            self._db.execute(f"INSERT INTO changes (id, op, lex) SELECT id, 'd', lex FROM chunks WHERE id IN ({marks})",
+                             part)
+            self._db.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
+            if not keep_edges:
+                self._db.execute(f"DELETE FROM edges WHERE src IN ({marks}) OR dst IN ({marks})", [*part, *part])
+        self._logged = int(self._db.execute("SELECT last_insert_rowid()").fetchone()[0])
 
     # -- reads ---------------------------------------------------------------------
     def contains(self, ids: Sequence[str]) -> set[str]:
@@ -707,23 +866,40 @@ class SQLiteStore:
         """Forget a user: their records, relationships, kv and log rows, and every trace of them
         in the files: words no one else uses leave the terms table, deleted rows are zeroed
         (secure_delete) and the WAL is emptied into the file, and the HNSW graph, which keeps
-        deleted points, is dropped (and rebuilt without them when a search needs it)."""
+        deleted points, is dropped (and rebuilt without them when a search needs it). One
+        transaction, logged as a ``forget``: other processes drop their graph and terms too."""
         with self._lock:
             self._check()
-            ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE user_id=?", (user_id,))]
-            if ids:
-                self._drop_graph_files()  # first: a crash after the delete must not leave a graph holding them
-            gone = self._delete(ids, keep_edges=False) if ids else []
-            unused = self.index.unused_terms()
+            mirror = _Mirror()
+            # First: a crash after the delete must not leave a graph (or snapshot) holding them.
+            self._drop_graph_files()
+            if self.path is not None:
+                snapshot_path(self.path).unlink(missing_ok=True)
             with self._tx():
+                ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE user_id=?", (user_id,))]
+                self._drop_rows(ids, mirror, keep_edges=False)
                 self._db.execute("DELETE FROM kv WHERE user_id=?", (user_id,))
                 self._db.execute("DELETE FROM log WHERE user_id=?", (user_id,))
+                # Terms no remaining record holds, counted from this index once the rows are gone.
+                df = self.index.lex._df.copy()
+                for counts in mirror.removed.values():
+                    for tid in counts:
+                        if tid < len(df):
+                            df[tid] -= 1
+                unused = {t: i for t, i in self.index.term_ids.items() if i >= len(df) or df[i] <= 0}
                 self._db.executemany("DELETE FROM terms WHERE id=?", [(tid,) for tid in unused.values()])
-            self.index.drop_terms(unused)  # their ids are never handed out again by this store (_term_base)
-            if gone:
+                # The change log keeps no trace of them either: other processes see one anonymous
+                # "forget" and rebuild their index from the rows (forgetting is rare).
+                for i in range(0, len(ids), 500):
+                    part = ids[i : i + 500]
+                    self._db.execute(f"DELETE FROM changes WHERE id IN ({','.join('?' * len(part))})", part)
+                self._log([""], "forget")
+            mirror.apply(self.index)
+            self.index.drop_terms(unused)
+            if mirror.removed:
                 self.index.drop_graph()
             self._empty_wal()
-            return len(gone)
+            return len(mirror.removed)
 
     def _drop_graph_files(self) -> None:
         graph = self._graph_path()
@@ -778,24 +954,82 @@ class SQLiteStore:
             return self.verify()
 
     # -- lifecycle -------------------------------------------------------------------
+    def _save_graph(self) -> None:
+        """Write the HNSW graph beside the database (under the write lock, see flush/close)."""
+        graph = self._graph_path()
+        if graph is not None and self.index.has_graph:
+            Path(str(graph) + ".id").write_text(self._store_id_value)
+            self.index.save_graph(graph)
+
+    def _locked(self) -> Any:
+        """The database's write lock, held while side files are written, after catching up with
+        other processes (so what is written is the database as it is), without retiring the
+        snapshot as a write transaction does."""
+        store = self
+
+        class _Locked:
+            def __enter__(self) -> None:
+                store._db.execute("BEGIN IMMEDIATE")
+                try:
+                    store._catch_up()
+                except BaseException:
+                    store._rollback()
+                    raise
+
+            def __exit__(self, exc_type: Any, *_: Any) -> None:
+                if exc_type is None:
+                    store._db.execute("COMMIT")
+                else:
+                    store._rollback()
+
+        return _Locked()
+
     def flush(self) -> None:
         with self._lock:
             self._check()
-            graph = self._graph_path()
-            if graph is not None and self.index.has_graph:
-                Path(str(graph) + ".id").write_text(self._store_id())
-                self.index.save_graph(graph)
+            if self.path is None or not self.index.has_graph:
+                return
+            try:
+                with self._locked():
+                    self._save_graph()
+            except sqlite3.Error as exc:
+                raise StoreUnavailableError(f"the store at {self.path} is unavailable (flush): {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             try:
-                self.flush()
-                self._save_snapshot()
+                self._save_side_files()
             finally:
                 self._closed = True
                 self._db.close()
+
+    def _save_side_files(self) -> None:
+        """At close: the graph, then the snapshot, then its name in meta (a crash in between leaves
+        it unnamed), all under the write lock and after catching up: no other process can write
+        in between, so the snapshot is exactly the database it names."""
+        if self.path is None:
+            return
+        import logging
+
+        log = logging.getLogger(__name__)
+        try:
+            with self._locked():
+                self._save_graph()
+                row = self._db.execute("SELECT value FROM meta WHERE key='snapshot'").fetchone()
+                if self.index.vec is None or (row is not None and row[0] == self._snapshot_token):
+                    return  # nothing to save, or the snapshot on disk is still the current one
+                token = new_token()
+                try:
+                    save_snapshot(self.index, snapshot_path(self.path), token, self._rows_and_last_seq())
+                    self._db.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (token,))
+                except Exception:
+                    snapshot_path(self.path).unlink(missing_ok=True)
+                    raise
+            self._snapshot_token = token
+        except Exception:  # only the next open's speed is at stake
+            log.warning("BeeWeave: could not save the graph and snapshot of %s", self.path, exc_info=True)
 
     def statuses(self) -> dict[str, int]:
         """Live record counts per status (cheap; used by stats)."""
