@@ -215,6 +215,9 @@ class SQLiteStore:
             )
         for i, (name, sql) in enumerate(MIGRATIONS[version:], start=version + 1):
             with self._tx():
+                now = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                if now is not None and int(now[0]) >= i:
+                    continue  # another process opening the file at the same time applied it
                 for stmt in sql.split(";"):
                     if stmt.strip():
                         self._db.execute(stmt)
@@ -224,10 +227,10 @@ class SQLiteStore:
     def _resolve_index_config(self, wanted: IndexConfig | None) -> IndexConfig:
         row = self._db.execute("SELECT value FROM meta WHERE key='index_config'").fetchone()
         if row is None:
-            cfg = wanted or IndexConfig()
-            with self._tx():
-                self._db.execute("INSERT INTO meta VALUES ('index_config', ?)", (json.dumps(cfg.to_dict()),))
-            return cfg
+            with self._tx():  # OR IGNORE: another process creating the file at the same time may be first
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_config', ?)",
+                                 (json.dumps((wanted or IndexConfig()).to_dict()),))
+            row = self._db.execute("SELECT value FROM meta WHERE key='index_config'").fetchone()
         cfg = IndexConfig.from_dict(json.loads(row[0]))
         if wanted is not None and wanted != cfg:
             from ..errors import InvalidInputError
