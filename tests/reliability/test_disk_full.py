@@ -53,14 +53,21 @@ def test_a_full_disk_refuses_cleanly_and_loses_nothing_acknowledged(small_disk: 
     added, acked, refused = [], [], []
     for i in range(40):
         added.append(m.add(sentence_for(rnd), user_id="u", chunk_id=f"pre{i}"))
+    for i in range(20):
+        acked.append(m.ingest({"user_id": "u", "id": f"pre-ev{i}", "query": sentence_for(rnd), "response": "ok"}))
     assert m.flush(30)
     _fill(small_disk / "filler")
+    os.truncate(small_disk / "filler", (small_disk / "filler").stat().st_size - (3 << 20))  # 3 MiB left
     i = 0
     while len(refused) < 30 and i < 20_000:
         i += 1
         try:
             if i % 2:
-                added.append(m.add(sentence_for(rnd, 30, 60), user_id="u", chunk_id=f"a{i}"))
+                try:
+                    added.append(m.add(sentence_for(rnd, 30, 60), user_id="u", chunk_id=f"a{i}"))
+                except BeeWeaveError:
+                    assert not m.backend.contains([f"a{i}"]), "a refused add was stored"
+                    raise
             else:
                 acked.append(m.ingest({"user_id": "u", "id": f"ev{i}", "query": sentence_for(rnd, 30, 60),
                                        "response": sentence_for(rnd, 30, 60)}))
@@ -70,7 +77,9 @@ def test_a_full_disk_refuses_cleanly_and_loses_nothing_acknowledged(small_disk: 
             refused.append(exc)
         except Exception as exc:  # what this test is looking for
             pytest.fail(f"a raw {type(exc).__name__} escaped on a full disk: {exc}")
+    print("DISKFULL", i, len(added), len(acked), len(refused), {str(e)[:150] for e in refused})
     assert refused, "the disk never filled"
+    assert len(added) > 60 and len(acked) > 40, "nothing was acknowledged while the disk filled"
     assert all("cannot rollback" not in str(e) for e in refused)
     (small_disk / "filler").unlink()  # space again: the backlog drains
     assert m.flush(120)
