@@ -205,6 +205,8 @@ class MmapJournal:
         with self._lock:
             if not self._mm.closed:
                 self._mm.close()
+            if self.path != self.base and self._count == 0 and self._file is not None:
+                self.path.unlink(missing_ok=True)  # a second process's empty journal goes with it
             self._release()
 
 

@@ -389,10 +389,16 @@ class SQLiteEventQueue:
                 if self.path is not None:
                     # Empty the WAL so no processed event lingers in it.
                     self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    empty = self._db.execute("SELECT count(*) FROM events").fetchone()[0] == 0
             except sqlite3.Error:
-                pass  # e.g. a full disk: the WAL is emptied by the next open
+                empty = False  # e.g. a full disk: the WAL is emptied by the next open
             finally:
                 self._db.close()
+                if self.path is not None and self.path != self.base and empty:
+                    # A second process's file with nothing left in it: gone with the process.
+                    for side in ("", "-wal", "-shm"):
+                        Path(str(self.path) + side).unlink(missing_ok=True)
+                    Path(str(self.path) + ".lock").unlink(missing_ok=True)
                 self._release()
 
 

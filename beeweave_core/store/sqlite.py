@@ -322,7 +322,7 @@ class SQLiteStore:
         """Every call starts here: the store is open and its index has every commit made so far."""
         if self._closed:
             raise StoreClosedError("the store is closed")
-        if self.path is not None:
+        if self.path is not None and not self._db.in_transaction:  # (in one: caught up at its BEGIN)
             try:
                 version = self._db.execute("PRAGMA data_version").fetchone()[0]
                 if version != self._data_version:
@@ -638,6 +638,8 @@ class SQLiteStore:
         # nothing in memory (filter and rank columns) depends on them, so nothing is logged.
         with self._lock:
             self._check()
+            if not any(cid in self.index for cid in accesses):
+                return
             with self._tx():
                 seqs = {seq: (n, to_datetime(last)) for cid, (n, last) in accesses.items()
                         if (seq := self.index.seq_of(cid)) is not None}

@@ -66,3 +66,39 @@ def test_processes_sharing_one_store_lose_nothing_and_see_each_other(tmp_path: P
             assert cid in [h.chunk.id for h in m.search(word, user_id="shared", k=3)]
     leftovers = [p.name for p in tmp_path.iterdir() if ".queue." in p.name and p.name.split(".")[-1].isdigit()]
     assert leftovers == [], "a process's queue file outlived it unadopted"
+
+
+def test_forget_beside_another_open_process_is_not_undone_by_its_close(tmp_path: Path) -> None:
+    """A forget in one process while another holds the store open (and loaded, with its graph
+    and later its snapshot written at close): the user stays gone from every table and file."""
+    import subprocess as sp
+
+    from rel_support import small_hnsw
+
+    db = tmp_path / "m.db"
+    with small_hnsw(16), open_file_store(db) as m:
+        m.add_many([{"content": f"zorblax secret {i} of alice", "user_id": "alice", "chunk_id": f"al{i}"}
+                    for i in range(40)] + [{"content": f"garden note {i}", "user_id": "bob", "chunk_id": f"bo{i}"}
+                                            for i in range(40)], show_progress=False)
+        m.search("zorblax", k=5)
+    holder = child("hold_child.py", db, stdin=sp.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == "ready", holder.stderr.read()[-3000:]
+        with open_file_store(db) as m:
+            assert m.backend.delete_user("alice") == 40
+        out, err = holder.communicate("go\n", timeout=120)
+        assert holder.returncode == 0, err[-3000:]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    count_line = next(s for s in out.splitlines() if s.startswith("count"))
+    assert count_line.split()[1] == "40" and "al" not in count_line.split("hits")[1]  # it saw the forget
+    for f in tmp_path.iterdir():  # no file beside the store holds her words or ids
+        if f.is_file() and f.name.startswith("m.db"):
+            data = f.read_bytes()
+            assert b"zorblax" not in data and b"alice" not in data, f.name
+    with open_file_store(db) as m:
+        assert m.count(user_id="alice") == 0 and m.count() == 40
+        assert m.verify().ok
+        assert all(h.chunk.user_id == "bob" for h in m.search("zorblax secret", k=10))
