@@ -560,6 +560,15 @@ class SQLiteStore:
 
     def _put_rows(self, rows: Sequence[ChunkRow], mirror: _Mirror) -> None:
         """The INSERT statements of ``insert``, inside the caller's transaction."""
+        dims = {len(r.vector) for r in rows}
+        vec = self.index.vec
+        staying = 0 if vec is None else vec.n_alive - sum(cid in self.index for cid in mirror.removed)
+        if len(dims) > 1 or (staying and dims != {vec.dim}):  # type: ignore[union-attr]
+            # E.g. another process re-embedded the store meanwhile: refused, nothing written.
+            from ..errors import DimensionMismatchError
+
+            raise DimensionMismatchError(f"vectors of dimension {sorted(dims)} for a store whose vectors have "
+                                         f"{None if vec is None else vec.dim}")
         term_counts, mirror.new_terms = self._term_counts(rows)
         for r, tc in zip(rows, term_counts, strict=True):
             cur = self._db.execute(
