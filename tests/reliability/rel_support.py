@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from support import WORDS
 
 from beeweave_core import BeeWeave, ChunkStatus
 from beeweave_core.filters import build_filter
 from beeweave_core.store.sqlite import SQLiteStore
-from support import WORDS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

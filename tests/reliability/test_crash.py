@@ -21,10 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from beeweave_core import BeeWeave, HashingEmbedder
-from beeweave_core.filters import build_filter
-from beeweave_core.lifecycle import LifecycleConfig
 from rel_support import (
     all_chunks,
     assert_consistent,
@@ -35,6 +31,10 @@ from rel_support import (
     sentence_for,
     small_hnsw,
 )
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.filters import build_filter
+from beeweave_core.lifecycle import LifecycleConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")]
 
