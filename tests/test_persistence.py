@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import faiss_single_thread, search_results, sentence, snapshot, stable_dict, unit_vectors
 
 import beeweave_core.store.sqlite as sqlite_store
 from beeweave_core import BeeWeave, BeeWeaveError, HashingEmbedder, KnowledgeChunk, SchemaVersionError
 from beeweave_core.filters import build_filter
-from beeweave_core.store.base import SCHEMA_VERSION, ChunkRow
 from beeweave_core.index.vectors import VectorIndex
-from support import faiss_single_thread, search_results, sentence, snapshot, stable_dict, unit_vectors
+from beeweave_core.store.base import SCHEMA_VERSION, ChunkRow
 
 DIM = 16
 QUERIES = ["python memory", "deploy kubernetes cluster", "coffee morning meeting", "running runner", "invoice"]
@@ -230,7 +230,7 @@ def test_hnsw_graph_is_saved_and_reloaded(db_path: Path, small_limit) -> None:
         assert _vector_results(m, queries) == after_delete
         # New vectors join the reloaded graph and are found.
         new_ids, new_vecs = _fill_vectors(m, 100, 2)
-        for cid, v in list(zip(new_ids, new_vecs))[::10]:
+        for cid, v in list(zip(new_ids, new_vecs, strict=True))[::10]:
             assert m.backend.vector_search(v, build_filter(None), 1)[0][0] == cid
         _assert_scores_are_true_cosines(m, queries)
         final = _vector_results(m, queries)
@@ -361,7 +361,7 @@ def test_forget_drops_the_users_words_and_graph_and_new_words_never_reuse_a_live
         assert m.backend.delete_user("ann") > 0
         assert not graph.exists() and not keys.exists()  # it held ann's vectors
         table, used = _term_ids_in_use(db_path)
-        assert table == used and "zorblax" not in m.backend._term_ids  # ann's own words are gone
+        assert table == used and "zorblax" not in m.backend.index.term_ids  # ann's own words are gone
         # Words seen for the first time after the forget get fresh ids, never a live one.
         _fill(m, 40, 4)
         m.add("brandnewword anotherfreshword", user_id="bob")

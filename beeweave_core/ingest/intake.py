@@ -16,10 +16,18 @@ number is written last and must follow its predecessor's, so a record torn by a 
 or one left from an earlier pass over the file, is never read. Consumed records are
 zeroed. When every record is consumed the journal starts again at the top; a journal
 that is full makes the caller move the records itself (slower, still correct).
+
+Several processes on one store: a journal file belongs to one process at a time, held by an
+exclusive ``flock`` for as long as it is open. A process takes the first free file of
+``<queue>.intake``, ``<queue>.intake.1``, ``.2``... so two processes never write one
+mapping. A file whose owner died is unlocked: the next process to open the intake locks it
+too, hands its records over first (``drain``) and deletes it once they are in the queue.
 """
 
 from __future__ import annotations
 
+import fcntl
+import io
 import mmap
 import os
 import struct
@@ -27,7 +35,7 @@ import threading
 import zlib
 from collections import deque
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from ..errors import StoreClosedError, StoreUnavailableError
 
@@ -87,25 +95,36 @@ class MmapJournal:
     """An :class:`Intake` in a memory-mapped file (see the module docstring)."""
 
     def __init__(self, path: str | Path, size: int = 16 << 20) -> None:
-        self.path = Path(path)
+        self.base = Path(path)
         self._lock = threading.Lock()
+        self._file: io.FileIO | None = None
+        self._orphans: list[_Orphan] = []
         try:
-            fresh = not self.path.exists() or self.path.stat().st_size < _TOP
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                if fresh:
-                    os.ftruncate(fd, max(size, 4 * _TOP))
-                    if hasattr(os, "posix_fallocate"):
-                        os.posix_fallocate(fd, 0, max(size, 4 * _TOP))  # no block allocation on a caller's write
-                self._cap = os.fstat(fd).st_size
-                self._mm = mmap.mmap(fd, self._cap)
-            finally:
-                os.close(fd)  # the mapping keeps the file
+            self.path, self._file = _lock_free_file(self.base)
+            fd = self._file.fileno()
+            fresh = os.fstat(fd).st_size < _TOP
+            if fresh:
+                os.ftruncate(fd, max(size, 4 * _TOP))
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(fd, 0, max(size, 4 * _TOP))  # no block allocation on a caller's write
+                os.fsync(fd)  # the allocation itself is durable before any record is acknowledged
+            self._cap = os.fstat(fd).st_size
+            self._mm = mmap.mmap(fd, self._cap)
+            self._orphans = _adopt_orphans(self.base, self.path)
         except OSError as exc:
-            raise StoreUnavailableError(f"cannot open the ingest journal at {self.path}: {exc}") from exc
+            self._release()
+            raise StoreUnavailableError(f"cannot open the ingest journal at {self.base}: {exc}") from exc
         if fresh or self._mm[:8] != _MAGIC:
             self._write_header(_TOP, 0)
         self._recover()
+
+    def _release(self) -> None:
+        for o in self._orphans:
+            o.close()
+        self._orphans = []
+        if self._file is not None:
+            self._file.close()  # releases the flock
+            self._file = None
 
     def _write_header(self, consumed: int, seq: int) -> None:
         self._mm[: _HEADER.size] = _HEADER.pack(_MAGIC, consumed, seq)
@@ -145,6 +164,9 @@ class MmapJournal:
             return True
 
     def drain(self) -> tuple[list[bytes], object]:
+        if self._orphans:  # a dead process's records first: they are older than ours
+            orphan = self._orphans[0]
+            return list(orphan.records), orphan
         with self._lock:
             start, end, first = self._consumed, self._head, self._consumed_seq + 1
         # Records below the head are complete and stay put until committed: copy without the
@@ -158,7 +180,12 @@ class MmapJournal:
         return out, (start, end, first + len(out) - 1, len(out))
 
     def commit(self, mark: object) -> None:
-        start, end, last_seq, n = mark  # type: ignore[misc]
+        if isinstance(mark, _Orphan):
+            if self._orphans and self._orphans[0] is mark:
+                self._orphans.pop(0)
+                mark.delete()
+            return
+        start, end, last_seq, n = cast(tuple[int, int, int, int], mark)
         if n == 0 or self._consumed != start:
             return  # nothing, or committed already
         # Consumed events leave no trace. No lock: callers only write above the head.
@@ -172,12 +199,103 @@ class MmapJournal:
                 self._write_header(end, last_seq)
 
     def count(self) -> int:
-        return self._count
+        return self._count + sum(len(o.records) for o in self._orphans)
 
     def close(self) -> None:
         with self._lock:
             if not self._mm.closed:
                 self._mm.close()
+            if self.path != self.base and self._count == 0 and self._file is not None:
+                self.path.unlink(missing_ok=True)  # a second process's empty journal goes with it
+            self._release()
+
+
+def _numbered(base: Path, n: int) -> Path:
+    return base if n == 0 else base.with_name(f"{base.name}.{n}")
+
+
+def _try_lock(path: Path) -> io.FileIO | None:
+    """``path`` open, holding its exclusive flock, or None if another process holds it. The
+    file is checked to still be the one at ``path`` after locking (it may have been deleted
+    by a process that adopted it meanwhile): a lock on a deleted file protects nothing. A file
+    object, not a bare fd: one dropped without close() still releases the lock when collected."""
+    while True:
+        f = io.FileIO(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            return None
+        try:
+            same = os.stat(path).st_ino == os.fstat(f.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return f
+        f.close()
+
+
+def _lock_free_file(base: Path) -> tuple[Path, io.FileIO]:
+    """The first journal file of ``base``'s series no live process holds, locked."""
+    for n in range(10_000):
+        path = _numbered(base, n)
+        fd = _try_lock(path)
+        if fd is not None:
+            return path, fd
+    raise OSError(f"no free ingest journal beside {base}")
+
+
+class _Orphan:
+    """A journal file another process left (it died): locked by us, its records read, deleted
+    once they are in the queue."""
+
+    def __init__(self, path: Path, file: io.FileIO, records: list[bytes]) -> None:
+        self.path, self.file, self.records = path, file, records
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+        self.close()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _adopt_orphans(base: Path, mine: Path) -> list[_Orphan]:
+    """Lock every numbered journal file beside ours that no live process holds and read its
+    unconsumed records (a file with none is deleted at once)."""
+    out: list[_Orphan] = []
+    for path in sorted(base.parent.glob(base.name + ".*"), key=lambda p: p.name):
+        suffix = path.name[len(base.name) + 1:]
+        if path == mine or not suffix.isdigit():
+            continue
+        fd = _try_lock(path)
+        if fd is None:
+            continue  # a live process's
+        records = _read_records(fd.fileno())
+        orphan = _Orphan(path, fd, records)
+        if records:
+            out.append(orphan)
+        else:
+            orphan.delete()
+    return out
+
+
+def _read_records(fd: int) -> list[bytes]:
+    """The unconsumed records of a journal file (see MmapJournal._recover)."""
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    if len(data) < _TOP or data[:8] != _MAGIC:
+        return []
+    _, pos, seq = _HEADER.unpack_from(data, 0)
+    out, expected = [], seq + 1
+    while pos + _REC_HEAD <= len(data):
+        length, crc = _RECORD.unpack_from(data, pos)
+        (got,) = _SEQ.unpack_from(data, pos + 8)
+        end = pos + _REC_HEAD + length
+        if got != expected or end > len(data) or zlib.crc32(data[pos + _REC_HEAD: end]) != crc:
+            break
+        out.append(data[pos + _REC_HEAD: end])
+        pos, expected = _aligned(end), expected + 1
+    return out
 
 
 def _aligned(n: int) -> int:

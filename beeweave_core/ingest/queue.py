@@ -12,21 +12,36 @@ operating system, so it survives the process being killed (not a power cut: ``fs
 The writing connection never checkpoints (``wal_autocheckpoint=0``): the worker
 checkpoints from a second connection, outside the queue's lock, whenever it is idle, and
 empties the WAL (TRUNCATE). ``secure_delete`` zeroes processed events in the file, so no
-processed event lingers in the file or its WAL once the worker is idle.
+processed event lingers in the file or its WAL once the worker is idle. While a backlog
+drains, ``done`` checkpoints too once the WAL passes ``WAL_LIMIT``, so it stays bounded.
+
+Several processes on one store: a queue file belongs to one process at a time (an exclusive
+``flock`` on ``<file>.lock``, held while it is open), so each process's worker processes only
+the events its own callers acknowledged and its counts are exact. A process takes the first
+free file of ``<queue>``, ``<queue>.1``, ``<queue>.2``...; a numbered file whose owner died is
+adopted by the next process that opens the queue: its pending and dead events are copied in
+(an id already held is skipped) and the file is deleted.
+
+Every SQLite error is raised as :class:`StoreUnavailableError` with the original chained
+(a full disk, a locked or unreadable file), and a refused call leaves the queue unchanged.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StoreUnavailableError
+from .intake import _numbered, _try_lock
 
 __all__ = ["QueuedEvent", "DeadRow", "EventQueue", "SQLiteEventQueue"]
 
@@ -120,11 +135,21 @@ class EventQueue(Protocol):
 class SQLiteEventQueue:
     """An :class:`EventQueue` in a SQLite file (``path``) or in memory (``path=None``)."""
 
+    # The WAL size at which ``done`` checkpoints while a backlog drains.
+    WAL_LIMIT = 8 << 20
+
     def __init__(self, path: str | Path | None = None, *, fsync: bool = False, timeout: float = 30.0) -> None:
-        self.path = None if path is None else Path(path)
+        self.base = None if path is None else Path(path)
+        self.path = self.base
         self.durable = self.path is not None
         self._lock = threading.Lock()
         self._closed = False
+        self._owner: io.FileIO | None = None
+        if self.base is not None:
+            try:
+                self.path, self._owner = _own_file(self.base)
+            except OSError as exc:
+                raise StoreUnavailableError(f"cannot open the ingest queue at {self.base}: {exc}") from exc
         try:
             self._db = self._connect(timeout)
             self._db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
@@ -140,9 +165,76 @@ class SQLiteEventQueue:
                 self._ckpt = self._connect(timeout)
                 # The idle checkpoint waits this long (ms) for a caller's write, then tries again later.
                 self._ckpt.execute("PRAGMA busy_timeout=1000")
+            if self.base is not None:
+                self._adopt_orphans()
+            self._pending = self._db.execute("SELECT COUNT(*) FROM events WHERE state='pending'").fetchone()[0]
         except sqlite3.Error as exc:
+            if hasattr(self, "_db"):
+                self._db.close()
+            self._release()
             raise StoreUnavailableError(f"cannot open the ingest queue at {self.path}: {exc}") from exc
-        self._pending = self._db.execute("SELECT COUNT(*) FROM events WHERE state='pending'").fetchone()[0]
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        if self._owner is not None:
+            self._owner.close()  # releases the flock
+            self._owner = None
+
+    def _adopt_orphans(self) -> None:
+        """Copy in the events of numbered queue files no live process holds, then delete them."""
+        assert self.base is not None and self.path is not None
+        for other in sorted(self.base.parent.glob(self.base.name + ".*"), key=lambda p: p.name):
+            suffix = other.name[len(self.base.name) + 1:]
+            if other == self.path or not suffix.isdigit():
+                continue
+            fd = _try_lock(Path(str(other) + ".lock"))
+            if fd is None:
+                continue  # a live process's queue
+            try:
+                src = sqlite3.connect(str(other), isolation_level=None)
+                try:
+                    has = src.execute("SELECT 1 FROM sqlite_master WHERE name='events'").fetchone()
+                    rows = src.execute("SELECT id, user_id, body, state, attempts, error, enqueued_at, failed_at "
+                                       "FROM events ORDER BY seq").fetchall() if has else []
+                finally:
+                    src.close()
+                with self._write():
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO events (id, user_id, body, state, attempts, error, enqueued_at, "
+                        "failed_at) VALUES (?,?,?,?,?,?,?,?)", rows)
+                for side in ("", "-wal", "-shm", ".lock"):
+                    Path(str(other) + side).unlink(missing_ok=True)
+            finally:
+                fd.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction: committed, or rolled back and raised as StoreUnavailableError
+        (SQLite may already have rolled it back itself, e.g. on a full disk)."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            yield
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            if self._db.in_transaction:
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailableError(f"the ingest queue at {self.path or ':memory:'} is unavailable: "
+                                            f"{exc}") from exc
+            raise
+
+    @contextmanager
+    def _read(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"the ingest queue at {self.path or ':memory:'} is unavailable: "
+                                        f"{exc}") from exc
 
     def _connect(self, timeout: float) -> sqlite3.Connection:
         db = sqlite3.connect(":memory:" if self.path is None else str(self.path), timeout=timeout,
@@ -160,8 +252,9 @@ class SQLiteEventQueue:
     def put(self, event_id: str, user_id: str, body: str) -> bool:
         with self._lock:
             self._check()
-            cur = self._db.execute("INSERT OR IGNORE INTO events (id, user_id, body, enqueued_at) VALUES (?,?,?,?)",
-                                   (event_id, user_id, body, time.time()))
+            with self._write():
+                cur = self._db.execute("INSERT OR IGNORE INTO events (id, user_id, body, enqueued_at) "
+                                       "VALUES (?,?,?,?)", (event_id, user_id, body, time.time()))
             added = cur.rowcount == 1
             self._pending += added
             return added
@@ -173,14 +266,9 @@ class SQLiteEventQueue:
         with self._lock:
             self._check()
             before = self._db.total_changes
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._write():
                 self._db.executemany("INSERT OR IGNORE INTO events (id, user_id, body, enqueued_at) VALUES (?,?,?,?)",
                                      [(eid, uid, body, now) for eid, uid, body in rows])
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
             added = self._db.total_changes - before
             self._pending += added
             return added
@@ -189,7 +277,7 @@ class SQLiteEventQueue:
         return self._pending
 
     def take(self, n: int) -> list[QueuedEvent]:
-        with self._lock:
+        with self._lock, self._read():
             self._check()
             rows = self._db.execute("SELECT seq, id, body, attempts FROM events WHERE state='pending' "
                                     "ORDER BY seq LIMIT ?", (n,)).fetchall()
@@ -201,23 +289,27 @@ class SQLiteEventQueue:
         marks = ",".join("?" * len(ids))
         with self._lock:
             self._check()
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._write():
                 gone = self._db.execute(f"SELECT COUNT(*) FROM events WHERE state='pending' AND id IN ({marks})",
                                         list(ids)).fetchone()[0]
                 self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", list(ids))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
             self._pending -= gone
+        if self.path is not None and self._wal_size() > self.WAL_LIMIT:
+            self.checkpoint()  # a long backlog: keep the WAL bounded while it drains
+
+    def _wal_size(self) -> int:
+        try:
+            return os.stat(str(self.path) + "-wal").st_size
+        except OSError:
+            return 0
 
     def fail(self, event_id: str, error: str, *, body: str | None = None) -> None:
         with self._lock:
             self._check()
-            cur = self._db.execute(
-                "UPDATE events SET state='dead', error=?, attempts=attempts+1, failed_at=?, body=coalesce(?, body) "
-                "WHERE id=? AND state='pending'", (error, time.time(), body, event_id))
+            with self._write():
+                cur = self._db.execute(
+                    "UPDATE events SET state='dead', error=?, attempts=attempts+1, failed_at=?, body=coalesce(?, body) "
+                    "WHERE id=? AND state='pending'", (error, time.time(), body, event_id))
             self._pending -= cur.rowcount
 
     def postpone(self, ids: Sequence[str], error: str) -> None:
@@ -226,11 +318,12 @@ class SQLiteEventQueue:
         marks = ",".join("?" * len(ids))
         with self._lock:
             self._check()
-            self._db.execute(f"UPDATE events SET attempts=attempts+1, error=? WHERE state='pending' AND id IN ({marks})",
-                             [error, *ids])
+            with self._write():
+                self._db.execute(f"UPDATE events SET attempts=attempts+1, error=? WHERE state='pending' "
+                                 f"AND id IN ({marks})", [error, *ids])
 
     def dead(self, limit: int | None = None) -> list[DeadRow]:
-        with self._lock:
+        with self._lock, self._read():
             self._check()
             rows = self._db.execute("SELECT id, user_id, body, error, attempts, failed_at FROM events "
                                     "WHERE state='dead' ORDER BY seq LIMIT ?", (-1 if limit is None else limit,)).fetchall()
@@ -240,12 +333,13 @@ class SQLiteEventQueue:
     def revive(self, ids: Sequence[str] | None = None) -> int:
         with self._lock:
             self._check()
-            if ids is None:
-                cur = self._db.execute("UPDATE events SET state='pending' WHERE state='dead'")
-            else:
-                marks = ",".join("?" * len(ids))
-                cur = self._db.execute(f"UPDATE events SET state='pending' WHERE state='dead' AND id IN ({marks})",
-                                       list(ids))
+            with self._write():
+                if ids is None:
+                    cur = self._db.execute("UPDATE events SET state='pending' WHERE state='dead'")
+                else:
+                    marks = ",".join("?" * len(ids))
+                    cur = self._db.execute(f"UPDATE events SET state='pending' WHERE state='dead' AND id IN ({marks})",
+                                           list(ids))
             self._pending += cur.rowcount
             return cur.rowcount
 
@@ -255,17 +349,21 @@ class SQLiteEventQueue:
         marks = ",".join("?" * len(ids))
         with self._lock:
             self._check()
-            return self._db.execute(f"DELETE FROM events WHERE state='dead' AND id IN ({marks})", list(ids)).rowcount
+            with self._write():
+                cur = self._db.execute(f"DELETE FROM events WHERE state='dead' AND id IN ({marks})", list(ids))
+            return cur.rowcount
 
     def drop_oldest(self, exclude: Collection[str], reason: str) -> str | None:
         with self._lock:
             self._check()
-            rows = self._db.execute("SELECT id FROM events WHERE state='pending' ORDER BY seq LIMIT ?",
-                                    (len(exclude) + 1,)).fetchall()
-            victim = next((r[0] for r in rows if r[0] not in exclude), None)
+            with self._write():
+                rows = self._db.execute("SELECT id FROM events WHERE state='pending' ORDER BY seq LIMIT ?",
+                                        (len(exclude) + 1,)).fetchall()
+                victim = next((r[0] for r in rows if r[0] not in exclude), None)
+                if victim is not None:
+                    self._db.execute("UPDATE events SET state='dead', error=?, failed_at=? WHERE id=?",
+                                     (reason, time.time(), victim))
             if victim is not None:
-                self._db.execute("UPDATE events SET state='dead', error=?, failed_at=? WHERE id=?",
-                                 (reason, time.time(), victim))
                 self._pending -= 1
             return victim
 
@@ -291,5 +389,24 @@ class SQLiteEventQueue:
                 if self.path is not None:
                     # Empty the WAL so no processed event lingers in it.
                     self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    empty = self._db.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+            except sqlite3.Error:
+                empty = False  # e.g. a full disk: the WAL is emptied by the next open
             finally:
                 self._db.close()
+                if self.path is not None and self.path != self.base and empty:
+                    # A second process's file with nothing left in it: gone with the process.
+                    for side in ("", "-wal", "-shm"):
+                        Path(str(self.path) + side).unlink(missing_ok=True)
+                    Path(str(self.path) + ".lock").unlink(missing_ok=True)
+                self._release()
+
+
+def _own_file(base: Path) -> tuple[Path, io.FileIO]:
+    """The first queue file of ``base``'s series no live process holds, and the fd holding it."""
+    for n in range(10_000):
+        path = _numbered(base, n)
+        fd = _try_lock(Path(str(path) + ".lock"))
+        if fd is not None:
+            return path, fd
+    raise OSError(f"no free ingest queue file beside {base}")

@@ -22,7 +22,7 @@ from ..scoring import RankFields
 __all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport", "records_in_order", "split_changes"]
 
 # Bumped by every named migration; a store newer than the code refuses to open.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -52,14 +52,18 @@ def split_changes(new: Sequence[KnowledgeChunk | ChunkRow],
                   given: Mapping[str, KnowledgeChunk]) -> tuple[list[KnowledgeChunk], list[ChunkRow]]:
     """What a ``modify`` change returned: (records to update, rows to replace). A record it
     was not given is a programming error and writes nothing."""
-    chunks, rows = [], []
+    chunks: list[KnowledgeChunk] = []
+    rows: list[ChunkRow] = []
     for n in new:
         cid = n.chunk.id if isinstance(n, ChunkRow) else n.id
         if cid not in given:
             from ..errors import InvalidInputError
 
             raise InvalidInputError(f"modify: the change returned {cid!r}, a record it was not given")
-        (rows if isinstance(n, ChunkRow) else chunks).append(n)
+        if isinstance(n, ChunkRow):
+            rows.append(n)
+        else:
+            chunks.append(n)
     return chunks, rows
 
 
@@ -77,8 +81,11 @@ class StoreBackend(Protocol):
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         """Rewrite records whose indexed text did not change (weights, status, tags...)."""
 
-    def replace(self, rows: Sequence[ChunkRow]) -> None:
-        """Rewrite records whose text changed: record, vector and postings together."""
+    def replace(self, rows: Sequence[ChunkRow], *, meta: Mapping[str, str] | None = None) -> None:
+        """Rewrite records whose text changed: record, vector and postings together, keeping
+        their relationships, and set the ``meta`` keys (e.g. ``{"embedder": ...}`` for a
+        re-embed) in the same transaction: after a crash or a refused write either all of it
+        happened or none (``rows`` may be empty to write only ``meta``)."""
 
     def modify(self, ids: Sequence[str],
                change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
@@ -87,9 +94,10 @@ class StoreBackend(Protocol):
         ``change`` gets the records of ``ids`` that exist (id -> record, without
         relationships), read while no other writer, thread or process, can change them,
         and returns new versions of some of them: a ``KnowledgeChunk`` is written as by
-        ``update``, a ``ChunkRow`` (changed text) as by ``replace``. Only then may another
-        writer read them. If ``change`` raises, nothing is written and the error goes to
-        the caller. ``change`` must not call the backend. With no ids it is not called.
+        ``update``, a ``ChunkRow`` (changed text) as by ``replace``, all in one transaction.
+        Only then may another writer read them. If ``change`` raises, nothing is written and
+        the error goes to the caller. ``change`` must not call the backend. With no ids it is
+        not called.
         """
 
     def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...

@@ -21,15 +21,13 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..index.vectors import VectorIndex
-    from .sqlite import SQLiteStore
+    from ..index.memory_index import MemoryIndex
 
 __all__ = ["snapshot_path", "save_snapshot", "load_snapshot", "new_token"]
 
@@ -45,11 +43,6 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
-def _rows_and_last_seq(store: SQLiteStore) -> tuple[int, int]:
-    n, last = store._db.execute("SELECT count(*), coalesce(max(seq), 0) FROM chunks").fetchone()
-    return int(n), int(last)
-
-
 _MAGIC = b"BWSNAP02"
 _ALIGN = 64
 
@@ -58,33 +51,22 @@ def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def save_snapshot(store: SQLiteStore, path: Path, token: str) -> None:
-    """Write the store's in-memory state to ``path`` (atomically); the caller records ``token``.
+def save_snapshot(index: MemoryIndex, path: Path, token: str, rows_and_last_seq: tuple[int, int]) -> None:
+    """Write ``index.state()`` to ``path`` (atomically); the caller records ``token``.
+    ``rows_and_last_seq`` (the database's row count and last row number) is kept to check against.
 
     Layout: magic, header length, a JSON header (the small and string-keyed parts, and where
     each array lies), then the raw arrays at aligned offsets, so that opening maps them
     (copy-on-write) instead of reading and copying hundreds of megabytes."""
-    assert store._vec is not None
-    n_slots = len(store._ids)
-    lex_arrays, lex_ints = store._lex.state()
-    col_arrays, col_extra = store._cols.state(n_slots)
-    n_rows, last_seq = _rows_and_last_seq(store)
-    arrays: dict[str, np.ndarray] = {
-        "seqs": np.asarray(store._seqs, np.int64),
-        **{f"lex_{k}": v for k, v in lex_arrays.items()},
-        **{f"ord_{k}": v for k, v in store._order.state().items()},
-        **col_arrays,
-        **{f"rank_{k}": v for k, v in store._rank.state(n_slots).items()},
-        **store._vec.state(),
-    }
+    parts, arrays = index.state()
+    n_rows, last_seq = rows_and_last_seq
     arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
     layout, offset = {}, 0
     for name, a in arrays.items():
         layout[name] = [a.dtype.str, list(a.shape), offset]
         offset = _aligned(offset + a.nbytes)
     header = json.dumps({
-        "format": FORMAT, "token": token, "rows": n_rows, "last_seq": last_seq, "dim": store._vec.dim,
-        "ids": store._ids, "term_ids": store._term_ids, "lex": lex_ints, "cols": col_extra, "arrays": layout,
+        "format": FORMAT, "token": token, "rows": n_rows, "last_seq": last_seq, **parts, "arrays": layout,
     }, ensure_ascii=False).encode("utf-8")
     data_start = _aligned(16 + len(header))
     tmp = path.with_name(path.name + ".tmp")
@@ -121,10 +103,10 @@ def _read(path: Path, token: str) -> tuple[dict[str, Any], dict[str, np.ndarray]
     return header, arrays
 
 
-def load_snapshot(store: SQLiteStore, path: Path, token: str, graph: Path | None,
-                  make_vectors: Callable[[int], VectorIndex]) -> bool:
-    """Restore the store's in-memory state from ``path`` if it is the snapshot ``token`` names and
-    still matches the database; False (with the store's indexes untouched) otherwise."""
+def load_snapshot(index: MemoryIndex, path: Path, token: str, graph: Path | None,
+                  rows_and_last_seq: tuple[int, int]) -> bool:
+    """Restore ``index`` (empty) from ``path`` if it is the snapshot ``token`` names and still
+    matches the database (``rows_and_last_seq``); False (with the index untouched) otherwise."""
     if not path.exists():
         return False
     try:
@@ -132,24 +114,9 @@ def load_snapshot(store: SQLiteStore, path: Path, token: str, graph: Path | None
         if found is None:
             return False
         header, arrays = found
-        if (header["rows"], header["last_seq"]) != _rows_and_last_seq(store):
+        if (header["rows"], header["last_seq"]) != tuple(rows_and_last_seq):
             return False
     except Exception as exc:  # a torn or foreign file is only a cache miss
         logger.info("BeeWeave: ignoring the snapshot %s (%s)", path, exc)
         return False
-    seqs = arrays["seqs"]
-    vec = make_vectors(int(header["dim"]))
-    if not vec.restore({k: v for k, v in arrays.items() if k.startswith("vec_")}, graph, seqs):
-        return False
-    ids: list[str | None] = header["ids"]
-    store._vec = vec
-    store._ids = ids
-    store._seqs = seqs.tolist()
-    store._slot_of = dict(zip(ids, range(len(ids))))  # (half the time of a filtering comprehension)
-    store._slot_of.pop(None, None)  # type: ignore[call-overload]  # deleted slots
-    store._term_ids = header["term_ids"]
-    store._lex.restore({k[4:]: v for k, v in arrays.items() if k.startswith("lex_")}, header["lex"])
-    store._order.restore({k[4:]: v for k, v in arrays.items() if k.startswith("ord_")})
-    store._cols.restore({k: v for k, v in arrays.items() if k.startswith("col_")}, header["cols"])
-    store._rank.restore({k[5:]: v for k, v in arrays.items() if k.startswith("rank_")})
-    return True
+    return index.restore(header, arrays, graph)

@@ -19,16 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from ..index.bm25 import BM25Index, scores_at, top_k
-from ..index.context import IndexConfig, SessionOrder
 from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..filters import Filter
+from ..index.context import IndexConfig
+from ..index.memory_index import IndexEntry, MemoryIndex, lex_counts
+from ..index.vectors import VectorIndex
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
-from ..index.vectors import VectorIndex, matvec
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
-from ..index.columns import AttributeColumns, Selection
-from ..index.rank_columns import RankColumns
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 
 __all__ = ["SQLiteStore"]
@@ -73,6 +71,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX log_stream ON log (stream, key, seq);
         CREATE INDEX log_user ON log (user_id);
     """),
+    # Several processes on one file (see "Several processes" in the class docstring): term ids
+    # handed out by the database and never reused, and a change log each process reads to
+    # bring its in-memory index up to date with the others' commits.
+    ("0002_shared_writers", """
+        CREATE TABLE terms_v2 (id INTEGER PRIMARY KEY AUTOINCREMENT, term TEXT NOT NULL UNIQUE);
+        INSERT INTO terms_v2 (id, term) SELECT id, term FROM terms;
+        DROP TABLE terms;
+        ALTER TABLE terms_v2 RENAME TO terms;
+        CREATE TABLE changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, op TEXT NOT NULL, lex BLOB
+        );
+    """),
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -104,11 +114,51 @@ def _count_terms(terms: Sequence[str]) -> dict[str, int]:
     return counts
 
 
-class SQLiteStore:
-    """Embedded backend. ``path=None`` keeps everything in memory."""
+class _Mirror:
+    """What one write transaction did, told to the in-memory index once it committed."""
 
-    # (the _term_ids it was computed for, the first term id above every id in use): see _term_base
-    _term_top: tuple[dict[str, int], int] | None = None
+    __slots__ = ("new_terms", "removed", "updated", "added")
+
+    def __init__(self) -> None:
+        self.new_terms: dict[str, int] = {}
+        self.removed: dict[str, dict[int, int]] = {}  # id -> the term counts it was indexed with
+        self.updated: list[KnowledgeChunk] = []
+        self.added: list[IndexEntry] = []
+
+    def apply(self, index: MemoryIndex) -> None:
+        index.remove(self.removed)
+        index.update([c for c in self.updated if c.id in index])
+        index.add_terms(self.new_terms)
+        index.add(self.added)
+
+
+class SQLiteStore:
+    """Embedded backend. ``path=None`` keeps everything in memory.
+
+    The rows, transactions and migrations are here; everything held in memory to answer
+    searches is the :class:`MemoryIndex` (``self.index``), told about each committed write.
+
+    Several processes: any number of processes (and stores in one process) may open one file
+    and read and write it. Every transaction that writes records also appends to the
+    ``changes`` table (row id, and for a deletion the term counts it had). Before each call a
+    store asks SQLite whether another connection committed (``PRAGMA data_version``, a few
+    microseconds) and, if so, reads the changes it has not seen and patches its index; a write
+    does the same inside its own ``BEGIN IMMEDIATE``, so it always starts from the current
+    state. Term ids are handed out by the database (an AUTOINCREMENT counter, never reused)
+    inside that transaction. ``delete_user`` logs a ``forget``: every other process reloads its
+    term map and drops its HNSW graph. The snapshot is written at close under the write lock
+    after catching up, and every write transaction deletes its token, so a snapshot never
+    holds less (or more) than the database had when it was named.
+    """
+
+    # How many change-log entries are kept; a process further behind rebuilds its index.
+    CHANGE_LOG_KEEP = 100_000
+
+    _ready = False  # the index exists: transactions catch up with other processes' commits
+    _seen = 0  # the last change-log entry this store's index reflects
+    _data_version = -1  # PRAGMA data_version when the index was last brought up to date
+    _next_prune = 0  # prune the change log when _seen reaches this
+    _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
 
     def __init__(self, path: str | Path | None = None, *, index_config: IndexConfig | None = None,
                  timeout: float = 30.0) -> None:
@@ -133,13 +183,15 @@ class SQLiteStore:
                 raise StoreUnavailableError(f"cannot open the store at {self.path}: {exc}") from exc
             raise
         try:
-            self._init_indexes(index_config)
+            self.index_config = self._resolve_index_config(index_config)
+            # VectorIndex is looked up at call time: tests swap in one with other limits.
+            self._store_id_value = self._store_id()
+            self.index = MemoryIndex(self.index_config, lambda dim: VectorIndex(dim))
+            self._load()
+            self._ready = True
         except BaseException:
             self._db.close()
             raise
-
-    _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
-    _mask_cache: tuple[tuple[Any, ...], Selection] | None = None  # see _selection
 
     def _snapshot_gone(self) -> None:
         """After the first committed write since a snapshot: its token is gone, so is the file."""
@@ -150,11 +202,6 @@ class SQLiteStore:
                     snapshot_path(self.path).unlink(missing_ok=True)
                 except OSError:
                     pass
-
-    def _init_indexes(self, index_config: IndexConfig | None) -> None:
-        self.index_config = self._resolve_index_config(index_config)
-        self._fresh_indexes()
-        self._load()
 
     # -- schema ------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -168,6 +215,9 @@ class SQLiteStore:
             )
         for i, (name, sql) in enumerate(MIGRATIONS[version:], start=version + 1):
             with self._tx():
+                now = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                if now is not None and int(now[0]) >= i:
+                    continue  # another process opening the file at the same time applied it
                 for stmt in sql.split(";"):
                     if stmt.strip():
                         self._db.execute(stmt)
@@ -177,10 +227,10 @@ class SQLiteStore:
     def _resolve_index_config(self, wanted: IndexConfig | None) -> IndexConfig:
         row = self._db.execute("SELECT value FROM meta WHERE key='index_config'").fetchone()
         if row is None:
-            cfg = wanted or IndexConfig()
-            with self._tx():
-                self._db.execute("INSERT INTO meta VALUES ('index_config', ?)", (json.dumps(cfg.to_dict()),))
-            return cfg
+            with self._tx():  # OR IGNORE: another process creating the file at the same time may be first
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('index_config', ?)",
+                                 (json.dumps((wanted or IndexConfig()).to_dict()),))
+            row = self._db.execute("SELECT value FROM meta WHERE key='index_config'").fetchone()
         cfg = IndexConfig.from_dict(json.loads(row[0]))
         if wanted is not None and wanted != cfg:
             from ..errors import InvalidInputError
@@ -202,130 +252,214 @@ class SQLiteStore:
             row = self._db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
         return str(row[0])
 
-    def _refresh_neighbours(self, slots: Any) -> None:
-        for slot in set(slots):
-            self._lex.set_neighbours(slot, self._order.neighbours(slot))
-
     def _tx(self) -> Any:
         """A write transaction. A store another process holds locked past ``timeout``, or one the
         disk cannot serve, raises :class:`StoreUnavailableError` and is left unchanged (rolled back);
-        the in-memory indexes are only touched after a commit, so they stay as they were too."""
+        the in-memory index is only touched after a commit, so it stays as it was too."""
         store = self
 
         class _Tx:
             def __enter__(self) -> None:
                 try:
                     store._db.execute("BEGIN IMMEDIATE")
-                    if store._snapshot_token is not None:  # this write makes the snapshot stale
-                        store._db.execute("DELETE FROM meta WHERE key='snapshot'")
-                except sqlite3.OperationalError as exc:
-                    if store._db.in_transaction:
-                        store._db.execute("ROLLBACK")
+                    # Whoever wrote it, this write makes the snapshot stale.
+                    store._snapshot_named = store._db.execute("DELETE FROM meta WHERE key='snapshot'").rowcount > 0
+                    if store._ready:
+                        store._catch_up()  # start from every commit before this one
+                except sqlite3.Error as exc:
+                    store._rollback()
                     store._raise_unavailable(exc, "could not start a write")
+                    raise
+                except BaseException:
+                    store._rollback()
                     raise
 
             def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
                 if exc_type is None:
                     try:
                         store._db.execute("COMMIT")
-                        store._snapshot_gone()
+                        store._committed()
                         return
-                    except sqlite3.OperationalError as commit_exc:
+                    except sqlite3.Error as commit_exc:
                         exc = commit_exc
-                if store._db.in_transaction:  # some errors (a full disk, I/O) already rolled it back
-                    try:
-                        store._db.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass  # the error below says what went wrong
-                if isinstance(exc, sqlite3.OperationalError):
+                store._rollback()
+                store._logged = None
+                if isinstance(exc, sqlite3.Error):
                     store._raise_unavailable(exc, "a write failed")
                     if exc_type is None:
                         raise exc
 
         return _Tx()
 
-    def _raise_unavailable(self, exc: sqlite3.OperationalError, what: str) -> None:
+    _store_id_value = ""
+    _snapshot_named = False  # the running transaction deleted a snapshot's token
+    _logged: int | None = None  # the last change-log entry the running transaction wrote
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:  # some errors (a full disk, I/O) already rolled it back
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the error being raised says what went wrong
+
+    def _committed(self) -> None:
+        if self._logged is not None:  # this store wrote the last entries: it holds the write lock
+            self._seen, self._logged = self._logged, None
+            if self._seen >= self._next_prune:
+                self._next_prune = self._seen + self.CHANGE_LOG_KEEP // 10
+                self._prune_changes()
+        if self._snapshot_named or self._snapshot_token is not None:
+            self._snapshot_named = False
+            self._snapshot_gone()
+
+    def _raise_unavailable(self, exc: sqlite3.Error, what: str) -> None:
         """Raise StoreUnavailableError for an error that means the store cannot be written now."""
         if _unavailable(exc):
             raise StoreUnavailableError(f"the store at {self.path or ':memory:'} is unavailable ({what}): {exc}") \
                 from exc
 
     def _check(self) -> None:
+        """Every call starts here: the store is open and its index has every commit made so far."""
         if self._closed:
             raise StoreClosedError("the store is closed")
+        if self.path is not None and not self._db.in_transaction:  # (in one: caught up at its BEGIN)
+            try:
+                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+                if version != self._data_version:
+                    self._db.execute("BEGIN")  # one consistent view of the changes and their rows
+                    try:
+                        self._catch_up()
+                    finally:
+                        self._db.execute("COMMIT")
+                    self._data_version = version
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreUnavailableError(f"the store at {self.path} is unavailable (reading others' "
+                                            f"changes): {exc}") from exc
+
+    # -- other processes' commits ---------------------------------------------------
+    def _log(self, ids: Sequence[str], op: str) -> None:
+        """Record written (op 'w') record ids in the change log, inside the caller's transaction."""
+        if ids:
+            self._db.executemany("INSERT INTO changes (id, op) VALUES (?, ?)", [(i, op) for i in ids])
+            self._logged = int(self._db.execute("SELECT last_insert_rowid()").fetchone()[0])
+
+    def _catch_up(self) -> None:
+        """Apply the change-log entries after ``_seen`` to the index (inside a transaction)."""
+        floor = self._db.execute("SELECT value FROM meta WHERE key='changes_floor'").fetchone()
+        entries = self._db.execute("SELECT seq, id, op, lex FROM changes WHERE seq > ? ORDER BY seq",
+                                   (self._seen,)).fetchall()
+        if floor is not None and self._seen < int(floor[0]):  # the entries this store needs were pruned
+            self._load(snapshot=False)
+            return
+        if not entries:
+            return
+        if any(op == "forget" for _, _, op, _ in entries):
+            # A user was forgotten: their rows, terms and log entries are gone, so rebuild from
+            # the rows (no graph or snapshot holding their vectors survives this either).
+            self._drop_graph_files()
+            self._load(snapshot=False)
+            return
+        self._seen = int(entries[-1][0])
+        index = self.index
+        high = max(index.term_ids.values(), default=-1)
+        index.add_terms({t: i for i, t in self._db.execute("SELECT id, term FROM terms WHERE id > ?", (high,))})
+        held_lex: dict[str, dict[int, int]] = {}  # the term counts of the version this index holds
+        changed: list[str] = []
+        for _, cid, op, lex in entries:
+            if op == "d" and cid not in held_lex and lex is not None:
+                held_lex[cid] = lex_counts(lex)
+            changed.append(cid)
+        changed = list(dict.fromkeys(changed))
+        current: dict[str, tuple[Any, ...]] = {}
+        for i in range(0, len(changed), 500):
+            part = changed[i : i + 500]
+            for row in self._db.execute(f"SELECT id, seq, lex, vector, doc FROM chunks WHERE id IN "
+                                        f"({','.join('?' * len(part))})", part):
+                current[row[0]] = row
+        gone: dict[str, dict[int, int]] = {}
+        same: list[KnowledgeChunk] = []
+        new: list[IndexEntry] = []
+        for cid in changed:
+            row, held = current.get(cid), index.seq_of(cid)
+            if held is not None and row is not None and row[1] == held:
+                same.append(KnowledgeChunk.from_stored(json.loads(row[4])))
+                continue
+            if held is not None:
+                if cid not in held_lex:  # cannot happen: a row leaves only by a logged deletion
+                    self._load(snapshot=False)
+                    return
+                gone[cid] = held_lex[cid]
+            if row is not None:
+                new.append(IndexEntry(KnowledgeChunk.from_stored(json.loads(row[4])),
+                                      np.frombuffer(row[3], np.float32), lex_counts(row[2]), int(row[1])))
+        index.remove(gone)
+        index.update(same)
+        index.add(sorted(new, key=lambda e: e.seq))
+        if gone or new or same:
+            self._snapshot_token = None  # the index is no longer the snapshot it was loaded from
+
+    def _prune_changes(self) -> None:
+        """Keep the last CHANGE_LOG_KEEP entries (a process further behind rebuilds its index)."""
+        floor = self._seen - self.CHANGE_LOG_KEEP
+        if floor <= 0:
+            return
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM changes WHERE seq <= ?", (floor,))
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('changes_floor', ?)", (str(floor),))
+            self._db.execute("COMMIT")
+        except sqlite3.Error:  # only the log's size is at stake: next time
+            self._rollback()
 
     # -- load --------------------------------------------------------------------
     def _graph_path(self) -> Path | None:
         return None if self.path is None else self.path.with_name(self.path.name + ".hnsw")
 
+    def _saved_graph_keys(self, graph: Path | None) -> np.ndarray | None:
+        """The slot numbering of the HNSW graph saved for this database, if there is one."""
+        if graph is None or not Path(str(graph) + ".keys.npy").exists():
+            return None
+        try:
+            saved = np.load(str(graph) + ".keys.npy")
+            return saved if _same_store(graph, self._store_id_value) else None  # else: another database's
+        except Exception:
+            return None
+
     def _load(self, *, snapshot: bool = True) -> None:
-        """Rebuild the in-memory indexes from committed rows, column-wise (fast at 1M rows),
-        or restore them from a snapshot the database still vouches for (see snapshot.py)."""
+        """Rebuild the in-memory index from committed rows, column-wise (fast at 1M rows),
+        or restore it from a snapshot the database still vouches for (see snapshot.py):
+        in one read transaction, so the change log position matches what was read."""
+        if self._db.in_transaction:
+            self._load_in_tx(snapshot)
+            return
+        self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        self._db.execute("BEGIN")
+        try:
+            self._load_in_tx(snapshot)
+        finally:
+            self._db.execute("COMMIT")
+
+    def _load_in_tx(self, snapshot: bool) -> None:
+        self._seen = int(self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
         if snapshot and self._load_snapshot():
             return
-        self._term_ids = {t: i for i, t in self._db.execute("SELECT id, term FROM terms")}
+        index = self.index
+        index.clear()
+        index.add_terms({t: i for i, t in self._db.execute("SELECT id, term FROM terms")})
         rows = self._db.execute(
             "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities, lex, vector "
             "FROM chunks ORDER BY seq"
         ).fetchall()
         if not rows:
             return
-        seqs, ids, users, agents, sessions, tss, statuses, ctypes, intents, tags, ents, lexes, vecs = zip(*rows)
+        columns = list(zip(*rows, strict=False))
         del rows
-        dim = len(vecs[0]) // 4
-        self._vec = VectorIndex(dim)
-        # Keep the slot numbering of a saved HNSW graph so it can be reused as is.
         graph = self._graph_path()
-        saved: np.ndarray | None = None
-        if graph is not None and Path(str(graph) + ".keys.npy").exists():
-            try:
-                saved = np.load(str(graph) + ".keys.npy")
-                if not _same_store(graph, self._store_id()):
-                    saved = None  # a graph left by another database at this path
-            except Exception:
-                saved = None
-        seq_arr = np.asarray(seqs, np.int64)
-        if saved is None:
-            slots = np.arange(len(seqs), dtype=np.int64)
-            self._seqs = list(seqs)
-        else:
-            pos = {int(s): i for i, s in enumerate(saved.tolist())}
-            extra = iter(range(len(saved), len(saved) + len(seqs)))
-            slots = np.fromiter((pos[q] if q in pos else next(extra) for q in seqs), np.int64, len(seqs))
-            self._seqs = saved.tolist() + [-1] * (int(slots.max()) + 1 - len(saved))
-            for q, sl in zip(seqs, slots.tolist()):
-                self._seqs[sl] = q
-        n_slots = len(self._seqs)
-        self._ids = [None] * n_slots
-        for cid, sl in zip(ids, slots.tolist()):
-            self._ids[sl] = cid
-        self._slot_of = dict(zip(ids, slots.tolist()))
-        # Vectors: one buffer, one reshape. Slots of deleted rows stay dead placeholders.
-        mat = np.zeros((n_slots, dim), np.float32)
-        mat[slots] = np.frombuffer(b"".join(vecs), np.float32).reshape(len(vecs), dim)
-        del vecs
-        self._vec.set(np.arange(n_slots), mat)
-        for sl in np.setdiff1d(np.arange(n_slots), slots).tolist():
-            self._vec.remove(sl)
-        # Postings: (term, tf) pairs of every row, tagged with the row's slot.
-        counts = np.fromiter((len(b) // 8 for b in lexes), np.int64, len(lexes))
-        pairs = np.frombuffer(b"".join(lexes), np.int32).reshape(-1, 2)
-        del lexes
-        pair_slots = np.repeat(slots, counts).astype(np.int32)
-        lens = np.bincount(np.repeat(np.arange(len(slots)), counts), weights=pairs[:, 1], minlength=len(slots))
-        self._lex.add_bulk(pair_slots, pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.float32), slots,
-                           lens.astype(np.int64))
-        # Filter columns.
-        self._cols.set_bulk(slots, users, agents, sessions, np.asarray(tss, np.float64), statuses, ctypes, intents,
-                            tags, ents)
-        # Session neighbourhoods, computed for all sessions at once.
-        user_codes = self._cols.arrays["user"][slots].astype(np.int64)
-        session_codes = self._cols.arrays["session"][slots].astype(np.int64)
-        nb = self._order.add_bulk(slots, user_codes, session_codes, np.asarray(tss, np.float64), seq_arr)
-        self._lex.set_neighbours_bulk(slots, nb)
-        if graph is not None and saved is not None:
-            self._vec.load_graph(graph, np.asarray(self._seqs, np.int64))
-        elif graph is not None and graph.exists():
+        saved = self._saved_graph_keys(graph)
+        index.load(*columns, graph=graph, saved=saved)
+        del columns
+        if graph is not None and saved is None and graph.exists():
             graph.unlink()  # stale: never let it be mistaken for ours later
 
     def _load_snapshot(self) -> bool:
@@ -335,11 +469,10 @@ class SQLiteStore:
         if row is None:
             return False
         graph = self._graph_path()
-        if graph is not None and not _same_store(graph, self._store_id()):
+        if graph is not None and not _same_store(graph, self._store_id_value):
             graph = None
         try:
-            # VectorIndex is looked up at call time: tests swap in one with a small exact limit.
-            ok = load_snapshot(self, snapshot_path(self.path), row[0], graph, lambda dim: VectorIndex(dim))
+            ok = load_snapshot(self.index, snapshot_path(self.path), row[0], graph, self._rows_and_last_seq())
         except Exception:  # half restored: start again from the rows
             import logging
 
@@ -347,50 +480,14 @@ class SQLiteStore:
                                                 "the indexes from the records", self.path, exc_info=True)
             ok = False
         if not ok:
-            self._fresh_indexes()
+            self.index.clear()
             return False
         self._snapshot_token = row[0]
         return True
 
-    def _fresh_indexes(self) -> None:
-        """Empty in-memory indexes (before a load, or to start a failed one again)."""
-        self._mask_cache = None
-        cfg = self.index_config
-        self._term_ids: dict[str, int] = {}
-        self._slot_of: dict[str, int] = {}
-        self._ids: list[str | None] = []
-        self._seqs: list[int] = []
-        self._lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
-                              context_weight=cfg.lexical_context_weight)
-        self._order = SessionOrder(cfg.context_radius)
-        self._vec: VectorIndex | None = None
-        self._cols = AttributeColumns()
-        self._rank = RankColumns()
-
-    def _save_snapshot(self) -> None:
-        """At close: write the snapshot, then name it in meta (a crash in between leaves it unnamed)."""
-        if self.path is None or self._vec is None or self._snapshot_token is not None:
-            return  # nothing to save, or the snapshot on disk is still the current one
-        token = new_token()
-        try:
-            save_snapshot(self, snapshot_path(self.path), token)
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (token,))
-            self._db.execute("COMMIT")
-            self._snapshot_token = token
-        except Exception:  # only the next open's speed is at stake
-            import logging
-
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            snapshot_path(self.path).unlink(missing_ok=True)
-            logging.getLogger(__name__).warning("BeeWeave: could not save a snapshot of %s", self.path,
-                                                exc_info=True)
-
-    def _order_key(self, slot: int, session: str | None) -> tuple[int, int] | None:
-        if session is None:
-            return None
-        return (int(self._cols.arrays["user"][slot]), int(self._cols.arrays["session"][slot]))
+    def _rows_and_last_seq(self) -> tuple[int, int]:
+        n, last = self._db.execute("SELECT count(*), coalesce(max(seq), 0) FROM chunks").fetchone()
+        return int(n), int(last)
 
     # -- metadata ------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -406,26 +503,31 @@ class SQLiteStore:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     # -- writes --------------------------------------------------------------------
-    def _term_rows(self, terms: Sequence[str], new_terms: dict[str, int]) -> dict[int, int]:
-        counts: dict[int, int] = {}
-        for t, c in _count_terms(terms).items():
-            tid = self._term_ids.get(t)
-            if tid is None:
-                tid = new_terms.get(t)
-                if tid is None:
-                    tid = self._term_base() + len(new_terms)
-                    new_terms[t] = tid
-            counts[tid] = c
-        return counts
-
-    def _term_base(self) -> int:
-        """The first term id above every id in use. Not len(_term_ids): forget deletes unused
-        terms, so ids have holes and that number may belong to a live term. Computed once per
-        _term_ids (rebuilt on open and repair), then advanced by insert."""
-        top = self._term_top
-        if top is None or top[0] is not self._term_ids:
-            top = self._term_top = (self._term_ids, max(self._term_ids.values(), default=-1) + 1)
-        return top[1]
+    # Each public write is one transaction: inside it the statements (``_put_rows``,
+    # ``_drop_rows``, ``_write_records``) and their change-log entries; after the commit the
+    # in-memory index is told (``_Mirror.apply``), which cannot fail on bad input.
+    def _term_counts(self, rows: Sequence[ChunkRow]) -> tuple[list[dict[int, int]], dict[str, int]]:
+        """Each row's term counts by term id, inside the write transaction: a term the database
+        does not hold yet gets the next id of its AUTOINCREMENT counter (this store caught up
+        at BEGIN, so its term map is the table's)."""
+        known = self.index.term_ids
+        words = [_count_terms(r.terms) for r in rows]
+        fresh = list(dict.fromkeys(t for w in words for t in w if t not in known))
+        new_terms: dict[str, int] = {}
+        if fresh:
+            top = self._db.execute("SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name='terms'").fetchone()[0]
+            top = max(int(top), max(known.values(), default=0))
+            new_terms = {t: top + 1 + i for i, t in enumerate(fresh)}
+            before = self._db.total_changes
+            self._db.executemany("INSERT OR IGNORE INTO terms (id, term) VALUES (?, ?)",
+                                 [(i, t) for t, i in new_terms.items()])
+            if self._db.total_changes - before != len(fresh):  # not caught up after all: the table decides
+                for i in range(0, len(fresh), 500):
+                    part = fresh[i : i + 500]
+                    new_terms.update(self._db.execute(
+                        f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})", part))
+        ids = known if not new_terms else {**known, **new_terms}
+        return [{ids[t]: c for t, c in w.items()} for w in words], new_terms
 
     @staticmethod
     def _columns(c: KnowledgeChunk) -> tuple[Any, ...]:
@@ -437,113 +539,91 @@ class SQLiteStore:
                 json.dumps(c.tags, ensure_ascii=False), json.dumps(c.entities, ensure_ascii=False),
                 json.dumps(doc, ensure_ascii=False))
 
+    def _require_new(self, rows: Sequence[ChunkRow]) -> None:
+        seen: set[str] = set()
+        for r in rows:
+            if r.chunk.id in self.index or r.chunk.id in seen:
+                raise DuplicateIdError(f"a chunk with id {r.chunk.id!r} already exists")
+            seen.add(r.chunk.id)
+
     def insert(self, rows: Sequence[ChunkRow]) -> None:
         with self._lock:
             self._check()
-            seen: set[str] = set()
-            for r in rows:
-                if r.chunk.id in self._slot_of or r.chunk.id in seen:
-                    raise DuplicateIdError(f"a chunk with id {r.chunk.id!r} already exists")
-                seen.add(r.chunk.id)
+            self._require_new(rows)  # before any statement: bad input never starts a write
             if not rows:
                 return
-            dim = len(rows[0].vector)
-            if self._vec is None or (self._vec.dim != dim and self._vec.n_alive == 0):
-                # First rows, or every old vector was just replaced by a re-embed.
-                self._vec = VectorIndex(dim)
-                self._mask_cache = None
-                self._vec.set(np.arange(len(self._ids)), np.zeros((len(self._ids), dim), np.float32))
-                for s in range(len(self._ids)):
-                    self._vec.remove(s)
-            new_terms: dict[str, int] = {}
-            term_counts = [self._term_rows(r.terms, new_terms) for r in rows]
-            lex_blobs = [np.array(list(tc.items()), np.int32).reshape(-1, 2).tobytes() for tc in term_counts]
+            mirror = _Mirror()
             with self._tx():
-                if new_terms:
-                    self._db.executemany("INSERT INTO terms (id, term) VALUES (?, ?)",
-                                         [(i, t) for t, i in new_terms.items()])
-                seqs = []
-                for r, blob in zip(rows, lex_blobs):
-                    cur = self._db.execute(
-                        "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities,"
-                        " doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (*self._columns(r.chunk), blob, np.asarray(r.vector, np.float32).tobytes()),
-                    )
-                    seqs.append(cur.lastrowid)
-            # Committed: now mirror into the in-memory indexes (cannot fail on bad input).
-            if new_terms:
-                self._term_top = (self._term_ids, self._term_base() + len(new_terms))
-            self._term_ids.update(new_terms)
-            first = len(self._ids)
-            slots = np.arange(first, first + len(rows))
-            self._vec.set(slots, np.stack([np.asarray(r.vector, np.float32) for r in rows]))
-            self._vec.maybe_extend_graph()  # a full tail joins the graph now, not at some search
-            touched: list[int] = []
-            for slot, seq, r, tc in zip(slots.tolist(), seqs, rows, term_counts):
-                c = r.chunk
-                self._ids.append(c.id)
-                self._seqs.append(seq)
-                self._slot_of[c.id] = slot
-                self._lex.add(slot, tc)
-                self._cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
-                               c.processed_content.type.value if c.processed_content else "text",
-                               c.intent.value if c.intent else None, c.tags, c.entities)
-                self._rank.set(slot, c)
-                touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(), seq)
-            self._refresh_neighbours(touched)
+                self._require_new(rows)  # again: another process may have added one meanwhile
+                self._put_rows(rows, mirror)
+            mirror.apply(self.index)
+
+    def _put_rows(self, rows: Sequence[ChunkRow], mirror: _Mirror) -> None:
+        """The INSERT statements of ``insert``, inside the caller's transaction."""
+        dims = {len(r.vector) for r in rows}
+        vec = self.index.vec
+        staying = 0 if vec is None else vec.n_alive - sum(cid in self.index for cid in mirror.removed)
+        if len(dims) > 1 or (staying and dims != {vec.dim}):  # type: ignore[union-attr]
+            # E.g. another process re-embedded the store meanwhile: refused, nothing written.
+            from ..errors import DimensionMismatchError
+
+            raise DimensionMismatchError(f"vectors of dimension {sorted(dims)} for a store whose vectors have "
+                                         f"{None if vec is None else vec.dim}")
+        term_counts, mirror.new_terms = self._term_counts(rows)
+        for r, tc in zip(rows, term_counts, strict=True):
+            cur = self._db.execute(
+                "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities,"
+                " doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (*self._columns(r.chunk), np.array(list(tc.items()), np.int32).reshape(-1, 2).tobytes(),
+                 np.asarray(r.vector, np.float32).tobytes()),
+            )
+            mirror.added.append(IndexEntry(r.chunk, r.vector, tc, int(cur.lastrowid)))  # type: ignore[arg-type]
+        self._log([r.chunk.id for r in rows], "w")
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         with self._lock:
             self._check()
             self._require([c.id for c in chunks])
+            mirror = _Mirror()
             with self._tx():
-                self._write_records(chunks)
-            self._mirror_records(chunks)
+                self._require([c.id for c in chunks])  # deleted meanwhile by another process?
+                self._write_records(chunks, mirror)
+            mirror.apply(self.index)
 
     def _require(self, ids: Sequence[str]) -> None:
-        missing = [i for i in ids if i not in self._slot_of]
+        missing = [i for i in ids if i not in self.index]
         if missing:
             from ..errors import NotFoundError
 
             raise NotFoundError(f"no chunk with id {missing[0]!r}")
 
-    def _write_records(self, chunks: Sequence[KnowledgeChunk]) -> None:
+    def _write_records(self, chunks: Sequence[KnowledgeChunk], mirror: _Mirror) -> None:
         """The UPDATE statements of ``update``, inside the caller's transaction."""
         for c in chunks:
             cols = self._columns(c)
             self._db.execute(
                 "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
                 " tags=?, entities=?, doc=? WHERE id=?", (*cols[1:], c.id))
+        self._log([c.id for c in chunks], "w")
+        mirror.updated += chunks
 
-    def _mirror_records(self, chunks: Sequence[KnowledgeChunk]) -> None:
-        """Committed: mirror rewritten records into the in-memory columns and session order."""
-        touched: list[int] = []
-        cols = self._cols
-        for c in chunks:
-            slot = self._slot_of[c.id]
-            before = (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot])
-            cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(),
-                     c.status.value, c.processed_content.type.value if c.processed_content else "text",
-                     c.intent.value if c.intent else None, c.tags, c.entities)
-            self._rank.set(slot, c)
-            if before == (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot]):
-                continue  # same place in the same session (e.g. counts or tags changed): no neighbour moved
-            touched.append(slot)  # its own neighbours change too (e.g. it left its session)
-            touched += self._order.remove(slot)
-            touched += self._order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(),
-                                       self._seqs[slot])
-        self._refresh_neighbours(touched)
-
-    def replace(self, rows: Sequence[ChunkRow]) -> None:
-        # A changed text means new postings and a new vector: delete and re-insert
-        # under the same id, keeping edges, in one transaction.
+    def replace(self, rows: Sequence[ChunkRow], *, meta: Mapping[str, str] | None = None) -> None:
+        """A changed text means new postings and a new vector: delete and re-insert under the
+        same ids, keeping their edges, and write ``meta`` (e.g. the embedder a re-embed moved
+        to), all in one transaction: a crash or a full disk leaves all of it or none."""
         with self._lock:
             self._check()
-            ids = [r.chunk.id for r in rows]
-            edges = self.edges(ids)
-            self._delete(ids, keep_edges=True)
-            self.insert(rows)
-            self.add_edges(edges)
+            mirror = _Mirror()
+            with self._tx():
+                self._replace_rows(rows, mirror)
+                for key, value in (meta or {}).items():
+                    self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            mirror.apply(self.index)
+
+    def _replace_rows(self, rows: Sequence[ChunkRow], mirror: _Mirror) -> None:
+        self._drop_rows(self.index.present([r.chunk.id for r in rows]), mirror, keep_edges=True)
+        if rows:
+            self._put_rows(rows, mirror)
 
     def modify(self, ids: Sequence[str],
                change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
@@ -551,26 +631,27 @@ class SQLiteStore:
             self._check()
             if not ids:
                 return
-            wanted = [i for i in dict.fromkeys(ids) if i in self._slot_of]
+            mirror = _Mirror()
             with self._tx():  # BEGIN IMMEDIATE: nor does another connection to the file
+                wanted = self.index.present(ids)
                 current = self._chunks_from_rows(self._record_rows(wanted), edges=False)
                 chunks, rows = split_changes(change(current), current)
-                self._write_records(chunks)
-            self._mirror_records(chunks)
-            if rows:  # new text: postings and vector change too (still under this store's lock)
-                self.replace(rows)
+                self._write_records(chunks, mirror)
+                if rows:  # new text: postings and vector change too, in the same transaction
+                    self._replace_rows(rows, mirror)
+            mirror.apply(self.index)
 
     def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
         # Search hits are counted in batches of hundreds: rewriting two fields in SQL costs a
         # fraction of decoding, changing and re-encoding every record (as modify would) and
-        # nothing in memory (filter and rank columns) depends on them.
+        # nothing in memory (filter and rank columns) depends on them, so nothing is logged.
         with self._lock:
             self._check()
-            seqs = {self._seqs[slot]: (n, to_datetime(last)) for cid, (n, last) in accesses.items()
-                    if (slot := self._slot_of.get(cid)) is not None}
-            if not seqs:
+            if not any(cid in self.index for cid in accesses):
                 return
             with self._tx():
+                seqs = {seq: (n, to_datetime(last)) for cid, (n, last) in accesses.items()
+                        if (seq := self.index.seq_of(cid)) is not None}
                 updates = []
                 for seq, was in self._select_by_seq("seq, json_extract(doc, '$.last_accessed')", list(seqs)):
                     n, last = seqs[seq]
@@ -582,40 +663,37 @@ class SQLiteStore:
     def delete(self, ids: Sequence[str]) -> list[str]:
         with self._lock:
             self._check()
-            return self._delete(ids, keep_edges=False)
+            if not self.index.present(ids):
+                return []
+            mirror = _Mirror()
+            with self._tx():
+                present = self.index.present(ids)
+                self._drop_rows(present, mirror, keep_edges=False)
+            mirror.apply(self.index)
+            return present
 
-    def _delete(self, ids: Sequence[str], *, keep_edges: bool) -> list[str]:
-        present = [i for i in dict.fromkeys(ids) if i in self._slot_of]
-        if not present:
-            return []
-        lex = {}
-        for i in range(0, len(present), 500):
-            part = present[i : i + 500]
-            lex.update(self._db.execute(
-                f"SELECT id, lex FROM chunks WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
-        with self._tx():
-            self._db.executemany("DELETE FROM chunks WHERE id=?", [(i,) for i in present])
+    def _drop_rows(self, ids: Sequence[str], mirror: _Mirror, *, keep_edges: bool) -> None:
+        """The DELETE statements of ``delete``, inside the caller's transaction. Each deletion is
+        logged with the term counts the row had: other processes un-index it with them."""
+        if not ids:
+            return
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for cid, lex in self._db.execute(f"SELECT id, lex FROM chunks WHERE id IN ({marks})", part):
+                mirror.removed[cid] = lex_counts(lex)
+            self._db.execute(f"INSERT INTO changes (id, op, lex) SELECT id, 'd', lex FROM chunks WHERE id IN ({marks})",
+                             part)
+            self._db.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
             if not keep_edges:
-                self._db.executemany("DELETE FROM edges WHERE src=? OR dst=?", [(i, i) for i in present])
-        touched: list[int] = []
-        for cid in present:
-            slot = self._slot_of.pop(cid)
-            self._ids[slot] = None
-            pairs = np.frombuffer(lex[cid], np.int32).reshape(-1, 2)
-            self._lex.remove(slot, dict(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist())))
-            assert self._vec is not None
-            self._vec.remove(slot)
-            self._cols.clear(slot)
-            self._rank.clear(slot)
-            touched += self._order.remove(slot)
-        self._refresh_neighbours(s for s in touched if self._ids[s] is not None)
-        return present
+                self._db.execute(f"DELETE FROM edges WHERE src IN ({marks}) OR dst IN ({marks})", [*part, *part])
+        self._logged = int(self._db.execute("SELECT last_insert_rowid()").fetchone()[0])
 
     # -- reads ---------------------------------------------------------------------
     def contains(self, ids: Sequence[str]) -> set[str]:
         with self._lock:
             self._check()
-            return {i for i in ids if i in self._slot_of}
+            return self.index.contains(ids)
 
     def _chunks_from_rows(self, rows: Sequence[tuple[str, str]], *, edges: bool = True) -> dict[str, KnowledgeChunk]:
         out = {cid: KnowledgeChunk.from_stored(json.loads(doc)) for cid, doc in rows}
@@ -627,24 +705,19 @@ class SQLiteStore:
     def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
         with self._lock:
             self._check()
-            wanted = [i for i in dict.fromkeys(ids) if i in self._slot_of]
-            return self._chunks_from_rows(self._record_rows(wanted))
+            return self._chunks_from_rows(self._record_rows(self.index.present(ids)))
 
     def rank_fields(self, ids: Sequence[str]) -> dict[str, RankFields]:
         with self._lock:
             self._check()
-            slots = {i: s for i in dict.fromkeys(ids) if (s := self._slot_of.get(i)) is not None}
-            unknown = self._rank.unknown(list(slots.values()))
-            if unknown:  # not written since the indexes were rebuilt from the rows: read once
-                names = list(slots)
-                for c in self._chunks_from_rows(self._record_rows([names[j] for j in unknown]), edges=False).values():
-                    self._rank.set(self._slot_of[c.id], c)
-            return dict(zip(slots, self._rank.fields(list(slots.values()))))
+            return self.index.rank_fields(
+                ids, lambda names: self._chunks_from_rows(self._record_rows(names), edges=False).values())
 
     def _record_rows(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, doc) of stored ids, looked up by row number: one b-tree walk per row instead of
         two (the id index, then the table), which matters once the file is gigabytes."""
-        return self._select_by_seq("id, doc", [self._seqs[self._slot_of[i]] for i in ids if i in self._slot_of])
+        seq_of = self.index.seq_of
+        return self._select_by_seq("id, doc", [q for i in ids if (q := seq_of(i)) is not None])
 
     def _select_by_seq(self, columns: str, seqs: Sequence[int]) -> list[tuple[Any, ...]]:
         """``SELECT columns FROM chunks`` of the rows numbered ``seqs``, 500 parameters a statement."""
@@ -663,128 +736,44 @@ class SQLiteStore:
                  descending: bool = False) -> list[str]:
         with self._lock:
             self._check()
-            mask = self._mask(flt)
-            slots = np.flatnonzero(mask)
-            if order == "timestamp":
-                keys = self._cols.ts[slots]
-                slots = slots[np.lexsort((slots, keys))]
-            if descending:
-                slots = slots[::-1]
-            if limit is not None:
-                slots = slots[: max(limit, 0)]
-            return [self._ids[s] for s in slots.tolist()]  # type: ignore[misc]
+            return self.index.scan_ids(flt, order=order, limit=limit, descending=descending)
 
     def count(self, flt: Filter | None = None) -> int:
         with self._lock:
             self._check()
-            if flt is None:
-                return len(self._slot_of)
-            return int(self._mask(flt).sum())
+            return self.index.count(flt)
 
     def matching(self, ids: Sequence[str], flt: Filter) -> set[str]:
         with self._lock:
             self._check()
-            mask = self._mask(flt)
-            return {i for i in ids if i in self._slot_of and mask[self._slot_of[i]]}
-
-    def _mask(self, flt: Filter) -> np.ndarray:
-        """The filter's boolean mask over slots (read-only)."""
-        return self._selection(flt).mask()
-
-    def _selection(self, flt: Filter) -> Selection:
-        """What the filter allows (see Selection). A search asks twice (dense and lexical
-        side), so the last one is kept until a slot lives, dies or changes its attributes."""
-        alive = self._alive()
-        if self._vec is None:
-            return Selection(None, self._cols.mask(flt, alive, self._slot_of), len(alive))
-        key = (flt, self._vec._n, self._vec.n_alive, self._cols.version)
-        cached = self._mask_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        few = self._cols.slots(flt, alive, self._slot_of)
-        sel = Selection(few, None if few is not None else self._cols.mask(flt, alive, self._slot_of), len(alive))
-        self._mask_cache = (key, sel)
-        return sel
-
-    def _scope(self, flt: Filter) -> np.ndarray | None:
-        """The user/session part of the filter as a BM25 pre-filter, None when it holds
-        every live memory (pre-filtering would then only cost time)."""
-        scope = self._cols.scope_mask(flt, self._alive())
-        if scope is not None and int(np.count_nonzero(scope)) == self._lex.n_docs:
-            return None
-        return scope
-
-    def _alive(self) -> np.ndarray:
-        return self._vec.alive_mask() if self._vec is not None else np.zeros(0, bool)
+            return self.index.matching(ids, flt)
 
     # -- retrieval -----------------------------------------------------------------
     def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
                        include: Sequence[str] = ()) -> list[tuple[str, float]]:
         with self._lock:
             self._check()
-            qt = {self._term_ids[t]: c for t, c in terms.items() if t in self._term_ids}
-            if not self._slot_of:
-                return []
-            sel = self._selection(flt)
-            # The other retriever's candidates, to be scored too (0 without any query term).
-            found = np.fromiter((s for cid in include if (s := self._slot_of.get(cid)) is not None), np.int64)
-            extra = np.unique(found[sel.allows(found)])
-            if not qt:
-                top_slots, top_scores, extra_scores = np.zeros(0, np.int64), np.zeros(0), np.zeros(len(extra))
-            elif sel.slots is not None:  # a few users
-                if self._lex.prefers_documents(qt, len(sel.slots)):
-                    slots, scores = self._lex.score_documents(qt, sel.slots)  # no pass over every slot
-                else:  # their postings are few: nothing to prune
-                    slots, scores = self._lex.score(qt, sel.mask(), sel.scope(lambda: self._scope(flt)))
-                top_slots, top_scores = top_k(slots, scores, k)
-                extra_scores = scores_at(slots, scores, extra)
-            else:
-                top_slots, top_scores, extra_scores = self._lex.search(
-                    qt, k, sel.mask(), sel.scope(lambda: self._scope(flt)), extra)
-            out = {self._ids[s]: float(sc) for s, sc in zip(top_slots.tolist(), top_scores.tolist())}
-            for s, sc in zip(extra.tolist(), extra_scores.tolist()):
-                out.setdefault(self._ids[s], float(sc))  # type: ignore[arg-type]
-            return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))  # type: ignore[arg-type]
+            return self.index.lexical_search(terms, flt, k, include=include)
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
         with self._lock:
             self._check()
-            if self._vec is None or not self._slot_of:
-                return []
-            sel, query = self._selection(flt), np.asarray(vector, np.float32)
-            if sel.slots is not None and (exact or len(sel.slots) <= self._vec.exact_limit):
-                slots, scores = self._vec.search_slots(query, k, sel.slots)
-            else:
-                slots, scores = self._vec.search(query, k, sel.mask(), exact=exact)
-            return [(self._ids[s], float(sc)) for s, sc in zip(slots.tolist(), scores.tolist())]  # type: ignore[misc]
+            return self.index.vector_search(vector, flt, k, exact=exact)
 
     def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""
         with self._lock:
             self._check()
-            slots = np.array([self._slot_of[i] for i in ids if i in self._slot_of], np.int64)
-            if self._vec is None or not len(slots):
-                return {}
-            mat = self._vec.vectors(slots).astype(np.float64)
-            w = self.index_config.vector_context_weight
-            if w and self.index_config.context_radius:
-                nb = self._lex.neighbours(slots)
-                valid = nb >= 0
-                nvec = self._vec.vectors(np.where(valid, nb, 0).ravel()).reshape(*nb.shape, -1)
-                mat = mat + w * np.einsum("ijk,ij->ik", nvec, valid.astype(nvec.dtype))
-                mat /= np.maximum(np.sqrt(np.einsum("ij,ij->i", mat, mat))[:, None], 1e-12)
-            scores = matvec(mat, np.asarray(vector, np.float64))
-            return {self._ids[s]: float(x) for s, x in zip(slots.tolist(), scores.tolist())}  # type: ignore[misc]
+            return self.index.vector_scores(vector, ids)
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         with self._lock:
             self._check()
-            assert self._vec is not None or not ids
-            return {i: self._vec.get(self._slot_of[i]) for i in ids if i in self._slot_of}  # type: ignore[union-attr]
+            return self.index.get_vectors(ids)
 
     @property
     def dim(self) -> int | None:
-        return None if self._vec is None else self._vec.dim
+        return self.index.dim
 
     # -- relationships ---------------------------------------------------------------
     def add_edges(self, edges: Sequence[Relationship]) -> None:
@@ -796,7 +785,7 @@ class SQLiteStore:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO edges (src, dst, type, weight) VALUES (?,?,?,?)",
                     [(e.source_id, e.target_id, e.type.value, float(e.weight)) for e in edges
-                     if e.source_id in self._slot_of and e.target_id in self._slot_of])
+                     if e.source_id in self.index and e.target_id in self.index])
 
     def delete_edges(self, edges: Sequence[Relationship]) -> None:
         with self._lock:
@@ -891,29 +880,40 @@ class SQLiteStore:
         """Forget a user: their records, relationships, kv and log rows, and every trace of them
         in the files: words no one else uses leave the terms table, deleted rows are zeroed
         (secure_delete) and the WAL is emptied into the file, and the HNSW graph, which keeps
-        deleted points, is dropped (and rebuilt without them when a search needs it)."""
+        deleted points, is dropped (and rebuilt without them when a search needs it). One
+        transaction, logged as a ``forget``: other processes drop their graph and terms too."""
         with self._lock:
             self._check()
-            ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE user_id=?", (user_id,))]
-            if ids:
-                self._drop_graph_files()  # first: a crash after the delete must not leave a graph holding them
-            gone = self._delete(ids, keep_edges=False) if ids else []
-            unused = self._unused_terms()
+            mirror = _Mirror()
+            # First: a crash after the delete must not leave a graph (or snapshot) holding them.
+            self._drop_graph_files()
+            if self.path is not None:
+                snapshot_path(self.path).unlink(missing_ok=True)
             with self._tx():
+                ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE user_id=?", (user_id,))]
+                self._drop_rows(ids, mirror, keep_edges=False)
                 self._db.execute("DELETE FROM kv WHERE user_id=?", (user_id,))
                 self._db.execute("DELETE FROM log WHERE user_id=?", (user_id,))
+                # Terms no remaining record holds, counted from this index once the rows are gone.
+                df = self.index.lex._df.copy()
+                for counts in mirror.removed.values():
+                    for tid in counts:
+                        if tid < len(df):
+                            df[tid] -= 1
+                unused = {t: i for t, i in self.index.term_ids.items() if i >= len(df) or df[i] <= 0}
                 self._db.executemany("DELETE FROM terms WHERE id=?", [(tid,) for tid in unused.values()])
-            for term in unused:
-                del self._term_ids[term]  # their ids are never handed out again by this store (_term_base)
-            if gone and self._vec is not None:
-                self._vec.drop_graph()
+                # The change log keeps no trace of them either: other processes see one anonymous
+                # "forget" and rebuild their index from the rows (forgetting is rare).
+                for i in range(0, len(ids), 500):
+                    part = ids[i : i + 500]
+                    self._db.execute(f"DELETE FROM changes WHERE id IN ({','.join('?' * len(part))})", part)
+                self._log([""], "forget")
+            mirror.apply(self.index)
+            self.index.drop_terms(unused)
+            if mirror.removed:
+                self.index.drop_graph()
             self._empty_wal()
-            return len(gone)
-
-    def _unused_terms(self) -> dict[str, int]:
-        """Terms no live record holds (document frequency 0)."""
-        df = self._lex._df
-        return {t: i for t, i in self._term_ids.items() if i >= len(df) or df[i] <= 0}
+            return len(mirror.removed)
 
     def _drop_graph_files(self) -> None:
         graph = self._graph_path()
@@ -939,37 +939,12 @@ class SQLiteStore:
 
     # -- integrity -------------------------------------------------------------------
     def verify(self) -> VerifyReport:
-        """Check the in-memory indexes and the relationships against the committed records."""
+        """Check the in-memory index and the relationships against the committed records."""
         with self._lock:
             self._check()
-            problems: list[str] = []
             rows = self._db.execute("SELECT id, lex, vector FROM chunks").fetchall()
-            ids = {cid for cid, _, _ in rows}
-            if ids != set(self._slot_of):
-                problems.append(f"index ids differ from records: {len(ids - set(self._slot_of))} missing, "
-                                f"{len(set(self._slot_of) - ids)} extra")
-            known_terms = set(self._term_ids.values())
-            df: dict[int, int] = {}
-            for cid, lex, vec in rows:
-                slot = self._slot_of.get(cid)
-                if slot is None:
-                    continue
-                pairs = np.frombuffer(lex, np.int32).reshape(-1, 2)
-                for tid, tf in pairs.tolist():
-                    df[tid] = df.get(tid, 0) + 1
-                    if tid not in known_terms:
-                        problems.append(f"{cid}: term id {tid} missing from the terms table")
-                    p = self._lex._postings[tid] if tid < len(self._lex._postings) else None
-                    i = -1 if p is None else int(np.searchsorted(p.slots[: p.n], slot))
-                    if p is None or i >= p.n or p.slots[i] != slot or p.tfs[i] != tf:
-                        problems.append(f"{cid}: posting for term {tid} missing or wrong")
-                if self._vec is None or not np.array_equal(self._vec.get(slot), np.frombuffer(vec, np.float32)):
-                    problems.append(f"{cid}: vector differs from the record")
-            live_df = {t: int(c) for t, c in enumerate(self._lex._df[: len(self._lex._postings)].tolist()) if c}
-            if live_df != df:
-                problems.append("document frequencies differ from the records")
-            if self._lex.n_docs != len(rows) or (self._vec is not None and self._vec.n_alive != len(rows)):
-                problems.append("live document counts differ from the records")
+            known_terms = {i for (i,) in self._db.execute("SELECT id FROM terms")}
+            problems = self.index.verify(rows, known_terms)
             dangling = self._db.execute(
                 "SELECT count(*) FROM edges WHERE src NOT IN (SELECT id FROM chunks) OR dst NOT IN (SELECT id FROM chunks)"
             ).fetchone()[0]
@@ -989,32 +964,89 @@ class SQLiteStore:
             for side in ([] if graph is None else [graph, Path(str(graph) + ".keys.npy")]):
                 if side.exists():
                     side.unlink()
-            self._fresh_indexes()
             self._load(snapshot=False)
             return self.verify()
 
     # -- lifecycle -------------------------------------------------------------------
+    def _save_graph(self) -> None:
+        """Write the HNSW graph beside the database (under the write lock, see flush/close)."""
+        graph = self._graph_path()
+        if graph is not None and self.index.has_graph:
+            Path(str(graph) + ".id").write_text(self._store_id_value)
+            self.index.save_graph(graph)
+
+    def _locked(self) -> Any:
+        """The database's write lock, held while side files are written, after catching up with
+        other processes (so what is written is the database as it is), without retiring the
+        snapshot as a write transaction does."""
+        store = self
+
+        class _Locked:
+            def __enter__(self) -> None:
+                store._db.execute("BEGIN IMMEDIATE")
+                try:
+                    store._catch_up()
+                except BaseException:
+                    store._rollback()
+                    raise
+
+            def __exit__(self, exc_type: Any, *_: Any) -> None:
+                if exc_type is None:
+                    store._db.execute("COMMIT")
+                else:
+                    store._rollback()
+
+        return _Locked()
+
     def flush(self) -> None:
         with self._lock:
             self._check()
-            graph = self._graph_path()
-            if graph is not None and self._vec is not None and self._vec.has_graph:
-                Path(str(graph) + ".id").write_text(self._store_id())
-                self._vec.save_graph(graph, np.asarray(self._seqs, np.int64))
+            if self.path is None or not self.index.has_graph:
+                return
+            try:
+                with self._locked():
+                    self._save_graph()
+            except sqlite3.Error as exc:
+                raise StoreUnavailableError(f"the store at {self.path} is unavailable (flush): {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             try:
-                self.flush()
-                self._save_snapshot()
+                self._save_side_files()
             finally:
                 self._closed = True
                 self._db.close()
+
+    def _save_side_files(self) -> None:
+        """At close: the graph, then the snapshot, then its name in meta (a crash in between leaves
+        it unnamed), all under the write lock and after catching up: no other process can write
+        in between, so the snapshot is exactly the database it names."""
+        if self.path is None:
+            return
+        import logging
+
+        log = logging.getLogger(__name__)
+        try:
+            with self._locked():
+                self._save_graph()
+                row = self._db.execute("SELECT value FROM meta WHERE key='snapshot'").fetchone()
+                if self.index.vec is None or (row is not None and row[0] == self._snapshot_token):
+                    return  # nothing to save, or the snapshot on disk is still the current one
+                token = new_token()
+                try:
+                    save_snapshot(self.index, snapshot_path(self.path), token, self._rows_and_last_seq())
+                    self._db.execute("INSERT OR REPLACE INTO meta VALUES ('snapshot', ?)", (token,))
+                except Exception:
+                    snapshot_path(self.path).unlink(missing_ok=True)
+                    raise
+            self._snapshot_token = token
+        except Exception:  # only the next open's speed is at stake
+            log.warning("BeeWeave: could not save the graph and snapshot of %s", self.path, exc_info=True)
 
     def statuses(self) -> dict[str, int]:
         """Live record counts per status (cheap; used by stats)."""
         with self._lock:
             self._check()
-            return self._cols.status_counts(self._alive())
+            return self.index.status_counts()

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from support import WORDS
 
 from beeweave_core import BeeWeave, ChunkStatus
 from beeweave_core.filters import build_filter
 from beeweave_core.store.sqlite import SQLiteStore
-from support import WORDS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -61,7 +61,7 @@ def assert_verified(memory: Any) -> None:
 
 
 def _probe_terms(backend: SQLiteStore, n: int, rnd: random.Random) -> list[dict[str, int]]:
-    terms = list(backend._term_ids)  # every term ever indexed, live or not
+    terms = list(backend.index.term_ids)  # every term ever indexed, live or not
     rnd.shuffle(terms)
     queries = [{t: 1} for t in terms[:n]]
     queries += [{w: 1 for w in rnd.sample(terms, min(3, len(terms)))} for _ in range(n // 2)] if terms else []

@@ -21,10 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from beeweave_core import BeeWeave, HashingEmbedder
-from beeweave_core.filters import build_filter
-from beeweave_core.lifecycle import LifecycleConfig
 from rel_support import (
     all_chunks,
     assert_consistent,
@@ -35,6 +31,10 @@ from rel_support import (
     sentence_for,
     small_hnsw,
 )
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.filters import build_filter
+from beeweave_core.lifecycle import LifecycleConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")]
 
@@ -101,7 +101,7 @@ def test_killed_in_the_middle_of_add_many(tmp_path: Path) -> None:
                 missed = [cid for cid, v in sample if not any(s > 0.999 for _, s in
                                                               m.backend.vector_search(v, build_filter(None), 1))]
                 assert len(missed) <= max(1, len(sample) // 20), missed
-                assert m.backend._vec.has_graph or len(chunks) <= HNSW_LIMIT
+                assert m.backend.index.has_graph or len(chunks) <= HNSW_LIMIT
                 committed_total = len(chunks)
                 start = max(per_batch) + 1
             finally:
@@ -216,7 +216,7 @@ def test_vectors_of_a_reopened_store_are_the_committed_ones(tmp_path: Path) -> N
         assert (tmp_path / "memory.db.hnsw").exists()
         with open_file_store(db) as m:
             assert_consistent(m)
-            vec = m.backend._vec.get(m.backend._slot_of["c7"])
+            vec = m.backend.index.get_vectors(["c7"])["c7"]
         # Corrupt the saved copy where it lives: the graph file (whose vectors a reopened store
         # maps, not reads) or the snapshot that holds the tail.
         for saved in (tmp_path / "memory.db.hnsw", tmp_path / "memory.db.snapshot"):

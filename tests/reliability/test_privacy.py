@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from rel_support import ALL_STATUSES, all_chunks, small_hnsw
+from support import Recording
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.server.service import MemoryService
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from rel_support import ALL_STATUSES, all_chunks, small_hnsw
-from support import Recording
 
 N_EVENTS = 24
 _CN_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
@@ -35,7 +35,7 @@ _CN_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 def cn_id(rnd: random.Random) -> str:
     body = (rnd.choice(["11", "31", "44", "51"]) + f"{rnd.randint(0, 9999):04d}"
             + f"{rnd.randint(1950, 2005)}{rnd.randint(1, 12):02d}{rnd.randint(1, 28):02d}" + f"{rnd.randint(0, 999):03d}")
-    return body + "10X98765432"[sum(int(c) * w for c, w in zip(body, _CN_WEIGHTS)) % 11]
+    return body + "10X98765432"[sum(int(c) * w for c, w in zip(body, _CN_WEIGHTS, strict=True)) % 11]
 
 
 def luhn_card(rnd: random.Random) -> str:
@@ -120,7 +120,7 @@ def test_redacted_data_is_not_in_the_records_nor_the_embedder(planted) -> None:
 
 def test_redacted_data_is_not_in_the_lexical_index(planted) -> None:
     m, secrets = planted["memory"], planted["secrets"]
-    terms = list(m.backend._term_ids)
+    terms = list(m.backend.index.term_ids)
     assert not [t for t in terms if any(s.lower() in t.lower() or t.lower() in s.lower() and len(t) >= 8
                                         for s in secrets)]
     from beeweave_core.filters import build_filter
