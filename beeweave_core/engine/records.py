@@ -251,7 +251,7 @@ class Records:
                      for c, v in zip(batch, vecs)]
         meta = json.dumps({"name": new.name, "dim": int(new.dim)})
         with self.shared.write_lock:
-            backend.set_meta("embedder", meta)
-            if rows:
-                backend.replace(rows)
+            # Vectors and the model's name in one transaction: a kill or a full disk leaves the
+            # store either wholly on the old model or wholly on the new one.
+            backend.replace(rows, meta={"embedder": meta})
         self.shared.switch_embedder(new)
