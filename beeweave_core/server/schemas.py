@@ -73,7 +73,14 @@ class ToolCallIn(_In):
 
 
 class EventIn(_In):
-    """A ``KnowledgeEvent``: one agent run or conversational turn to be turned into memories."""
+    """A ``KnowledgeEvent``: one agent run or conversational turn to be turned into memories.
+
+    The design document's spellings are accepted too: ``agent_response`` for ``response``,
+    and ``intermediate_steps`` as LangChain ``[action, observation]`` pairs (the action an
+    AgentAction's dict ``{"tool", "tool_input", ...}`` or the tool's name). ``tags``,
+    ``expires_at``/``ttl``, ``pinned``, ``confidence``, ``importance`` and ``category`` apply
+    to every memory the event becomes (also read from ``metadata`` when not given here).
+    """
 
     id: Optional[str] = Field(default=None, min_length=1, max_length=256,
                               description="Event id; an id already queued or processed is not processed again.")
@@ -82,10 +89,22 @@ class EventIn(_In):
     response: str = ""
     session_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
     agent_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
-    intermediate_steps: list[ToolCallIn] = Field(default_factory=list, max_length=_MAX_LIST)
+    agent_response: Optional[str] = Field(default=None, description="Another name of response (the design's).")
+    intermediate_steps: list[Union[ToolCallIn, Annotated[list[Any], Field(min_length=2, max_length=2)]]] = Field(
+        default_factory=list, max_length=_MAX_LIST)
     metadata: dict[str, Any] = Field(default_factory=dict)
     timestamp: Optional[DateLike] = Field(default=None, description="ISO 8601 or epoch seconds; default now.")
     feedback: Optional[float] = Field(default=None, description="The user's rating: > 0 positive, < 0 negative.")
+    tags: Optional[list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]]] = Field(default=None, max_length=100)
+    expires_at: Optional[DateLike] = None
+    ttl: Optional[float] = Field(default=None, gt=0, le=1e10, description="Seconds from the timestamp to the expiry.")
+    pinned: Optional[bool] = None
+    confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    importance: Optional[float] = Field(default=None, gt=0.0, le=1e6)
+    category: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
+
+    def to_event(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 class IngestAccepted(_Out):
@@ -297,6 +316,8 @@ class StatsOut(_Out):
     searches_with_hits: int
     searches_used: int
     used_share: Optional[float] = None
+    dead_letters: int = 0
+    pending_events: int = 0
 
 
 class HealthOut(_Out):
@@ -312,3 +333,168 @@ class ErrorOut(_Out):
     detail: str
     errors: Optional[list[dict[str, Any]]] = None
 
+
+
+# -- one memory ----------------------------------------------------------------------------------------
+class MemoryIn(_In):
+    """A memory added directly (redacted and admitted like an ingested one)."""
+
+    content: str = Field(min_length=1, max_length=200_000)
+    user_id: str = Id
+    id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID, description="Default: generated.")
+    agent_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
+    session_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
+    tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] = Field(default_factory=list, max_length=100)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    timestamp: Optional[DateLike] = None
+    expires_at: Optional[DateLike] = None
+    pinned: Optional[bool] = None
+    confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    weight: Optional[float] = Field(default=None, gt=0.0, le=1e6)
+    summary: Optional[str] = Field(default=None, max_length=10_000)
+    entities: Optional[list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]]] = Field(default=None,
+                                                                                           max_length=100)
+    status: Optional[Literal["active", "pending"]] = Field(
+        default=None, description="Default: what the admission rules decide.")
+
+    def to_record(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.model_dump().items() if v is not None}
+        if "id" in data:
+            data["chunk_id"] = data.pop("id")
+        return data
+
+
+class MemoryPatch(_In):
+    """The fields to change (absent fields stay; ``expires_at: null`` removes the expiry)."""
+
+    content: Optional[str] = Field(default=None, min_length=1, max_length=200_000)
+    tags: Optional[list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]]] = Field(default=None, max_length=100)
+    pinned: Optional[bool] = None
+    expires_at: Optional[DateLike] = None
+    confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    weight: Optional[float] = Field(default=None, gt=0.0, le=1e6)
+    status: Optional[ChunkStatus] = None
+    metadata: Optional[dict[str, Any]] = None
+    summary: Optional[str] = Field(default=None, max_length=10_000)
+
+    def changes(self) -> dict[str, Any]:
+        # Explicitly sent fields only; null is meaningful for expires_at and summary.
+        sent = self.model_dump(mode="json", exclude_unset=True)
+        return {k: v for k, v in sent.items() if v is not None or k in ("expires_at", "summary")}
+
+
+class MemoryPageOut(_Out):
+    memories: list[ChunkOut]
+    next_cursor: Optional[str] = None
+
+
+class DeletedOut(_Out):
+    id: str
+    deleted: bool
+
+
+class VersionOut(_Out):
+    seq: int
+    chunk: ChunkOut
+    replaced_at: str
+    reason: str
+
+
+class HistoryOut(_Out):
+    id: str
+    versions: list[VersionOut]
+
+
+class RelationshipsOut(_Out):
+    id: str
+    relationships: list[RelationshipOut]
+
+
+class RelateIn(_In):
+    source_id: str = Id
+    target_id: str = Id
+    type: str = Field(min_length=1, max_length=64, description="A relation type (user-defined types allowed).")
+    weight: float = Field(default=1.0, ge=0.0, le=1e6)
+    note: Optional[str] = Field(default=None, max_length=2000)
+
+
+class FactsOut(_Out):
+    user_id: str
+    facts: dict[str, ChunkOut]
+
+
+class HotPatternOut(_Out):
+    key: str
+    user_id: str
+    intent: str
+    terms: list[str]
+    query: str
+    examples: list[str]
+    counts: dict[str, int]
+    memory_id: str
+    answer_id: Optional[str] = None
+    first_seen: str
+    last_seen: str
+
+
+class HotPatternsOut(_Out):
+    patterns: list[HotPatternOut]
+
+
+class DeadLetterOut(_Out):
+    event: dict[str, Any]
+    error: str
+    attempts: int
+    failed_at: str
+
+
+class DeadLettersOut(_Out):
+    dead_letters: list[DeadLetterOut]
+
+
+class RetryIn(_In):
+    ids: Optional[list[Annotated[str, Field(min_length=1, max_length=256)]]] = Field(
+        default=None, max_length=_MAX_LIST, description="Event ids; omit to retry every dead letter.")
+
+
+class RetriedOut(_Out):
+    retried: int
+
+
+# -- the design document's contract --------------------------------------------------------------------
+class SemanticSearchIn(_In):
+    query: str = Field(min_length=1, max_length=10_000)
+    session_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID,
+                                      description="Only memories of this session.")
+    user_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
+    top_k: int = Field(default=5, ge=0)
+    tags: Optional[list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]]] = Field(
+        default=None, max_length=100, description="Memories with any of these tags.")
+
+
+class SemanticResultOut(_Out):
+    id: str
+    query: str
+    agent_response: str
+    score: float
+    session_id: Optional[str] = None
+    user_id: str
+    tags: list[str] = []
+    timestamp: str
+    metadata: dict[str, Any] = {}
+
+
+class SemanticSearchOut(_Out):
+    results: list[SemanticResultOut]
+    took_ms: float
+
+
+class EventOut(_Out):
+    seq: int
+    type: str
+    chunk_id: Optional[str] = None
+    user_id: Optional[str] = None
+    agent_id: Optional[str] = None
+    tags: list[str] = []
+    data: dict[str, Any] = {}
+    at: str
