@@ -197,8 +197,8 @@ class EncodedSlashes:
                 except UnicodeDecodeError:
                     parts = None
                 if parts is not None:
-                    scope = dict(scope, path="/".join(
-                        unquote(p).replace("%", "%25").replace("/", "%2F") for p in parts))
+                    # In place: outer middleware (the request log) reads the route the router sets here.
+                    scope["path"] = "/".join(unquote(p).replace("%", "%25").replace("/", "%2F") for p in parts)
         await self.app(scope, receive, send)
 
 

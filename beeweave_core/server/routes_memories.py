@@ -34,7 +34,10 @@ from .schemas import (
 
 __all__ = ["memories_router"]
 
-Str = Query(None, min_length=1, max_length=512)
+
+
+def _str() -> Any:
+    return Query(None, min_length=1, max_length=512)  # a new one per parameter: FastAPI binds it to its name
 
 
 def _plain(value: Any) -> Any:
@@ -70,7 +73,7 @@ def memories_router() -> APIRouter:
 
     @r.get("/memories", response_model=MemoryPageOut, tags=["memories"],
            summary="List memories oldest first, filtered, a page at a time (pass next_cursor back as cursor)")
-    def list_(user_id: Optional[str] = Str, agent_id: Optional[str] = Str, session_id: Optional[str] = Str,
+    def list_(user_id: Optional[str] = _str(), agent_id: Optional[str] = _str(), session_id: Optional[str] = _str(),
               tags: Optional[list[str]] = Query(None, max_length=100, description="Any of these tags."),
               status: Optional[list[str]] = Query(None, max_length=5, description="Default: every status."),
               since: Optional[str] = Query(None, max_length=64), until: Optional[str] = Query(None, max_length=64),
@@ -155,13 +158,13 @@ def memories_router() -> APIRouter:
 
     @r.get("/patterns/hot", response_model=HotPatternsOut, tags=["patterns"],
            summary="Recurring questions that are hot now, most asked first")
-    def hot(user_id: Optional[str] = Str, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+    def hot(user_id: Optional[str] = _str(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         found = [p for p in c.svc.hot_patterns(user_id=c.access.user(user_id)) if c.access.allows(p.user_id)]
         return {"patterns": [_plain(vars(p)) for p in found]}
 
     @r.get("/dead-letters", response_model=DeadLettersOut, tags=["ingest"],
            summary="Events whose processing failed, oldest first, with their errors")
-    def dead(user_id: Optional[str] = Str, limit: int = Query(100, ge=1, le=10_000),
+    def dead(user_id: Optional[str] = _str(), limit: int = Query(100, ge=1, le=10_000),
              c: Ctx = Depends(ctx)) -> dict[str, Any]:
         user = c.access.user(user_id)
         found = [d for d in c.svc.dead_letters(limit=None if c.access.users is not None else limit, user_id=user)

@@ -107,12 +107,25 @@ class MemoryService:
         if not isinstance(record, Mapping):
             raise InvalidInputError("a memory is a JSON object")
         rec = self.policy.new_memory(record)
-        content = rec.pop("content", None)
-        user_id = rec.pop("user_id", None)
-        if not isinstance(content, str):
+        if not isinstance(rec.get("content"), str):
             raise InvalidInputError("content must be a string")
-        chunk_id = self.memory.add(content, user_id=check_user_id(user_id), **rec)
-        return self.memory.get(chunk_id)
+        rec["user_id"] = check_user_id(rec.get("user_id"))
+        status = rec.pop("status", None)
+        if status is None:
+            chunk_id = self.memory.add(rec.pop("content"), user_id=rec.pop("user_id"), **rec)
+            return self.memory.get(chunk_id)
+        # A status (the caller's, or "pending" from admission) is part of the record when it is
+        # first written, never applied by a second write: add_many takes whole KnowledgeChunks.
+        fields = {k: v for k, v in rec.items() if k not in ("content", "chunk_id", "embedding")}
+        fields["timestamp"] = to_datetime(fields["timestamp"]) if fields.get("timestamp") is not None \
+            else self.memory.clock()
+        if rec.get("chunk_id") is not None:
+            fields["id"] = rec["chunk_id"]
+        try:
+            chunk = KnowledgeChunk(raw_content=rec["content"], status=ChunkStatus(status), **fields)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(str(exc)) from None
+        return self.memory.get(self.memory.add_many([chunk], show_progress=False)[0])
 
     def get_memory(self, chunk_id: str) -> KnowledgeChunk:
         return self.memory.get(chunk_id)
