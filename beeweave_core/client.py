@@ -359,14 +359,26 @@ class BeeWeaveClient:
     def list_memories(self, *, user_id: str | None = None, agent_id: str | None = None,
                       session_id: str | None = None, tags: Sequence[str] | None = None,
                       status: Sequence[str] | None = None, metadata: Mapping[str, Any] | None = None,
-                      limit: int = 50, cursor: str | None = None) -> tuple[list[KnowledgeChunk], str | None]:
+                      limit: int = 50, cursor: str | None = None) -> Any:
         """One page of memories (oldest first) and the cursor of the next page (None at the end)."""
         params = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id,
                   "tags": None if tags is None else list(tags),
                   "status": None if status is None else [getattr(s, "value", s) for s in status],
                   "metadata": None if metadata is None else json.dumps(metadata), "limit": limit, "cursor": cursor}
         data = self._call("GET", "/api/v1/memories", params=params)
-        return [_chunk(c) for c in data["memories"]], data.get("next_cursor")
+        from .server.service import Page
+
+        return Page([_chunk(c) for c in data["memories"]], data.get("next_cursor"))
+
+    # MemoryService's names, so the CLI drives a server and a local store alike.
+    def get_memory(self, chunk_id: str) -> KnowledgeChunk:
+        return self.get(chunk_id)
+
+    def update_memory(self, chunk_id: str, changes: Mapping[str, Any]) -> KnowledgeChunk:
+        return self.update(chunk_id, **changes)
+
+    def delete_memory(self, chunk_id: str) -> bool:
+        return self.delete(chunk_id)
 
     def history(self, chunk_id: str) -> list[dict[str, Any]]:
         return self._call("GET", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}/history")["versions"]
@@ -392,9 +404,14 @@ class BeeWeaveClient:
     def hot_patterns(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
         return self._call("GET", "/api/v1/patterns/hot", params={"user_id": user_id})["patterns"]
 
-    def dead_letters(self, limit: int | None = None, *, user_id: str | None = None) -> list[dict[str, Any]]:
-        """The server's dead letters (events whose processing failed) as JSON."""
-        return self._call("GET", "/api/v1/dead-letters", params={"limit": limit, "user_id": user_id})["dead_letters"]
+    def dead_letters(self, limit: int | None = None, *, user_id: str | None = None) -> list[Any]:
+        """The server's dead letters (events whose processing failed), as ``DeadLetter`` s."""
+        from .ingest.records import DeadLetter, KnowledgeEvent
+
+        data = self._call("GET", "/api/v1/dead-letters", params={"limit": limit, "user_id": user_id})
+        return [DeadLetter(KnowledgeEvent.from_dict({k: v for k, v in d["event"].items() if v is not None or k in
+                                                     ("session_id", "agent_id")}),
+                           d["error"], d["attempts"], to_datetime(d["failed_at"])) for d in data["dead_letters"]]
 
     def retry_dead_letters(self, ids: str | Iterable[str] | None = None) -> int:
         body = {} if ids is None else {"ids": _id_list(ids)}

@@ -39,7 +39,8 @@ def uvicorn_config(config: ServerConfig, app: Any, *, host: str = "127.0.0.1", p
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
                           http=limited_protocol(config.read_timeout, config.max_connections),
                           timeout_keep_alive=int(max(1, round(config.keep_alive_timeout))),
-                          limit_concurrency=config.max_connections + 64, **kwargs)
+                          limit_concurrency=2 * config.max_connections + 64,  # aborted ones linger a moment
+                          **kwargs)
 
 
 def serve(config: ServerConfig, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",

@@ -3,8 +3,9 @@
 - :func:`limited_protocol`: uvicorn's h11 protocol with a **request-read timeout** (a connection
   must finish sending a request's headers within ``read_timeout`` seconds of connecting or of
   starting the request, so a slow client cannot hold a socket forever) and a **connection
-  limit** (connections beyond ``max_connections`` are closed at once, so file descriptors stay
-  bounded; uvicorn's own ``limit_concurrency`` only answers 503 on an accepted connection).
+  limit** (beyond ``max_connections``, the connection idle the longest, or else the new one,
+  is closed at once, so file descriptors stay bounded and slow clients cannot lock out new
+  ones; uvicorn's own ``limit_concurrency`` only answers 503 on an accepted connection).
   Idle keep-alive connections are closed by uvicorn's ``timeout_keep_alive``.
 - :class:`TenantLimiter`: at most ``per_tenant`` requests of one tenant run at once; up to
   ``queue`` more wait without holding a worker thread, the rest get 503 with Retry-After.
@@ -38,13 +39,24 @@ def limited_protocol(read_timeout: float, max_connections: int) -> type:
     class LimitedH11Protocol(H11Protocol):  # type: ignore[misc]
         _read_timer: asyncio.TimerHandle | None = None
 
+        _since = 0.0
+
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            if len(self.connections) > max_connections:
-                logger.warning("BeeWeave server: %d connections open (limit %d): closing a new one",
-                               len(self.connections), max_connections)
-                transport.abort()
-                return
+            self._since = self.loop.time()
+            live = [c for c in self.connections if not c.transport.is_closing()]
+            if len(live) > max_connections:
+                # Make room by closing the connection that has waited longest without a request
+                # being served (an idle keep-alive, or a client still "sending" its headers):
+                # a slow client then cannot lock out a new one. All busy: the new one goes.
+                idle = [c for c in live if c is not self and not getattr(c, "_busy", lambda: True)()]
+                victim = min(idle, key=lambda c: c._since) if idle else self
+                logger.warning("BeeWeave server: %d connections open (limit %d): closing %s",
+                               len(live), max_connections,
+                               "the new one" if victim is self else "the longest-idle one")
+                victim.transport.abort()
+                if victim is self:
+                    return
             self._arm()
 
         def _busy(self) -> bool:
@@ -69,6 +81,7 @@ def limited_protocol(read_timeout: float, max_connections: int) -> type:
 
         def on_response_complete(self) -> None:
             self._disarm()  # uvicorn's keep-alive timer takes over
+            self._since = self.loop.time()
             super().on_response_complete()
 
         def _read_timed_out(self) -> None:

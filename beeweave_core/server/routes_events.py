@@ -73,6 +73,8 @@ def events_router(config: ServerConfig) -> APIRouter:
     @r.get("/events", response_class=EventSourceResponse, tags=["events"],
            summary="Memory events as Server-Sent Events (resume with Last-Event-ID)")
     async def events(request: Request, after: Optional[int] = Query(None, ge=0, description="Resume after this id."),
+                     max_seconds: Optional[float] = Query(None, gt=0, le=86_400,
+                                                          description="End the stream after this long (long polling)."),
                      last_event_id: Optional[str] = Header(None, max_length=32),
                      args: tuple[Ctx, EventFilter] = Depends(sse_filter)) -> AsyncIterator[ServerSentEvent]:
         c, flt = args
@@ -84,8 +86,9 @@ def events_router(config: ServerConfig) -> APIRouter:
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         stop = log.listen(lambda: loop.call_soon_threadsafe(wake.set))
+        end = None if max_seconds is None else loop.time() + max_seconds
         try:
-            while not await request.is_disconnected():
+            while not await request.is_disconnected() and (end is None or loop.time() < end):
                 wake.clear()
                 found, last = await run_in_threadpool(log.read, seq, flt)
                 moved, seq = last != seq, last
@@ -94,7 +97,7 @@ def events_router(config: ServerConfig) -> APIRouter:
                 if moved:
                     continue
                 try:
-                    await asyncio.wait_for(wake.wait(), 1.0)
+                    await asyncio.wait_for(wake.wait(), 1.0 if end is None else max(0.0, min(1.0, end - loop.time())))
                 except asyncio.TimeoutError:
                     pass
         finally:

@@ -276,7 +276,7 @@ def test_a_stalled_server_costs_an_agent_at_most_two_seconds(tmp_path):
     thread.start()
     try:
         assert client.flush(30)
-        stored, _ = client.list_memories(user_id="agent-user", limit=100)
+        stored = client.list_memories(user_id="agent-user", limit=100).items
         events = {c.metadata.get("ingest", {}).get("event_id") for c in stored} - {None}
         assert len(events) == 3, [(c.raw_content[:60], c.metadata) for c in stored]
     finally:
