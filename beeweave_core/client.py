@@ -31,9 +31,9 @@ from urllib.parse import quote
 
 from . import errors as _errors
 from .errors import BeeWeaveError, InvalidInputError, NotFoundError, StoreUnavailableError
+from .filters import build_filter
 from .ingest import errors as _ingest_errors
 from .lifecycle.reports import MaintenanceReport, ReviewItem
-from .filters import build_filter
 from .network import ExpandOptions
 from .records import HitSource, KnowledgeChunk, SearchHit, to_datetime, utcnow
 

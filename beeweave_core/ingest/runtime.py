@@ -25,8 +25,8 @@ from ..errors import ModelLoadError, StoreClosedError, StoreUnavailableError
 from ..records import KnowledgeChunk
 from .config import IngestConfig, QueueFullPolicy
 from .errors import QueueFullError
-from .patterns import PatternTracker
 from .intake import Intake, MemoryIntake, MmapJournal
+from .patterns import PatternTracker
 from .pipeline import Pipeline, Prepared, redact_event
 from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue
 

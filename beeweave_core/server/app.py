@@ -147,9 +147,9 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
                     for resp in op.get("responses", {}).values():
                         media = resp.get("content", {}).get("text/event-stream")
                         if isinstance(media, dict) and "itemSchema" in media:
-                            media.pop("itemSchema")
-                            media["schema"] = {"type": "string", "description": "text/event-stream: each event's "
-                                               "data is a JSON memory event; its id resumes the stream"}
+                            # Each event: {id, event, data}; data is a memory event as JSON text.
+                            media["schema"] = {**media.pop("itemSchema"), "description": "one Server-Sent Event; "
+                                               "data is a memory event as JSON, id resumes the stream"}
         return app.openapi_schema or plain_openapi()
 
     app.openapi = openapi  # type: ignore[method-assign]

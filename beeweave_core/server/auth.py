@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -97,7 +97,7 @@ class KeyRing:
                 self._access[_digest(k)] = Access(v["tenant"], None if users is None else frozenset(users),
                                                   bool(v.get("admin", False)))
 
-    def access(self, key: Optional[str]) -> Access:
+    def access(self, key: str | None) -> Access:
         if not key:
             raise HTTPException(401, "missing API key: send it as 'X-API-Key: <key>' or "
                                      "'Authorization: Bearer <key>'", headers={"WWW-Authenticate": "Bearer"})
@@ -106,12 +106,12 @@ class KeyRing:
             raise HTTPException(403, "API key not recognised")
         return found
 
-    def tenant(self, key: Optional[str]) -> str:
+    def tenant(self, key: str | None) -> str:
         return self.access(key).tenant
 
 
-def access_of(request: Request, key: Optional[str] = Security(api_key_header),
-              credentials: Optional[HTTPAuthorizationCredentials] = Security(bearer)) -> Access:
+def access_of(request: Request, key: str | None = Security(api_key_header),
+              credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Access:
     """The access of the request's API key (a FastAPI dependency)."""
     ring: KeyRing = request.app.state.keyring
     access = ring.access(key or (credentials.credentials if credentials is not None else None))

@@ -36,7 +36,7 @@ def limited_protocol(read_timeout: float, max_connections: int) -> type:
     """A uvicorn HTTP protocol class (``uvicorn.Config(http=...)``) with the two limits."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class LimitedH11Protocol(H11Protocol):  # type: ignore[misc]
+    class LimitedH11Protocol(H11Protocol):
         _read_timer: asyncio.TimerHandle | None = None
 
         _since = 0.0
@@ -50,7 +50,7 @@ def limited_protocol(read_timeout: float, max_connections: int) -> type:
                 # being served (an idle keep-alive, or a client still "sending" its headers):
                 # a slow client then cannot lock out a new one. All busy: the new one goes.
                 idle = [c for c in live if c is not self and not getattr(c, "_busy", lambda: True)()]
-                victim = min(idle, key=lambda c: c._since) if idle else self
+                victim: Any = min(idle, key=lambda c: getattr(c, "_since", 0.0)) if idle else self
                 logger.warning("BeeWeave server: %d connections open (limit %d): closing %s",
                                len(live), max_connections,
                                "the new one" if victim is self else "the longest-idle one")

@@ -117,7 +117,7 @@ class Metrics:
                 yield dead
                 yield count
 
-        self.registry.register(TenantCollector())  # type: ignore[arg-type]
+        self.registry.register(TenantCollector())
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.latency.labels(method, route, str(status)).observe(seconds)

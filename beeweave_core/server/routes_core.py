@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import InvalidInputError, NotFoundError
-from ..network import ExpandOptions
 from ..lifecycle.reports import MaintenanceReport
+from ..network import ExpandOptions
 from .config import ServerConfig
 from .deps import ERRORS, NOT_FOUND, Ctx, chunks_json, ctx, unlimited_ctx
 from .errors import segment
@@ -59,8 +59,8 @@ async def wait_drained(svc: MemoryService, timeout: float) -> bool:
         pause = min(pause * 2, 0.2)
 
 
-def search_hits(c: Ctx, config: ServerConfig, query: str, *, k: int, user_id: Optional[str],
-                filters: Optional[dict[str, Any]] = None, **kwargs: Any) -> tuple[list[Any], float]:
+def search_hits(c: Ctx, config: ServerConfig, query: str, *, k: int, user_id: str | None,
+                filters: dict[str, Any] | None = None, **kwargs: Any) -> tuple[list[Any], float]:
     if k > config.max_k:
         raise InvalidInputError(f"k may be at most {config.max_k} on this server, got {k}")
     t0 = time.perf_counter()
@@ -121,7 +121,7 @@ def core_router(config: ServerConfig) -> APIRouter:
 
     @r.get("/sessions/{session_id}/trace", response_model=TraceOut, tags=["sessions"],
            summary="Every memory of a session (any status), oldest first")
-    def trace(session_id: str, user_id: Optional[str] = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+    def trace(session_id: str, user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         sid = segment(session_id)
         found = c.svc.trace(sid, user_id=c.access.user(user_id))
         found = [ch for ch in found if c.access.allows(ch.user_id)]
@@ -150,7 +150,7 @@ def core_router(config: ServerConfig) -> APIRouter:
 
     @r.get("/review/pending", response_model=ChunksOut, tags=["review"],
            summary="Memories waiting for review, oldest first")
-    def pending(user_id: Optional[str] = _user_q(), agent_id: Optional[str] = Query(None, min_length=1, max_length=512),
+    def pending(user_id: str | None = _user_q(), agent_id: str | None = Query(None, min_length=1, max_length=512),
                 limit: int = Query(100, ge=0, le=1000), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         return chunks_json(c.svc.pending(user_id=c.access.one_user(user_id), agent_id=agent_id, limit=limit))
 
@@ -166,7 +166,7 @@ def core_router(config: ServerConfig) -> APIRouter:
 
     @r.get("/review/queue", response_model=ReviewQueueOut, tags=["review"],
            summary="Memories flagged by the lifecycle (stale, expired but valued)")
-    def review_queue(user_id: Optional[str] = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+    def review_queue(user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         items = [i for i in c.svc.review_queue(user_id=c.access.user(user_id)) if c.access.allows(i.user_id)]
         return {"items": [review_dict(i) for i in items]}
 
@@ -179,13 +179,13 @@ def core_router(config: ServerConfig) -> APIRouter:
 
     @r.post("/maintain", response_model=MaintenanceReport, tags=["lifecycle"],
             summary="Run maintenance now: merge duplicates, expire, evict (admin key)")
-    def maintain(user_id: Optional[str] = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+    def maintain(user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         c.access.must_admin("maintenance")
         return c.svc.maintain(user_id=c.access.one_user(user_id)).to_dict()
 
     @r.get("/stats", response_model=StatsOut, tags=["stats"],
            summary="Hottest and newest memories, distributions, growth, search latency, dead letters")
-    def stats(user_id: Optional[str] = _user_q(), top: int = Query(10, ge=1, le=100),
+    def stats(user_id: str | None = _user_q(), top: int = Query(10, ge=1, le=100),
               c: Ctx = Depends(ctx)) -> dict[str, Any]:
         return c.svc.stats(user_id=c.access.one_user(user_id), top=top).to_dict()
 

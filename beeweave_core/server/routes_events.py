@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import InvalidInputError
@@ -24,6 +23,7 @@ __all__ = ["events_router", "design_result"]
 
 _TYPES = "|".join(t.value for t in EventType)
 _KNOWN = {t.value for t in EventType}
+_N_TYPES = len(EventType)
 
 
 def design_result(chunk: KnowledgeChunk, score: float) -> dict[str, Any]:
@@ -58,10 +58,10 @@ def events_router(config: ServerConfig) -> APIRouter:
         hits, took = search_hits(c, config, req.query, k=req.top_k, user_id=req.user_id, filters=filters or None)
         return {"results": [design_result(h.chunk, h.score) for h in hits], "took_ms": round(took * 1000, 3)}
 
-    def sse_filter(type: Optional[list[str]] = Query(None, max_length=len(EventType), description=_TYPES),
-                   tag: Optional[list[str]] = Query(None, max_length=100, description="Any of these tags."),
-                   user_id: Optional[str] = Query(None, min_length=1, max_length=512),
-                   agent_id: Optional[str] = Query(None, min_length=1, max_length=512),
+    def sse_filter(type: list[str] | None = Query(None, max_length=_N_TYPES, description=_TYPES),
+                   tag: list[str] | None = Query(None, max_length=100, description="Any of these tags."),
+                   user_id: str | None = Query(None, min_length=1, max_length=512),
+                   agent_id: str | None = Query(None, min_length=1, max_length=512),
                    c: Ctx = Depends(unlimited_ctx)) -> tuple[Ctx, EventFilter]:
         # Checked before the stream starts, so a bad filter is a plain 400.
         for t in type or ():
@@ -72,10 +72,10 @@ def events_router(config: ServerConfig) -> APIRouter:
 
     @r.get("/events", response_class=EventSourceResponse, tags=["events"],
            summary="Memory events as Server-Sent Events (resume with Last-Event-ID)")
-    async def events(request: Request, after: Optional[int] = Query(None, ge=0, description="Resume after this id."),
-                     max_seconds: Optional[float] = Query(None, gt=0, le=86_400,
+    async def events(request: Request, after: int | None = Query(None, ge=0, description="Resume after this id."),
+                     max_seconds: float | None = Query(None, gt=0, le=86_400,
                                                           description="End the stream after this long (long polling)."),
-                     last_event_id: Optional[str] = Header(None, max_length=32),
+                     last_event_id: str | None = Header(None, max_length=32),
                      args: tuple[Ctx, EventFilter] = Depends(sse_filter)) -> AsyncIterator[ServerSentEvent]:
         c, flt = args
         log = c.svc.event_log

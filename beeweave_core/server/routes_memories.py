@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 
@@ -73,13 +73,13 @@ def memories_router() -> APIRouter:
 
     @r.get("/memories", response_model=MemoryPageOut, tags=["memories"],
            summary="List memories oldest first, filtered, a page at a time (pass next_cursor back as cursor)")
-    def list_(user_id: Optional[str] = _str(), agent_id: Optional[str] = _str(), session_id: Optional[str] = _str(),
-              tags: Optional[list[str]] = Query(None, max_length=100, description="Any of these tags."),
-              status: Optional[list[str]] = Query(None, max_length=5, description="Default: every status."),
-              since: Optional[str] = Query(None, max_length=64), until: Optional[str] = Query(None, max_length=64),
-              metadata: Optional[str] = Query(None, max_length=4000,
+    def list_(user_id: str | None = _str(), agent_id: str | None = _str(), session_id: str | None = _str(),
+              tags: list[str] | None = Query(None, max_length=100, description="Any of these tags."),
+              status: list[str] | None = Query(None, max_length=5, description="Default: every status."),
+              since: str | None = Query(None, max_length=64), until: str | None = Query(None, max_length=64),
+              metadata: str | None = Query(None, max_length=4000,
                                               description='JSON object of metadata values, e.g. {"category": "code"}.'),
-              limit: int = Query(50, ge=1, le=1000), cursor: Optional[str] = Query(None, max_length=2000),
+              limit: int = Query(50, ge=1, le=1000), cursor: str | None = Query(None, max_length=2000),
               c: Ctx = Depends(ctx)) -> dict[str, Any]:
         filters: dict[str, Any] = {k: v for k, v in (("agent_id", agent_id), ("session_id", session_id),
                                                      ("tags", tags), ("status", status), ("since", since),
@@ -133,7 +133,7 @@ def memories_router() -> APIRouter:
     @r.get("/memories/{memory_id}/relationships", response_model=RelationshipsOut, tags=["memories"],
            responses=NOT_FOUND, summary="Edges touching a memory")
     def relationships(memory_id: str, direction: str = Query("both", pattern="^(in|out|both)$"),
-                      type: Optional[list[str]] = Query(None, max_length=20), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+                      type: list[str] | None = Query(None, max_length=20), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         chunk = _owned(c, memory_id)
         edges = c.svc.relationships(chunk.id, types=type, direction=direction)
         if c.access.users is not None:  # an edge to another user's memory would reveal its id
@@ -158,13 +158,13 @@ def memories_router() -> APIRouter:
 
     @r.get("/patterns/hot", response_model=HotPatternsOut, tags=["patterns"],
            summary="Recurring questions that are hot now, most asked first")
-    def hot(user_id: Optional[str] = _str(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+    def hot(user_id: str | None = _str(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         found = [p for p in c.svc.hot_patterns(user_id=c.access.user(user_id)) if c.access.allows(p.user_id)]
         return {"patterns": [_plain(vars(p)) for p in found]}
 
     @r.get("/dead-letters", response_model=DeadLettersOut, tags=["ingest"],
            summary="Events whose processing failed, oldest first, with their errors")
-    def dead(user_id: Optional[str] = _str(), limit: int = Query(100, ge=1, le=10_000),
+    def dead(user_id: str | None = _str(), limit: int = Query(100, ge=1, le=10_000),
              c: Ctx = Depends(ctx)) -> dict[str, Any]:
         user = c.access.user(user_id)
         found = [d for d in c.svc.dead_letters(limit=None if c.access.users is not None else limit, user_id=user)

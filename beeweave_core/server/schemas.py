@@ -7,7 +7,7 @@ passed through and its ``InvalidInputError`` becomes a 400 with the engine's mes
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -27,8 +27,8 @@ _MAX_ID = 512
 _MAX_LIST = 1000
 
 Id = Field(min_length=1, max_length=_MAX_ID)
-StrOrList = Union[str, list[str]]
-DateLike = Union[str, float]
+StrOrList = str | list[str]
+DateLike = str | float
 
 
 def _check_unicode(data: Any) -> Any:
@@ -69,7 +69,7 @@ class ToolCallIn(_In):
     tool: str = Field(min_length=1, max_length=_MAX_ID, description="The tool's name.")
     input: Any = Field(default=None, description="What the tool was given (any JSON).")
     output: Any = Field(default=None, description="What it returned (any JSON).")
-    error: Optional[str] = Field(default=None, description="The error, if the call failed.")
+    error: str | None = Field(default=None, description="The error, if the call failed.")
 
 
 class EventIn(_In):
@@ -82,26 +82,26 @@ class EventIn(_In):
     to every memory the event becomes (also read from ``metadata`` when not given here).
     """
 
-    id: Optional[str] = Field(default=None, min_length=1, max_length=256,
+    id: str | None = Field(default=None, min_length=1, max_length=256,
                               description="Event id; an id already queued or processed is not processed again.")
     user_id: str = Field(min_length=1, max_length=_MAX_ID)
     query: str = ""
     response: str = ""
-    session_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
-    agent_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
-    agent_response: Optional[str] = Field(default=None, description="Another name of response (the design's).")
-    intermediate_steps: list[Union[ToolCallIn, Annotated[list[Any], Field(min_length=2, max_length=2)]]] = Field(
+    session_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    agent_response: str | None = Field(default=None, description="Another name of response (the design's).")
+    intermediate_steps: list[ToolCallIn | Annotated[list[Any], Field(min_length=2, max_length=2)]] = Field(
         default_factory=list, max_length=_MAX_LIST)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    timestamp: Optional[DateLike] = Field(default=None, description="ISO 8601 or epoch seconds; default now.")
-    feedback: Optional[float] = Field(default=None, description="The user's rating: > 0 positive, < 0 negative.")
-    tags: Optional[list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]]] = Field(default=None, max_length=100)
-    expires_at: Optional[DateLike] = None
-    ttl: Optional[float] = Field(default=None, gt=0, le=1e10, description="Seconds from the timestamp to the expiry.")
-    pinned: Optional[bool] = None
-    confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0)
-    importance: Optional[float] = Field(default=None, gt=0.0, le=1e6)
-    category: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
+    timestamp: DateLike | None = Field(default=None, description="ISO 8601 or epoch seconds; default now.")
+    feedback: float | None = Field(default=None, description="The user's rating: > 0 positive, < 0 negative.")
+    tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(default=None, max_length=100)
+    expires_at: DateLike | None = None
+    ttl: float | None = Field(default=None, gt=0, le=1e10, description="Seconds from the timestamp to the expiry.")
+    pinned: bool | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    importance: float | None = Field(default=None, gt=0.0, le=1e6)
+    category: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
 
     def to_event(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -121,19 +121,19 @@ class FlushOut(_Out):
 class FiltersIn(_In):
     """Filters run inside retrieval; each list means "any of"."""
 
-    user_id: Optional[StrOrList] = None
-    agent_id: Optional[StrOrList] = None
-    session_id: Optional[StrOrList] = None
-    tags: Optional[StrOrList] = None
-    tags_any: Optional[StrOrList] = None
-    tags_all: Optional[StrOrList] = None
-    entities: Optional[StrOrList] = None
-    since: Optional[DateLike] = None
-    until: Optional[DateLike] = None
-    type: Optional[Union[ContentType, list[ContentType]]] = None
-    intent: Optional[Union[Intent, list[Intent]]] = None
-    status: Optional[Union[ChunkStatus, list[ChunkStatus]]] = None
-    ids: Optional[StrOrList] = None
+    user_id: StrOrList | None = None
+    agent_id: StrOrList | None = None
+    session_id: StrOrList | None = None
+    tags: StrOrList | None = None
+    tags_any: StrOrList | None = None
+    tags_all: StrOrList | None = None
+    entities: StrOrList | None = None
+    since: DateLike | None = None
+    until: DateLike | None = None
+    type: ContentType | list[ContentType] | None = None
+    intent: Intent | list[Intent] | None = None
+    status: ChunkStatus | list[ChunkStatus] | None = None
+    ids: StrOrList | None = None
 
     def to_engine(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
@@ -143,29 +143,29 @@ class ExpandIn(_In):
     """Graph expansion: follow relationships from the hits."""
 
     hops: int = Field(default=1, ge=0, le=3)
-    edge_types: Optional[list[RelationType]] = Field(default=None, max_length=len(RelationType))
+    edge_types: list[RelationType] | None = Field(default=None, max_length=len(RelationType))
     decay: float = Field(default=0.5, ge=0.0, le=1.0)
-    limit: Optional[int] = Field(default=None, ge=0, le=100)
+    limit: int | None = Field(default=None, ge=0, le=100)
 
 
 class SearchIn(_In):
     query: str = Field(min_length=1, max_length=10_000)
     k: int = Field(default=5, ge=0, description="How many hits (at most the server's max_k).")
-    user_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
-    filters: Optional[FiltersIn] = None
-    fusion: Optional[FusionMode] = None
-    min_score: Optional[float] = None
-    expand: Union[bool, ExpandIn, None] = None
-    mmr: Optional[float] = Field(default=None, ge=0.0, le=1.0, description="MMR lambda (1 = relevance only).")
+    user_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    filters: FiltersIn | None = None
+    fusion: FusionMode | None = None
+    min_score: float | None = None
+    expand: bool | ExpandIn | None = None
+    mmr: float | None = Field(default=None, ge=0.0, le=1.0, description="MMR lambda (1 = relevance only).")
     loosen: bool = False
-    query_embedding: Optional[list[Annotated[float, Field(ge=-3.4e38, le=3.4e38)]]] = Field(
+    query_embedding: list[Annotated[float, Field(ge=-3.4e+38, le=3.4e+38)]] | None = Field(
         default=None, min_length=1, max_length=8192, description="A precomputed query vector (float32 range).")
 
 
 class ProcessedContentOut(_Out):
     type: str
     text: str
-    language: Optional[str] = None
+    language: str | None = None
     payload: Any = None
 
 
@@ -182,20 +182,20 @@ class ChunkOut(_Out):
     id: str
     raw_content: str
     user_id: str
-    agent_id: Optional[str] = None
-    session_id: Optional[str] = None
-    processed_content: Optional[ProcessedContentOut] = None
-    summary: Optional[str] = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    processed_content: ProcessedContentOut | None = None
+    summary: str | None = None
     tags: list[str] = []
     entities: list[str] = []
-    intent: Optional[str] = None
+    intent: str | None = None
     timestamp: str
     weight: float
-    reinforced_at: Optional[str] = None
+    reinforced_at: str | None = None
     confidence: float
     access_count: int
-    last_accessed: Optional[str] = None
-    expires_at: Optional[str] = None
+    last_accessed: str | None = None
+    expires_at: str | None = None
     pinned: bool
     status: str
     relationships: list[RelationshipOut] = []
@@ -205,9 +205,9 @@ class ChunkOut(_Out):
 class HitSourceOut(_Out):
     rank: int
     score: float
-    via: Optional[str] = None
-    from_id: Optional[str] = None
-    hops: Optional[int] = None
+    via: str | None = None
+    from_id: str | None = None
+    hops: int | None = None
 
 
 class HitOut(_Out):
@@ -242,7 +242,7 @@ class IdsIn(_In):
 
 
 class RejectIn(IdsIn):
-    reason: Optional[str] = Field(default=None, max_length=2000)
+    reason: str | None = Field(default=None, max_length=2000)
 
 
 class IdsOut(_Out):
@@ -256,7 +256,7 @@ class ResolveIn(_In):
 
 class ReviewItemOut(_Out):
     chunk_id: str
-    user_id: Optional[str] = None
+    user_id: str | None = None
     reasons: list[str]
     flagged_at: str
 
@@ -288,11 +288,11 @@ class ExportOut(_Out):
 # -- stats and health -----------------------------------------------------------------------------------
 class LatencyOut(_Out):
     count: int
-    p50: Optional[float] = None
-    p95: Optional[float] = None
-    p99: Optional[float] = None
-    mean: Optional[float] = None
-    max: Optional[float] = None
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    max: float | None = None
 
 
 class GrowthOut(_Out):
@@ -303,7 +303,7 @@ class GrowthOut(_Out):
 
 class StatsOut(_Out):
     generated_at: str
-    user_id: Optional[str] = None
+    user_id: str | None = None
     total: int
     by_status: dict[str, int]
     by_agent: dict[str, int]
@@ -315,7 +315,7 @@ class StatsOut(_Out):
     searches: int
     searches_with_hits: int
     searches_used: int
-    used_share: Optional[float] = None
+    used_share: float | None = None
     dead_letters: int = 0
     pending_events: int = 0
 
@@ -331,7 +331,7 @@ class ErrorOut(_Out):
 
     error: str
     detail: str
-    errors: Optional[list[dict[str, Any]]] = None
+    errors: list[dict[str, Any]] | None = None
 
 
 
@@ -341,20 +341,20 @@ class MemoryIn(_In):
 
     content: str = Field(min_length=1, max_length=200_000)
     user_id: str = Id
-    id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID, description="Default: generated.")
-    agent_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
-    session_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
+    id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID, description="Default: generated.")
+    agent_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    session_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
     tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] = Field(default_factory=list, max_length=100)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    timestamp: Optional[DateLike] = None
-    expires_at: Optional[DateLike] = None
-    pinned: Optional[bool] = None
-    confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0)
-    weight: Optional[float] = Field(default=None, gt=0.0, le=1e6)
-    summary: Optional[str] = Field(default=None, max_length=10_000)
-    entities: Optional[list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]]] = Field(default=None,
+    timestamp: DateLike | None = None
+    expires_at: DateLike | None = None
+    pinned: bool | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    weight: float | None = Field(default=None, gt=0.0, le=1e6)
+    summary: str | None = Field(default=None, max_length=10_000)
+    entities: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(default=None,
                                                                                            max_length=100)
-    status: Optional[Literal["active", "pending"]] = Field(
+    status: Literal["active", "pending"] | None = Field(
         default=None, description="Default: what the admission rules decide.")
 
     def to_record(self) -> dict[str, Any]:
@@ -367,15 +367,15 @@ class MemoryIn(_In):
 class MemoryPatch(_In):
     """The fields to change (absent fields stay; ``expires_at: null`` removes the expiry)."""
 
-    content: Optional[str] = Field(default=None, min_length=1, max_length=200_000)
-    tags: Optional[list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]]] = Field(default=None, max_length=100)
-    pinned: Optional[bool] = None
-    expires_at: Optional[DateLike] = None
-    confidence: Optional[float] = Field(default=None, ge=0.0, le=1.0)
-    weight: Optional[float] = Field(default=None, gt=0.0, le=1e6)
-    status: Optional[ChunkStatus] = None
-    metadata: Optional[dict[str, Any]] = None
-    summary: Optional[str] = Field(default=None, max_length=10_000)
+    content: str | None = Field(default=None, min_length=1, max_length=200_000)
+    tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(default=None, max_length=100)
+    pinned: bool | None = None
+    expires_at: DateLike | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    weight: float | None = Field(default=None, gt=0.0, le=1e6)
+    status: ChunkStatus | None = None
+    metadata: dict[str, Any] | None = None
+    summary: str | None = Field(default=None, max_length=10_000)
 
     def changes(self) -> dict[str, Any]:
         # Explicitly sent fields only; null is meaningful for expires_at and summary.
@@ -385,7 +385,7 @@ class MemoryPatch(_In):
 
 class MemoryPageOut(_Out):
     memories: list[ChunkOut]
-    next_cursor: Optional[str] = None
+    next_cursor: str | None = None
 
 
 class DeletedOut(_Out):
@@ -415,7 +415,7 @@ class RelateIn(_In):
     target_id: str = Id
     type: str = Field(min_length=1, max_length=64, description="A relation type (user-defined types allowed).")
     weight: float = Field(default=1.0, ge=0.0, le=1e6)
-    note: Optional[str] = Field(default=None, max_length=2000)
+    note: str | None = Field(default=None, max_length=2000)
 
 
 class FactsOut(_Out):
@@ -432,7 +432,7 @@ class HotPatternOut(_Out):
     examples: list[str]
     counts: dict[str, int]
     memory_id: str
-    answer_id: Optional[str] = None
+    answer_id: str | None = None
     first_seen: str
     last_seen: str
 
@@ -453,7 +453,7 @@ class DeadLettersOut(_Out):
 
 
 class RetryIn(_In):
-    ids: Optional[list[Annotated[str, Field(min_length=1, max_length=256)]]] = Field(
+    ids: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
         default=None, max_length=_MAX_LIST, description="Event ids; omit to retry every dead letter.")
 
 
@@ -464,11 +464,11 @@ class RetriedOut(_Out):
 # -- the design document's contract --------------------------------------------------------------------
 class SemanticSearchIn(_In):
     query: str = Field(min_length=1, max_length=10_000)
-    session_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID,
+    session_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID,
                                       description="Only memories of this session.")
-    user_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
+    user_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
     top_k: int = Field(default=5, ge=0)
-    tags: Optional[list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]]] = Field(
+    tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(
         default=None, max_length=100, description="Memories with any of these tags.")
 
 
@@ -477,7 +477,7 @@ class SemanticResultOut(_Out):
     query: str
     agent_response: str
     score: float
-    session_id: Optional[str] = None
+    session_id: str | None = None
     user_id: str
     tags: list[str] = []
     timestamp: str
@@ -492,9 +492,9 @@ class SemanticSearchOut(_Out):
 class EventOut(_Out):
     seq: int
     type: str
-    chunk_id: Optional[str] = None
-    user_id: Optional[str] = None
-    agent_id: Optional[str] = None
+    chunk_id: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
     tags: list[str] = []
     data: dict[str, Any] = {}
     at: str

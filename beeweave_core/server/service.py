@@ -16,9 +16,9 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..filters import build_filter
+from ..ingest.write_policy import WritePolicy
 from ..lifecycle.facts import CONFLICTS, FACTS
 from ..lifecycle.history import AUDIT, VERSIONS
-from ..ingest.write_policy import WritePolicy
 from ..records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
 from ..stats import SEARCHES, MemoryStats, StatsRecorder, compute_stats
 
@@ -323,7 +323,7 @@ def review_dict(item: Any) -> dict[str, Any]:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
-    if hasattr(value, "value") and isinstance(getattr(value, "value"), str):
+    if hasattr(value, "value") and isinstance(value.value, str):
         return value.value
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}

@@ -7,7 +7,6 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-
 from service_support import ACME_KEY, event
 
 LONE = '"\\ud800"'  # a lone surrogate, as JSON can carry it (escaped)

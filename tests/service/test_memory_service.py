@@ -18,10 +18,10 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from service_support import EMBEDDER, start_server
 
 from beeweave_core.client import BeeWeaveClient
 from beeweave_core.server import ServerConfig
-from service_support import EMBEDDER, start_server
 
 ADMIN, ALICE, BOB = "admin-key-0001", "alice-key-0001", "bob-key-00001"
 KEYS = {ADMIN: "acme", ALICE: {"tenant": "acme", "users": ["alice"]}, BOB: {"tenant": "acme", "users": ["bob"]}}
@@ -283,3 +283,34 @@ def test_a_stalled_server_costs_an_agent_at_most_two_seconds(tmp_path):
         client.close()
         server.should_exit = True
         thread.join(10)
+
+
+def test_the_server_resumes_queued_events_at_start(tmp_path):
+    """Events a process left queued are stored when the server starts, before any request of
+    the tenant (``/metrics`` needs no key and reports only opened tenants)."""
+    from beeweave_core import BeeWeave
+    from beeweave_core.ingest import IngestConfig
+    from beeweave_core.store.sqlite import SQLiteStore
+
+    (tmp_path / "t").mkdir()
+    m = BeeWeave(backend=SQLiteStore(tmp_path / "t" / "acme.db"), embedder=EMBEDDER,
+                 ingest=IngestConfig(autostart=False))
+    for i in range(5):
+        m.ingest({"user_id": "u", "query": f"left queued question {i} about deploys",
+                  "response": f"answer {i}: deploy with make deploy"})
+    assert m.pending_events() == 5
+    m.close()
+    s = start_server(ServerConfig(tmp_path / "t", {ADMIN: "acme"}, embedder=EMBEDDER))
+    try:
+        deadline = time.monotonic() + 20
+        stored = -1.0
+        while time.monotonic() < deadline:
+            text = httpx.get(f"{s.url}/metrics", timeout=5).text
+            found = re.search(r'^beeweave_memories\{tenant="acme"\} (\S+)$', text, re.M)
+            stored = float(found.group(1)) if found else -1.0
+            if stored >= 5 and 'beeweave_ingest_queue_depth{tenant="acme"} 0.0' in text:
+                break
+            time.sleep(0.1)
+        assert stored >= 5  # the 5 turns (and a hot-pattern memory: the questions recur)
+    finally:
+        s.stop()
