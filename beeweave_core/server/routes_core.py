@@ -69,7 +69,8 @@ def search_hits(c: Ctx, config: ServerConfig, query: str, *, k: int, user_id: st
     metrics = getattr(c.request.app.state, "metrics", None)
     if metrics is not None:
         metrics.search.labels(c.access.tenant).observe(took)
-    note(c.request, k=k, user_id=user_id, results=len(hits))
+    note(c.request, k=k, user_id=user_id, filters=filters, results=len(hits),
+         model=getattr(getattr(c.svc.memory, "embedder", None), "name", None))
     return hits, took
 
 

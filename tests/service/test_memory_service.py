@@ -314,3 +314,67 @@ def test_the_server_resumes_queued_events_at_start(tmp_path):
         assert stored >= 5  # the 5 turns (and a hot-pattern memory: the questions recur)
     finally:
         s.stop()
+
+
+def test_dates_at_the_calendars_edge_are_400(srv):
+    edge = "9999-12-31T23:59:59-12:00"  # its UTC time is past year 9999
+    with _h(srv, ADMIN) as h:
+        for method, path, body in [
+            ("POST", "/api/v1/memories", {"content": "an edge date memory", "user_id": "u", "timestamp": edge}),
+            ("POST", "/api/v1/memories", {"content": "an edge date memory", "user_id": "u", "expires_at": edge}),
+            ("POST", "/api/v1/ingest", {"user_id": "u", "query": "q?", "response": "a.", "timestamp": edge}),
+            ("POST", "/api/v1/ingest", {"user_id": "u", "query": "q?", "response": "a.", "expires_at": edge}),
+            ("POST", "/api/v1/search", {"query": "edge", "filters": {"since": edge}}),
+        ]:
+            r = h.request(method, path, json=body)
+            assert r.status_code == 400, (path, body, r.status_code, r.text)
+        r = h.get("/api/v1/memories", params={"until": edge})
+        assert r.status_code == 400, r.text
+
+
+def test_each_request_is_logged_with_its_id_parameters_and_result_count(srv):
+    import logging
+
+    from beeweave_core.server.observe import JSONFormatter
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    log = logging.getLogger("beeweave.server.requests")
+    handler, level = Keep(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        with _h(srv, ADMIN) as h:
+            h.post("/api/v1/search", json={"query": "nginx reload", "k": 3}, headers={"X-Request-ID": "trace-77"})
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    mine = [r for r in records if getattr(r, "request_id", None) == "trace-77"]
+    assert len(mine) == 1
+    line = json.loads(JSONFormatter().format(mine[0]))
+    assert line["route"] == "/api/v1/search" and line["status"] == 200 and line["tenant"] == "acme"
+    assert line["p_k"] == 3 and isinstance(line["p_results"], int) and line["p_model"] == EMBEDDER
+
+
+def test_the_async_client(srv):
+    import asyncio
+
+    from beeweave_core.async_client import AsyncBeeWeaveClient
+
+    async def run():
+        async with AsyncBeeWeaveClient(srv.url, ADMIN) as c:
+            eid = await c.ingest({"user_id": "async-user", "query": "Which port does the api use?",
+                                  "response": "The api listens on port 8443 behind the load balancer."})
+            assert await c.flush(20)
+            hits = await c.search("api port", user_id="async-user")
+            assert hits and hits[0].chunk.id == f"{eid}:0"
+            res = await c.search_semantic("api port", user_id="async-user")
+            assert res[0]["agent_response"].startswith("The api listens on port 8443")
+            mid = await c.add("async added memory about the staging database", user_id="async-user")
+            assert (await c.get(mid)).user_id == "async-user" and await c.delete(mid)
+
+    asyncio.run(run())
