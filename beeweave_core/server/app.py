@@ -22,6 +22,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
+from ..errors import BeeWeaveError
 from ..ingest import IngestConfig
 from .auth import KeyRing
 from .config import ServerConfig
@@ -97,7 +98,10 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if config.eager:
             for tenant in sorted(config.tenants):
-                await run_in_threadpool(warm, tenant)
+                try:
+                    await run_in_threadpool(warm, tenant)
+                except BeeWeaveError as exc:  # the others still serve; this one is retried on its first request
+                    logger.error("BeeWeave server: tenant %r could not be opened at start: %s", tenant, exc)
         try:
             yield
         finally:
