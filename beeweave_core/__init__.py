@@ -3,6 +3,8 @@
 Importing this package loads no model and changes no global setting.
 """
 
+from .api import MemoryAPI
+from .client import AuthenticationError, BeeWeaveClient
 from .embedders import (
     DEFAULT_MODEL_NAME,
     Embedder,
@@ -11,13 +13,7 @@ from .embedders import (
     LlamaIndexEmbedder,
     SentenceTransformerEmbedder,
 )
-from .index.context import IndexConfig
 from .engine import SearchConfig
-from .memory import BeeWeave
-from .network import Candidate, ExpandOptions, NetworkConfig
-from .rerank import CrossEncoderReranker, Reranker
-from .scoring import ScoringConfig
-from .events import EventBus, EventType, MemoryEvent
 from .errors import (
     BeeWeaveError,
     DimensionMismatchError,
@@ -35,7 +31,30 @@ from .errors import (
     TokenizerMismatchError,
     UnknownFilterError,
 )
+from .events import EventBus, EventType, MemoryEvent
 from .filters import Filter
+from .fusion import FusionMode
+from .index.context import IndexConfig
+from .ingest import (
+    AdmissionRules,
+    DeadLetter,
+    ExtractionError,
+    Extractor,
+    HotPattern,
+    IngestConfig,
+    InvalidEventError,
+    KnowledgeEvent,
+    LLMExtractor,
+    OfflineExtractor,
+    PatternConfig,
+    PiiKind,
+    PiiPattern,
+    QueueFullError,
+    QueueFullPolicy,
+    Redactor,
+    SourceRule,
+    ToolCall,
+)
 from .lifecycle import (
     ExpiryRule,
     FeedbackSignal,
@@ -46,7 +65,8 @@ from .lifecycle import (
     ReviewDecision,
     ReviewItem,
 )
-from .fusion import FusionMode
+from .memory import BeeWeave
+from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import (
     ChunkStatus,
     ContentType,
@@ -54,16 +74,19 @@ from .records import (
     Intent,
     KnowledgeChunk,
     ProcessedContent,
-    RelationType,
     Relationship,
+    RelationType,
     SearchHit,
 )
+from .rerank import CrossEncoderReranker, Reranker
+from .scoring import ScoringConfig
 from .tokenizer import Tokenizer, TokenizerConfig
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BeeWeave",
+    "MemoryAPI",
     "SearchConfig",
     "IndexConfig",
     "ScoringConfig",
@@ -117,5 +140,25 @@ __all__ = [
     "MissingDependencyError",
     "StoreUnavailableError",
     "ModelLoadError",
+    "KnowledgeEvent",
+    "ToolCall",
+    "DeadLetter",
+    "IngestConfig",
+    "QueueFullPolicy",
+    "PatternConfig",
+    "HotPattern",
+    "AdmissionRules",
+    "SourceRule",
+    "Extractor",
+    "OfflineExtractor",
+    "LLMExtractor",
+    "Redactor",
+    "PiiPattern",
+    "PiiKind",
+    "QueueFullError",
+    "InvalidEventError",
+    "ExtractionError",
+    "BeeWeaveClient",
+    "AuthenticationError",
     "__version__",
 ]

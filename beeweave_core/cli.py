@@ -35,6 +35,7 @@ COMMANDS = {
     "dead-letters": "list the events whose processing failed, or queue them again",
     "report": "write a self-contained HTML report with charts",
     "openapi": "write the REST API's OpenAPI spec as JSON",
+    "mcp": "run the MCP server (stdio, or streamable HTTP with API keys)",
 }
 
 
@@ -163,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = cmd("openapi")
     c.add_argument("-o", "--output", help="write to this file (default: standard output)")
+
+    from .mcp.cli import add_arguments as mcp_arguments
+
+    mcp_arguments(cmd("mcp"))
     return p
 
 

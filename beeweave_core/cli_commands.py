@@ -18,7 +18,7 @@ from typing import Any
 from .errors import InvalidInputError
 
 __all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "stats", "export", "forget", "maintain",
-                                 "review", "memory", "dead_letters", "report", "openapi")]
+                                 "review", "memory", "dead_letters", "report", "openapi", "mcp")]
 
 
 def _is_remote(store: str) -> bool:
@@ -54,6 +54,11 @@ def _local(args: Any, what: str) -> Any:
         raise InvalidInputError(f"{what} reads the store directly: pass a store path or a PostgreSQL URL, "
                                 "not a server URL")
     return _service(args)
+
+
+def _show_progress() -> bool:
+    """Progress bars are for a person watching a terminal, not for pipes and logs."""
+    return sys.stdout.isatty()
 
 
 def _print_json(data: Any) -> None:
@@ -138,7 +143,8 @@ def cmd_ingest(args: Any) -> int:
         raise InvalidInputError("document import reads the store directly: pass a store path, not a server URL")
     with _service(args) as svc:
         if events:
-            for path, n, rec in tqdm(events, desc="beeweave ingest", unit="event", file=sys.stderr):
+            for path, n, rec in tqdm(events, desc="beeweave ingest", unit="event", file=sys.stderr,
+                                     disable=not _show_progress()):
                 try:
                     svc.ingest(rec)
                 except InvalidInputError as exc:
@@ -152,7 +158,7 @@ def cmd_ingest(args: Any) -> int:
                           file=sys.stderr)
         if documents:
             ids = svc.memory.import_documents(documents, user_id=args.user_id, agent_id=args.agent_id,
-                                              tags=args.tag, review=args.review, show_progress=True)
+                                              tags=args.tag, review=args.review, show_progress=_show_progress())
             print(f"imported {len(ids)} chunk(s) from {len(documents)} document(s)")
     return 0
 
@@ -190,11 +196,27 @@ def cmd_search(args: Any) -> int:
 
 
 # -- serve --------------------------------------------------------------------------------------------------
+def _require_server_extras(store: str) -> None:
+    """Name the missing extra before anything is printed or opened, not after "serving ..."."""
+    from .errors import MissingDependencyError
+    from .server.stores import is_postgres_url
+
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(f'beeweave serve needs {exc.name or "fastapi and uvicorn"}: '
+                                     'pip install "beeweave[server]"') from exc
+    if is_postgres_url(store):
+        from .store import postgres  # noqa: F401  (raises MissingDependencyError naming beeweave[postgres])
+
+
 def cmd_serve(args: Any) -> int:
     from .server import ServerConfig, keys_from_env, load_api_keys, serve
 
     if _is_remote(args.store):
         raise InvalidInputError("serve needs a local store (a directory, a SQLite file or a PostgreSQL URL)")
+    _require_server_extras(args.store)
     keys = load_api_keys(args.api_keys) if args.api_keys else keys_from_env()
     if not keys:
         raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:tenant,...'")
@@ -426,3 +448,10 @@ def cmd_openapi(args: Any) -> int:
     else:
         sys.stdout.write(text + "\n")
     return 0
+
+
+# -- mcp ----------------------------------------------------------------------------------------------------
+def cmd_mcp(args: Any) -> int:
+    from .mcp.cli import run
+
+    return run(args)

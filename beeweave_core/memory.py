@@ -1,14 +1,524 @@
-"""``BeeWeave``: the core engine with its network, lifecycle and ingestion layers."""
+"""``BeeWeave``: the front class. It owns the shared context, builds the named parts and
+delegates each public method to the part that does the work.
+
+Who calls whom (see docs/architecture.md):
+
+    BeeWeave ──> records    (validate -> embed -> write; get, update, delete, reembed)
+             ──> search     (retrieve -> fuse -> rank -> rerank/MMR) ──> graph.expand
+             ──> graph      (link, relate, expand, relink, postprocess, trace/context)
+             ──> lifecycle  (feedback, review) ──> maintenance, facts
+             ──> ingestion  (queue + worker) ──> IngestSink ──> records.add_many
+
+Parts hear of each other's work only through the ordered hooks of ``Shared.hooks``,
+wired here in one place.
+"""
 
 from __future__ import annotations
 
-from .engine import MemoryCore
-from .ingest.api import IngestMixin
-from .lifecycle import LifecycleMixin
-from .network import NetworkMixin
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NamedTuple
 
-__all__ = ["BeeWeave"]
+import numpy as np
+
+from .embedders import DEFAULT_MODEL_NAME, Embedder, as_embedder
+from .engine.config import SearchConfig
+from .engine.graph import Graph
+from .engine.records import Records
+from .engine.search import Search
+from .engine.shared import Shared
+from .errors import EmbedderMismatchError, InvalidInputError, TokenizerMismatchError
+from .events import EventBus
+from .fusion import FusionMode
+from .index.context import IndexConfig
+from .ingest.api import Ingestion
+from .ingest.config import IngestConfig
+from .ingest.documents import DocFormat
+from .ingest.patterns import HotPattern
+from .ingest.records import DeadLetter, KnowledgeEvent
+from .lifecycle.base import LifecycleContext
+from .lifecycle.config import FeedbackSignal, LifecycleConfig, ReviewDecision
+from .lifecycle.lifecycle import Lifecycle
+from .lifecycle.reports import MaintenanceReport, MemoryVersion, ReviewItem
+from .network import Candidate, ExpandOptions, NetworkConfig
+from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
+from .rerank import Reranker
+from .scoring import ScoringConfig
+from .store.base import StoreBackend, VerifyReport
+from .tokenizer import Tokenizer, TokenizerConfig
+
+__all__ = ["BeeWeave", "Parts"]
 
 
-class BeeWeave(IngestMixin, LifecycleMixin, NetworkMixin, MemoryCore):
-    __doc__ = MemoryCore.__doc__
+class Parts(NamedTuple):
+    """The named parts of one ``BeeWeave`` (for tests, diagnostics and extensions)."""
+
+    shared: Shared
+    records: Records
+    search: Search
+    graph: Graph
+    lifecycle: Lifecycle
+    ingestion: Ingestion
+
+
+def _typed(name: str, value: Any, cls: type) -> Any:
+    if value is not None and not isinstance(value, cls):
+        raise InvalidInputError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+    return value
+
+
+class BeeWeave:
+    """An agent memory: store knowledge chunks, weave them into a network, find them again.
+
+    Setup:
+        .. code-block:: bash
+
+            pip install beeweave
+
+    Usage:
+        .. code-block:: python
+
+            from beeweave_core import BeeWeave
+
+            with BeeWeave("memory.db") as memory:       # BeeWeave() keeps everything in memory
+                memory.add("The user prefers answers in Chinese.", user_id="alice")
+                for hit in memory.search("language preference", user_id="alice"):
+                    print(hit.score, hit.chunk.raw_content)
+
+    Args:
+        path: a SQLite file, created if missing; ``None`` keeps everything in memory.
+        embedder: a model name or path, an ``Embedder``, a LangChain ``Embeddings`` or a
+            LlamaIndex ``BaseEmbedding``. Default: the bundled all-MiniLM-L6-v2.
+        tokenizer: a ``TokenizerConfig`` for a new store; an existing store keeps its own.
+        index: an ``IndexConfig`` (BM25 constants, session context) for a new store.
+        network: a ``NetworkConfig``: which relationships are mined when memories are stored.
+        lifecycle: a ``LifecycleConfig``: feedback deltas, decay, merging, expiry, capacity.
+        ingest: an ``IngestConfig``: the queue, redaction, extraction, admission, patterns.
+        scoring: a ``ScoringConfig``: how weight, recency and confidence change the rank.
+        config: a ``SearchConfig``: search defaults (fusion, candidates, weights).
+        clock: returns "now" as an aware datetime; tests pass a controllable one.
+        backend: a ready ``StoreBackend`` instead of ``path`` (e.g. ``PostgresStore``).
+    """
+
+    def __init__(self, path: str | Path | None = None, *, embedder: Any = None,
+                 tokenizer: TokenizerConfig | None = None, index: IndexConfig | None = None,
+                 network: NetworkConfig | None = None, lifecycle: LifecycleConfig | None = None,
+                 ingest: IngestConfig | None = None, scoring: ScoringConfig | None = None,
+                 config: SearchConfig | None = None, clock: Callable[[], datetime] | None = None,
+                 backend: StoreBackend | None = None) -> None:
+        for name, value, cls in (("tokenizer", tokenizer, TokenizerConfig), ("index", index, IndexConfig),
+                                 ("network", network, NetworkConfig), ("lifecycle", lifecycle, LifecycleConfig),
+                                 ("ingest", ingest, IngestConfig), ("scoring", scoring, ScoringConfig),
+                                 ("config", config, SearchConfig)):
+            _typed(name, value, cls)
+        if clock is not None and not callable(clock):
+            raise InvalidInputError("clock must be a callable returning an aware datetime")
+        if backend is not None and (path is not None or index is not None):
+            raise InvalidInputError("pass either path (and index) or a ready backend, not both")
+        if backend is None:
+            from .store.sqlite import SQLiteStore
+
+            backend = SQLiteStore(path, index_config=index)
+        self._closed_parts: list[Callable[[], None]] = []
+        try:
+            tok = Tokenizer(_resolve_tokenizer(backend, tokenizer))
+            emb = _resolve_embedder(backend, embedder)
+            shared = Shared(backend, emb, tok, clock=clock or utcnow, config=config or SearchConfig(),
+                            scoring=scoring or ScoringConfig())
+            self._shared = shared
+            self._records = Records(shared)
+            self._graph = Graph(shared, network or NetworkConfig())
+            self._search = Search(shared, self._graph)
+            self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records))
+            self._ingestion = Ingestion(shared, self._records, ingest or IngestConfig())
+            hooks = shared.hooks
+            # Order matters: links exist before "created" is announced; lifecycle rules
+            # (expiry, merge, capacity) see the linked, announced memories.
+            hooks.on_insert += [self._graph.on_insert, self._records.announce_created, self._lifecycle.on_insert]
+            hooks.on_search += [self._lifecycle.on_search]
+            hooks.on_delete += [self._graph.relink]
+            hooks.on_flush += [self._lifecycle.flush]
+            # The worker stops before access counts are written, and both before the store closes.
+            hooks.on_close += [self._ingestion.close, self._lifecycle.close]
+            self._ingestion.open()  # resume events a dead process left queued
+        except BaseException:
+            self._close_after_failed_init(backend)
+            raise
+
+    def _close_after_failed_init(self, backend: StoreBackend) -> None:
+        shared = getattr(self, "_shared", None)
+        try:
+            if shared is not None:
+                for hook in shared.hooks.on_close:
+                    try:
+                        hook()
+                    except Exception:  # the original error is the one to report
+                        pass
+        finally:
+            backend.close()
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> BeeWeave:
+        """Open a store by URL: ``postgresql://...`` (PostgreSQL + pgvector), ``sqlite:///path``
+        or a plain path. Other keyword arguments are those of the constructor; ``pool_size``,
+        ``tenant``, ``schema``, ``read_only`` and ``listen_url`` go to the PostgreSQL backend."""
+        if not isinstance(url, str):
+            raise InvalidInputError("url must be a string")
+        if url.startswith(("postgresql://", "postgres://")):
+            from .store.postgres import PostgresStore
+
+            backend_kw = {k: kwargs.pop(k) for k in ("pool_size", "tenant", "schema", "read_only", "listen_url")
+                          if k in kwargs}
+            return cls(backend=PostgresStore(url, index_config=kwargs.pop("index", None), **backend_kw), **kwargs)
+        if url.startswith("sqlite:///"):
+            url = url[len("sqlite:///"):]
+        return cls(url or None, **kwargs)
+
+    # -- the shared context ---------------------------------------------------------------------
+    @property
+    def parts(self) -> Parts:
+        """The parts this memory is built from; each can be used (and tested) on its own."""
+        return Parts(self._shared, self._records, self._search, self._graph, self._lifecycle, self._ingestion)
+
+    @property
+    def backend(self) -> StoreBackend:
+        return self._shared.backend
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._shared.embedder
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._shared.tokenizer
+
+    @property
+    def events(self) -> EventBus:
+        return self._shared.events
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        return self._shared.clock
+
+    @property
+    def config(self) -> SearchConfig:
+        return self._shared.config
+
+    @property
+    def scoring(self) -> ScoringConfig:
+        return self._shared.scoring
+
+    @property
+    def dim(self) -> int | None:
+        return self._shared.dim
+
+    @property
+    def network_config(self) -> NetworkConfig:
+        return self._graph.config
+
+    @property
+    def lifecycle(self) -> LifecycleConfig:
+        return self._lifecycle.ctx.config
+
+    @property
+    def ingest_config(self) -> IngestConfig:
+        return self._ingestion.config
+
+    # -- records ------------------------------------------------------------------------------
+    def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
+            chunk_id: str | None = None, tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
+            timestamp: datetime | str | float | None = None, embedding: Sequence[float] | None = None,
+            **fields: Any) -> str:
+        """Store one memory and return its id.
+
+        ``fields`` may set any other :class:`KnowledgeChunk` field (summary, entities, intent,
+        expires_at, pinned, weight, confidence...). ``embedding`` skips the model.
+        """
+        return self._records.add(content, user_id=user_id, session_id=session_id, agent_id=agent_id,
+                                 chunk_id=chunk_id, tags=tags, metadata=metadata, timestamp=timestamp,
+                                 embedding=embedding, **fields)
+
+    def add_many(self, records: Iterable[Mapping[str, Any] | KnowledgeChunk], *, batch_size: int = 512,
+                 show_progress: bool | None = None, link: bool = True) -> list[str]:
+        """Store many memories; embeddings are computed in batches. Every record (a dict with the
+        keys of :meth:`add`, or a :class:`KnowledgeChunk`) is validated before anything is
+        written; each batch is written atomically. ``link=False`` skips relationship mining."""
+        return self._records.add_many(records, batch_size=batch_size, show_progress=show_progress, link=link)
+
+    def get(self, chunk_id: str) -> KnowledgeChunk:
+        """The memory with this id (``NotFoundError`` if there is none)."""
+        return self._records.get(chunk_id)
+
+    def get_many(self, chunk_ids: str | Iterable[str]) -> list[KnowledgeChunk]:
+        """The memories that exist, in the order asked; missing ids are skipped."""
+        return self._records.get_many(chunk_ids)
+
+    def update(self, chunk_id: str, **changes: Any) -> KnowledgeChunk:
+        """Change fields of a stored memory and return it. New content is re-tokenised and
+        re-embedded; feedback or accesses recorded meanwhile are kept."""
+        return self._records.update(chunk_id, **changes)
+
+    def delete(self, chunk_id: str) -> bool:
+        """Delete a memory with its index entries and relationships; False if it did not exist."""
+        return self._records.delete(chunk_id)
+
+    def delete_many(self, chunk_ids: str | Iterable[str]) -> list[str]:
+        """Delete memories (a bare string is one id); return the ids that existed and are gone."""
+        return self._records.delete_many(chunk_ids)
+
+    def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
+        return self._records.count(user_id=user_id, filters=filters)
+
+    def reembed(self, embedder: Any, *, batch_size: int = 256) -> None:
+        """Move the store to another embedding model: every vector is recomputed."""
+        self._records.reembed(embedder, batch_size=batch_size)
+
+    # -- search ---------------------------------------------------------------------------------
+    def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
+               fusion: FusionMode | str | None = None, min_score: float | None = None,
+               query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
+               rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False) -> list[SearchHit]:
+        """Hybrid search: BM25 and vector candidates, fused, filtered inside retrieval.
+
+        Args:
+            query: what to look for.
+            user_id: restrict to one user's memories (never returns another user's).
+            k: how many hits (graph expansion may add up to ``ExpandOptions.limit`` more).
+            filters: user_id, agent_id, session_id, tags / tags_any / tags_all, entities,
+                since, until, type, intent, status, ids.
+            fusion: "zscore" (default), "rrf" or "weighted".
+            min_score: drop hits whose final score is below this.
+            query_embedding: a precomputed query vector (skips the model).
+            expand: follow relationships from the hits (``True`` for the defaults of
+                ``ExpandOptions``); expanded hits carry a "graph" source.
+            rerank: a ``Reranker`` (e.g. ``CrossEncoderReranker``) applied to the candidates.
+            mmr: MMR trade-off lambda in [0, 1] for diverse results (1 = relevance only).
+            loosen: strict-then-loose: if the filters (tags, entities) and ``min_score``
+                leave fewer than k hits, search again without them; such hits have
+                ``loosened=True``. The user scope is never loosened.
+        """
+        return self._search.search(query, user_id=user_id, k=k, filters=filters, fusion=fusion, min_score=min_score,
+                                   query_embedding=query_embedding, expand=expand, rerank=rerank, mmr=mmr,
+                                   loosen=loosen)
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's vector, from a small LRU cache when the same query was asked before."""
+        return self._search.embed_query(query)
+
+    # -- the network ----------------------------------------------------------------------------
+    def link(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
+        """Mine and store the relationships of stored chunks; return the new edges."""
+        return self._graph.link(chunks)
+
+    def relate(self, source_id: str, target_id: str, type: RelationType | str, *, weight: float = 1.0,
+               note: str | None = None) -> Relationship:
+        """Record a logical relation (``supports``, ``contradicts``, ``cites``, ``causes``,
+        ``derived_from``, ``related``) between two memories of one user."""
+        return self._graph.relate(source_id, target_id, type, weight=weight, note=note)
+
+    def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,
+                      direction: str = "both") -> list[Relationship]:
+        """Edges touching a memory: "out", "in" or "both" directions."""
+        return self._graph.relationships(chunk_id, types=types, direction=direction)
+
+    def relation_note(self, edge: Relationship) -> str | None:
+        """The note recorded with a relation by :meth:`relate`, if any."""
+        return self._graph.note(edge)
+
+    def postprocess(self, query: str, candidates: Sequence[Candidate], *, user_id: str | None = None,
+                    filters: Any = None, rerank: Any = None, mmr: float | None = None,
+                    expand: bool | ExpandOptions | None = None, top_n: int | None = None) -> list[SearchHit]:
+        """Apply BeeWeave's ranking to results from any retriever.
+
+        Candidates that are stored memories (in scope) get the memory's weight and confidence
+        factors; all can be reranked or diversified (MMR); with ``expand``, memories linked to
+        the candidates come in as extra hits. External candidates come back as transient
+        chunks with ``metadata["external"]``. The input is never modified.
+        """
+        return self._graph.postprocess(query, candidates, user_id=user_id, filters=filters, rerank=rerank,
+                                       mmr=mmr, expand=expand, top_n=top_n)
+
+    def trace(self, session_id: str, *, user_id: str | None = None) -> list[KnowledgeChunk]:
+        """Every memory of a session (any status), oldest first."""
+        return self._graph.trace(session_id, user_id=user_id)
+
+    def context(self, session_id: str, *, user_id: str | None = None, window: int = 10) -> list[KnowledgeChunk]:
+        """The latest ``window`` active memories of a session, oldest first."""
+        return self._graph.context(session_id, user_id=user_id, window=window)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str) -> list[KnowledgeChunk]:
+        """Tell the memory how its memories did: "used", "up" or "down"; return them updated."""
+        return self._lifecycle.feedback(chunk_ids, signal)
+
+    def effective_weight(self, chunk_id: str) -> float:
+        """A memory's weight now, decayed since its last feedback (pinned: as set)."""
+        return self._lifecycle.effective_weight(chunk_id)
+
+    def review_queue(self, *, user_id: str | None = None) -> list[ReviewItem]:
+        """Memories flagged for a decision (stale, or expired but valued), oldest flag first."""
+        return self._lifecycle.review_queue(user_id=user_id)
+
+    def resolve_review(self, chunk_id: str, decision: ReviewDecision | str) -> KnowledgeChunk | None:
+        """Decide on a flagged memory: "keep", "archive" or "delete"."""
+        return self._lifecycle.resolve_review(chunk_id, decision)
+
+    def audit(self, chunk_id: str | None = None) -> list[dict[str, Any]]:
+        """What the lifecycle did (merged, archived, deleted) and why, oldest first."""
+        return self._lifecycle.audit(chunk_id)
+
+    def maintain(self, *, user_id: str | None = None) -> MaintenanceReport:
+        """Expire, merge near-duplicates and enforce capacity now; report what changed."""
+        return self._lifecycle.maintenance.maintain(user_id=user_id)
+
+    def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,
+                      metadata: Mapping[str, Any] | None = None, tags: Iterable[str] = (), **fields: Any) -> str:
+        """Store the current value of a fact about ``subject_key``; the same id every time."""
+        return self._lifecycle.facts.remember_fact(subject_key, content, user_id=user_id, source=source,
+                                                   metadata=metadata, tags=tags, **fields)
+
+    def fact(self, subject_key: str, *, user_id: str) -> KnowledgeChunk | None:
+        """The current memory of a fact, or None."""
+        return self._lifecycle.facts.fact(subject_key, user_id=user_id)
+
+    def history(self, chunk_id: str) -> list[MemoryVersion]:
+        """The earlier versions of a memory, oldest first."""
+        return self._lifecycle.facts.history(chunk_id)
+
+    def remember_opinion(self, content: str, *, user_id: str, topic: str, source: str | None = None,
+                         confidence: float = 1.0, metadata: Mapping[str, Any] | None = None, **fields: Any) -> str:
+        """Store one view on ``topic`` with its source and confidence; every view is kept."""
+        return self._lifecycle.facts.remember_opinion(content, user_id=user_id, topic=topic, source=source,
+                                                      confidence=confidence, metadata=metadata, **fields)
+
+    def opinions(self, topic: str, *, user_id: str) -> list[KnowledgeChunk]:
+        """The active views on ``topic``: highest confidence first, then newest."""
+        return self._lifecycle.facts.opinions(topic, user_id=user_id)
+
+    def mark_conflict(self, chunk_ids: Iterable[str], *, group: str | None = None) -> str:
+        """Mark memories of one user as conflicting; return the group's name."""
+        return self._lifecycle.facts.mark_conflict(chunk_ids, group=group)
+
+    def conflicts(self, group: str, *, user_id: str) -> list[KnowledgeChunk]:
+        """The active members of a conflict group: highest confidence first, then newest."""
+        return self._lifecycle.facts.conflicts(group, user_id=user_id)
+
+    # -- ingestion ------------------------------------------------------------------------------
+    def ingest(self, event: KnowledgeEvent | Mapping[str, Any]) -> str:
+        """Queue a knowledge event and return its id at once (durable when this returns)."""
+        return self._ingestion.ingest(event)
+
+    def start_ingest(self) -> None:
+        """Start the worker (needed only with ``IngestConfig(autostart=False)``)."""
+        self._ingestion.start_ingest()
+
+    def pending_events(self) -> int:
+        """How many ingested events wait for the worker (dead letters not counted)."""
+        return self._ingestion.pending_events()
+
+    def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
+        """Events whose processing failed, oldest first, with their errors."""
+        return self._ingestion.dead_letters(limit)
+
+    def retry_dead_letters(self, ids: str | Iterable[str] | None = None) -> int:
+        """Queue dead events again (all, or those with the given event ids); return how many."""
+        return self._ingestion.retry_dead_letters(ids)
+
+    def discard_dead_letters(self, ids: str | Iterable[str]) -> int:
+        """Delete dead events for good; return how many."""
+        return self._ingestion.discard_dead_letters(ids)
+
+    def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
+                limit: int | None = None) -> list[KnowledgeChunk]:
+        """Memories waiting for review, oldest first."""
+        return self._ingestion.pending(user_id=user_id, agent_id=agent_id, limit=limit)
+
+    def approve(self, ids: str | Iterable[str]) -> list[str]:
+        """Make pending memories active; return the ids that changed."""
+        return self._ingestion.approve(ids)
+
+    def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]:
+        """Delete pending memories (their ids are remembered, so they never come back)."""
+        return self._ingestion.reject(ids, reason=reason)
+
+    def hot_patterns(self, *, user_id: str | None = None) -> list[HotPattern]:
+        """Recurring questions that are hot now, most asked first."""
+        return self._ingestion.hot_patterns(user_id=user_id)
+
+    def import_documents(self, sources: Any, *, user_id: str, agent_id: str | None = None,
+                         tags: Sequence[str] = (), format: DocFormat | str | None = None,
+                         chunk_chars: int = 1200, overlap: int = 150, review: bool = False,
+                         show_progress: bool | None = None, batch_size: int = 256) -> list[str]:
+        """Import FAQ or documentation files (text, Markdown, JSONL) as seed memories."""
+        return self._ingestion.import_documents(sources, user_id=user_id, agent_id=agent_id, tags=tags,
+                                                format=format, chunk_chars=chunk_chars, overlap=overlap,
+                                                review=review, show_progress=show_progress,
+                                                batch_size=batch_size)
+
+    # -- integrity and shutdown -----------------------------------------------------------------
+    def verify(self) -> VerifyReport:
+        """Check that the lexical and vector indexes and the relationships agree with the records."""
+        return self._shared.backend.verify()
+
+    def repair(self) -> VerifyReport:
+        """Rebuild the indexes from the records and drop dangling relationships; returns a fresh check."""
+        return self._shared.backend.repair()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued event is processed (at most ``timeout`` seconds), write
+        pending access counts and persist the store; True if the queue is empty."""
+        drained = self._ingestion.flush(timeout)
+        for hook in self._shared.hooks.on_flush:
+            hook()
+        self._shared.backend.flush()
+        return drained
+
+    def close(self) -> None:
+        """Stop the worker, write pending access counts and close the store."""
+        try:
+            for hook in self._shared.hooks.on_close:
+                hook()
+        finally:
+            self._shared.backend.close()
+
+    def __enter__(self) -> BeeWeave:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _resolve_tokenizer(backend: StoreBackend, wanted: TokenizerConfig | None) -> TokenizerConfig:
+    """The store's recorded tokenizer; a new store records the one asked for (or the default)."""
+    stored = backend.get_meta("tokenizer")
+    if stored is None:
+        cfg = wanted or TokenizerConfig()
+        backend.set_meta("tokenizer", json.dumps(cfg.to_dict()))
+        return cfg
+    cfg = TokenizerConfig.from_dict(json.loads(stored))
+    if wanted is not None and wanted != cfg:
+        raise TokenizerMismatchError(
+            f"this store was indexed with tokenizer {cfg}; open it without tokenizer= (it is "
+            "remembered) or build a new store for a different tokenizer")
+    return cfg
+
+
+def _resolve_embedder(backend: StoreBackend, wanted: Any) -> Embedder:
+    """The embedder asked for; refused if the store was built with another model."""
+    stored = backend.get_meta("embedder")
+    emb = as_embedder(wanted)
+    if stored is not None:
+        info = json.loads(stored)
+        if info["name"] != emb.name:
+            if info["name"] == DEFAULT_MODEL_NAME:
+                hint = "open it without embedder= to use the default model"
+            elif info["name"].startswith(("langchain:", "llamaindex:")):
+                hint = f"open it with the same embeddings object ({info['name']})"
+            else:
+                hint = f"open it with embedder={info['name']!r}"
+            raise EmbedderMismatchError(
+                f"this store was embedded with {info['name']!r} (dim {info['dim']}), not {emb.name!r}: "
+                f"{hint}, or move to the new model with BeeWeave.reembed(new_embedder)")
+    return emb

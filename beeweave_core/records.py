@@ -7,7 +7,6 @@ same shapes travel through SQLite, PostgreSQL, the REST API and the adapters.
 from __future__ import annotations
 
 import json
-import math
 import uuid
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
@@ -15,12 +14,14 @@ from enum import Enum
 from typing import Any
 
 from .errors import InvalidInputError
+from .validation import check_chunk, to_datetime
 
 __all__ = [
     "ContentType",
     "ChunkStatus",
     "Intent",
     "RelationType",
+    "USER_RELATIONS",
     "ProcessedContent",
     "Relationship",
     "KnowledgeChunk",
@@ -55,44 +56,29 @@ class Intent(str, Enum):
 
 
 class RelationType(str, Enum):
+    """Edge types. The first five are mined or written by BeeWeave itself; the logical
+    relations below them are recorded by callers with ``BeeWeave.relate``."""
+
     SEMANTIC = "semantic"
     SESSION = "session"
     ENTITY = "entity"
     TAG = "tag"
     MERGED_INTO = "merged_into"
+    SUPPORTS = "supports"
+    CONTRADICTS = "contradicts"
+    CITES = "cites"
+    CAUSES = "causes"
+    DERIVED_FROM = "derived_from"
+    RELATED = "related"
+
+
+# The relations a caller may record; the others are BeeWeave's own bookkeeping.
+USER_RELATIONS = frozenset({RelationType.SUPPORTS, RelationType.CONTRADICTS, RelationType.CITES,
+                            RelationType.CAUSES, RelationType.DERIVED_FROM, RelationType.RELATED})
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def to_datetime(value: Any, name: str = "timestamp") -> datetime:
-    """Accept a datetime, an ISO string or epoch seconds; return an aware UTC datetime.
-
-    Naive datetimes are taken as UTC: storing local wall-clock time without a zone
-    would make ordering across machines wrong.
-    """
-    if isinstance(value, datetime):
-        dt = value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise InvalidInputError(f"{name} must be finite, got {value!r}")
-        try:
-            dt = datetime.fromtimestamp(float(value), tz=timezone.utc)
-        except (OverflowError, OSError, ValueError) as exc:
-            raise InvalidInputError(f"{name} {value!r} is out of range") from exc
-    elif isinstance(value, str):
-        try:
-            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise InvalidInputError(f"{name} {value!r} is not an ISO 8601 date-time") from exc
-    else:
-        raise InvalidInputError(
-            f"{name} must be a datetime, an ISO string or epoch seconds, got {type(value).__name__}"
-        )
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
 
 
 def new_id() -> str:
@@ -103,7 +89,7 @@ def _enum(cls: type[Enum], value: Any, name: str) -> Any:
     try:
         return cls(value)
     except ValueError:
-        allowed = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
+        allowed = ", ".join(str(m.value) for m in cls)
         raise InvalidInputError(f"{name} must be one of {allowed}; got {value!r}") from None
 
 
@@ -128,7 +114,8 @@ class ProcessedContent:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProcessedContent:
-        return cls(**{k: data.get(k) for k in ("type", "text", "language", "payload") if k in data})
+        kw: dict[str, Any] = {k: data.get(k) for k in ("type", "text", "language", "payload") if k in data}
+        return cls(**kw)
 
 
 @dataclass(frozen=True)
@@ -195,6 +182,7 @@ class KnowledgeChunk:
         self.tags = list(self.tags)
         self.entities = list(self.entities)
         self.relationships = [r if isinstance(r, Relationship) else Relationship.from_dict(r) for r in self.relationships]
+        check_chunk(self)  # a chunk that exists is storable (records read back from a store skip this)
 
     @property
     def content(self) -> str:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .errors import InvalidInputError, MissingDependencyError
+from .quiet import quiet_jieba
 
 __all__ = ["TokenizerConfig", "Tokenizer"]
 
@@ -56,7 +57,8 @@ def _shared_jieba() -> Any:
                 except ImportError as exc:  # pragma: no cover - a declared dependency
                     raise MissingDependencyError("Chinese text needs jieba: pip install jieba") from exc
                 tok = jieba.Tokenizer()
-                tok.initialize()
+                with quiet_jieba():  # its dictionary messages are not for the library's user
+                    tok.initialize()
                 _JIEBA = tok
     return _JIEBA
 

@@ -71,6 +71,26 @@ EXPECTED_ALL = [
     "MissingDependencyError",
     "StoreUnavailableError",
     "ModelLoadError",
+    "KnowledgeEvent",
+    "ToolCall",
+    "DeadLetter",
+    "IngestConfig",
+    "QueueFullPolicy",
+    "PatternConfig",
+    "HotPattern",
+    "AdmissionRules",
+    "SourceRule",
+    "Extractor",
+    "OfflineExtractor",
+    "LLMExtractor",
+    "Redactor",
+    "PiiPattern",
+    "PiiKind",
+    "QueueFullError",
+    "InvalidEventError",
+    "ExtractionError",
+    "BeeWeaveClient",
+    "AuthenticationError",
     "__version__",
 ]
 
@@ -149,3 +169,48 @@ def test_import_has_no_side_effects(module: str) -> None:
 def test_version_matches_the_package_metadata() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     assert f'version = "{beeweave_core.__version__}"' in text
+
+
+# A missing extra is named before anything happens. The probes run in a fresh interpreter
+# with the extra's modules blocked (``sys.modules[name] = None`` makes importing them fail).
+_BLOCKED = textwrap.dedent(
+    """
+    import sys
+    for name in __BLOCK__:
+        sys.modules[name] = None
+    from beeweave_core.cli import main
+    sys.exit(main(__ARGV__))
+    """
+)
+
+
+@pytest.mark.parametrize(("block", "argv", "extra"), [
+    (["fastapi"], ["--store", "stores", "serve", "--port", "1"], "server"),
+    (["uvicorn"], ["--store", "stores", "serve", "--port", "1"], "server"),
+    (["psycopg"], ["--store", "postgresql://nobody@127.0.0.1:1/none", "serve", "--port", "1"], "postgres"),
+    (["psycopg"], ["--store", "postgresql://nobody@127.0.0.1:1/none", "search", "anything"], "postgres"),
+])
+def test_a_missing_extra_is_named_before_anything_is_printed(tmp_path, block, argv, extra) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "HYPOTHESIS"))}
+    env.update(PYTHONPATH=str(ROOT), BEEWEAVE_API_KEYS="key-0001:acme")
+    code = _BLOCKED.replace("__BLOCK__", repr(block)).replace("__ARGV__", repr(argv))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("beeweave: error:"), out.stderr
+    assert f'pip install "beeweave[{extra}]"' in lines[0]
+    assert "serving" not in out.stderr
+    assert not (tmp_path / "stores").exists()  # nothing was opened or created
+
+
+def test_the_onnx_backend_names_its_extra_when_built(monkeypatch) -> None:
+    import importlib.util
+
+    from beeweave_core import MissingDependencyError, SentenceTransformerEmbedder
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(MissingDependencyError, match=r'pip install "beeweave\[onnx\]"'):
+        SentenceTransformerEmbedder(backend="onnx")

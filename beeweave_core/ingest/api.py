@@ -1,4 +1,4 @@
-"""``IngestMixin``: the ingestion methods of ``BeeWeave``.
+"""The ingestion part of ``BeeWeave``: events in, memories out.
 
 ``ingest(event)`` validates the event, writes it durably to the queue and returns its id;
 a background worker does the rest (redact, normalize, extract, admit, embed, store,
@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError, NotFoundError
 from ..filters import build_filter
 from ..records import ChunkStatus, KnowledgeChunk
+from ..validation import check_limit, check_text, id_list
 from .config import IngestConfig
 from .documents import DocFormat, document_chunks, load_sources
 from .patterns import HotPattern
@@ -22,30 +23,31 @@ from .records import DeadLetter, KnowledgeEvent
 from .runtime import IngestRuntime
 from .validate import EVENT_KEYS, event_dict, event_json
 
-__all__ = ["IngestMixin"]
+if TYPE_CHECKING:
+    from ..engine.records import Records
+    from ..engine.shared import Shared
+
+__all__ = ["Ingestion", "IngestSink"]
 
 logger = logging.getLogger(__name__)
 
 
-def _ids(name: str, ids: str | Iterable[str]) -> list[str]:
-    if isinstance(ids, str):
-        ids = [ids]
-    if not isinstance(ids, Iterable):
-        raise InvalidInputError(f"{name} takes an id or a list of ids")
-    out = list(dict.fromkeys(ids))
-    for i in out:
-        if not isinstance(i, str) or not i.strip():
-            raise InvalidInputError(f"{name}: ids must be non-empty strings, got {i!r}")
-    return out
+class IngestSink:
+    """What the ingest runtime writes through: the store, tokenizer, clock and events, and
+    the records part's writers (so stored events get links, events and lifecycle rules)."""
+
+    def __init__(self, shared: Shared, records: Records) -> None:
+        self.backend = shared.backend
+        self.tokenizer = shared.tokenizer
+        self.clock = shared.clock
+        self.events = shared.events
+        self.add = records.add
+        self.add_many = records.add_many
+        self.get_many = records.get_many
+        self.update = records.update
 
 
-def _limit(limit: Any) -> int | None:
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-        raise InvalidInputError(f"limit must be a non-negative integer or None, got {limit!r}")
-    return limit
-
-
-class IngestMixin:
+class Ingestion:
     """Knowledge events in, memories out: non-blocking, durable, exactly once.
 
     Usage:
@@ -60,24 +62,21 @@ class IngestMixin:
                 memory.flush()  # only to wait for the worker (e.g. in a test or a script)
                 memory.search("password reset", user_id="alice")
 
-    Args:
-        ingest: an :class:`IngestConfig` (keyword argument of the ``BeeWeave`` constructor).
+    Configured by ``BeeWeave(..., ingest=IngestConfig(...))``.
     """
 
-    def __init__(self, *args: Any, ingest: IngestConfig | None = None, **kwargs: Any) -> None:
-        if ingest is not None and not isinstance(ingest, IngestConfig):
-            raise InvalidInputError("ingest must be an IngestConfig")
-        super().__init__(*args, **kwargs)
-        try:
-            self._ingest = IngestRuntime(self, ingest or IngestConfig())
-            self._ingest.open()  # resume events a dead process left queued
-        except BaseException:
-            self.close()  # type: ignore[attr-defined]
-            raise
+    def __init__(self, shared: Shared, records: Records, config: IngestConfig) -> None:
+        self.shared = shared
+        self.records = records
+        self.runtime = IngestRuntime(IngestSink(shared, records), config)
+
+    def open(self) -> None:
+        """Resume events a dead process left queued."""
+        self.runtime.open()
 
     @property
-    def ingest_config(self) -> IngestConfig:
-        return self._ingest.config
+    def config(self) -> IngestConfig:
+        return self.runtime.config
 
     # -- events -----------------------------------------------------------------------------
     def ingest(self, event: KnowledgeEvent | Mapping[str, Any]) -> str:
@@ -89,8 +88,8 @@ class IngestMixin:
         ``InvalidInputError`` and writes nothing; a full queue follows
         ``IngestConfig.when_full``.
         """
-        rt = self._ingest
-        body = event_dict(event, now=self.clock())  # type: ignore[attr-defined]
+        rt = self.runtime
+        body = event_dict(event, now=self.shared.clock())
         if rt.config.redact_before_queue:
             from .pipeline import redact_event
 
@@ -100,24 +99,22 @@ class IngestMixin:
         return body["id"]
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued event is processed (at most ``timeout`` seconds), then
-        persist the store's derived structures. True if the queue is empty."""
-        drained = self._ingest.flush(timeout)
-        super().flush()  # type: ignore[misc]
-        return drained
+        """Wait until every queued event is processed (at most ``timeout`` seconds); True if
+        the queue is empty."""
+        return self.runtime.flush(timeout)
 
     def start_ingest(self) -> None:
         """Start the worker (needed only with ``IngestConfig(autostart=False)``)."""
-        self._ingest.wake()
+        self.runtime.wake()
 
     def pending_events(self) -> int:
         """How many ingested events wait for the worker (dead letters not counted)."""
-        return self._ingest.pending_count()
+        return self.runtime.pending_count()
 
     def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
         """Events whose processing failed, oldest first, with their errors."""
         out = []
-        for row in self._ingest.dead(_limit(limit)):
+        for row in self.runtime.dead(check_limit(limit)):
             fields = {k: row.body[k] for k in EVENT_KEYS if k in row.body}
             out.append(DeadLetter(KnowledgeEvent.from_dict(fields), row.error, row.attempts,
                                   datetime.fromtimestamp(row.failed_at, tz=timezone.utc)))
@@ -125,26 +122,26 @@ class IngestMixin:
 
     def retry_dead_letters(self, ids: str | Iterable[str] | None = None) -> int:
         """Queue dead events again (all, or those with the given event ids); return how many."""
-        return self._ingest.revive(None if ids is None else _ids("retry_dead_letters", ids))
+        return self.runtime.revive(None if ids is None else id_list(ids, "event ids"))
 
     def discard_dead_letters(self, ids: str | Iterable[str]) -> int:
         """Delete dead events for good; return how many."""
-        return self._ingest.discard(_ids("discard_dead_letters", ids))
+        return self.runtime.discard(id_list(ids, "event ids"))
 
     # -- review --------------------------------------------------------------------------------
     def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
                 limit: int | None = None) -> list[KnowledgeChunk]:
         """Memories waiting for review, oldest first (``metadata["ingest"]["review"]`` says why)."""
-        limit = _limit(limit)
+        limit = check_limit(limit)
         filters: dict[str, Any] = {"status": ChunkStatus.PENDING.value}
         if agent_id is not None:
             filters["agent_id"] = agent_id
         flt = build_filter(filters, user_id=user_id)
-        return list(self.backend.scan(flt, order="timestamp", limit=limit))  # type: ignore[attr-defined]
+        return list(self.shared.backend.scan(flt, order="timestamp", limit=limit))
 
     def _reviewable(self, name: str, ids: str | Iterable[str]) -> list[KnowledgeChunk]:
-        wanted = _ids(name, ids)
-        found = self.backend.get(wanted)  # type: ignore[attr-defined]
+        wanted = id_list(ids)
+        found = self.shared.backend.get(wanted)
         missing = [i for i in wanted if i not in found]
         if missing:
             raise NotFoundError(f"no memory with id {missing[0]!r}; nothing was changed")
@@ -153,11 +150,11 @@ class IngestMixin:
     def approve(self, ids: str | Iterable[str]) -> list[str]:
         """Make pending memories active; return the ids that changed (others were not pending)."""
         chunks = self._reviewable("approve", ids)
-        at = self.clock().isoformat()  # type: ignore[attr-defined]
+        at = self.shared.clock().isoformat()
         for c in chunks:
             meta = dict(c.metadata)
             meta["ingest"] = {**meta.get("ingest", {}), "reviewed": {"decision": "approved", "at": at}}
-            self.update(c.id, status=ChunkStatus.ACTIVE, metadata=meta)  # type: ignore[attr-defined]
+            self.records.update(c.id, status=ChunkStatus.ACTIVE, metadata=meta)
         return [c.id for c in chunks]
 
     def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]:
@@ -169,15 +166,15 @@ class IngestMixin:
         them back.
         """
         chunks = self._reviewable("reject", ids)
-        self._ingest.mark_rejected(chunks, reason)
-        self.delete_many([c.id for c in chunks])  # type: ignore[attr-defined]
+        self.runtime.mark_rejected(chunks, reason)
+        self.records.delete_many([c.id for c in chunks])
         return [c.id for c in chunks]
 
     # -- patterns -------------------------------------------------------------------------------
     def hot_patterns(self, *, user_id: str | None = None) -> list[HotPattern]:
         """Recurring questions that are hot now (within a window of ``PatternConfig``), most
         asked first. ``user_id`` limits to one user's (with ``PatternScope.USER``)."""
-        return self._ingest.patterns.hot(user_id)
+        return self.runtime.patterns.hot(user_id)
 
     # -- cold start ----------------------------------------------------------------------------------
     def import_documents(self, sources: Any, *, user_id: str, agent_id: str | None = None,
@@ -194,7 +191,7 @@ class IngestMixin:
             format: force ``"text"``, ``"markdown"`` or ``"jsonl"``.
             chunk_chars / overlap: chunk size and the overlap between neighbours.
             review: store them pending review instead of active.
-            show_progress: a progress bar (default: when there are 100 chunks or more).
+            show_progress: a progress bar (default: none; the CLI shows one on a terminal).
 
         Everything is read and checked before anything is stored. Chunks already stored by
         an earlier import of the same document, or rejected in review, are skipped.
@@ -202,29 +199,23 @@ class IngestMixin:
         """
         from .pipeline import Pipeline
 
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise InvalidInputError("user_id must be a non-empty string")
+        check_text("user_id", user_id)
         if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
             raise InvalidInputError("tags must be a list of non-empty strings")
         chunks = document_chunks(load_sources(sources, format), chunk_chars, overlap)
-        pipeline: Pipeline = self._ingest.pipeline
+        pipeline: Pipeline = self.runtime.pipeline
         records = []
         for dc in chunks:
             records.append(pipeline.document_chunk(dc, user_id=user_id, agent_id=agent_id, tags=list(tags),
                                                    status=ChunkStatus.PENDING if review else ChunkStatus.ACTIVE,
-                                                   now=self.clock()))  # type: ignore[attr-defined]
+                                                   now=self.shared.clock()))
         unique: dict[str, KnowledgeChunk] = {}
         for r in records:
             unique.setdefault(r.id, r)  # the same document twice in one call
-        self._ingest.store_new(list(unique.values()), batch_size=batch_size,
-                               show_progress=len(unique) >= 100 if show_progress is None else show_progress)
+        self.runtime.store_new(list(unique.values()), batch_size=batch_size,
+                               show_progress=bool(show_progress))
         return list(unique)
 
     # -- lifecycle -----------------------------------------------------------------------------------
-    def _before_close(self) -> None:
-        rt = getattr(self, "_ingest", None)
-        try:
-            if rt is not None:
-                rt.close()
-        finally:
-            super()._before_close()  # type: ignore[misc]
+    def close(self) -> None:
+        self.runtime.close()

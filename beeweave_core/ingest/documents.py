@@ -124,7 +124,9 @@ def load_sources(sources: Any, fmt: DocFormat | str | None = None) -> list[_Sour
 # -- splitting ---------------------------------------------------------------------------------
 def _paragraphs(lines: list[str]) -> list[str]:
     """Blank-line separated paragraphs; a fenced code block stays one paragraph."""
-    paras, cur, fenced = [], [], False
+    paras: list[str] = []
+    cur: list[str] = []
+    fenced = False
     for line in lines:
         if _FENCE.match(line):
             fenced = not fenced

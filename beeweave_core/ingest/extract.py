@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -175,8 +175,8 @@ def _sibling(obj: Any, **changes: Any) -> Any:
     return twin
 
 
-def _english_keywords(query: str, text: str) -> Counter[str]:
-    scores: Counter[str] = Counter()
+def _english_keywords(query: str, text: str) -> dict[str, float]:
+    scores: defaultdict[str, float] = defaultdict(float)
     for weight, part in ((2.0, query), (1.0, text)):
         for w in _WORD.findall(part):
             lw = w.lower()
@@ -186,12 +186,12 @@ def _english_keywords(query: str, text: str) -> Counter[str]:
     return scores
 
 
-def _chinese_keywords(query: str, text: str) -> Counter[str]:
+def _chinese_keywords(query: str, text: str) -> dict[str, float]:
     runs = " ".join(_CJK_RUN.findall(query + " " + query + " " + text))
     if not runs:
-        return Counter()
+        return {}
     tfidf, _ = _Jieba.load()
-    out: Counter[str] = Counter()
+    out: defaultdict[str, float] = defaultdict(float)
     for word, weight in tfidf.extract_tags(runs, topK=10, withWeight=True):
         if len(word) >= 2 and word not in CHINESE_STOPWORDS:
             out[word] = float(weight)
@@ -201,7 +201,7 @@ def _chinese_keywords(query: str, text: str) -> Counter[str]:
 def keywords(query: str, text: str, *, k: int = 5) -> list[str]:
     """Up to ``k`` keywords of a question and its answer, best first."""
     query, text = REDACTION_TOKEN.sub(" ", query), REDACTION_TOKEN.sub(" ", _FENCED.sub(" ", text))
-    merged: Counter[str] = Counter()
+    merged: defaultdict[str, float] = defaultdict(float)
     for scores in (_english_keywords(query, text), _chinese_keywords(query, text)):
         top = max(scores.values(), default=0.0)
         for word, s in scores.items():

@@ -56,7 +56,7 @@ def queue_path_for(backend: Any) -> Path | None:
 
 
 class IngestRuntime:
-    """One BeeWeave's queue and worker. ``memory`` is the BeeWeave (for add_many, update...)."""
+    """One BeeWeave's queue and worker, writing through an ``IngestSink`` (backend, tokenizer, clock, add_many)."""
 
     def __init__(self, memory: Any, config: IngestConfig) -> None:
         self.memory = memory

@@ -1,31 +1,28 @@
-"""What the lifecycle mixins share: configuration, a lock, and an outbox for events.
+"""What the lifecycle's parts share: the engine's context, the configuration, the
+records part (to add, update and delete), and an outbox for events.
 
-Read-modify-write sections run under one re-entrant lock. Events are sent, and
+Read-modify-write sections run under the shared write lock. Events are sent, and
 deletions done, only after the lock is released: a subscriber may call back into the
 memory (even search, which records accesses) without any risk of deadlock.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInputError
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk
-from .access import AccessRecorder
 from .config import LifecycleConfig
 
 if TYPE_CHECKING:
-    from ..engine import MemoryCore as _Core
-else:
-    _Core = object
+    from ..engine.records import Records
+    from ..engine.shared import Shared
 
-__all__ = ["LifecycleHost", "Outbox", "retired", "id_list"]
+__all__ = ["LifecycleContext", "Outbox", "retired", "changed_fields"]
 
 
 @dataclass
@@ -37,24 +34,32 @@ class Outbox:
         self.events.append((type_, chunk, data))
 
 
-class LifecycleHost(_Core):
-    """The attributes every lifecycle mixin relies on (set by ``LifecycleMixin.__init__``)."""
+class LifecycleContext:
+    """The engine context, lifecycle settings and the records part, given to each lifecycle part."""
 
-    lifecycle: LifecycleConfig
-    _lc_lock: threading.RLock
-    _access: AccessRecorder
+    def __init__(self, shared: Shared, config: LifecycleConfig, records: Records) -> None:
+        self.shared = shared
+        self.config = config
+        self.records = records
+
+    @property
+    def backend(self) -> Any:
+        return self.shared.backend
+
+    def now(self) -> datetime:
+        return self.shared.clock()
 
     @contextmanager
-    def _changes(self) -> Iterator[Outbox]:
-        """Hold the lifecycle lock while the body changes records; then send the events and
-        do the deletions it queued (``delete_many`` sends ``memory.deleted``)."""
+    def changes(self) -> Iterator[Outbox]:
+        """Hold the write lock while the body changes records; then send the events and do
+        the deletions it queued (through the records part: ``memory.deleted``, relinking)."""
         box = Outbox()
-        with self._lc_lock:
+        with self.shared.write_lock:
             yield box
         for type_, chunk, data in box.events:
-            self._emit(type_, chunk, **data)
+            self.shared.emit(type_, chunk, **data)
         if box.delete:
-            self.delete_many(box.delete)
+            self.records.delete_many(box.delete)
 
 
 def retired(chunk: KnowledgeChunk, status: ChunkStatus, reason: str, now: datetime, **metadata: Any) -> KnowledgeChunk:
@@ -65,13 +70,6 @@ def retired(chunk: KnowledgeChunk, status: ChunkStatus, reason: str, now: dateti
     return chunk.copy(status=status, metadata=md, relationships=[])
 
 
-def id_list(ids: str | Iterable[str]) -> list[str]:
-    """One id or several, without repeats, in the order given (each is checked by ``get_many``)."""
-    if isinstance(ids, str):
-        return [ids]
-    if not isinstance(ids, Iterable) or isinstance(ids, (bytes, dict)):
-        raise InvalidInputError(f"chunk ids must be a string or a list of strings, got {type(ids).__name__}")
-    out = list(ids)
-    if any(not isinstance(i, str) for i in out):
-        raise InvalidInputError("chunk ids must be strings")
-    return list(dict.fromkeys(out))
+def changed_fields(old: KnowledgeChunk, new: KnowledgeChunk) -> list[str]:
+    a, b = old.to_dict(), new.to_dict()
+    return sorted(k for k in a if k != "relationships" and a[k] != b[k])

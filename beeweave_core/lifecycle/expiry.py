@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from ..records import KnowledgeChunk
 from .config import ExpiryRule, LifecycleConfig
@@ -23,7 +23,10 @@ def rule_expiry(chunk: KnowledgeChunk, rules: Sequence[ExpiryRule]) -> tuple[dat
     if not hits:
         return None
     rule = min(hits, key=lambda r: r.ttl)
-    return chunk.timestamp + rule.ttl, rule.name
+    try:
+        return chunk.timestamp + rule.ttl, rule.name
+    except OverflowError:  # a memory dated at the end of the calendar expires at its end
+        return datetime.max.replace(tzinfo=timezone.utc), rule.name
 
 
 def eviction_score(chunk: KnowledgeChunk, now: datetime, cfg: LifecycleConfig) -> float:

@@ -9,14 +9,15 @@ from typing import Any
 from ..errors import InvalidInputError, NotFoundError
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk, new_id
-from .base import LifecycleHost, id_list
+from ..validation import check_text, id_list
+from .base import LifecycleContext
 from .conflicts import GROUP_KEY, conflict_order
 from .expiry import rule_expiry
 from .feedback import FEEDBACK_KEY, STALE_KEY
 from .history import read_versions, record_version
 from .reports import MemoryVersion
 
-__all__ = ["FactsMixin"]
+__all__ = ["Facts", "FACTS", "CONFLICTS"]
 
 FACTS = "lifecycle.facts"  # kv: "<user>\x1f<subject key>" -> {"chunk_id", "subject_key"}
 CONFLICTS = "lifecycle.conflicts"  # kv: "<user>\x1f<group>" -> {"ids": [...]}
@@ -27,12 +28,17 @@ def _key(user_id: str, name: str) -> str:
 
 
 def _name(what: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"{what} must be a non-empty string, got {value!r}")
-    return value
+    out = check_text(what, value)
+    assert out is not None
+    return out
 
 
-class FactsMixin(LifecycleHost):
+class Facts:
+    """Facts (one current version per subject), opinions and conflict groups."""
+
+    def __init__(self, ctx: LifecycleContext) -> None:
+        self.ctx = ctx
+
     # -- facts -------------------------------------------------------------------------------
     def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,
                       metadata: Mapping[str, Any] | None = None, tags: Iterable[str] = (), **fields: Any) -> str:
@@ -52,13 +58,13 @@ class FactsMixin(LifecycleHost):
         if source is not None:
             md["source"] = _name("source", source)
         key = _key(user_id, subject_key)
-        with self._changes():
-            entry = self.backend.kv_get(FACTS, key)
-            current = self.backend.get([entry["chunk_id"]]).get(entry["chunk_id"]) if entry else None
+        with self.ctx.changes():
+            entry = self.ctx.backend.kv_get(FACTS, key)
+            current = self.ctx.backend.get([entry["chunk_id"]]).get(entry["chunk_id"]) if entry else None
             if current is None:
                 md.update(kind="fact", fact_key=subject_key, version=1)
-                cid = self.add(content, user_id=user_id, tags=tags, metadata=md, **fields)
-                self.backend.kv_put(FACTS, key, {"chunk_id": cid, "subject_key": subject_key}, user_id=user_id)
+                cid = self.ctx.records.add(content, user_id=user_id, tags=tags, metadata=md, **fields)
+                self.ctx.backend.kv_put(FACTS, key, {"chunk_id": cid, "subject_key": subject_key}, user_id=user_id)
                 return cid
             return self._revise_fact(current, content, md, list(tags), fields)
 
@@ -71,7 +77,7 @@ class FactsMixin(LifecycleHost):
         changes["tags"] = list(dict.fromkeys([*current.tags, *tags]))
         changes["status"] = ChunkStatus.ACTIVE  # a fact said again is current, even if it was archived
         if content != current.raw_content:
-            changes.setdefault("timestamp", self.clock())
+            changes.setdefault("timestamp", self.ctx.now())
             changes["raw_content"] = content
             # Rebuilt from raw_content: MemoryCore.update() re-embeds only when the indexed
             # text (processed_content) changes, and it keeps the old one when only raw_content
@@ -83,7 +89,7 @@ class FactsMixin(LifecycleHost):
             if "expires_at" not in changes and current.metadata.get("expiry_rule"):
                 probe = current.copy(raw_content=content, processed_content=None, expires_at=None,
                                      timestamp=changes["timestamp"], tags=changes["tags"])
-                found = rule_expiry(probe, self.lifecycle.expiry_rules)
+                found = rule_expiry(probe, self.ctx.config.expiry_rules)
                 changes["expires_at"] = found[0] if found else None
                 if found:
                     new_md["expiry_rule"] = found[1]
@@ -91,15 +97,15 @@ class FactsMixin(LifecycleHost):
                     new_md.pop("expiry_rule")
         changes["metadata"] = new_md
         if any(current.to_dict().get(k) != (v.value if hasattr(v, "value") else v) for k, v in changes.items()):
-            new = self.update(current.id, **changes)  # validates first: bad input changes nothing
+            new = self.ctx.records.update(current.id, **changes)  # validates first: bad input changes nothing
             if "raw_content" in changes:
-                record_version(self.backend, current, "fact_update", new.timestamp)
+                record_version(self.ctx.backend, current, "fact_update", new.timestamp)
         return current.id
 
     def fact(self, subject_key: str, *, user_id: str) -> KnowledgeChunk | None:
         """The current memory of a fact, or None if it was never remembered (or was deleted)."""
-        entry = self.backend.kv_get(FACTS, _key(_name("user_id", user_id), _name("subject_key", subject_key)))
-        return None if entry is None else self.backend.get([entry["chunk_id"]]).get(entry["chunk_id"])
+        entry = self.ctx.backend.kv_get(FACTS, _key(_name("user_id", user_id), _name("subject_key", subject_key)))
+        return None if entry is None else self.ctx.backend.get([entry["chunk_id"]]).get(entry["chunk_id"])
 
     def history(self, chunk_id: str) -> list[MemoryVersion]:
         """The earlier versions of a memory, oldest first (the current state is ``get(id)``).
@@ -108,8 +114,8 @@ class FactsMixin(LifecycleHost):
         into the memory. Versions outlive a deleted memory until ``delete_user``.
         """
         _name("chunk_id", chunk_id)
-        versions = read_versions(self.backend, chunk_id)
-        if not versions and not self.backend.contains([chunk_id]):
+        versions = read_versions(self.ctx.backend, chunk_id)
+        if not versions and not self.ctx.backend.contains([chunk_id]):
             raise NotFoundError(f"no chunk with id {chunk_id!r}")
         return versions
 
@@ -125,8 +131,8 @@ class FactsMixin(LifecycleHost):
         md = dict(metadata or {}, kind="opinion", topic=topic)
         if source is not None:
             md["source"] = _name("source", source)
-        with self._changes() as box:
-            cid = self.add(content, user_id=user_id, metadata=md, confidence=confidence, **fields)
+        with self.ctx.changes() as box:
+            cid = self.ctx.records.add(content, user_id=user_id, metadata=md, confidence=confidence, **fields)
             self._join_group(user_id, f"opinion:{topic}", [cid], box)
         return cid
 
@@ -139,8 +145,8 @@ class FactsMixin(LifecycleHost):
         and return the group's name (a new one unless ``group`` is given)."""
         ids = id_list(chunk_ids)
         group = _name("group", group) if group is not None else f"conflict:{new_id()[:12]}"
-        with self._changes() as box:
-            chunks = self.get_many(ids)
+        with self.ctx.changes() as box:
+            chunks = self.ctx.records.get_many(ids)
             if len(chunks) != len(ids):
                 missing = sorted(set(ids) - {c.id for c in chunks})
                 raise NotFoundError(f"no chunk with id {missing[0]!r}")
@@ -154,20 +160,20 @@ class FactsMixin(LifecycleHost):
 
     def conflicts(self, group: str, *, user_id: str) -> list[KnowledgeChunk]:
         """The active members of a conflict group: highest confidence first, then newest."""
-        entry = self.backend.kv_get(CONFLICTS, _key(_name("user_id", user_id), _name("group", group))) or {}
-        found = self.backend.get(entry.get("ids", []))
+        entry = self.ctx.backend.kv_get(CONFLICTS, _key(_name("user_id", user_id), _name("group", group))) or {}
+        found = self.ctx.backend.get(entry.get("ids", []))
         members = [c for c in found.values() if c.status is ChunkStatus.ACTIVE]
         return sorted(members, key=conflict_order)
 
     def _join_group(self, user_id: str, group: str, ids: list[str], box: Any) -> None:
         key = _key(user_id, group)
-        entry = self.backend.kv_get(CONFLICTS, key) or {"ids": []}
-        existing = self.backend.get(list(dict.fromkeys([*entry["ids"], *ids])))
-        self.backend.kv_put(CONFLICTS, key, {"ids": list(existing)}, user_id=user_id)
+        entry = self.ctx.backend.kv_get(CONFLICTS, key) or {"ids": []}
+        existing = self.ctx.backend.get(list(dict.fromkeys([*entry["ids"], *ids])))
+        self.ctx.backend.kv_put(CONFLICTS, key, {"ids": list(existing)}, user_id=user_id)
         if len(existing) < 2:
             return
         marked = [c.copy(metadata=dict(c.metadata, **{GROUP_KEY: group}), relationships=[])
                   for c in existing.values() if c.metadata.get(GROUP_KEY) != group]
-        self.backend.update(marked)
+        self.ctx.backend.update(marked)
         for c in marked:
             box.emit(EventType.UPDATED, c, fields=["metadata"], conflict_group=group)

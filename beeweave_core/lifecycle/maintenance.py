@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 import numpy as np
 
 from ..errors import InvalidInputError
 from ..events import EventType
-from ..filters import build_filter
+from ..filters import Filter, build_filter
 from ..records import ChunkStatus, KnowledgeChunk
 from ..scoring import effective_weight, is_expired
-from .base import LifecycleHost, Outbox, retired
+from .base import LifecycleContext, Outbox, retired
 from .config import ForgetAction
 from .expiry import eviction_score, eviction_victims
 from .history import record_action, record_version
@@ -20,10 +20,16 @@ from .merge import dedupable, fold, plan_groups, primary_key, redirect_edges
 from .reports import MaintenanceReport
 from .review import flag
 
-__all__ = ["MaintenanceMixin"]
+__all__ = ["Maintenance"]
 
 
-class MaintenanceMixin(LifecycleHost):
+class Maintenance:
+    """Expiry, duplicate merging and capacity, over the whole store or one user's memories."""
+
+    def __init__(self, ctx: LifecycleContext, flush_access: Callable[[], None]) -> None:
+        self.ctx = ctx
+        self._flush_access = flush_access
+
     def maintain(self, *, user_id: str | None = None) -> MaintenanceReport:
         """Run the lifecycle over active memories (of one user, or all) and report what changed.
 
@@ -36,28 +42,29 @@ class MaintenanceMixin(LifecycleHost):
         """
         if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
             raise InvalidInputError("user_id must be a non-empty string")
-        self._access.flush()  # eviction reads access counts
+        self._flush_access()  # eviction reads access counts
         report = MaintenanceReport()
-        with self._changes() as box:
-            now = self.clock()
-            active = list(self.backend.scan(build_filter(None, user_id=user_id)))
+        with self.ctx.changes() as box:
+            now = self.ctx.now()
+            active = list(self.ctx.backend.scan(build_filter(None, user_id=user_id)))
             active = self._expire(active, now, report, box)
             active = self._dedup(active, now, report, box)
-            if self.lifecycle.capacity is not None:
+            if self.ctx.config.capacity is not None:
                 self._evict(active, now, report, box)
         return report
 
     # -- expiry ------------------------------------------------------------------------------
     def _expire(self, active: list[KnowledgeChunk], now: datetime, report: MaintenanceReport,
                 box: Outbox) -> list[KnowledgeChunk]:
-        cfg = self.lifecycle
-        keep, archive = [], []
+        cfg = self.ctx.config
+        keep: list[KnowledgeChunk] = []
+        archive: list[KnowledgeChunk] = []
         for c in active:
             if not is_expired(c, now):
                 keep.append(c)
-            elif effective_weight(c, now, self.scoring) >= cfg.review_weight:
+            elif effective_weight(c, now, self.ctx.shared.scoring) >= cfg.review_weight:
                 keep.append(c)  # valued: a person decides
-                if flag(self.backend, c, "expired", now):
+                if flag(self.ctx.backend, c, "expired", now):
                     report.flagged += 1
                     box.emit(EventType.EXPIRED, c, action="review")
             else:
@@ -65,7 +72,7 @@ class MaintenanceMixin(LifecycleHost):
                 self._forget(c, "expired", cfg.expired_action, now, report, archive, box)
                 box.emit(EventType.EXPIRED, c, action="archived" if cfg.expired_action is ForgetAction.ARCHIVE
                          else "deleted")
-        self.backend.update(archive)
+        self.ctx.backend.update(archive)
         return keep
 
     def _forget(self, c: KnowledgeChunk, reason: str, action: ForgetAction, now: datetime,
@@ -73,16 +80,16 @@ class MaintenanceMixin(LifecycleHost):
         if action is ForgetAction.ARCHIVE:
             archive.append(retired(c, ChunkStatus.ARCHIVED, reason, now))
             report.archived += 1
-            record_action(self.backend, c, "archived", reason, now)
+            record_action(self.ctx.backend, c, "archived", reason, now)
         else:
             box.delete.append(c.id)
             report.deleted += 1
-            record_action(self.backend, c, "deleted", reason, now)
+            record_action(self.ctx.backend, c, "deleted", reason, now)
 
     # -- capacity ----------------------------------------------------------------------------
     def _evict(self, active: Sequence[KnowledgeChunk], now: datetime, report: MaintenanceReport,
                box: Outbox) -> None:
-        cfg = self.lifecycle
+        cfg = self.ctx.config
         assert cfg.capacity is not None
         by_user: dict[str, list[KnowledgeChunk]] = {}
         for c in active:
@@ -95,37 +102,38 @@ class MaintenanceMixin(LifecycleHost):
                 if cfg.evict_action is ForgetAction.ARCHIVE:
                     box.emit(EventType.UPDATED, v, fields=["status"], reason="evicted",
                              eviction_score=eviction_score(v, now, cfg))
-        self.backend.update(archive)
+        self.ctx.backend.update(archive)
 
-    def _enforce_capacity(self, users: Iterable[str]) -> None:
-        cap = self.lifecycle.capacity
+    def enforce_capacity(self, users: Iterable[str]) -> None:
+        cap = self.ctx.config.capacity
         assert cap is not None
-        with self._changes() as box:
-            now = self.clock()
+        with self.ctx.changes() as box:
+            now = self.ctx.now()
             report = MaintenanceReport()
             for u in sorted(set(users)):
                 flt = build_filter(None, user_id=u)
-                if self.backend.count(flt) > cap:
-                    self._evict(list(self.backend.scan(flt)), now, report, box)
+                if self.ctx.backend.count(flt) > cap:
+                    self._evict(list(self.ctx.backend.scan(flt)), now, report, box)
 
     # -- dedup and merge ---------------------------------------------------------------------
     def _dedup(self, active: list[KnowledgeChunk], now: datetime, report: MaintenanceReport,
                box: Outbox) -> list[KnowledgeChunk]:
-        cfg = self.lifecycle
+        cfg = self.ctx.config
         by_user: dict[str, list[KnowledgeChunk]] = {}
         for c in active:
             if dedupable(c):
                 by_user.setdefault(c.user_id, []).append(c)
-        vectors = self.backend.get_vectors([c.id for cs in by_user.values() for c in cs])
+        vectors = self.ctx.backend.get_vectors([c.id for cs in by_user.values() for c in cs])
         gone: set[str] = set()
         for user, chunks in by_user.items():
             flt = build_filter(None, user_id=user)
 
-            def neighbours(c: KnowledgeChunk) -> list[tuple[str, float]]:
+            # Bound as defaults: the closure is used within this iteration only, and says so.
+            def neighbours(c: KnowledgeChunk, flt: Filter = flt) -> list[tuple[str, float]]:
                 vec = vectors.get(c.id)
-                return [] if vec is None else self.backend.vector_search(vec, flt, cfg.merge_candidates + 1)
+                return [] if vec is None else self.ctx.backend.vector_search(vec, flt, cfg.merge_candidates + 1)
 
-            ordered = sorted(chunks, key=lambda c: primary_key(c, now, self.scoring))
+            ordered = sorted(chunks, key=lambda c: primary_key(c, now, self.ctx.shared.scoring))
             for primary, members in plan_groups(ordered, neighbours, cfg.merge_threshold):
                 self._merge(primary, members, now, box)
                 report.merged += len(members)
@@ -133,27 +141,28 @@ class MaintenanceMixin(LifecycleHost):
                 gone.update(m.id for m, _ in members)
         return [c for c in active if c.id not in gone]
 
-    def _merge_new(self, chunks: Sequence[KnowledgeChunk]) -> None:
+    def merge_new(self, chunks: Sequence[KnowledgeChunk]) -> None:
         """Merge freshly added memories with their duplicates (``merge_on_insert``)."""
-        cfg = self.lifecycle
-        with self._changes() as box:
-            now = self.clock()
+        cfg = self.ctx.config
+        with self.ctx.changes() as box:
+            now = self.ctx.now()
             done: set[str] = set()
             for c in chunks:
                 if c.id in done or not dedupable(c):
                     continue
-                vec = self.backend.get_vectors([c.id]).get(c.id)
+                vec = self.ctx.backend.get_vectors([c.id]).get(c.id)
                 if vec is None:
                     continue
-                found = self.backend.vector_search(vec, build_filter(None, user_id=c.user_id), cfg.merge_candidates + 1)
+                found = self.ctx.backend.vector_search(vec, build_filter(None, user_id=c.user_id), cfg.merge_candidates + 1)
                 ids = [o for o, sim in found if sim >= cfg.merge_threshold and o not in done]
-                group = [g for g in self.backend.get(ids).values() if dedupable(g)]
+                group = [g for g in self.ctx.backend.get(ids).values() if dedupable(g)]
                 if len(group) < 2 or c.id not in {g.id for g in group}:
                     continue
-                vecs = self.backend.get_vectors([g.id for g in group])
-                ordered = sorted(group, key=lambda g: primary_key(g, now, self.scoring))
+                vecs = self.ctx.backend.get_vectors([g.id for g in group])
+                ordered = sorted(group, key=lambda g: primary_key(g, now, self.ctx.shared.scoring))
 
-                def neighbours(p: KnowledgeChunk) -> list[tuple[str, float]]:
+                def neighbours(p: KnowledgeChunk, vecs: dict[str, np.ndarray] = vecs,
+                               ordered: list[KnowledgeChunk] = ordered) -> list[tuple[str, float]]:
                     return [(g.id, float(np.dot(vecs[p.id], vecs[g.id]))) for g in ordered if g.id in vecs]
 
                 for primary, members in plan_groups(ordered, neighbours, cfg.merge_threshold):
@@ -171,16 +180,16 @@ class MaintenanceMixin(LifecycleHost):
         """
         others = [m for m, _ in members]
         sims = {m.id: sim for m, sim in members}
-        record_version(self.backend, primary, "merge", now)
-        new_primary = fold(primary, others, now, self.scoring)
+        record_version(self.ctx.backend, primary, "merge", now)
+        new_primary = fold(primary, others, now, self.ctx.shared.scoring)
         merged = [retired(o, ChunkStatus.MERGED, "duplicate", now, merged_into=primary.id, merged_at=now.isoformat())
                   for o in others]
-        delete, add = redirect_edges(self.backend.edges(list(sims)), sims, primary.id, self.backend.edges([primary.id]))
-        self.backend.update([new_primary, *merged])
-        self.backend.add_edges(add)  # first add, then delete: a crash in between duplicates, never loses
-        self.backend.delete_edges(delete)
+        delete, add = redirect_edges(self.ctx.backend.edges(list(sims)), sims, primary.id, self.ctx.backend.edges([primary.id]))
+        self.ctx.backend.update([new_primary, *merged])
+        self.ctx.backend.add_edges(add)  # first add, then delete: a crash in between duplicates, never loses
+        self.ctx.backend.delete_edges(delete)
         for o in others:
-            record_action(self.backend, o, "merged", "duplicate", now, into=primary.id, similarity=round(sims[o.id], 6),
+            record_action(self.ctx.backend, o, "merged", "duplicate", now, into=primary.id, similarity=round(sims[o.id], 6),
                           moved_edges=[e.to_dict() for e in delete if o.id in (e.source_id, e.target_id)])
         box.emit(EventType.UPDATED, new_primary, fields=["access_count", "confidence", "entities", "expires_at",
                                                          "metadata", "summary", "tags", "weight"],

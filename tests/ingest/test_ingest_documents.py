@@ -135,9 +135,12 @@ def test_bad_arguments(make_memory) -> None:
         m.import_documents("text", user_id="kb", format="pdf")
 
 
-def test_a_progress_bar_for_large_imports(make_memory, capsys) -> None:
+def test_a_progress_bar_only_when_asked(make_memory, capsys) -> None:
     m = make_memory()
     text = "\n\n".join(f"Fact {i}: item {i} costs {i} euros." for i in range(120))
     ids = m.import_documents(text, user_id="kb", chunk_chars=60, overlap=0)
     assert len(ids) == 120
+    assert capsys.readouterr().err == ""  # a library prints nothing unless asked
+    more = "\n\n".join(f"Fact {i}: item {i} weighs {i} grams." for i in range(120))
+    m.import_documents(more, user_id="kb", chunk_chars=60, overlap=0, show_progress=True)
     assert "beeweave add" in capsys.readouterr().err

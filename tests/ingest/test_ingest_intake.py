@@ -99,7 +99,7 @@ def test_a_full_journal_makes_the_caller_move_it_and_order_is_kept(make_memory, 
         m.ingest({"user_id": "u", "id": f"e{i:02d}", "session_id": "s", "timestamp": 1_700_000_000 + i,
                   "query": f"step {i} of the runbook", "response": "done " * 40})
     assert m.pending_events() == 20
-    taken = [e.id for e in m._ingest.queue().take(100)]
+    taken = [e.id for e in m.parts.ingestion.runtime.queue().take(100)]
     assert taken == sorted(taken) and 0 < len(taken) < 20  # moved by the caller when the journal filled up
     assert m.flush(20)
     assert len([c for c in everything(m) if not c.id.startswith("pattern:")]) == 20

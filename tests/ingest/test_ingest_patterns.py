@@ -14,7 +14,7 @@ from beeweave_core.ingest.patterns import PatternTracker
 
 @pytest.fixture
 def tracker(make_memory) -> PatternTracker:
-    return make_memory()._ingest.patterns
+    return make_memory().parts.ingestion.runtime.patterns
 
 
 @pytest.mark.parametrize("phrasings", [
@@ -108,7 +108,7 @@ def test_counts_survive_a_reopen(db_path, clock) -> None:
 
 def test_a_sighting_is_counted_once(make_memory) -> None:
     m = make_memory()
-    rt = m._ingest
+    rt = m.parts.ingestion.runtime
     ask(m, 1, "How do I export my data?")
     ask(m, 1, "How do I export my data?")  # the same event id again
     state = dict(m.backend.kv_scan("ingest.patterns"))
@@ -151,7 +151,7 @@ def test_old_keys_are_swept(make_memory, clock) -> None:
     m = make_memory()
     ask(m, 1, "How do I export my data?")
     clock.advance(hours=30)
-    assert m._ingest.patterns.sweep() == 1
+    assert m.parts.ingestion.runtime.patterns.sweep() == 1
     assert list(m.backend.kv_scan("ingest.patterns")) == []
 
 

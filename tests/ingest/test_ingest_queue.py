@@ -151,11 +151,11 @@ def test_events_wait_for_an_unavailable_store_instead_of_dying(tmp_path, clock, 
         m.ingest(ev(2))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # until the worker has retried the batch at least twice
-            waiting = m._ingest.queue().take(10)
+            waiting = m.parts.ingestion.runtime.queue().take(10)
             if len(waiting) == 2 and all(e.attempts >= 2 for e in waiting):
                 break
             time.sleep(0.02)
-        assert [(e.id, e.attempts >= 2) for e in m._ingest.queue().take(10)] == [("e1", True), ("e2", True)]
+        assert [(e.id, e.attempts >= 2) for e in m.parts.ingestion.runtime.queue().take(10)] == [("e1", True), ("e2", True)]
         assert m.pending_events() == 2 and m.dead_letters() == [] and ids(m) == set()
         holder.execute("ROLLBACK")
         assert m.flush(30)

@@ -9,7 +9,6 @@ from langchain_classic.agents import AgentExecutor, create_tool_calling_agent
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.tools import BaseTool, tool
-
 from langchain_models import ScriptedChatModel, tool_call
 
 QUESTION = "Which port does the staging database listen on?"
@@ -84,3 +83,21 @@ def recall_agent(memory: Any, query: str = "staging database port", **retriever:
 
 def user_says(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
+
+
+class RecordingChatModel(ScriptedChatModel):
+    """A scripted model that also records the messages of every call (to see what recall added)."""
+
+    calls: list[list[BaseMessage]] = []
+
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        self.calls = []
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+    def system_texts(self) -> list[str]:
+        """The system message of each call ("" when there was none)."""
+        return [next((m.text for m in call if m.type == "system"), "") for call in self.calls]

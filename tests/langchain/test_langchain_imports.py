@@ -34,7 +34,8 @@ PROBE = textwrap.dedent("""
 
 
 def test_all_is_exactly_the_public_surface() -> None:
-    assert sorted(beeweave_langchain.__all__) == ["BeeWeaveCallbackHandler", "BeeWeaveMemory", "BeeWeaveRetriever"]
+    assert sorted(beeweave_langchain.__all__) == ["BeeWeaveCallbackHandler", "BeeWeaveMemory", "BeeWeaveMiddleware",
+                                                  "BeeWeaveRetriever", "BeeWeaveStore"]
     for name in beeweave_langchain.__all__:
         assert getattr(beeweave_langchain, name).__module__.startswith("beeweave_langchain.")
 

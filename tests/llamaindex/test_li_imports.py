@@ -15,7 +15,8 @@ MODEL_MODULES = ["torch", "sentence_transformers", "transformers", "faiss"]
 
 
 def test_all_is_exactly_the_public_surface() -> None:
-    assert beeweave_llamaindex.__all__ == ["BeeWeaveRetriever", "BeeWeaveNodePostprocessor", "BeeWeaveMemoryBlock"]
+    assert beeweave_llamaindex.__all__ == ["BeeWeaveRetriever", "BeeWeaveNodePostprocessor", "BeeWeaveMemoryBlock",
+                                           "BeeWeaveMemory"]
     for name in beeweave_llamaindex.__all__:
         assert getattr(beeweave_llamaindex, name).__module__.startswith("beeweave_llamaindex.")
 

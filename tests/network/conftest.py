@@ -26,10 +26,8 @@ def make(clock: Clock) -> Iterator[Callable[..., BeeWeave]]:
 
     def _make(path: str | Path | None = None, *, network: NetworkConfig | None = None,
               scoring: ScoringConfig | None = None) -> BeeWeave:
-        m = BeeWeave(path, embedder=HashingEmbedder(DIM), clock=clock, scoring=scoring,
+        m = BeeWeave(path, embedder=HashingEmbedder(DIM), clock=clock, scoring=scoring, network=network,
                      lifecycle=LifecycleConfig(access_flush_interval=0.0))
-        if network is not None:
-            m.network_config = network
         opened.append(m)
         return m
 

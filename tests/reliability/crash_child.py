@@ -59,16 +59,16 @@ def add_many(args: dict) -> None:
 
 
 def maintain(args: dict) -> None:
-    from beeweave_core.lifecycle.maintenance import MaintenanceMixin
+    from beeweave_core.lifecycle.maintenance import Maintenance
 
     for name in ("_merge", "_forget"):  # say "step" as each merge or archive begins
-        original = getattr(MaintenanceMixin, name)
+        original = getattr(Maintenance, name)
 
         def step(self, *a, _original=original, **kw):
             say("step")
             return _original(self, *a, **kw)
 
-        setattr(MaintenanceMixin, name, step)
+        setattr(Maintenance, name, step)
     memory = BeeWeave(args["path"], embedder=HashingEmbedder(32),
                       lifecycle=LifecycleConfig(capacity=args["capacity"]))
     say("start")

@@ -60,7 +60,7 @@ class Outage:
                 time.sleep(0.05)
 
     def _all_tried(self) -> bool:
-        runtime = self.memory._ingest
+        runtime = self.memory.parts.ingestion.runtime
         if runtime._intake is not None and runtime._intake.count():
             return False  # not even moved into the queue yet
         waiting = runtime.queue().take(10_000)

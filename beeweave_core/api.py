@@ -1,0 +1,49 @@
+"""``MemoryAPI``: what a face (LangChain, LlamaIndex, MCP) may call on a memory.
+
+Both the in-process :class:`beeweave_core.BeeWeave` and the HTTP
+:class:`beeweave_core.client.BeeWeaveClient` satisfy it (tests/test_memory_api.py checks
+it with mypy's view and at run time), so every adapter works with either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .lifecycle.reports import MaintenanceReport, ReviewItem
+from .records import KnowledgeChunk, SearchHit
+
+__all__ = ["MemoryAPI"]
+
+
+@runtime_checkable
+class MemoryAPI(Protocol):
+    """The memory operations an agent framework needs, local or remote."""
+
+    def ingest(self, event: Any) -> str: ...
+
+    def flush(self, timeout: float | None = None) -> bool: ...
+
+    def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
+               fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
+               expand: Any = None, rerank: Any = None, mmr: float | None = None,
+               loosen: bool = False) -> list[SearchHit]: ...
+
+    def feedback(self, chunk_ids: str | Iterable[str], signal: Any) -> list[KnowledgeChunk]: ...
+
+    def trace(self, session_id: str, *, user_id: str | None = None) -> list[KnowledgeChunk]: ...
+
+    def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
+                limit: int | None = None) -> list[KnowledgeChunk]: ...
+
+    def approve(self, ids: str | Iterable[str]) -> list[str]: ...
+
+    def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]: ...
+
+    def review_queue(self, *, user_id: str | None = None) -> list[ReviewItem]: ...
+
+    def resolve_review(self, chunk_id: str, decision: Any) -> KnowledgeChunk | None: ...
+
+    def maintain(self, *, user_id: str | None = None) -> MaintenanceReport: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,12 @@
+"""The engine's parts, each a plain class given the shared context (:class:`Shared`):
+``Records`` (validate -> embed -> write), ``Search`` (retrieve -> fuse -> rank),
+``Graph`` (link, relate, expand, session views). ``beeweave_core.BeeWeave`` builds them
+together with the lifecycle and ingestion parts."""
+
+from .config import SearchConfig
+from .graph import Graph
+from .records import Records
+from .search import Search
+from .shared import Hooks, Shared
+
+__all__ = ["SearchConfig", "Shared", "Hooks", "Records", "Search", "Graph"]

@@ -1,0 +1,28 @@
+"""Search defaults (``SearchConfig``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..fusion import FusionMode
+
+__all__ = ["SearchConfig"]
+
+
+@dataclass
+class SearchConfig:
+    """Defaults for :meth:`BeeWeave.search`; each can be overridden per call.
+
+    Attributes:
+        fusion: how lexical and vector scores are combined (z-scores by default).
+        rrf_k: the constant of reciprocal-rank fusion.
+        weights: per-retriever weights ("lexical", "vector").
+        candidates: how many candidates each retriever contributes (at least 4·k).
+        query_cache_size: how many query embeddings to keep (repeated queries skip the model).
+    """
+
+    fusion: FusionMode = FusionMode.ZSCORE
+    rrf_k: float = 60.0
+    weights: dict[str, float] = field(default_factory=lambda: {"lexical": 1.0, "vector": 1.0})
+    candidates: int = 50
+    query_cache_size: int = 1024

@@ -1,0 +1,303 @@
+"""The graph part: relationships mined when memories are stored, recorded by callers,
+followed in search (expansion), repaired after deletions, and the session views.
+
+Edges are stored once (source -> target) and read in both directions; see
+:mod:`beeweave_core.network` for what each mined type means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..errors import InvalidInputError, NotFoundError
+from ..filters import Filter, build_filter
+from ..network import Candidate, ExpandOptions, NetworkConfig, check_ranking
+from ..records import (
+    USER_RELATIONS,
+    ChunkStatus,
+    HitSource,
+    KnowledgeChunk,
+    Relationship,
+    RelationType,
+    SearchHit,
+)
+from ..rerank import mmr as mmr_select
+from ..scoring import score_factor
+from ..validation import check_count, check_id, check_number, check_text
+from .shared import Shared
+
+__all__ = ["Graph"]
+
+ALL_STATUSES = [s.value for s in ChunkStatus]
+NOTES = "graph.notes"  # kv: "<source>\x1f<target>\x1f<type>" -> {"note": ...}
+
+
+class Graph:
+    """Relationship mining, caller-recorded relations, expansion, session views."""
+
+    def __init__(self, shared: Shared, config: NetworkConfig) -> None:
+        self.shared = shared
+        self.config = config
+
+    # -- mining (an on_insert hook) ----------------------------------------------------------
+    def on_insert(self, chunks: list[KnowledgeChunk], link: bool) -> None:
+        if link:
+            self.link(chunks)
+
+    def link(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
+        """Mine and store the relationships of freshly stored chunks; return the new edges."""
+        cfg = self.config
+        backend = self.shared.backend
+        edges: list[Relationship] = []
+        if cfg.semantic_k > 0:
+            vectors = backend.get_vectors([c.id for c in chunks])
+            pairs: set[frozenset[str]] = set()
+            for c in chunks:
+                vec = vectors.get(c.id)
+                if vec is None:
+                    continue
+                scope = build_filter({"status": ALL_STATUSES}, user_id=c.user_id)
+                found = [(o, sim) for o, sim in backend.vector_search(vec, scope, cfg.semantic_k + 1)
+                         if o != c.id and sim >= cfg.semantic_threshold][: cfg.semantic_k]
+                for other, sim in found:
+                    pair = frozenset((c.id, other))
+                    if pair not in pairs:  # two new memories find each other: one edge
+                        pairs.add(pair)
+                        edges.append(Relationship(c.id, other, RelationType.SEMANTIC, round(float(sim), 6)))
+        if cfg.session_links:
+            edges += self._session_edges(chunks)
+        for kind, attr, on in ((RelationType.ENTITY, "entities", cfg.entity_links),
+                               (RelationType.TAG, "tags", cfg.tag_links)):
+            if on:
+                edges += self._shared_edges(chunks, kind, attr)
+        backend.add_edges(edges)
+        return edges
+
+    def _session_edges(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
+        backend = self.shared.backend
+        out: list[Relationship] = []
+        stale: list[Relationship] = []
+        groups: dict[tuple[str, str], set[str]] = {}
+        for c in chunks:
+            if c.session_id is not None:
+                groups.setdefault((c.user_id, c.session_id), set()).add(c.id)
+        for (user, session), new in groups.items():
+            flt = build_filter({"session_id": session, "status": ALL_STATUSES}, user_id=user)
+            ordered = backend.scan_ids(flt, order="timestamp")
+            for a, b in zip(ordered, ordered[1:]):
+                if a in new or b in new:
+                    out.append(Relationship(a, b, RelationType.SESSION, 1.0))
+            # An insert between two old neighbours replaces their direct link.
+            pos = {cid: i for i, cid in enumerate(ordered)}
+            for e in backend.edges([i for i in ordered if i not in new], types=[RelationType.SESSION],
+                                   direction="out"):
+                if e.target_id in pos and e.source_id in pos and pos[e.target_id] - pos[e.source_id] != 1:
+                    stale.append(e)
+        if stale:
+            backend.delete_edges(stale)
+        return out
+
+    def _shared_edges(self, chunks: Sequence[KnowledgeChunk], kind: RelationType, attr: str) -> list[Relationship]:
+        backend = self.shared.backend
+        cap = self.config.max_shared_links
+        out: list[Relationship] = []
+        pairs: set[frozenset[str]] = set()
+        key = "tags_any" if attr == "tags" else "entities"
+        found: list[tuple[KnowledgeChunk, set[str], list[str]]] = []
+        for c in chunks:
+            values = set(getattr(c, attr))
+            if values:
+                flt = build_filter({key: sorted(values), "status": ALL_STATUSES}, user_id=c.user_id)
+                found.append((c, values, backend.scan_ids(flt, order="timestamp", descending=True, limit=cap + 1)))
+        # One read for the whole batch: the same popular memories turn up for many new ones.
+        known = {c.id: set(getattr(c, attr)) for c in chunks}
+        wanted = list(dict.fromkeys(i for _, _, ids in found for i in ids if i not in known))
+        known.update((i, set(getattr(o, attr))) for i, o in backend.get(wanted).items())
+        for c, values, ids in found:
+            n = 0
+            for other in ids:
+                if other == c.id or other not in known or n >= cap or frozenset((c.id, other)) in pairs:
+                    continue
+                pairs.add(frozenset((c.id, other)))  # two new memories of one batch: one edge
+                theirs = known[other]
+                weight = len(values & theirs) / max(len(values), len(theirs), 1)
+                out.append(Relationship(c.id, other, kind, round(weight, 6)))
+                n += 1
+        return out
+
+    # -- after a deletion (an on_delete hook) --------------------------------------------------
+    def relink(self, before: dict[str, KnowledgeChunk], gone: list[str]) -> None:
+        """The memories on either side of a deleted one in its session are linked."""
+        sessions = {(c.user_id, c.session_id) for cid, c in before.items() if cid in gone and c.session_id}
+        if not sessions or not self.config.session_links:
+            return
+        backend = self.shared.backend
+        edges = []
+        for user, session in sessions:
+            flt = build_filter({"session_id": session, "status": ALL_STATUSES}, user_id=user)
+            ordered = backend.scan_ids(flt, order="timestamp")
+            have = {(e.source_id, e.target_id) for e in
+                    backend.edges(ordered, types=[RelationType.SESSION], direction="out")}
+            edges += [Relationship(a, b, RelationType.SESSION, 1.0) for a, b in zip(ordered, ordered[1:])
+                      if (a, b) not in have]
+        backend.add_edges(edges)
+
+    # -- relations recorded by callers -----------------------------------------------------------
+    def relate(self, source_id: str, target_id: str, type: RelationType | str, *, weight: float = 1.0,
+               note: str | None = None) -> Relationship:
+        """Record a logical relation (supports, contradicts, cites, causes, derived_from,
+        related) from one memory to another of the same user; returns the edge."""
+        check_id(source_id, "source_id")
+        check_id(target_id, "target_id")
+        if source_id == target_id:
+            raise InvalidInputError("a memory cannot be related to itself")
+        try:
+            kind = RelationType(type)
+        except ValueError:
+            kind = None
+        if kind not in USER_RELATIONS:
+            allowed = ", ".join(sorted(t.value for t in USER_RELATIONS))
+            raise InvalidInputError(f"type must be one of {allowed}; got {type!r}")
+        check_number("weight", weight, low=0.0, high=1.0)
+        check_text("note", note, optional=True)
+        found = self.shared.backend.get([source_id, target_id])
+        for cid in (source_id, target_id):
+            if cid not in found:
+                raise NotFoundError(f"no chunk with id {cid!r}")
+        if found[source_id].user_id != found[target_id].user_id:
+            raise InvalidInputError("related memories must belong to one user")
+        edge = Relationship(source_id, target_id, kind, float(weight))
+        with self.shared.write_lock:
+            self.shared.backend.add_edges([edge])
+            key = f"{source_id}\x1f{target_id}\x1f{kind.value}"
+            if note is not None:
+                self.shared.backend.kv_put(NOTES, key, {"note": note}, user_id=found[source_id].user_id)
+        return edge
+
+    def note(self, edge: Relationship) -> str | None:
+        """The note recorded with a caller's relation, if any."""
+        entry = self.shared.backend.kv_get(NOTES, f"{edge.source_id}\x1f{edge.target_id}\x1f{edge.type.value}")
+        return None if entry is None else entry.get("note")
+
+    # -- reading the network -------------------------------------------------------------------
+    def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,
+                      direction: str = "both") -> list[Relationship]:
+        check_id(chunk_id)
+        if not self.shared.backend.contains([chunk_id]):
+            raise NotFoundError(f"no chunk with id {chunk_id!r}")
+        if isinstance(types, str):
+            types = [types]
+        return self.shared.backend.edges([chunk_id], types=None if types is None else list(types),
+                                         direction=direction)
+
+    def expand(self, hits: list[SearchHit], flt: Filter, opts: ExpandOptions, k: int) -> list[SearchHit]:
+        """Follow edges from the hits; return new hits that say how they were reached."""
+        backend = self.shared.backend
+        limit = opts.limit if opts.limit is not None else k
+        if opts.hops <= 0 or limit <= 0 or not hits:
+            return []
+        best: dict[str, tuple[float, str, str, int]] = {}  # id -> (score, via, from, hops)
+        seen = {h.id for h in hits}
+        frontier = {h.id: h.score for h in hits}
+        for hop in range(1, opts.hops + 1):
+            edges = backend.edges(list(frontier), types=opts.edge_types, direction="both")
+            reached: dict[str, tuple[float, str, str]] = {}
+            for e in edges:
+                for here, there in ((e.source_id, e.target_id), (e.target_id, e.source_id)):
+                    if here in frontier and there not in seen:
+                        score = frontier[here] * opts.decay * float(e.weight)
+                        if there not in reached or score > reached[there][0]:
+                            reached[there] = (score, e.type.value, here)
+            # Scope and status are enforced on every reached memory, never assumed from the edge.
+            allowed = backend.matching(list(reached), flt)
+            frontier = {}
+            for cid, (score, via, src) in reached.items():
+                if cid in allowed:
+                    seen.add(cid)
+                    frontier[cid] = score
+                    origin = best[src][2] if src in best else src
+                    best[cid] = (score, via, origin, hop)
+            if not frontier:
+                break
+        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+        chunks = backend.get([cid for cid, _ in ranked])
+        out = []
+        for rank, (cid, (score, via, origin, hops)) in enumerate(ranked, start=1):
+            if cid in chunks:
+                out.append(SearchHit(chunks[cid], score, {"graph": HitSource(rank, score, via, origin, hops)}))
+        return out
+
+    def postprocess(self, query: str, candidates: Sequence[Candidate], *, user_id: str | None = None,
+                    filters: Any = None, rerank: Any = None, mmr: float | None = None,
+                    expand: bool | ExpandOptions | None = None, top_n: int | None = None) -> list[SearchHit]:
+        """Apply BeeWeave's ranking to results from any retriever (see ``BeeWeave.postprocess``)."""
+        if not isinstance(query, str):
+            raise InvalidInputError("query must be a string")
+        if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Iterable):
+            raise InvalidInputError("candidates must be a list of Candidate objects")
+        cands = list(candidates)
+        if not all(isinstance(c, Candidate) for c in cands):
+            raise InvalidInputError("candidates must be Candidate objects")
+        if top_n is not None:
+            check_count("top_n", top_n)
+        opts = check_ranking(rerank, mmr, expand)
+        flt = build_filter(filters, user_id=user_id)
+        backend = self.shared.backend
+        embedder = self.shared.embedder
+        now = self.shared.clock()
+        ids = [c.id for c in cands]
+        memories = backend.get(list(backend.matching(ids, flt))) if ids else {}
+        hits: list[SearchHit] = []
+        for rank, c in enumerate(cands):
+            base = float(c.score) if c.score is not None else 1.0 / (1 + rank)
+            chunk = memories.get(c.id)
+            if chunk is not None:
+                hits.append(SearchHit(chunk, base * score_factor(chunk, now, self.shared.scoring),
+                                      {"input": HitSource(rank + 1, base)}))
+            else:
+                ext = KnowledgeChunk(raw_content=c.text if isinstance(c.text, str) and c.text.strip() else "(empty)",
+                                     user_id=user_id or "external", id=c.id,
+                                     metadata={**c.metadata, "external": True})
+                hits.append(SearchHit(ext, base, {"input": HitSource(rank + 1, base)}))
+        hits.sort(key=lambda h: (-h.score, h.id))
+        if rerank is not None:
+            hits = rerank.rerank(query, hits)
+        if mmr is not None:
+            texts = [h.chunk.content for h in hits]
+            vecs: Any = embedder.embed_documents(texts) if texts else []
+            hits = mmr_select(hits, {h.id: v for h, v in zip(hits, vecs)}, len(hits), float(mmr))
+        if top_n is not None:
+            hits = hits[:top_n]
+        if opts is not None and hits:
+            seeds = [h for h in hits if h.id in memories]
+            external = [h for h in hits if h.id not in memories]
+            if external:
+                vecs = embedder.embed_documents([h.chunk.content for h in external])
+                for h, v in zip(external, vecs):
+                    for mid, sim in backend.vector_search(v, flt, 1):
+                        if sim >= self.config.semantic_threshold and mid not in memories:
+                            found = backend.get([mid]).get(mid)
+                            if found is not None:
+                                src = HitSource(1, h.score * opts.decay * sim, RelationType.SEMANTIC.value, h.id, 1)
+                                seeds.append(SearchHit(found, src.score, {"graph": src}))
+            seed_ids = {h.id for h in hits}
+            linked = [s for s in seeds if s.id not in seed_ids]
+            more = self.expand([*[h for h in hits if h.id in memories], *linked], flt,
+                               replace(opts, hops=max(opts.hops, 1)), len(hits))
+            seen = seed_ids | {h.id for h in linked}
+            extra = linked + [h for h in more if h.id not in seen]
+            hits = hits + sorted(extra, key=lambda h: (-h.score, h.id))
+        return hits
+
+    # -- session views -------------------------------------------------------------------------
+    def trace(self, session_id: str, *, user_id: str | None = None) -> list[KnowledgeChunk]:
+        flt = build_filter({"session_id": session_id, "status": ALL_STATUSES}, user_id=user_id)
+        return list(self.shared.backend.scan(flt, order="timestamp"))
+
+    def context(self, session_id: str, *, user_id: str | None = None, window: int = 10) -> list[KnowledgeChunk]:
+        check_count("window", window)
+        flt = build_filter({"session_id": session_id}, user_id=user_id)
+        latest = list(self.shared.backend.scan(flt, order="timestamp", descending=True, limit=window))
+        return latest[::-1]

@@ -1,0 +1,257 @@
+"""The records part: validate -> embed -> write, and read, change and delete memories.
+
+Every argument is checked before the backend is called, so bad input changes nothing.
+After each committed batch of new memories the ``on_insert`` hooks run (graph links,
+created events, lifecycle rules); after a deletion the ``on_delete`` hooks run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..embedders import Embedder, as_embedder
+from ..errors import DuplicateIdError, InvalidInputError, NotFoundError
+from ..events import EventType
+from ..filters import build_filter
+from ..records import ChunkStatus, KnowledgeChunk, ProcessedContent
+from ..store.base import ChunkRow
+from ..validation import (
+    check_chunk,
+    check_content,
+    check_id,
+    check_json,
+    check_number,
+    check_text,
+    check_timestamp,
+    check_vector,
+    id_list,
+)
+from .shared import Shared
+
+__all__ = ["Records", "RECORD_KEYS"]
+
+RECORD_KEYS = frozenset({"content", "user_id", "session_id", "agent_id", "chunk_id", "tags", "metadata", "timestamp",
+                         "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence"})
+
+
+class Records:
+    """Adding, reading, changing and deleting memories (see the methods of ``BeeWeave``)."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+
+    # -- writing -------------------------------------------------------------------------
+    def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
+            chunk_id: str | None = None, tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
+            timestamp: datetime | str | float | None = None, embedding: Sequence[float] | None = None,
+            **fields: Any) -> str:
+        record: dict[str, Any] = dict(fields, content=content, user_id=user_id, session_id=session_id,
+                                      agent_id=agent_id, chunk_id=chunk_id, tags=tags, metadata=metadata,
+                                      timestamp=timestamp, embedding=embedding)
+        return self.add_many([record], show_progress=False)[0]
+
+    def add_many(self, records: Iterable[Mapping[str, Any] | KnowledgeChunk], *, batch_size: int = 512,
+                 show_progress: bool | None = None, link: bool = True) -> list[str]:
+        if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Iterable):
+            raise InvalidInputError("add_many takes a list of records (dicts or KnowledgeChunks)")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError("batch_size must be a positive integer")
+        items = [self.to_chunk(r) for r in records]
+        ids = [c.id for c, _ in items]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise DuplicateIdError(f"the id {dup!r} appears twice in this batch")
+        existing = self.shared.backend.contains(ids)
+        if existing:
+            raise DuplicateIdError(f"a chunk with id {sorted(existing)[0]!r} already exists")
+        progress = None
+        if show_progress:  # a library prints nothing unless asked (the CLI asks on a terminal)
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(items), desc="beeweave add", unit="mem")
+        try:
+            for start in range(0, len(items), batch_size):
+                batch = items[start : start + batch_size]
+                self.shared.backend.insert(self.rows(batch))
+                chunks = [c for c, _ in batch]
+                for hook in self.shared.hooks.on_insert:
+                    hook(chunks, link)
+                if progress is not None:
+                    progress.update(len(batch))
+        finally:
+            if progress is not None:
+                progress.close()
+        return ids
+
+    def announce_created(self, chunks: list[KnowledgeChunk], link: bool) -> None:
+        """The ``on_insert`` hook that sends ``memory.created``."""
+        for c in chunks:
+            self.shared.emit(EventType.CREATED, c)
+
+    def to_chunk(self, r: Mapping[str, Any] | KnowledgeChunk) -> tuple[KnowledgeChunk, np.ndarray | None]:
+        """A validated chunk (and its given vector, if any) from a record dict or a chunk."""
+        if isinstance(r, KnowledgeChunk):
+            check_chunk(r)
+            return r, None
+        if not isinstance(r, Mapping):
+            raise InvalidInputError(f"a record must be a dict or a KnowledgeChunk, got {type(r).__name__}")
+        unknown = set(r) - RECORD_KEYS
+        if unknown:
+            raise InvalidInputError(f"unknown record keys {sorted(unknown)}; known: {sorted(RECORD_KEYS)}")
+        content = check_content(r.get("content"))
+        tags = r.get("tags") or ()
+        if isinstance(tags, str) or not isinstance(tags, Iterable):
+            raise InvalidInputError("tags must be a list of strings")
+        tags = [check_id(t, "tag") for t in tags]
+        metadata = r.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise InvalidInputError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        metadata = dict(metadata)
+        check_json("metadata", metadata)
+        extra = {k: r[k] for k in ("entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence")
+                 if r.get(k) is not None}
+        for key in ("weight", "confidence"):
+            if key in extra:
+                check_number(key, extra[key])
+        if "expires_at" in extra:
+            extra["expires_at"] = check_timestamp(extra["expires_at"], "expires_at")
+        kw: dict[str, Any] = dict(raw_content=content, user_id=check_text("user_id", r.get("user_id")),
+                                  session_id=check_text("session_id", r.get("session_id"), optional=True),
+                                  agent_id=check_text("agent_id", r.get("agent_id"), optional=True),
+                                  tags=list(dict.fromkeys(tags)), metadata=metadata, **extra)
+        chunk_id = check_text("chunk_id", r.get("chunk_id"), optional=True)
+        if chunk_id is not None:
+            kw["id"] = chunk_id
+        ts = r.get("timestamp")
+        kw["timestamp"] = check_timestamp(ts) if ts is not None else self.shared.clock()
+        try:
+            chunk = KnowledgeChunk(**kw)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(str(exc)) from None
+        check_chunk(chunk)
+        vec = r.get("embedding")
+        return chunk, None if vec is None else self.check_vector(vec)
+
+    def check_vector(self, vec: Any) -> np.ndarray:
+        return check_vector(vec, self.shared.dim or self.shared.embedder.dim)
+
+    def rows(self, batch: list[tuple[KnowledgeChunk, np.ndarray | None]]) -> list[ChunkRow]:
+        """Backend rows for validated chunks: missing vectors embedded in one batch, terms tokenised."""
+        need = [i for i, (_, v) in enumerate(batch) if v is None]
+        vectors: list[np.ndarray | None] = [v for _, v in batch]
+        if need:
+            embedded = self.shared.embedder.embed_documents([batch[i][0].content for i in need])
+            for i, v in zip(need, embedded):
+                vectors[i] = self.check_vector(v)
+        ready = [v for v in vectors if v is not None]
+        self.shared.record_embedder(len(ready[0]))
+        tok = self.shared.tokenizer
+        return [ChunkRow(c, v, tok(c.content)) for (c, _), v in zip(batch, ready)]
+
+    # -- reading -------------------------------------------------------------------------
+    def get(self, chunk_id: str) -> KnowledgeChunk:
+        check_id(chunk_id)
+        got = self.shared.backend.get([chunk_id])
+        if chunk_id not in got:
+            raise NotFoundError(f"no chunk with id {chunk_id!r}")
+        return got[chunk_id]
+
+    def get_many(self, chunk_ids: str | Iterable[str]) -> list[KnowledgeChunk]:
+        ids = id_list(chunk_ids)
+        got = self.shared.backend.get(ids)
+        return [got[i] for i in ids if i in got]
+
+    def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
+        if user_id is None and filters is None:
+            return self.shared.backend.count(None)
+        return self.shared.backend.count(build_filter(filters, user_id=user_id))
+
+    # -- deleting ------------------------------------------------------------------------
+    def delete(self, chunk_id: str) -> bool:
+        return bool(self.delete_many([check_id(chunk_id)]))
+
+    def delete_many(self, chunk_ids: str | Iterable[str]) -> list[str]:
+        ids = id_list(chunk_ids)
+        backend = self.shared.backend
+        before = backend.get(ids)  # the deleted records' sessions and tags, for the hooks and events
+        gone = backend.delete(ids)
+        for cid in gone:
+            self.shared.emit(EventType.DELETED, before.get(cid), chunk_id=cid)
+        for hook in self.shared.hooks.on_delete:
+            hook(before, gone)
+        return gone
+
+    # -- changing ------------------------------------------------------------------------
+    def update(self, chunk_id: str, **changes: Any) -> KnowledgeChunk:
+        if "id" in changes:
+            raise InvalidInputError("a chunk's id cannot change")
+        if "content" in changes:
+            changes["raw_content"] = changes.pop("content")
+        pc = changes.get("processed_content")
+        if pc is not None and not isinstance(pc, (ProcessedContent, dict)):
+            raise InvalidInputError(
+                f"processed_content must be a ProcessedContent or a dict, got {type(pc).__name__}")
+        current = self.get(chunk_id)
+        new = self.changed(current, changes)  # every check runs before anything is written
+        # Embedding is slow: done now, outside any lock, for the text this update gives.
+        rows = self.rows([(new, None)]) if new.content != current.content else []
+
+        def change(found: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk | ChunkRow]:
+            fresh = found.get(chunk_id)
+            if fresh is None:
+                raise NotFoundError(f"no chunk with id {chunk_id!r} (deleted meanwhile)")
+            out = self.changed(fresh, changes)
+            if out.content == fresh.content:
+                return [out]
+            if rows and rows[0].chunk.content == out.content:
+                return [ChunkRow(out, rows[0].vector, rows[0].terms)]
+            # Another update changed the text this one derives from: embed that (rare).
+            vec = self.check_vector(self.shared.embedder.embed_documents([out.content])[0])
+            return [ChunkRow(out, vec, self.shared.tokenizer(out.content))]
+
+        with self.shared.write_lock:  # no feedback or access write interleaves
+            self.shared.backend.modify([chunk_id], change)
+        out = self.get(chunk_id)
+        self.shared.emit(EventType.UPDATED, out, fields=sorted(changes))
+        return out
+
+    def changed(self, chunk: KnowledgeChunk, changes: Mapping[str, Any]) -> KnowledgeChunk:
+        """``chunk`` with ``changes`` (field -> value) applied, validated as on the way in."""
+        data = chunk.to_dict()
+        unknown = set(changes) - set(data)
+        if unknown:
+            raise InvalidInputError(f"unknown KnowledgeChunk fields: {sorted(unknown)}")
+        if "raw_content" in changes and "processed_content" not in changes:
+            data["processed_content"] = None  # derived from the old text: re-derive from the new one
+        data.update(changes)
+        data.pop("relationships")
+        try:
+            new = KnowledgeChunk.from_dict(data)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(str(exc)) from None
+        check_chunk(new)
+        return new
+
+    # -- moving to another model ------------------------------------------------------------
+    def reembed(self, embedder: Any, *, batch_size: int = 256) -> None:
+        new: Embedder = as_embedder(embedder)
+        backend = self.shared.backend
+        everything = build_filter({"status": [s.value for s in ChunkStatus]})
+        chunks = list(backend.scan(everything))
+        rows: list[ChunkRow] = []
+        for start in range(0, len(chunks), batch_size):
+            batch = chunks[start : start + batch_size]
+            vecs = new.embed_documents([c.content for c in batch])
+            rows += [ChunkRow(c, check_vector(v, int(new.dim)), self.shared.tokenizer(c.content))
+                     for c, v in zip(batch, vecs)]
+        meta = json.dumps({"name": new.name, "dim": int(new.dim)})
+        with self.shared.write_lock:
+            backend.set_meta("embedder", meta)
+            if rows:
+                backend.replace(rows)
+        self.shared.switch_embedder(new)

@@ -1,0 +1,152 @@
+"""The search part: retrieve -> fuse -> rank -> rerank / MMR, then graph expansion.
+
+Each retriever (BM25 with session context, vectors) contributes its top candidates;
+every candidate is then scored by both, fused, multiplied by the memory's rank factors
+(weight, confidence, recency) and cut to k. The ``on_search`` hooks see the hits.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from ..filters import Filter, build_filter
+from ..fusion import FusionMode, fuse_scores
+from ..network import ExpandOptions, check_ranking
+from ..records import SearchHit
+from ..rerank import Reranker, mmr
+from ..scoring import score_factor
+from ..validation import check_content, check_count, check_number, check_vector
+from .shared import Shared
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+__all__ = ["Search"]
+
+
+class Search:
+    """Hybrid search over the store, and the query-embedding cache."""
+
+    def __init__(self, shared: Shared, graph: Graph) -> None:
+        self.shared = shared
+        self.graph = graph
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_model: Any = None  # the embedder the cached vectors came from
+        self._lock = threading.Lock()
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's vector, from a small LRU cache when the same query was asked before."""
+        embedder = self.shared.embedder
+        with self._lock:
+            if self._cache_model is not embedder:  # reembed() moved the store to another model
+                self._cache.clear()
+                self._cache_model = embedder
+            hit = self._cache.get(query)
+            if hit is not None:
+                self._cache.move_to_end(query)
+                return hit
+        vec = embedder.embed_query(query)
+        with self._lock:
+            if self._cache_model is embedder:
+                self._cache[query] = vec
+                while len(self._cache) > self.shared.config.query_cache_size:
+                    self._cache.popitem(last=False)
+        return vec
+
+    def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
+               fusion: FusionMode | str | None = None, min_score: float | None = None,
+               query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
+               rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False) -> list[SearchHit]:
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+        check_count("k", k)
+        try:
+            mode = FusionMode(fusion) if fusion is not None else self.shared.config.fusion
+        except ValueError:
+            raise InvalidInputError(
+                f"fusion must be one of {', '.join(m.value for m in FusionMode)}, got {fusion!r}") from None
+        flt = build_filter(filters, user_id=user_id)
+        qvec = None
+        if query_embedding is not None:
+            qvec = self._query_vector(query_embedding)
+        if min_score is not None:
+            check_number("min_score", min_score)
+        opts = check_ranking(rerank, mmr, expand)
+        check_content(query, "query")
+        if k == 0:
+            return []
+        now = self.shared.clock()
+        hits = self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr, now)
+        if loosen and len(hits) < k:
+            loose = flt.replace(tags_any=None, tags_all=None, entities=None)
+            seen = {h.id for h in hits}
+            more = self._search_once(query, loose, k, qvec, mode, None, rerank, mmr, now)
+            hits += [replace(h, loosened=True) for h in more if h.id not in seen][: k - len(hits)]
+        if opts is not None:
+            hits += self.graph.expand(hits, flt, opts, k)
+        for hook in self.shared.hooks.on_search:
+            hook(hits, now)
+        return hits
+
+    def _query_vector(self, vec: Any) -> np.ndarray:
+        return check_vector(vec, self.shared.dim or self.shared.embedder.dim, "query_embedding")
+
+    def _search_once(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
+                     min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
+                     now: datetime) -> list[SearchHit]:
+        backend = self.shared.backend
+        if qvec is None and backend.count(None):
+            qvec = self.embed_query(query)
+        ids, scores = self._retrieve(query, flt, k, qvec)
+        # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
+        pool_size = max(2 * k, k + 10) if rerank is None and mmr_lambda is None else max(4 * k, 40)
+        cfg = self.shared.config
+        pool = fuse_scores(ids, scores, mode=mode, weights=cfg.weights, rrf_k=cfg.rrf_k, limit=pool_size)
+        if mode is FusionMode.ZSCORE:
+            # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
+            pool = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in pool]
+        # Ranked by the few fields scoring reads; only the records returned are decoded.
+        fields = backend.rank_fields([cid for cid, _, _ in pool])
+        scoring = self.shared.scoring
+        ranked = sorted(((cid, score * score_factor(f, now, scoring), src) for cid, score, src in pool
+                         if (f := fields.get(cid)) is not None), key=lambda t: (-t[1], t[0]))
+        if min_score is not None:
+            ranked = [t for t in ranked if t[1] >= min_score]
+        if rerank is None and mmr_lambda is None:
+            ranked = ranked[:k]
+        chunks = backend.get([cid for cid, _, _ in ranked])
+        scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked if cid in chunks]
+        if rerank is not None:
+            scored = rerank.rerank(query, scored)
+        if mmr_lambda is not None:
+            scored = mmr(scored, backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
+        return scored[:k]
+
+    def _retrieve(self, query: str, flt: Filter, k: int,
+                  qvec: np.ndarray | None) -> tuple[list[str], dict[str, np.ndarray]]:
+        """Candidates from both retrievers, each then scored by both: the ids, and each
+        retriever's scores aligned with them (so fusion compares one set on both scales)."""
+        backend = self.shared.backend
+        depth = max(self.shared.config.candidates, 4 * k)
+        terms: dict[str, int] = {}
+        for t in self.shared.tokenizer(query):
+            terms[t] = terms.get(t, 0) + 1
+        if backend.count(None) == 0 or qvec is None:
+            return [], {"lexical": np.zeros(0), "vector": np.zeros(0)}
+        vector_top = backend.vector_search(qvec, flt, depth)
+        lexical = backend.lexical_search(terms, flt, depth, include=[cid for cid, _ in vector_top])
+        vector = backend.vector_scores(qvec, [cid for cid, _ in lexical])
+        if len(vector) < len(lexical):  # deleted meanwhile: gone from both lists
+            lexical = [(cid, sc) for cid, sc in lexical if cid in vector]
+        ids = [cid for cid, _ in lexical]
+        return ids, {"lexical": np.fromiter((sc for _, sc in lexical), np.float64, len(ids)),
+                     "vector": np.fromiter((vector[cid] for cid in ids), np.float64, len(ids))}

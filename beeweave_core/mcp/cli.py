@@ -1,0 +1,60 @@
+"""``beeweave mcp``: the arguments and the command (registered by :mod:`beeweave_core.cli`).
+
+``beeweave [--store S] [--embedder E] mcp [--transport stdio|http] [--host H] [--port P] [--api-keys FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..errors import InvalidInputError, MissingDependencyError
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                   help="stdio (default; for Claude Desktop, Cursor...) or streamable HTTP")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP: a loopback address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    p.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    p.add_argument("--api-keys", metavar="FILE",
+                   help="HTTP: JSON or TOML file of API key -> name (default: $BEEWEAVE_API_KEYS_FILE, "
+                        "or $BEEWEAVE_API_KEYS='key1:name1,key2:name2')")
+
+
+def run(args: Any) -> int:
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError('the MCP server needs the mcp SDK: pip install "beeweave[mcp]"') from exc
+    if args.store.startswith(("http://", "https://")):
+        raise InvalidInputError("beeweave mcp serves a local store (a SQLite file, a directory with --tenant, "
+                                "or a PostgreSQL URL), not a server URL")
+    from ..server.config import keys_from_env, load_api_keys
+    from ..server.stores import open_memory
+    from .http import check_loopback
+
+    keys = None
+    if args.transport == "http":
+        check_loopback(args.host)
+        keys = load_api_keys(args.api_keys) if args.api_keys else keys_from_env()
+        if not keys:
+            raise InvalidInputError("HTTP needs API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
+    memory = open_memory(args.store, tenant=args.tenant, embedder=args.embedder)
+    try:
+        if args.transport == "stdio":
+            from .server import build_server
+
+            build_server(memory).run("stdio")
+        else:
+            from .http import serve_http
+
+            print(f"beeweave: MCP over streamable HTTP on http://{args.host}:{args.port}{args.path} "
+                  f"({args.store})", file=sys.stderr)
+            serve_http(memory, keys or {}, host=args.host, port=args.port, path=args.path)
+    finally:
+        memory.close()
+    return 0

@@ -1,0 +1,86 @@
+"""The MCP server over streamable HTTP on a loopback address, behind API keys.
+
+Keys are configured as for ``beeweave serve`` (``--api-keys FILE``, ``BEEWEAVE_API_KEYS_FILE``
+or ``BEEWEAVE_API_KEYS``; see :mod:`beeweave_core.server.config`) and sent as
+``X-API-Key: <key>`` or ``Authorization: Bearer <key>``. A missing key is 401, an unknown
+one 403, before the request reaches MCP. Keys are compared by SHA-256 digest, as the
+REST server does. The server binds loopback addresses only: it holds a user's memories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import InvalidInputError
+
+__all__ = ["ApiKeyGate", "http_app", "serve_http", "check_loopback"]
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def check_loopback(host: str) -> str:
+    if host == "localhost":
+        return host
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return host
+    except ValueError:
+        pass
+    raise InvalidInputError(f"the MCP server binds loopback addresses only (127.0.0.1, ::1, localhost), not {host!r}; "
+                            "put a TLS reverse proxy in front of it to reach it from elsewhere")
+
+
+class ApiKeyGate:
+    """ASGI middleware: HTTP requests need a configured API key; lifespan events pass through."""
+
+    def __init__(self, app: Any, keys: Mapping[str, str]) -> None:
+        if not keys:
+            raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
+        self.app = app
+        self._known = {_digest(k) for k in keys}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        key = headers.get("x-api-key")
+        auth = headers.get("authorization", "")
+        if not key and auth[:7].lower() == "bearer ":
+            key = auth[7:].strip()
+        if not key:
+            await self._refuse(send, 401, "missing API key: send 'X-API-Key: <key>' or 'Authorization: Bearer <key>'")
+        elif _digest(key) not in self._known:
+            await self._refuse(send, 403, "API key not recognised")
+        else:
+            await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _refuse(send: Any, status: int, message: str) -> None:
+        body = json.dumps({"error": message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if status == 401:
+            headers.append((b"www-authenticate", b"Bearer"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def http_app(memory: Any, keys: Mapping[str, str], *, host: str = "127.0.0.1", path: str = "/mcp") -> Any:
+    """The ASGI app: the SDK's streamable HTTP app behind the key check."""
+    from .server import build_server
+
+    app = build_server(memory).streamable_http_app(streamable_http_path=path, host=check_loopback(host))
+    return ApiKeyGate(app, keys)
+
+
+def serve_http(memory: Any, keys: Mapping[str, str], *, host: str = "127.0.0.1", port: int = 8765,
+               path: str = "/mcp", log_level: str = "warning") -> None:
+    import uvicorn
+
+    uvicorn.run(http_app(memory, keys, host=host, path=path), host=host, port=port, log_level=log_level)

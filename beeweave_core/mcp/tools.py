@@ -1,0 +1,129 @@
+"""The memory operations the MCP server offers, as plain functions over one store.
+
+Each function checks its arguments, calls ``BeeWeave``'s public methods and returns
+JSON-friendly dicts; nothing here knows about MCP. Every operation is scoped by a
+user id: another user's memory is as absent as one that does not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import InvalidInputError, NotFoundError
+from ..filters import build_filter
+from ..ingest.records import KnowledgeEvent
+from ..lifecycle import FeedbackSignal
+from ..records import KnowledgeChunk, SearchHit
+from ..server.service import check_user_id
+
+__all__ = ["MemoryTools", "memory_dict"]
+
+RECENT = 20  # memories in a user's "recent" resource
+
+
+def memory_dict(chunk: KnowledgeChunk, score: float | None = None) -> dict[str, Any]:
+    """What a client sees of a memory."""
+    out: dict[str, Any] = {
+        "id": chunk.id, "content": chunk.raw_content, "user_id": chunk.user_id, "session_id": chunk.session_id,
+        "agent_id": chunk.agent_id, "tags": list(chunk.tags), "timestamp": chunk.timestamp.isoformat(),
+        "weight": round(float(chunk.weight), 4), "status": chunk.status.value,
+    }
+    if score is not None:
+        out["score"] = round(float(score), 4)
+    return out
+
+
+def _hit(h: SearchHit) -> dict[str, Any]:
+    return memory_dict(h.chunk, h.score)
+
+
+class MemoryTools:
+    """The operations, bound to one open store (``BeeWeave``)."""
+
+    def __init__(self, memory: Any, *, max_k: int = 50) -> None:
+        self.memory = memory
+        self.max_k = max_k
+
+    def _own(self, user_id: str, memory_id: str) -> KnowledgeChunk:
+        check_user_id(user_id)
+        if not isinstance(memory_id, str) or not memory_id.strip():
+            raise InvalidInputError("memory_id must be a non-empty string")
+        found = self.memory.get_many([memory_id])
+        if not found or found[0].user_id != user_id:
+            raise NotFoundError(f"user {user_id!r} has no memory with id {memory_id!r}")
+        return found[0]
+
+    def save(self, user_id: str, content: str, tags: Sequence[str] = (), session_id: str | None = None,
+             agent_id: str | None = None) -> dict[str, Any]:
+        check_user_id(user_id)
+        mid = self.memory.add(content, user_id=user_id, tags=tags, session_id=session_id, agent_id=agent_id)
+        return {"id": mid}
+
+    def search(self, user_id: str, query: str, k: int = 5, tags: Sequence[str] | None = None,
+               session_id: str | None = None) -> dict[str, Any]:
+        check_user_id(user_id)
+        if not isinstance(k, int) or not 1 <= k <= self.max_k:
+            raise InvalidInputError(f"k must be an integer from 1 to {self.max_k}")
+        filters: dict[str, Any] = {}
+        if tags:
+            filters["tags_any"] = list(tags)
+        if session_id:
+            filters["session_id"] = session_id
+        hits = self.memory.search(query, user_id=user_id, k=k, filters=filters or None)
+        return {"memories": [_hit(h) for h in hits]}
+
+    def get(self, user_id: str, memory_id: str) -> dict[str, Any]:
+        return memory_dict(self._own(user_id, memory_id))
+
+    def update(self, user_id: str, memory_id: str, content: str | None = None,
+               tags: Sequence[str] | None = None) -> dict[str, Any]:
+        self._own(user_id, memory_id)
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = content
+        if tags is not None:
+            changes["tags"] = list(tags)
+        if not changes:
+            raise InvalidInputError("nothing to update: give content or tags")
+        return memory_dict(self.memory.update(memory_id, **changes))
+
+    def delete(self, user_id: str, memory_id: str) -> dict[str, Any]:
+        self._own(user_id, memory_id)
+        return {"id": memory_id, "deleted": bool(self.memory.delete(memory_id))}
+
+    def feedback(self, user_id: str, memory_ids: Sequence[str], signal: str) -> dict[str, Any]:
+        if isinstance(memory_ids, str) or not memory_ids:
+            raise InvalidInputError("memory_ids is a non-empty list of ids")
+        try:
+            FeedbackSignal(signal)
+        except ValueError:
+            raise InvalidInputError(f"signal must be one of {', '.join(s.value for s in FeedbackSignal)}") from None
+        for mid in memory_ids:  # every id is checked before any is rated
+            self._own(user_id, mid)
+        return {"rated": [c.id for c in self.memory.feedback(list(memory_ids), signal)]}
+
+    def remember_turn(self, user_id: str, query: str, response: str = "", session_id: str | None = None,
+                      agent_id: str | None = None) -> dict[str, Any]:
+        """A conversation turn for the ingestion pipeline (it decides what becomes a memory)."""
+        check_user_id(user_id)
+        if not isinstance(query, str) or not isinstance(response, str) or not (query.strip() or response.strip()):
+            raise InvalidInputError("a turn needs a query or a response")
+        event = KnowledgeEvent(user_id=user_id, query=query, response=response, session_id=session_id,
+                               agent_id=agent_id, metadata={"source": "mcp"})
+        return {"event_id": self.memory.ingest(event)}
+
+    def context(self, user_id: str, session_id: str, window: int = 10) -> dict[str, Any]:
+        check_user_id(user_id)
+        return {"memories": [memory_dict(c) for c in self.memory.context(session_id, user_id=user_id, window=window)]}
+
+    def trace(self, user_id: str, session_id: str) -> dict[str, Any]:
+        check_user_id(user_id)
+        return {"memories": [memory_dict(c) for c in self.memory.trace(session_id, user_id=user_id)]}
+
+    def recent(self, user_id: str, limit: int = RECENT) -> list[dict[str, Any]]:
+        """The user's newest active memories, newest first."""
+        check_user_id(user_id)
+        flt = build_filter(None, user_id=user_id)
+        return [memory_dict(c) for c in self.memory.backend.scan(flt, order="timestamp", descending=True,
+                                                                  limit=limit)]

@@ -1,0 +1,231 @@
+"""The one place where arguments are checked: ids, id lists, strings, JSON values,
+timestamps, numbers and vectors.
+
+Every entry point (the engine's parts, the lifecycle, ingestion, the server's schemas)
+checks its arguments with these functions, so one call shape means one thing
+everywhere. The rule for id lists: a bare string is one id, whatever the method
+(``delete_many("abc")`` deletes the memory "abc", as ``feedback("abc", ...)`` rates it).
+A check raises an :class:`InvalidInputError` subclass and never changes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from .errors import DimensionMismatchError, EmptyContentError, InvalidInputError, InvalidVectorError
+
+__all__ = [
+    "check_text",
+    "check_encodable",
+    "check_id",
+    "id_list",
+    "check_str_list",
+    "check_json",
+    "check_timestamp",
+    "check_number",
+    "check_count",
+    "check_limit",
+    "check_vector",
+    "check_content",
+    "check_chunk",
+    "to_datetime",
+]
+
+
+def to_datetime(value: Any, name: str = "timestamp") -> datetime:
+    """Accept a datetime, an ISO string or epoch seconds; return an aware UTC datetime.
+
+    Naive datetimes are taken as UTC: storing local wall-clock time without a zone
+    would make ordering across machines wrong.
+    """
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidInputError(f"{name} must be finite, got {value!r}")
+        try:
+            dt = datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidInputError(f"{name} {value!r} is out of range") from exc
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidInputError(f"{name} {value!r} is not an ISO 8601 date-time") from exc
+    else:
+        raise InvalidInputError(
+            f"{name} must be a datetime, an ISO string or epoch seconds, got {type(value).__name__}"
+        )
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        return dt.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-12:00 is past the calendar in UTC
+        raise InvalidInputError(f"{name} {value!r} is out of range") from None
+
+
+def check_encodable(name: str, value: str) -> None:
+    """A string SQLite, PostgreSQL and JSON can all store: no lone surrogates."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{name} is not valid Unicode (lone surrogate at {exc.start})") from None
+
+
+def check_text(name: str, value: Any, *, optional: bool = False) -> str | None:
+    """A non-empty string (``None`` allowed when ``optional``)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInputError(f"{name} must not be empty")
+    check_encodable(name, value)
+    return value
+
+
+def check_id(value: Any, name: str = "chunk_id") -> str:
+    out = check_text(name, value)
+    assert out is not None
+    return out
+
+
+def id_list(ids: Any, name: str = "chunk ids") -> list[str]:
+    """One id or several, without repeats, in the order given.
+
+    A bare string is one id (never a sequence of one-character ids); bytes, mappings and
+    non-iterables are refused; each id is a non-empty string.
+    """
+    if isinstance(ids, str):
+        return [check_id(ids, name)]
+    if isinstance(ids, (bytes, bytearray, Mapping)) or not isinstance(ids, Iterable):
+        raise InvalidInputError(f"{name} must be a string or a list of strings, got {type(ids).__name__}")
+    out = list(ids)
+    for i in out:
+        check_id(i, name)
+    return list(dict.fromkeys(out))
+
+
+def check_str_list(name: str, values: Any) -> list[str]:
+    """A list (or tuple) of non-empty strings; a bare string is refused (it is not a list of tags)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+        raise InvalidInputError(f"{name} must be a list of strings")
+    item = name[:-1] if name.endswith("s") else name
+    return [check_id(v, item) for v in values]
+
+
+def check_json(name: str, value: Any) -> None:
+    """A JSON value (finite numbers, string keys, valid Unicode, not absurdly deep)."""
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise InvalidInputError(f"{name} must be JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise InvalidInputError(f"{name} is nested too deeply") from None
+
+
+def check_timestamp(value: Any, name: str = "timestamp") -> datetime:
+    """A datetime, an ISO string or epoch seconds, as an aware UTC datetime.
+
+    A time whose UTC form is outside the calendar (``9999-12-31T23:59:59-12:00``) is
+    refused; times computed from a stored one (an expiry rule's TTL) saturate instead.
+    """
+    try:
+        return to_datetime(value, name)
+    except OverflowError:
+        raise InvalidInputError(f"{name} {value!r} is out of range") from None
+
+
+def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None) -> float:
+    """A finite real number (not a bool), optionally within [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise InvalidInputError(f"{name} must be between {low} and {high}, got {value!r}")
+    return float(value)
+
+
+def check_count(name: str, value: Any) -> int:
+    """A non-negative integer (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def check_limit(value: Any, name: str = "limit") -> int | None:
+    """``None`` (no limit) or a non-negative integer."""
+    return None if value is None else check_count(name, value)
+
+
+def check_content(value: Any, name: str = "content") -> str:
+    """Text worth remembering (or searching for): a string with something besides spaces."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise EmptyContentError(f"{name} is empty: there is nothing to {'find' if name == 'query' else 'remember'}")
+    check_encodable(name, value)
+    return value
+
+
+def check_vector(vec: Any, dim: int, name: str = "embedding") -> np.ndarray:
+    """A vector of ``dim`` finite numbers with a finite, non-zero norm, returned unit-length.
+
+    The norm is computed in float64: in float32, ``[3e38] * 64`` squares to infinity and
+    the "normalised" vector would be all zeros.
+    """
+    try:
+        arr = np.asarray(vec, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidVectorError(f"{name} is not a vector of numbers: {exc}") from None
+    if arr.ndim != 1 or arr.shape[0] != dim:
+        raise DimensionMismatchError(f"{name} has shape {arr.shape}; this store needs ({dim},)")
+    if not np.isfinite(arr).all() or (np.abs(arr) > np.finfo(np.float32).max).any():
+        raise InvalidVectorError(f"{name} contains NaN, infinity or values beyond float32")
+    norm = float(np.linalg.norm(arr))
+    if norm == 0 or not math.isfinite(norm):
+        raise InvalidVectorError(f"{name} is all zeros" if norm == 0 else f"{name} has no finite length")
+    return (arr / norm).astype(np.float32)
+
+
+def check_chunk(c: Any) -> None:
+    """Every field of a :class:`KnowledgeChunk` must be storable (it checks itself when built)."""
+    check_text("raw_content", c.raw_content)
+    check_text("user_id", c.user_id)
+    check_text("id", c.id)
+    for name in ("agent_id", "session_id"):
+        check_text(name, getattr(c, name), optional=True)
+    if c.summary is not None:
+        if not isinstance(c.summary, str):
+            raise InvalidInputError("summary must be a string")
+        check_json("summary", c.summary)
+    check_str_list("tags", c.tags)
+    check_str_list("entities", c.entities)
+    if not isinstance(c.pinned, bool):
+        raise InvalidInputError(f"pinned must be True or False, got {type(c.pinned).__name__}")
+    pc = c.processed_content
+    if pc is not None:
+        if not isinstance(pc.text, str):
+            raise InvalidInputError("processed_content.text must be a string")
+        check_json("processed_content.text", pc.text)
+        if pc.language is not None:
+            if not isinstance(pc.language, str):
+                raise InvalidInputError("processed_content.language must be a string")
+            check_json("processed_content.language", pc.language)
+        check_json("processed_content.payload", pc.payload)
+    if not isinstance(c.metadata, Mapping):
+        raise InvalidInputError("metadata must be a mapping")
+    check_json("metadata", c.metadata)
+    for name in ("weight", "confidence"):
+        check_number(name, getattr(c, name))
+    for name in ("timestamp", "expires_at", "last_accessed", "reinforced_at"):
+        value = getattr(c, name)
+        if value is not None:
+            check_timestamp(value, name)
+    if isinstance(c.access_count, bool) or not isinstance(c.access_count, int) or c.access_count < 0:
+        raise InvalidInputError("access_count must be a non-negative integer")

@@ -1,0 +1,343 @@
+"""``BeeWeaveMiddleware``: long-term memory for ``langchain.agents.create_agent`` agents.
+
+Before the agent runs, the memories relevant to the user's message are looked up once;
+each model call of the run gets them in its system message (they are not added to the
+conversation). After the run, the run becomes one knowledge event for
+``BeeWeave.ingest`` (what becomes a memory is the ingestion pipeline's decision), and
+the recalled memories the answer actually drew on get a ``used`` feedback. Optional
+tools let the model search, save, update and forget memories itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import PrivateStateAttr
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langgraph.channels.untracked_value import UntrackedValue
+from typing_extensions import NotRequired
+
+from beeweave_core.degrade import Failures
+from beeweave_core.errors import BeeWeaveError, InvalidInputError, NotFoundError
+from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
+
+from ._convert import _content_text, jsonable
+
+__all__ = ["BeeWeaveMiddleware", "BeeWeaveState", "DEFAULT_HEADER"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HEADER = "Relevant memories from earlier conversations (use them when they help; they may be outdated):"
+_WORD = re.compile(r"\w{3,}")
+
+
+class BeeWeaveState(AgentState[Any]):
+    """The agent state with the run's recalled memories (private, not checkpointed)."""
+
+    beeweave_recalled: NotRequired[Annotated[list[dict[str, Any]], UntrackedValue, PrivateStateAttr]]
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def _label(context: Any, name: str) -> str | None:
+    value = context.get(name) if isinstance(context, Mapping) else getattr(context, name, None)
+    return value if isinstance(value, str) and value else None
+
+
+def _run_messages(messages: Sequence[Any]) -> list[Any]:
+    """The messages of the latest run: from the last human message on."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return list(messages[i:])
+    return list(messages)
+
+
+class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
+    """Recall before the model, capture after the agent, feedback for what was used.
+
+    Setup:
+        .. code-block:: bash
+
+            pip install "beeweave[langchain]"
+
+    Instantiate:
+        .. code-block:: python
+
+            from langchain.agents import create_agent
+            from beeweave_core import BeeWeave
+            from beeweave_langchain import BeeWeaveMiddleware
+
+            memory = BeeWeave("memory.db")
+            agent = create_agent(model, tools, middleware=[BeeWeaveMiddleware(memory, user_id="alice")])
+
+    Usage:
+        .. code-block:: python
+
+            agent.invoke({"messages": [{"role": "user", "content": "I'm allergic to peanuts."}]})
+            memory.flush()  # ingestion runs in the background
+            agent.invoke({"messages": [{"role": "user", "content": "Suggest a snack."}]})
+            # the second run's model calls see "I'm allergic to peanuts." in the system message
+
+    Scope: ``user_id`` (or ``runtime.context["user_id"]`` / ``context.user_id`` per run),
+    ``agent_id``, and ``session_id`` (default: the run's LangGraph thread id).
+
+    Relevance: a memory is recalled when the search returns it with at least
+    ``min_score`` (BeeWeave's fused score, when given) and it shares a word with the
+    message (BM25) or its vector similarity is at least ``min_similarity``. Memories
+    are added best first while they fit in ``max_chars``; when none is relevant the
+    model gets no memory message at all.
+
+    Feedback: after the run, each recalled memory whose words are at least
+    ``used_overlap`` covered by the final answer gets ``feedback(..., "used")``.
+
+    Failures (a closed store, the server unreachable) are logged and counted in
+    ``errors``; they never reach the agent, which then runs without memories.
+
+    Args:
+        memory: the BeeWeave store (or a ``BeeWeaveClient``).
+        user_id, agent_id, session_id: the scope (see above).
+        k: how many memories to consider.
+        min_score, min_similarity: the relevance gates (see above).
+        max_chars: the budget of the memory message (about 4 characters a token).
+        used_overlap: the share of a memory's words the answer must contain to count as used.
+        tools: register ``search_memory``, ``save_memory``, ``update_memory`` and
+            ``forget_memory`` for the model (they need ``user_id``).
+        capture: ingest each run as a knowledge event.
+        header: the first line of the memory message.
+    """
+
+    state_schema = BeeWeaveState
+
+    def __init__(self, memory: Any, *, user_id: str | None = None, agent_id: str | None = None,
+                 session_id: str | None = None, k: int = 5, min_score: float | None = None,
+                 min_similarity: float = 0.35, max_chars: int = 2000, used_overlap: float = 0.5,
+                 tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER) -> None:
+        super().__init__()
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise InvalidInputError("k must be a non-negative integer")
+        if not isinstance(max_chars, int) or max_chars <= 0:
+            raise InvalidInputError("max_chars must be a positive integer")
+        if not 0.0 <= used_overlap <= 1.0:
+            raise InvalidInputError("used_overlap is a share between 0 and 1")
+        if tools and not user_id:
+            raise InvalidInputError("the memory tools act for one user: pass user_id= with tools=True")
+        self.memory = memory
+        self.user_id, self.agent_id, self.session_id = user_id, agent_id, session_id
+        self.k, self.min_score, self.min_similarity = k, min_score, min_similarity
+        self.max_chars, self.used_overlap, self.capture, self.header = max_chars, used_overlap, capture, header
+        self._failures = Failures(logger)
+        self.tools: list[BaseTool] = _memory_tools(self) if tools else []
+
+    @property
+    def errors(self) -> int:
+        """How many failures the middleware absorbed (each was logged)."""
+        return self._failures.count
+
+    # -- scope -------------------------------------------------------------------------------
+    def _user(self, runtime: Any) -> str | None:
+        return self.user_id or _label(getattr(runtime, "context", None), "user_id")
+
+    def _session(self, runtime: Any) -> str | None:
+        info = getattr(runtime, "execution_info", None)
+        return self.session_id or _label(getattr(runtime, "context", None), "session_id") or \
+            (getattr(info, "thread_id", None) or None)
+
+    # -- recall ------------------------------------------------------------------------------
+    def _recall(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
+        user = self._user(runtime)
+        query = next((_content_text(m.content) for m in reversed(state.get("messages", []))
+                      if isinstance(m, HumanMessage) and _content_text(m.content).strip()), "")
+        if not user or not query.strip() or self.k == 0:
+            return {"beeweave_recalled": []}
+        try:
+            hits = self.memory.search(query, user_id=user, k=self.k, min_score=self.min_score)
+        except Exception:
+            self._failures.record("BeeWeave recall failed; the run goes on without memories",
+                                  level=logging.ERROR, exc_info=True)
+            return {"beeweave_recalled": []}
+        recalled: list[dict[str, Any]] = []
+        used = 0
+        for h in hits:
+            lexical, vector = h.sources.get("lexical"), h.sources.get("vector")
+            relevant = (lexical is not None and lexical.score != 0) or \
+                (vector is not None and vector.score >= self.min_similarity)
+            text = h.chunk.raw_content or h.chunk.content
+            if not relevant or not text.strip():
+                continue
+            room = self.max_chars - used
+            if room <= 0:
+                break
+            if len(text) > room:
+                if recalled:
+                    break
+                text = text[: max(room - 1, 0)] + "…"  # the best memory alone is over budget: cut it
+            recalled.append({"id": h.id, "text": text, "score": float(h.score)})
+            used += len(text) + 3
+        return {"beeweave_recalled": recalled}
+
+    def before_agent(self, state: BeeWeaveState, runtime: Any) -> dict[str, Any] | None:
+        return self._recall(state, runtime)
+
+    async def abefore_agent(self, state: BeeWeaveState, runtime: Any) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self._recall, state, runtime)
+
+    def _with_memories(self, request: ModelRequest) -> ModelRequest:
+        state: Mapping[str, Any] = request.state or {}
+        recalled: list[dict[str, Any]] = state.get("beeweave_recalled") or []
+        if not recalled:
+            return request
+        block = "\n".join([self.header, *("- " + r["text"].replace("\n", "\n  ") for r in recalled)])
+        current = request.system_message
+        if current is None:
+            return request.override(system_message=SystemMessage(content=block))
+        content = current.content
+        if isinstance(content, str):
+            new: Any = f"{content}\n\n{block}" if content else block
+        else:
+            new = [*list(content), {"type": "text", "text": "\n\n" + block}]
+        return request.override(system_message=SystemMessage(content=new))
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        return handler(self._with_memories(request))
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+        return await handler(self._with_memories(request))
+
+    # -- capture and feedback ------------------------------------------------------------------
+    def _capture(self, state: Mapping[str, Any], runtime: Any) -> None:
+        try:
+            self._capture_run(state, runtime)
+        except Exception:
+            self._failures.record("BeeWeave capture failed; the run's answer is unchanged",
+                                  level=logging.ERROR, exc_info=True)
+
+    def _capture_run(self, state: Mapping[str, Any], runtime: Any) -> None:
+        user = self._user(runtime)
+        messages = _run_messages(state.get("messages", []))
+        if not user or not messages:
+            return
+        query = _content_text(messages[0].content) if isinstance(messages[0], HumanMessage) else ""
+        answer = next((_content_text(m.content) for m in reversed(messages)
+                       if isinstance(m, AIMessage) and _content_text(m.content).strip()), "")
+        results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+        steps = [ToolCall(str(call["name"]), jsonable(call.get("args")),
+                          _content_text(results[cid].content) if (cid := call.get("id")) in results else None)
+                 for m in messages if isinstance(m, AIMessage) for call in m.tool_calls]
+        recalled = state.get("beeweave_recalled") or []
+        answer_words = _words(answer)
+        used = [r["id"] for r in recalled
+                if (w := _words(r["text"])) and len(w & answer_words) / len(w) >= self.used_overlap]
+        if self.capture and (query or answer or steps):
+            info = getattr(runtime, "execution_info", None)
+            metadata: dict[str, Any] = {"source": "langchain.middleware"}
+            if (run_id := getattr(info, "run_id", None)) is not None:
+                metadata["run_id"] = str(run_id)
+            if recalled:
+                metadata["used_memories"] = [r["id"] for r in recalled]
+            self.memory.ingest(KnowledgeEvent(user_id=user, query=query, response=answer,
+                                              session_id=self._session(runtime), agent_id=self.agent_id,
+                                              intermediate_steps=steps, metadata=metadata))
+        if used:
+            self._rate(used, "used")
+
+    def _rate(self, ids: list[str], signal: str) -> None:
+        try:
+            self.memory.feedback(ids, signal)
+        except NotFoundError:  # one was merged or deleted meanwhile: rate the others one by one
+            for i in ids:
+                try:
+                    self.memory.feedback([i], signal)
+                except NotFoundError:
+                    logger.warning("BeeWeave: memory %s was gone before the %r feedback", i, signal)
+
+    def after_agent(self, state: BeeWeaveState, runtime: Any) -> dict[str, Any] | None:
+        self._capture(state, runtime)
+        return None
+
+    async def aafter_agent(self, state: BeeWeaveState, runtime: Any) -> dict[str, Any] | None:
+        await asyncio.to_thread(self._capture, state, runtime)
+        return None
+
+
+# -- the memory tools -----------------------------------------------------------------------
+_SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
+    "search_memory": ("Search the user's long-term memory. Returns the matching memories with their ids.", {
+        "type": "object", "properties": {
+            "query": {"type": "string", "description": "What to look for."},
+            "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5, "description": "How many."}},
+        "required": ["query"]}),
+    "save_memory": ("Save a fact worth remembering about the user for later conversations.", {
+        "type": "object", "properties": {
+            "content": {"type": "string", "description": "The fact, as a self-contained sentence."},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional labels."}},
+        "required": ["content"]}),
+    "update_memory": ("Replace the text of a memory (by its id) that is no longer accurate.", {
+        "type": "object", "properties": {
+            "memory_id": {"type": "string", "description": "The id returned by search_memory."},
+            "content": {"type": "string", "description": "The corrected fact."}},
+        "required": ["memory_id", "content"]}),
+    "forget_memory": ("Delete a memory (by its id) the user wants forgotten or that is wrong.", {
+        "type": "object", "properties": {
+            "memory_id": {"type": "string", "description": "The id returned by search_memory."}},
+        "required": ["memory_id"]}),
+}
+
+
+def _memory_tools(mw: BeeWeaveMiddleware) -> list[BaseTool]:
+    memory, user = mw.memory, mw.user_id
+
+    def own(memory_id: str) -> None:
+        try:
+            chunk = memory.get(memory_id)
+        except NotFoundError:
+            chunk = None
+        if chunk is None or chunk.user_id != user:  # another user's memory is as absent as a missing one
+            raise ToolException(f"no memory with id {memory_id!r}")
+
+    def search_memory(query: str, k: int = 5) -> str:
+        hits = memory.search(query, user_id=user, k=k)
+        return json.dumps([{"id": h.id, "content": h.chunk.raw_content, "score": round(float(h.score), 4)}
+                           for h in hits], ensure_ascii=False)
+
+    def save_memory(content: str, tags: list[str] | None = None) -> str:
+        return json.dumps({"id": memory.add(content, user_id=user, agent_id=mw.agent_id, tags=tags or ())})
+
+    def update_memory(memory_id: str, content: str) -> str:
+        own(memory_id)
+        memory.update(memory_id, content=content)
+        return json.dumps({"id": memory_id, "updated": True})
+
+    def forget_memory(memory_id: str) -> str:
+        own(memory_id)
+        return json.dumps({"id": memory_id, "deleted": bool(memory.delete(memory_id))})
+
+    def guarded(fn: Callable[..., str]) -> Callable[..., str]:
+        def run(**kwargs: Any) -> str:
+            try:
+                return fn(**kwargs)
+            except BeeWeaveError as exc:  # bad input or an unavailable store: the model reads why
+                raise ToolException(str(exc)) from exc
+        return run
+
+    tools: list[BaseTool] = []
+    for fn in (search_memory, save_memory, update_memory, forget_memory):
+        description, schema = _SCHEMAS[fn.__name__]
+        sync = guarded(fn)
+
+        async def coro(_sync: Callable[..., str] = sync, **kwargs: Any) -> str:
+            return await asyncio.to_thread(_sync, **kwargs)
+
+        tools.append(StructuredTool.from_function(func=sync, coroutine=coro, name=fn.__name__,
+                                                  description=description, args_schema=schema,
+                                                  infer_schema=False, handle_tool_error=True))
+    return tools

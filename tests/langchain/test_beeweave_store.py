@@ -1,0 +1,152 @@
+"""What BeeWeaveStore adds to the BaseStore contract: scopes, TTL, index settings, JSON values,
+a non-blocking event loop, persistence, and bad input that changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from langgraph.store.base import PutOp
+
+from beeweave_core import BeeWeave, HashingEmbedder, InvalidInputError
+from beeweave_langchain import BeeWeaveStore
+from beeweave_langchain.store import item_id
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def timed(clock: Clock):
+    m = BeeWeave(embedder=HashingEmbedder(32), clock=clock)
+    yield m
+    m.close()
+
+
+def test_namespaces_map_to_beeweave_scopes(memory) -> None:
+    store = BeeWeaveStore(memory, agent_level=2, session_level=3)
+    store.put(("memories", "alice", "planner", "s1"), "k", {"text": "Alice flies to Oslo"})
+    store.put(("shared",), "k", {"text": "a note for everyone"})
+    chunk = memory.get(item_id(("memories", "alice", "planner", "s1"), "k"))
+    assert (chunk.user_id, chunk.agent_id, chunk.session_id) == ("alice", "planner", "s1")
+    assert memory.get(item_id(("shared",), "k")).user_id == "langgraph"  # no user level: the default user
+    # the engine's own search sees the items with their scope
+    [hit] = memory.search("Oslo", user_id="alice")
+    assert hit.id == item_id(("memories", "alice", "planner", "s1"), "k")
+    assert store.search(("memories", "bob"), query="Oslo") == []
+
+
+def test_the_store_ignores_memories_it_did_not_write(memory) -> None:
+    memory.add("Alice flies to Oslo", user_id="alice")
+    store = BeeWeaveStore(memory)
+    assert store.search(("memories", "alice"), query="Oslo") == []
+    assert store.list_namespaces() == []
+
+
+def test_ttl_sets_expires_at_and_an_expired_item_is_gone(timed, clock: Clock) -> None:
+    store = BeeWeaveStore(timed)
+    store.put(("cache",), "short", {"text": "a short lived note"}, ttl=10)
+    store.put(("cache",), "long", {"text": "a long lived note"})
+    assert timed.get(item_id(("cache",), "short")).expires_at == clock.now + timedelta(minutes=10)
+    clock.now += timedelta(minutes=5)
+    assert store.get(("cache",), "short") is not None  # a read refreshes the ttl: now expires at +15
+    clock.now += timedelta(minutes=9)
+    assert store.get(("cache",), "short", refresh_ttl=False) is not None
+    clock.now += timedelta(minutes=2)
+    assert store.get(("cache",), "short") is None
+    assert {i.key for i in store.search(("cache",))} == {"long"}
+    assert {i.key for i in store.search(("cache",), query="note")} == {"long"}
+    assert store.sweep() == 1 and timed.count() == 1
+
+
+def test_the_default_ttl_comes_from_the_ttl_config(timed, clock: Clock) -> None:
+    store = BeeWeaveStore(timed, ttl={"default_ttl": 1, "refresh_on_read": False})
+    store.put(("cache",), "k", {"text": "x"})
+    clock.now += timedelta(seconds=50)
+    store.get(("cache",), "k")  # no refresh
+    clock.now += timedelta(seconds=20)
+    assert store.get(("cache",), "k") is None
+
+
+def test_index_settings_are_honoured_or_refused(memory) -> None:
+    BeeWeaveStore(memory, index={"dims": 32, "fields": ["text"]})
+    with pytest.raises(InvalidInputError, match="embedder"):
+        BeeWeaveStore(memory, index={"dims": 32, "embed": "openai:text-embedding-3-small"})
+    with pytest.raises(InvalidInputError, match="dimension"):
+        BeeWeaveStore(memory, index={"dims": 1536})
+    store = BeeWeaveStore(memory, index={"fields": ["title"]})
+    store.put(("n",), "k", {"title": "zebra", "body": "quarterly budget"})
+    assert memory.get(item_id(("n",), "k")).raw_content == "zebra"
+    assert store.search(("n",), query="zebra")[0].key == "k"
+
+
+def test_a_bad_put_in_a_batch_writes_nothing(memory) -> None:
+    store = BeeWeaveStore(memory)
+    with pytest.raises(InvalidInputError):
+        store.batch([PutOp(("a",), "good", {"text": "fine"}), PutOp(("a",), "bad", {"when": datetime.now()})])
+    with pytest.raises(InvalidInputError):
+        store.put(("a",), "nan", {"x": float("nan")})
+    with pytest.raises(InvalidInputError):
+        store.put(("a",), "k", {"text": "x"}, ttl=-1)
+    assert memory.count() == 0
+
+
+def test_abatch_does_not_block_the_event_loop(memory) -> None:
+    store = BeeWeaveStore(memory)
+    calls = []
+    search = memory.search
+
+    def slow_search(*args, **kwargs):
+        time.sleep(0.3)  # a slow engine (a remote database, a big model)
+        calls.append(1)
+        return search(*args, **kwargs)
+
+    memory.search = slow_search
+    store.put(("a",), "k", {"text": "hello world"})
+
+    async def main() -> int:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        found = await store.asearch(("a",), query="hello")
+        task.cancel()
+        assert found[0].key == "k" and calls
+        return ticks
+
+    assert asyncio.run(main()) >= 10  # the loop kept running while the engine worked
+
+
+def test_items_survive_a_reopen(tmp_path) -> None:
+    path = tmp_path / "store.db"
+    with BeeWeave(path, embedder=HashingEmbedder(32)) as m:
+        BeeWeaveStore(m).put(("memories", "alice"), "diet", {"text": "vegetarian", "since": 2019})
+        created = BeeWeaveStore(m).get(("memories", "alice"), "diet").created_at
+    with BeeWeave(path, embedder=HashingEmbedder(32)) as m:
+        item = BeeWeaveStore(m).get(("memories", "alice"), "diet")
+        assert item.value == {"text": "vegetarian", "since": 2019} and item.created_at == created
+        assert BeeWeaveStore(m).list_namespaces() == [("memories", "alice")]
+
+
+def test_a_deleted_namespace_is_no_longer_listed(memory) -> None:
+    store = BeeWeaveStore(memory)
+    store.put(("a", "b"), "k", {"text": "x"})
+    store.delete(("a", "b"), "k")
+    assert store.list_namespaces() == []
