@@ -362,15 +362,17 @@ def test_each_request_is_logged_with_its_id_parameters_and_result_count(srv):
             records.append(record)
 
     log = logging.getLogger("beeweave.server.requests")
-    handler, level = Keep(), log.level
+    handler, level, disabled = Keep(), log.level, log.disabled
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    log.disabled = False  # an earlier test's logging.config.dictConfig may have disabled existing loggers
     try:
         with _h(srv, ADMIN) as h:
             h.post("/api/v1/search", json={"query": "nginx reload", "k": 3}, headers={"X-Request-ID": "trace-77"})
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
+        log.disabled = disabled
     mine = [r for r in records if getattr(r, "request_id", None) == "trace-77"]
     assert len(mine) == 1
     line = json.loads(JSONFormatter().format(mine[0]))
