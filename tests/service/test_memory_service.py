@@ -398,3 +398,23 @@ def test_the_async_client(srv):
             assert (await c.get(mid)).user_id == "async-user" and await c.delete(mid)
 
     asyncio.run(run())
+
+
+def test_user_defined_relationships(srv):
+    with _h(srv, ADMIN) as h:
+        a = h.post("/api/v1/memories", json={"content": "the api gateway routes traffic to the billing service",
+                                             "user_id": "rel", "status": "active"}).json()["id"]
+        b = h.post("/api/v1/memories", json={"content": "billing service owns the invoices database",
+                                             "user_id": "rel", "status": "active"}).json()["id"]
+        r = h.post("/api/v1/relationships", json={"source_id": a, "target_id": b, "type": "causes",
+                                                  "weight": 0.8, "note": "from the architecture review"})
+        assert r.status_code == 201, r.text
+        assert r.json()["source_id"] == a and r.json()["target_id"] == b and r.json()["type"] == "causes"
+        out = h.get(f"/api/v1/memories/{a}/relationships", params={"direction": "out"}).json()["relationships"]
+        assert {"source_id": a, "target_id": b, "type": "causes"}.items() <= next(
+            e for e in out if e["type"] == "causes").items()
+        assert h.post("/api/v1/relationships", json={"source_id": a, "target_id": "nope",
+                                                     "type": "causes"}).status_code == 404
+    with _h(srv, ALICE) as h:  # alice's key cannot link rel's memories
+        assert h.post("/api/v1/relationships", json={"source_id": a, "target_id": b,
+                                                     "type": "x"}).status_code == 404
