@@ -92,10 +92,10 @@ def redact_event(redactor: Redactor, body: dict[str, Any]) -> tuple[dict[str, An
     if body.get("category"):
         out["category"] = redactor.redact(body["category"]) or body["category"]
     if body.get("metadata"):
-        c: Counter[str] = Counter()
-        out["metadata"] = redactor.redact_tree(body["metadata"], c)
-        if c:
-            counts["metadata"] = dict(c)
+        mc: Counter[str] = Counter()
+        out["metadata"] = redactor.redact_tree(body["metadata"], mc)
+        if mc:
+            counts["metadata"] = dict(mc)
     out["redacted"] = True
     out["redactions"] = counts
     return out, counts
@@ -174,9 +174,10 @@ class Pipeline:
         if r_pc is not None and (r_pc.type is not ContentType.TEXT or q_pc is None or q_pc.type is ContentType.TEXT):
             shape, parts = r_pc, (query, r_pc.text)
         else:  # no answer, or a plain answer to a question holding code or data
-            shape, parts = q_pc, (q_pc.text, response)  # type: ignore[union-attr]
+            assert q_pc is not None  # the event has a query or a response (checked when it was queued)
+            shape, parts = q_pc, (q_pc.text, response)
         text = "\n\n".join(p for p in parts if p)
-        pc = ProcessedContent(shape.type, text, shape.language, shape.payload)  # type: ignore[union-attr]
+        pc = ProcessedContent(shape.type, text, shape.language, shape.payload)
         raw = "\n\n".join(p for p in (query, response) if p)
         ext = self.extractor.extract(query, response, content=shape)
         errors = [{"tool": s.tool, "error": s.error} for s in ev.intermediate_steps if s.error]
