@@ -31,6 +31,8 @@ COMMANDS = {
     "forget": "delete everything of a user",
     "maintain": "merge duplicates, expire and evict now",
     "review": "list memories waiting for review; approve, reject or resolve them",
+    "memory": "add, show, list, edit or delete single memories; their history and relationships",
+    "dead-letters": "list the events whose processing failed, or queue them again",
     "report": "write a self-contained HTML report with charts",
     "openapi": "write the REST API's OpenAPI spec as JSON",
     "mcp": "run the MCP server (stdio, or streamable HTTP with API keys)",
@@ -46,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="beeweave", description="BeeWeave: the memory an agent grows with use.",
-                epilog="commands:\n" + "\n".join(f"  {n:<9} {h}" for n, h in COMMANDS.items()),
+                epilog="commands:\n" + "\n".join(f"  {n:<12} {h}" for n, h in COMMANDS.items()),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store", default=os.environ.get("BEEWEAVE_STORE", DEFAULT_STORE),
                    help="SQLite file, directory of tenant stores, postgresql:// URL or http(s):// server URL "
@@ -99,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-body-bytes", type=int, default=1_048_576, help="larger requests get 413 (default 1 MiB)")
     c.add_argument("--queue-dir", help="where PostgreSQL tenants keep their ingest queues (durable 202s)")
     c.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    c.add_argument("--json-logs", action="store_true", help="write every log line as one JSON object")
+    c.add_argument("--read-timeout", type=float, default=10.0,
+                   help="seconds a client has to send a request (default 10)")
+    c.add_argument("--keep-alive", type=float, default=5.0, help="idle keep-alive seconds (default 5)")
+    c.add_argument("--max-connections", type=int, default=512, help="open connections at most (default 512)")
+    c.add_argument("--tenant-concurrency", type=int, default=4,
+                   help="requests of one tenant running at once (default 4; more wait, then 503)")
+    c.add_argument("--webhooks", metavar="FILE",
+                   help="JSON list of webhooks: [{url, secret, types?, tenant?}] (signed event deliveries)")
 
     c = cmd("stats")
     c.add_argument("--user-id")
@@ -123,6 +134,27 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("ids", nargs="*", help="memory ids (for resolve: the id, then the decision)")
     c.add_argument("--user-id")
     c.add_argument("--reason", help="why (for reject)")
+    c.add_argument("--json", action="store_true")
+
+    c = cmd("memory")
+    c.add_argument("action", choices=["add", "show", "list", "edit", "delete", "history", "relationships"])
+    c.add_argument("args", nargs="*", help="add: the text; show/edit/delete/history/relationships: the id")
+    c.add_argument("--user-id")
+    c.add_argument("--tag", action="append", default=None, help="a tag (repeatable; for add, edit, list)")
+    c.add_argument("--pin", dest="pinned", action="store_const", const=True, help="pin the memory (add, edit)")
+    c.add_argument("--unpin", dest="pinned", action="store_const", const=False, help="unpin it (edit)")
+    c.add_argument("--expires-at", help="ISO date-time (add, edit; 'none' removes the expiry on edit)")
+    c.add_argument("--confidence", type=float)
+    c.add_argument("--status", help="add: active|pending; edit: any status; list: filter")
+    c.add_argument("--content", help="edit: the new text")
+    c.add_argument("--limit", type=int, default=50, help="list: how many (default 50)")
+    c.add_argument("--cursor", help="list: continue after this cursor")
+    c.add_argument("--json", action="store_true")
+
+    c = cmd("dead-letters")
+    c.add_argument("action", nargs="?", default="list", choices=["list", "retry"])
+    c.add_argument("ids", nargs="*", help="retry: event ids (default: all)")
+    c.add_argument("--user-id")
     c.add_argument("--json", action="store_true")
 
     c = cmd("report")
@@ -152,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     debug = os.environ.get("BEEWEAVE_DEBUG") not in (None, "", "0")
     try:
-        return int(getattr(cli_commands, "cmd_" + args.command)(args) or 0)
+        return int(getattr(cli_commands, "cmd_" + args.command.replace("-", "_"))(args) or 0)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except BeeWeaveError as exc:

@@ -18,7 +18,7 @@ from typing import Any
 from .errors import InvalidInputError
 
 __all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "stats", "export", "forget", "maintain",
-                                 "review", "report", "openapi", "mcp")]
+                                 "review", "memory", "dead_letters", "report", "openapi", "mcp")]
 
 
 def _is_remote(store: str) -> bool:
@@ -220,12 +220,23 @@ def cmd_serve(args: Any) -> int:
     keys = load_api_keys(args.api_keys) if args.api_keys else keys_from_env()
     if not keys:
         raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:tenant,...'")
+    webhooks: list[Any] = []
+    if args.webhooks:
+        try:
+            webhooks = json.loads(Path(args.webhooks).read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InvalidInputError(f"{args.webhooks} is not JSON: {exc}") from None
+        if not isinstance(webhooks, list) or not all(isinstance(w, dict) and {"url", "secret"} <= set(w)
+                                                     for w in webhooks):
+            raise InvalidInputError(f"{args.webhooks}: a JSON list of {{\"url\", \"secret\", ...}} objects")
     config = ServerConfig(args.store, keys, embedder=args.embedder, max_body_bytes=args.max_body_bytes,
-                          queue_dir=args.queue_dir)
+                          queue_dir=args.queue_dir, read_timeout=args.read_timeout,
+                          keep_alive_timeout=args.keep_alive, max_connections=args.max_connections,
+                          tenant_concurrency=args.tenant_concurrency, webhooks=webhooks)
     tenants = sorted(config.tenants)
     print(f"beeweave: serving {len(tenants)} tenant(s) ({', '.join(tenants)}) from {args.store} "
           f"on http://{args.host}:{args.port}", file=sys.stderr)
-    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+    serve(config, host=args.host, port=args.port, log_level=args.log_level, json_logs=args.json_logs)
     return 0
 
 
@@ -314,6 +325,104 @@ def cmd_review(args: Any) -> int:
         done = svc.approve(args.ids) if args.action == "approve" else svc.reject(args.ids, reason=args.reason)
         verb = "approved" if args.action == "approve" else "rejected"
         print(f"{verb} {len(done)} of {len(args.ids)}" + (": " + " ".join(done) if done else " (none was pending)"))
+    return 0
+
+
+# -- memory / dead-letters ------------------------------------------------------------------------------------------
+def _memory_line(c: Any) -> str:
+    flags = " pinned" if c.pinned else ""
+    tags = f" #{' #'.join(c.tags)}" if c.tags else ""
+    return f"{c.id}  [{c.user_id}] {c.status.value}{flags}{tags}  {_one_line(c.raw_content, 80)}"
+
+
+def _one_id(args: Any) -> str:
+    if len(args.args) != 1:
+        raise InvalidInputError(f"memory {args.action} takes one memory id")
+    return str(args.args[0])
+
+
+def _memory_fields(args: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if args.tag is not None:
+        fields["tags"] = args.tag
+    if args.pinned is not None:
+        fields["pinned"] = args.pinned
+    if args.expires_at is not None:
+        fields["expires_at"] = None if args.expires_at.lower() == "none" else args.expires_at
+    if args.confidence is not None:
+        fields["confidence"] = args.confidence
+    if args.status is not None:
+        fields["status"] = args.status
+    return fields
+
+
+def cmd_memory(args: Any) -> int:
+    with _service(args) as svc:
+        if args.action == "add":
+            if not args.args or not args.user_id:
+                raise InvalidInputError("memory add takes the text and --user-id")
+            chunk = svc.add_memory({"content": " ".join(args.args), "user_id": args.user_id, **_memory_fields(args)})
+            print(chunk.id if not args.json else json.dumps(chunk.to_dict(), ensure_ascii=False, default=str))
+            return 0
+        if args.action == "list":
+            if args.args:
+                raise InvalidInputError("memory list takes no arguments (filters are options)")
+            filters = {k: v for k, v in (("tags", args.tag), ("status", args.status)) if v}
+            if _is_remote(args.store):
+                page = svc.list_memories(user_id=args.user_id, tags=filters.get("tags"),
+                                         status=None if args.status is None else [args.status],
+                                         limit=args.limit, cursor=args.cursor)
+            else:
+                page = svc.list_memories(filters=filters, user_id=args.user_id, limit=args.limit, cursor=args.cursor)
+            if args.json:
+                _print_json({"memories": [c.to_dict() for c in page.items], "next_cursor": page.next_cursor})
+                return 0
+            for c in page.items:
+                print(_memory_line(c))
+            if page.next_cursor:
+                print(f"more: --cursor {page.next_cursor}", file=sys.stderr)
+            return 0
+        chunk_id = _one_id(args)
+        if args.action == "show":
+            _print_json(svc.get_memory(chunk_id).to_dict())
+        elif args.action == "edit":
+            changes = _memory_fields(args)
+            if args.content is not None:
+                changes["content"] = args.content
+            if not changes:
+                raise InvalidInputError("memory edit needs a change: --content, --tag, --pin/--unpin, "
+                                        "--expires-at, --confidence or --status")
+            chunk = svc.update_memory(chunk_id, changes)
+            print(_memory_line(chunk) if not args.json else json.dumps(chunk.to_dict(), default=str))
+        elif args.action == "delete":
+            print(f"{chunk_id}: {'deleted' if svc.delete_memory(chunk_id) else 'not found'}")
+        elif args.action == "history":
+            versions = svc.history(chunk_id)
+            _print_json([v if isinstance(v, dict) else {"seq": v.seq, "chunk": v.chunk.to_dict(),
+                                                        "replaced_at": v.replaced_at.isoformat(), "reason": v.reason}
+                         for v in versions])
+        else:
+            _print_json([e.to_dict() for e in svc.relationships(chunk_id)])
+    return 0
+
+
+def cmd_dead_letters(args: Any) -> int:
+    with _service(args) as svc:
+        if args.action == "retry":
+            n = svc.retry_dead_letters(args.ids or None)
+            print(f"queued {n} dead event(s) again")
+            return 0
+        if args.ids:
+            raise InvalidInputError("dead-letters list takes no ids")
+        dead = svc.dead_letters(user_id=args.user_id)
+        if args.json:
+            _print_json([{"event": d.event.to_dict(), "error": d.error, "attempts": d.attempts,
+                          "failed_at": d.failed_at.isoformat()} for d in dead])
+            return 0
+        print(f"{len(dead)} dead letter(s)" + (":" if dead else ""))
+        for d in dead:
+            print(f"  {d.event.id}  [{d.event.user_id}]  {d.attempts} attempt(s), {d.failed_at.isoformat()}: "
+                  f"{_one_line(d.error, 100)}")
     return 0
 
 

@@ -20,6 +20,10 @@ Usage:
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any
@@ -27,13 +31,18 @@ from urllib.parse import quote
 
 from . import errors as _errors
 from .errors import BeeWeaveError, InvalidInputError, NotFoundError, StoreUnavailableError
+from .filters import build_filter
 from .ingest import errors as _ingest_errors
 from .lifecycle.reports import MaintenanceReport, ReviewItem
-from .filters import build_filter
 from .network import ExpandOptions
 from .records import HitSource, KnowledgeChunk, SearchHit, to_datetime, utcnow
 
-__all__ = ["BeeWeaveClient", "AuthenticationError", "ServerError"]
+__all__ = ["BeeWeaveClient", "AuthenticationError", "ServerError", "IngestBuffer", "DEFAULT_TIMEOUTS"]
+
+logger = logging.getLogger(__name__)
+
+# The design's budget: an agent waits at most this long for memory (seconds).
+DEFAULT_TIMEOUTS = {"ingest": 2.0, "search": 1.5, "other": 10.0}
 
 
 class AuthenticationError(BeeWeaveError, PermissionError):
@@ -81,27 +90,148 @@ def _event_body(event: Any) -> Any:
     return event
 
 
+class IngestBuffer:
+    """A bounded local buffer of events on their way to the server, sent by one background thread.
+
+    ``put`` never blocks and never does I/O: the agent's thread only appends. The sender
+    posts events oldest first; an event the server could not take (unreachable, timeout,
+    5xx, 429) stays at the head and is retried with exponential backoff (up to
+    ``max_delay`` seconds), so nothing is lost while the server is down or stalled. An
+    event the server refuses (4xx: it is malformed) is dropped and counted in ``refused``.
+    When the buffer holds ``max_events``, the oldest is dropped (and counted in
+    ``dropped``): the agent must never wait for memory.
+    """
+
+    def __init__(self, send: Any, *, max_events: int = 10_000, max_delay: float = 30.0) -> None:
+        self._send = send
+        self.max_events = max_events
+        self.max_delay = max_delay
+        self._items: deque[dict[str, Any]] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._inflight = 0
+        self.sent = 0
+        self.refused = 0
+        self.dropped = 0
+        self.last_error: str | None = None
+
+    def put(self, body: dict[str, Any]) -> None:
+        with self._cond:
+            if self._closed:
+                raise _errors.StoreClosedError("the client is closed")
+            if len(self._items) >= self.max_events:
+                self._items.popleft()
+                self.dropped += 1
+                logger.warning("BeeWeaveClient: the ingest buffer is full (%d events); the oldest was dropped",
+                               self.max_events)
+            self._items.append(body)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="beeweave-client-ingest", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._items)  # the one being sent stays at the head until taken
+
+    def _run(self) -> None:
+        delay = 0.0
+        while True:
+            with self._cond:
+                while not self._items and not self._closed:
+                    self._cond.wait()
+                if not self._items:
+                    return
+                body = self._items[0]
+                self._inflight = 1
+            ok = False
+            try:
+                self._send(body)
+                ok = True
+                self.sent += 1
+                delay = 0.0
+            except (StoreUnavailableError, ServerError, _ingest_errors.QueueFullError) as exc:
+                self.last_error = str(exc)
+                delay = min(max(2 * delay, 0.1), self.max_delay)
+            except BeeWeaveError as exc:  # the server refused it: retrying cannot help
+                self.last_error = str(exc)
+                self.refused += 1
+                ok = True
+                logger.error("BeeWeaveClient: the server refused an event (%s); it is dropped", exc)
+            with self._cond:
+                self._inflight = 0
+                if ok and self._items and self._items[0] is body:
+                    self._items.popleft()
+                self._cond.notify_all()
+                if not ok:
+                    if self._closed:
+                        return
+                    self._cond.wait(delay)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until every buffered event was sent; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._items or self._inflight:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left if left is None else min(left, 0.1))
+            return True
+
+    def close(self, timeout: float = 2.0) -> None:
+        self.wait(timeout)
+        with self._cond:
+            self._closed = True
+            left = len(self._items)
+            self._cond.notify_all()
+        if left:
+            logger.warning("BeeWeaveClient closed with %d events not yet delivered", left)
+
+
 class BeeWeaveClient:
     """A client of one tenant's memory on a BeeWeave server.
+
+    An agent never waits for memory: ``ingest`` checks the event and puts it in a local
+    bounded buffer (:class:`IngestBuffer`) that a background thread sends, retrying until
+    the server takes it; searches time out after ``search_timeout`` seconds (1.5 s by
+    default) and raise ``StoreUnavailableError``, which the LangChain and LlamaIndex faces
+    turn into "no memories" for that turn.
 
     Args:
         url: the server, e.g. ``http://127.0.0.1:8000``.
         api_key: the tenant's API key (sent as ``X-API-Key``).
-        timeout: seconds per request.
+        timeout: seconds for other requests (default 10).
+        ingest_timeout: seconds per ingest request (default 2).
+        search_timeout: seconds per search request (default 1.5).
+        background_ingest: ``False`` sends each ingest at once and returns the server's id
+            (raising its errors) instead of buffering.
+        buffer_size: the most events the buffer holds (the oldest is dropped beyond it).
         transport: an ``httpx`` transport (tests pass ``httpx.MockTransport`` or an ASGI one).
     """
 
-    def __init__(self, url: str, api_key: str | None = None, *, timeout: float = 30.0, transport: Any = None) -> None:
+    def __init__(self, url: str, api_key: str | None = None, *, timeout: float = DEFAULT_TIMEOUTS["other"],
+                 ingest_timeout: float = DEFAULT_TIMEOUTS["ingest"], search_timeout: float = DEFAULT_TIMEOUTS["search"],
+                 background_ingest: bool = True, buffer_size: int = 10_000, transport: Any = None) -> None:
         try:
             import httpx
         except ImportError as exc:
             raise _errors.MissingDependencyError('BeeWeaveClient needs httpx: pip install "beeweave[server]"') from exc
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidInputError(f"url must start with http:// or https://, got {url!r}")
+        for name, value in (("timeout", timeout), ("ingest_timeout", ingest_timeout),
+                            ("search_timeout", search_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise InvalidInputError(f"{name} must be a positive number of seconds")
         self.url = url.rstrip("/")
+        self.ingest_timeout = float(ingest_timeout)
+        self.search_timeout = float(search_timeout)
         headers = {"X-API-Key": api_key} if api_key else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
         self._httpx = httpx
+        self.background_ingest = background_ingest
+        self.buffer = IngestBuffer(self._post_event, max_events=buffer_size)
 
     # -- plumbing ------------------------------------------------------------------------------
     def _call(self, method: str, path: str, *, body: Any = None, params: Mapping[str, Any] | None = None,
@@ -147,12 +277,27 @@ class BeeWeaveClient:
 
         body = event_dict(_event_body(event), now=utcnow())
         event_json(body, max_chars=2**62)  # text that is not valid Unicode; the server applies its own size limit
-        return self._call("POST", "/api/v1/ingest", body=body)["id"]
+        if not self.background_ingest:
+            return self._post_event(body)
+        self.buffer.put(body)  # the id is final: the server keeps the event's id
+        return str(body["id"])
+
+    def _post_event(self, body: dict[str, Any]) -> str:
+        return self._call("POST", "/api/v1/ingest", body=body, timeout=self.ingest_timeout)["id"]
+
+    def pending_events(self) -> int:
+        """Events in the local buffer, not yet taken by the server."""
+        return self.buffer.pending()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait (at most ``timeout`` seconds, default 10) until the server has processed the queued events."""
+        """Wait (at most ``timeout`` seconds, default 10) until the buffered events are sent and the
+        server has processed its queue."""
         wait = 10.0 if timeout is None else float(timeout)
-        return self._call("POST", "/api/v1/flush", params={"timeout": wait}, timeout=wait + 30)["drained"]
+        start = time.monotonic()
+        if not self.buffer.wait(wait):
+            return False
+        left = max(0.0, wait - (time.monotonic() - start))
+        return self._call("POST", "/api/v1/flush", params={"timeout": left}, timeout=left + 30)["drained"]
 
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
@@ -173,8 +318,104 @@ class BeeWeaveClient:
                 "fusion": getattr(fusion, "value", fusion), "min_score": min_score, "expand": expand, "mmr": mmr,
                 "loosen": loosen,
                 "query_embedding": None if query_embedding is None else [float(x) for x in query_embedding]}
-        data = self._call("POST", "/api/v1/search", body={k_: v for k_, v in body.items() if v is not None})
+        data = self._call("POST", "/api/v1/search", body={k_: v for k_, v in body.items() if v is not None},
+                          timeout=self.search_timeout)
         return [_hit(h) for h in data["hits"]]
+
+    def search_semantic(self, query: str, *, session_id: str | None = None, user_id: str | None = None,
+                        top_k: int = 5, tags: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The design document's search: results with ``id, query, agent_response, score``."""
+        body = {"query": query, "session_id": session_id, "user_id": user_id, "top_k": top_k,
+                "tags": None if tags is None else list(tags)}
+        data = self._call("POST", "/api/v1/search/semantic", body={k: v for k, v in body.items() if v is not None},
+                          timeout=self.search_timeout)
+        return list(data["results"])
+
+    # -- one memory ----------------------------------------------------------------------------------
+    def add(self, content: str, *, user_id: str, **fields: Any) -> str:
+        """Add one memory (redacted and admitted on the server); returns its id. ``chunk_id=``
+        sets the id; other fields: tags, metadata, pinned, expires_at, confidence, weight..."""
+        return self.add_memory({"content": content, "user_id": user_id, **fields}).id
+
+    def add_memory(self, record: Mapping[str, Any]) -> KnowledgeChunk:
+        body = {k: _plain_value(v) for k, v in record.items() if v is not None}
+        if "chunk_id" in body:
+            body["id"] = body.pop("chunk_id")
+        return _chunk(self._call("POST", "/api/v1/memories", body=body))
+
+    def get(self, chunk_id: str) -> KnowledgeChunk:
+        return _chunk(self._call("GET", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}"))
+
+    def update(self, chunk_id: str, **changes: Any) -> KnowledgeChunk:
+        """Edit a memory: content, tags, pinned, expires_at, confidence, status, metadata, summary, weight."""
+        if "raw_content" in changes:
+            changes["content"] = changes.pop("raw_content")
+        body = {k: _plain_value(v) for k, v in changes.items()}
+        return _chunk(self._call("PATCH", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}", body=body))
+
+    def delete(self, chunk_id: str) -> bool:
+        return bool(self._call("DELETE", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}")["deleted"])
+
+    def list_memories(self, *, user_id: str | None = None, agent_id: str | None = None,
+                      session_id: str | None = None, tags: Sequence[str] | None = None,
+                      status: Sequence[str] | None = None, metadata: Mapping[str, Any] | None = None,
+                      limit: int = 50, cursor: str | None = None) -> Any:
+        """One page of memories (oldest first) and the cursor of the next page (None at the end)."""
+        params = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id,
+                  "tags": None if tags is None else list(tags),
+                  "status": None if status is None else [getattr(s, "value", s) for s in status],
+                  "metadata": None if metadata is None else json.dumps(metadata), "limit": limit, "cursor": cursor}
+        data = self._call("GET", "/api/v1/memories", params=params)
+        from .server.service import Page
+
+        return Page([_chunk(c) for c in data["memories"]], data.get("next_cursor"))
+
+    # MemoryService's names, so the CLI drives a server and a local store alike.
+    def get_memory(self, chunk_id: str) -> KnowledgeChunk:
+        return self.get(chunk_id)
+
+    def update_memory(self, chunk_id: str, changes: Mapping[str, Any]) -> KnowledgeChunk:
+        return self.update(chunk_id, **changes)
+
+    def delete_memory(self, chunk_id: str) -> bool:
+        return self.delete(chunk_id)
+
+    def history(self, chunk_id: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}/history")["versions"]
+
+    def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,
+                      direction: str = "both") -> list[Any]:
+        from .records import Relationship
+
+        data = self._call("GET", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}/relationships",
+                          params={"direction": direction, "type": None if types is None else list(types)})
+        return [Relationship.from_dict(e) for e in data["relationships"]]
+
+    def relate(self, source_id: str, target_id: str, type: str, *, weight: float = 1.0,
+               note: str | None = None) -> dict[str, Any]:
+        """A user-defined typed edge between two memories (``BeeWeave.relate``)."""
+        return self._call("POST", "/api/v1/relationships", body={"source_id": source_id, "target_id": target_id,
+                                                                 "type": type, "weight": weight, "note": note})
+
+    def facts(self, user_id: str) -> dict[str, KnowledgeChunk]:
+        data = self._call("GET", f"/api/v1/users/{self._seg(user_id, 'user_id')}/facts")
+        return {k: _chunk(v) for k, v in data["facts"].items()}
+
+    def hot_patterns(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
+        return self._call("GET", "/api/v1/patterns/hot", params={"user_id": user_id})["patterns"]
+
+    def dead_letters(self, limit: int | None = None, *, user_id: str | None = None) -> list[Any]:
+        """The server's dead letters (events whose processing failed), as ``DeadLetter`` s."""
+        from .ingest.records import DeadLetter, KnowledgeEvent
+
+        data = self._call("GET", "/api/v1/dead-letters", params={"limit": limit, "user_id": user_id})
+        return [DeadLetter(KnowledgeEvent.from_dict({k: v for k, v in d["event"].items() if v is not None or k in
+                                                     ("session_id", "agent_id")}),
+                           d["error"], d["attempts"], to_datetime(d["failed_at"])) for d in data["dead_letters"]]
+
+    def retry_dead_letters(self, ids: str | Iterable[str] | None = None) -> int:
+        body = {} if ids is None else {"ids": _id_list(ids)}
+        return self._call("POST", "/api/v1/dead-letters/retry", body=body)["retried"]
 
     def feedback(self, chunk_ids: str | Iterable[str], signal: Any) -> list[KnowledgeChunk]:
         ids = [chunk_ids] if isinstance(chunk_ids, str) else list(chunk_ids)
@@ -232,13 +473,26 @@ class BeeWeaveClient:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> None:
-        self._http.close()
+        try:
+            self.buffer.close()
+        finally:
+            self._http.close()
 
     def __enter__(self) -> BeeWeaveClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _plain_value(v: Any) -> Any:
+    if hasattr(v, "value") and isinstance(v.value, str):
+        return v.value
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if isinstance(v, (set, frozenset, tuple)):
+        return list(v)
+    return v
 
 
 def _id_list(ids: str | Iterable[str]) -> list[str]:

@@ -253,6 +253,7 @@ def render_report(memory: Any, *, user_id: str | None = None, top: int = 8,
              ("pending review", stats.by_status.get("pending", 0)), ("searches recorded", stats.searches),
              ("searches that led to a used memory",
               "-" if stats.used_share is None else f"{stats.used_share:.0%}"),
+             ("dead letters (failed events; retry with beeweave dead-letters retry)", stats.dead_letters),
              ("latency p50 / p95 / p99",
               "-" if lat.p50 is None else f"{lat.p50:.1f} / {lat.p95:.1f} / {lat.p99:.1f} ms")]
     legend = "".join(f'<span><i style="background:{c}"></i>{t}</span>' for t, c in EDGE_COLORS.items())
@@ -275,8 +276,25 @@ def render_report(memory: Any, *, user_id: str | None = None, top: int = 8,
 <div><h2>By intent</h2>{bar_chart("by-intent", stats.by_intent)}</div></section>
 <section><h2>Hottest memories</h2>{_table(stats.hottest[:top], cols)}</section>
 <section><h2>Newest memories</h2>{_table(stats.newest, cols)}</section>
+{_dead_section(memory, user_id)}
 </body></html>
 """
+
+
+def _dead_section(memory: Any, user_id: str | None, limit: int = 50) -> str:
+    """The dead letters (events whose processing failed), newest errors shown; empty when none."""
+    dead_fn = getattr(memory, "dead_letters", None)
+    dead = [] if dead_fn is None else [d for d in dead_fn() if user_id is None or d.event.user_id == user_id]
+    if not dead:
+        return ""
+    rows = "".join(f"<tr><td>{escape(d.event.id)}</td><td>{escape(d.event.user_id)}</td><td>{d.attempts}</td>"
+                   f"<td>{escape(d.failed_at.isoformat())}</td><td>{escape(d.error[:300])}</td></tr>"
+                   for d in dead[:limit])
+    more = f"<p class=\"sub\">and {len(dead) - limit} more</p>" if len(dead) > limit else ""
+    return (f'<section id="dead-letters"><h2>Dead letters ({len(dead)})</h2><p class="sub">events whose '
+            "processing failed; <code>beeweave dead-letters retry</code> queues them again</p>"
+            f"<table><tr><th>event</th><th>user</th><th>attempts</th><th>failed at</th><th>error</th></tr>"
+            f"{rows}</table>{more}</section>")
 
 
 def write_report(memory: Any, path: str | Path, **kwargs: Any) -> Path:

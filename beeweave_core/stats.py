@@ -222,6 +222,8 @@ class MemoryStats:
     searches_with_hits: int
     searches_used: int
     used_share: float | None
+    dead_letters: int = 0  # events whose processing failed (of this user, when one is given)
+    pending_events: int = 0  # events queued, not yet stored (the whole store)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -263,7 +265,13 @@ def compute_stats(memory: Any, *, user_id: str | None = None, top: int = 10,
         at = to_datetime(s["at"])
         if any(cid in used_at and used_at[cid] >= at for cid in s["ids"]):
             used += 1
+    dead_fn = getattr(memory, "dead_letters", None)
+    dead = [] if dead_fn is None else dead_fn()
+    if user_id is not None:
+        dead = [d for d in dead if d.event.user_id == user_id]
+    pending_fn = getattr(memory, "pending_events", None)
     return MemoryStats(
+        dead_letters=len(dead), pending_events=0 if pending_fn is None else int(pending_fn()),
         generated_at=memory.clock().isoformat(), user_id=user_id, total=len(chunks), by_status=by_status,
         by_agent=_ranked(Counter(c.agent_id or "(none)" for c in live)),
         by_intent=_ranked(Counter(c.intent.value if c.intent else "(none)" for c in live)),

@@ -12,6 +12,11 @@ How an event becomes memories:
   empty or very short outputs, and an output repeated verbatim as the answer are not
   memories of their own; the turn memory lists every tool used and every error.
 
+The caller's ``tags`` come first on every memory of the event, then the extracted ones
+(an extracted tag equal to a caller's one but for case is dropped); ``expires_at``,
+``pinned``, ``confidence`` and ``importance`` (the starting ``weight``) are the caller's
+when given, and ``category`` is kept in the metadata.
+
 Ids derive from the event id, so processing an event twice stores nothing twice.
 Redaction runs first, on every text, tool value and metadata value, before anything is
 normalized, extracted, embedded or stored.
@@ -34,6 +39,7 @@ from .normalize import normalize
 from .patterns import Sighting
 from .records import KnowledgeEvent, ToolCall
 from .redact import Redactor
+from .validate import EVENT_KEYS
 
 __all__ = ["Prepared", "Pipeline", "chunk_ids", "redact_event"]
 
@@ -78,11 +84,18 @@ def redact_event(redactor: Redactor, body: dict[str, Any]) -> tuple[dict[str, An
         if c:
             counts[f"step{i}"] = dict(c)
     out["intermediate_steps"] = steps
+    if body.get("tags"):
+        tc: Counter[str] = Counter()
+        out["tags"] = [t for t in (redactor.redact(t, tc).strip() for t in body["tags"]) if t]
+        if tc:
+            counts["tags"] = dict(tc)
+    if body.get("category"):
+        out["category"] = redactor.redact(body["category"]) or body["category"]
     if body.get("metadata"):
-        c: Counter[str] = Counter()
-        out["metadata"] = redactor.redact_tree(body["metadata"], c)
-        if c:
-            counts["metadata"] = dict(c)
+        mc: Counter[str] = Counter()
+        out["metadata"] = redactor.redact_tree(body["metadata"], mc)
+        if mc:
+            counts["metadata"] = dict(mc)
     out["redacted"] = True
     out["redactions"] = counts
     return out, counts
@@ -99,8 +112,7 @@ class Pipeline:
 
     def prepare(self, body: dict[str, Any]) -> Prepared:
         body, redactions = redact_event(self.redactor, body)
-        fields = {k: body[k] for k in ("id", "user_id", "query", "response", "session_id", "agent_id",
-                                       "intermediate_steps", "metadata", "timestamp", "feedback") if k in body}
+        fields = {k: body[k] for k in EVENT_KEYS if k in body}
         event = KnowledgeEvent.from_dict(fields)
         out = Prepared(event)
         tools = tuple(dict.fromkeys(s.tool for s in event.intermediate_steps))
@@ -121,7 +133,25 @@ class Pipeline:
 
     def _base_metadata(self, event: KnowledgeEvent, role: str, **extra: Any) -> dict[str, Any]:
         info = {"event_id": event.id, "role": role, **{k: v for k, v in extra.items() if v not in (None, [], {}, ())}}
-        return {**event.metadata, "ingest": info}
+        meta = {**event.metadata, "ingest": info}
+        if event.category is not None:
+            meta["category"] = event.category
+        return meta
+
+    @staticmethod
+    def _caller_fields(ev: KnowledgeEvent, extracted: list[str]) -> dict[str, Any]:
+        """What the caller said about the memories, over what extraction found."""
+        mine = {t.casefold() for t in ev.tags}
+        fields: dict[str, Any] = {"tags": [*ev.tags, *(t for t in extracted if t.strip() and t.casefold() not in mine)]}
+        if ev.expires_at is not None:
+            fields["expires_at"] = ev.expires_at
+        if ev.pinned is not None:
+            fields["pinned"] = ev.pinned
+        if ev.confidence is not None:
+            fields["confidence"] = ev.confidence
+        if ev.importance is not None:
+            fields["weight"] = ev.importance
+        return fields
 
     def _chunk(self, out: Prepared, n: int, raw: str, pc: ProcessedContent, ext: Extraction, intent: Intent,
                candidate: Candidate, metadata: dict[str, Any]) -> None:
@@ -131,9 +161,9 @@ class Pipeline:
         ev = out.event
         out.chunks.append(KnowledgeChunk(
             raw_content=raw, user_id=ev.user_id, id=f"{ev.id}:{n}", agent_id=ev.agent_id, session_id=ev.session_id,
-            processed_content=pc, summary=ext.summary or None, tags=[t for t in ext.tags if t.strip()],
+            processed_content=pc, summary=ext.summary or None,
             entities=[e for e in ext.entities if e.strip()], intent=intent, timestamp=ev.timestamp,
-            status=status, metadata=metadata))
+            status=status, metadata=metadata, **self._caller_fields(ev, list(ext.tags))))
 
     def _turn(self, out: Prepared, query: str, response: str, tools: tuple[str, ...],
               redactions: dict[str, int] | None) -> Extraction:
@@ -144,14 +174,17 @@ class Pipeline:
         if r_pc is not None and (r_pc.type is not ContentType.TEXT or q_pc is None or q_pc.type is ContentType.TEXT):
             shape, parts = r_pc, (query, r_pc.text)
         else:  # no answer, or a plain answer to a question holding code or data
-            shape, parts = q_pc, (q_pc.text, response)  # type: ignore[union-attr]
+            assert q_pc is not None  # the event has a query or a response (checked when it was queued)
+            shape, parts = q_pc, (q_pc.text, response)
         text = "\n\n".join(p for p in parts if p)
-        pc = ProcessedContent(shape.type, text, shape.language, shape.payload)  # type: ignore[union-attr]
+        pc = ProcessedContent(shape.type, text, shape.language, shape.payload)
         raw = "\n\n".join(p for p in (query, response) if p)
         ext = self.extractor.extract(query, response, content=shape)
         errors = [{"tool": s.tool, "error": s.error} for s in ev.intermediate_steps if s.error]
+        # query_chars lets a reader split the turn back into question and answer (the design's results).
         meta = self._base_metadata(ev, "turn", tools=list(tools), tool_errors=errors, feedback=ev.feedback,
-                                   redactions=redactions, extractor=ext.extra.get("extractor"))
+                                   redactions=redactions, extractor=ext.extra.get("extractor"),
+                                   query_chars=len(query) if query and response else None)
         candidate = Candidate(raw, ev.user_id, ev.agent_id, tools, ev.feedback, "turn")
         self._chunk(out, 0, raw, pc, ext, ext.intent, candidate, meta)
         return ext

@@ -34,6 +34,12 @@ class KnowledgeEvent:
 
     ``feedback`` is the user's rating of the run when it is known at ingest time
     (> 0 positive, < 0 negative); admission rules may require it to be positive.
+
+    The caller may also say what the memories are: ``tags`` (kept first, before the tags
+    extraction finds), ``expires_at`` (or ``ttl`` seconds from the event's timestamp, turned
+    into ``expires_at`` when the event is checked), ``pinned``, ``confidence`` (0..1),
+    ``importance`` (the memories' starting weight, > 0) and ``category`` (kept in the
+    memories' metadata, like any other metadata, for filtering).
     """
 
     user_id: str
@@ -46,9 +52,18 @@ class KnowledgeEvent:
     timestamp: datetime = field(default_factory=utcnow)
     id: str = field(default_factory=new_id)
     feedback: float | None = None
+    tags: list[str] = field(default_factory=list)
+    expires_at: datetime | None = None
+    pinned: bool | None = None
+    confidence: float | None = None
+    importance: float | None = None
+    category: str | None = None
 
     def __post_init__(self) -> None:
         self.timestamp = to_datetime(self.timestamp)
+        if self.expires_at is not None:
+            self.expires_at = to_datetime(self.expires_at, "expires_at")
+        self.tags = list(self.tags or ())
         self.intermediate_steps = [s if isinstance(s, ToolCall) else ToolCall.from_dict(s)
                                    for s in self.intermediate_steps]
 
@@ -56,7 +71,10 @@ class KnowledgeEvent:
         return {"id": self.id, "user_id": self.user_id, "query": self.query, "response": self.response,
                 "session_id": self.session_id, "agent_id": self.agent_id,
                 "intermediate_steps": [s.to_dict() for s in self.intermediate_steps],
-                "metadata": self.metadata, "timestamp": self.timestamp.isoformat(), "feedback": self.feedback}
+                "metadata": self.metadata, "timestamp": self.timestamp.isoformat(), "feedback": self.feedback,
+                "tags": list(self.tags), "expires_at": None if self.expires_at is None else self.expires_at.isoformat(),
+                "pinned": self.pinned, "confidence": self.confidence, "importance": self.importance,
+                "category": self.category}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KnowledgeEvent:

@@ -21,12 +21,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreClosedError, StoreUnavailableError
+from ..errors import ModelLoadError, StoreClosedError, StoreUnavailableError
 from ..records import KnowledgeChunk
 from .config import IngestConfig, QueueFullPolicy
 from .errors import QueueFullError
-from .patterns import PatternTracker
 from .intake import Intake, MemoryIntake, MmapJournal
+from .patterns import PatternTracker
 from .pipeline import Pipeline, Prepared, redact_event
 from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue
 
@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 REJECTED = "ingest.rejected"  # kv namespace: ids of rejected memories, never stored again
 _SWEEP_EVERY = timedelta(hours=1)
+# Failures that are not the events' fault: the batch stays pending and is retried with backoff
+# (a store that is down, an embedding model that could not be loaded yet) instead of dead-lettering.
+_TRANSIENT = (StoreUnavailableError, ModelLoadError)
 _FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
 
 
@@ -223,7 +226,7 @@ class IngestRuntime:
                 delay = 0.0
             except StoreClosedError:
                 break
-            except StoreUnavailableError as exc:
+            except _TRANSIENT as exc:
                 # Not the events' fault: they stay pending and are retried until the store is back.
                 self._postpone(q, batch, exc, first=not delay)
                 delay = min(max(2 * delay, _FIRST_RETRY), max(self.config.retry_max_delay, _FIRST_RETRY))
@@ -277,7 +280,7 @@ class IngestRuntime:
                 self._fail(q, qe, exc, body)
         try:
             self.store_new([c for _, p in ready for c in p.chunks])
-        except (StoreClosedError, StoreUnavailableError):
+        except (StoreClosedError, *_TRANSIENT):
             raise  # the whole batch stays pending
         except Exception:
             # One bad event must not sink the batch: store event by event to find it.
@@ -286,7 +289,7 @@ class IngestRuntime:
                 try:
                     self.store_new(p.chunks)
                     kept.append((qe, p))
-                except (StoreClosedError, StoreUnavailableError):
+                except (StoreClosedError, *_TRANSIENT):
                     raise  # those stored so far are skipped when the batch is retried
                 except Exception as exc:
                     self._fail(q, qe, exc, p.event.to_dict())

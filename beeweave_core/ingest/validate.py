@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import EmptyContentError, InvalidInputError
@@ -18,10 +18,16 @@ from ..records import to_datetime
 from .errors import InvalidEventError
 from .records import KnowledgeEvent, ToolCall
 
-__all__ = ["event_dict", "event_json", "EVENT_KEYS"]
+__all__ = ["event_dict", "event_json", "EVENT_KEYS", "MEMORY_KEYS", "ALIASES"]
 
+# What the caller may say about the memories an event becomes (see KnowledgeEvent).
+MEMORY_KEYS = ("tags", "expires_at", "pinned", "confidence", "importance", "category")
 EVENT_KEYS = ("id", "user_id", "query", "response", "session_id", "agent_id", "intermediate_steps", "metadata",
-              "timestamp", "feedback")
+              "timestamp", "feedback", *MEMORY_KEYS)
+# Other spellings accepted on the way in: the design document's client sends ``agent_response``,
+# and ``ttl`` (seconds) is another way to give ``expires_at``.
+ALIASES = ("agent_response", "ttl")
+_MAX_TAGS = 100
 
 
 def _string(name: str, value: Any, *, optional: bool = False, empty_ok: bool = False) -> str | None:
@@ -34,9 +40,30 @@ def _string(name: str, value: Any, *, optional: bool = False, empty_ok: bool = F
     return value
 
 
+def _langchain_step(i: int, s: Any) -> dict[str, Any]:
+    """LangChain's ``(AgentAction, observation)`` pair, as JSON: ``[action, observation]`` where the
+    action is ``{"tool", "tool_input", "log"...}`` (an AgentAction's dict) or the tool's name."""
+    if len(s) != 2:
+        raise InvalidEventError(f"intermediate_steps[{i}] as a list must be [action, observation], "
+                                f"got {len(s)} items")
+    action, observation = s
+    if hasattr(action, "tool"):  # an AgentAction object itself (Python callers)
+        action = {"tool": action.tool, "tool_input": getattr(action, "tool_input", None)}
+    if isinstance(action, str):
+        action = {"tool": action}
+    if not isinstance(action, Mapping):
+        raise InvalidEventError(f"intermediate_steps[{i}][0] must be an action object or a tool name, "
+                                f"got {type(action).__name__}")
+    tool = action.get("tool")
+    given = action.get("tool_input", action.get("input"))
+    return {"tool": tool, "input": given, "output": observation}
+
+
 def _step(i: int, s: Any) -> dict[str, Any]:
     if isinstance(s, ToolCall):
         s = s.to_dict()
+    elif isinstance(s, (list, tuple)):
+        s = _langchain_step(i, s)
     if not isinstance(s, Mapping):
         raise InvalidEventError(f"intermediate_steps[{i}] must be a ToolCall or a dict, got {type(s).__name__}")
     unknown = set(s) - {"tool", "input", "output", "error"}
@@ -56,10 +83,16 @@ def event_dict(event: KnowledgeEvent | Mapping[str, Any], *, now: datetime) -> d
     if isinstance(event, KnowledgeEvent):
         data: dict[str, Any] = {k: getattr(event, k) for k in EVENT_KEYS}
     elif isinstance(event, Mapping):
-        unknown = set(event) - set(EVENT_KEYS)
+        unknown = set(event) - set(EVENT_KEYS) - set(ALIASES)
         if unknown:
-            raise InvalidEventError(f"unknown event keys {sorted(unknown)}; known: {', '.join(EVENT_KEYS)}")
+            raise InvalidEventError(f"unknown event keys {sorted(unknown)}; known: {', '.join(EVENT_KEYS + ALIASES)}")
         data = dict(event)
+        if "agent_response" in data:
+            if data.get("response") not in (None, "") and data["agent_response"] not in (None, data["response"]):
+                raise InvalidEventError("response and agent_response are two names of one field: give one")
+            alias = data.pop("agent_response")
+            if data.get("response") in (None, ""):
+                data["response"] = alias
     else:
         raise InvalidEventError(f"ingest takes a KnowledgeEvent or a dict, got {type(event).__name__}")
     event_id = data.get("id")
@@ -94,14 +127,77 @@ def event_dict(event: KnowledgeEvent | Mapping[str, Any], *, now: datetime) -> d
         ts = to_datetime(data["timestamp"]) if data.get("timestamp") is not None else to_datetime(now)
     except InvalidInputError as exc:
         raise InvalidEventError(str(exc)) from None
+    except OverflowError:  # a date at the calendar's edge whose UTC time is past it
+        raise InvalidEventError(f"timestamp {data.get('timestamp')!r} is out of range") from None
     has_output = any(s["output"] not in (None, "") for s in steps)
     if not (query.strip() or response.strip() or has_output):  # type: ignore[union-attr]
         raise EmptyContentError("the event has no query, no response and no tool output: nothing to remember")
-    return {"id": event_id, "user_id": user_id, "query": query, "response": response,
-            "session_id": _string("session_id", data.get("session_id"), optional=True),
-            "agent_id": _string("agent_id", data.get("agent_id"), optional=True),
-            "intermediate_steps": steps, "metadata": dict(metadata), "timestamp": ts.isoformat(),
-            "feedback": None if feedback is None else float(feedback)}
+    out = {"id": event_id, "user_id": user_id, "query": query, "response": response,
+           "session_id": _string("session_id", data.get("session_id"), optional=True),
+           "agent_id": _string("agent_id", data.get("agent_id"), optional=True),
+           "intermediate_steps": steps, "metadata": dict(metadata), "timestamp": ts.isoformat(),
+           "feedback": None if feedback is None else float(feedback)}
+    out.update(_memory_fields(data, metadata, ts))
+    return out
+
+
+def _memory_fields(data: Mapping[str, Any], metadata: Mapping[str, Any], ts: datetime) -> dict[str, Any]:
+    """The caller's tags, expiry, pin, confidence, importance and category, checked.
+
+    Each may be given at the top level or (as the design document's client does with
+    ``metadata.tags``) inside ``metadata``; the top level wins. Only what was given is kept,
+    so events queued before these fields existed read the same.
+    """
+    def given(key: str) -> Any:
+        value = data.get(key)
+        return metadata.get(key) if value is None else value
+
+    out: dict[str, Any] = {}
+    tags = given("tags")
+    if tags is not None:
+        if isinstance(tags, str):
+            tags = [tags]
+        if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) and t.strip() for t in tags):
+            raise InvalidEventError("tags must be a list of non-empty strings")
+        if len(tags) > _MAX_TAGS:
+            raise InvalidEventError(f"an event may carry at most {_MAX_TAGS} tags, got {len(tags)}")
+        if tags:
+            out["tags"] = list(dict.fromkeys(t.strip() for t in tags))
+    ttl, expires = given("ttl"), given("expires_at")
+    if ttl is not None and expires is not None:
+        raise InvalidEventError("give expires_at or ttl, not both")
+    if ttl is not None:
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
+            raise InvalidEventError("ttl must be a positive number of seconds")
+        try:
+            out["expires_at"] = (ts + timedelta(seconds=float(ttl))).isoformat()
+        except OverflowError:
+            raise InvalidEventError(f"ttl {ttl!r} puts the expiry past the calendar's end") from None
+    elif expires is not None:
+        try:
+            out["expires_at"] = to_datetime(expires, "expires_at").isoformat()
+        except InvalidInputError as exc:
+            raise InvalidEventError(str(exc)) from None
+        except OverflowError:
+            raise InvalidEventError(f"expires_at {expires!r} is out of range") from None
+    pinned = given("pinned")
+    if pinned is not None:
+        if not isinstance(pinned, bool):
+            raise InvalidEventError("pinned must be true or false")
+        out["pinned"] = pinned
+    for key, low, high in (("confidence", 0.0, 1.0), ("importance", 0.0, 1e6)):
+        value = given(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not low <= value <= high or (key == "importance" and value <= 0):
+            bound = "between 0 and 1" if key == "confidence" else "a positive number"
+            raise InvalidEventError(f"{key} must be {bound}, got {value!r}")
+        out[key] = float(value)
+    category = given("category")
+    if category is not None:
+        out["category"] = _string("category", category)
+    return out
 
 
 def event_json(body: dict[str, Any], *, max_chars: int) -> str:

@@ -1,20 +1,26 @@
-"""API keys: ``X-API-Key: <key>`` or ``Authorization: Bearer <key>``; each key names one tenant.
+"""API keys: ``X-API-Key: <key>`` or ``Authorization: Bearer <key>``; each key names one tenant,
+and optionally the users it may touch and whether it may export, forget and maintain.
 
-A missing key is 401; a key that is not configured is 403. Keys are compared by their
+A missing key is 401; a key that is not configured is 403; a key used for another user's
+memory gets 404 (as if the memory did not exist: a scoped key must not learn which ids
+exist), and a non-admin key on an admin route gets 403. Keys are compared by their
 SHA-256 digests, so the lookup does not leak a key's characters through timing.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from typing import Optional
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
-__all__ = ["KeyRing", "api_key_header", "bearer"]
+from ..errors import InvalidInputError, NotFoundError
+
+__all__ = ["KeyRing", "Access", "access_of", "api_key_header", "bearer"]
 
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="An API key; it selects the tenant.")
 bearer = HTTPBearer(auto_error=False, description="The API key as a bearer token.")
@@ -24,22 +30,94 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
-class KeyRing:
-    def __init__(self, keys: Mapping[str, str]) -> None:
-        self._tenants = {_digest(k): t for k, t in keys.items()}
+@dataclass(frozen=True)
+class Access:
+    """What one API key may do: its tenant, its users (``None``: all of the tenant's) and admin."""
 
-    def tenant(self, key: Optional[str]) -> str:
+    tenant: str
+    users: frozenset[str] | None = None
+    admin: bool = True
+
+    def allows(self, user_id: str | None) -> bool:
+        return self.users is None or (user_id is not None and user_id in self.users)
+
+    def user(self, user_id: str | None) -> str | None:
+        """The user a request may read: the one asked if allowed; for a one-user key, that user."""
+        if user_id is None:
+            if self.users is not None and len(self.users) == 1:
+                return next(iter(self.users))
+            return None
+        if not self.allows(user_id):
+            raise NotFoundError(f"no data of user {user_id!r}")
+        return user_id
+
+    def scope(self, user_id: str | None) -> str | list[str] | None:
+        """A search/list scope: the user asked (checked), or every user of the key."""
+        one = self.user(user_id)
+        if one is not None or self.users is None:
+            return one
+        return sorted(self.users)
+
+    def one_user(self, user_id: str | None) -> str | None:
+        """For routes that take one user: a key covering several users must name one."""
+        one = self.user(user_id)
+        if one is None and self.users is not None:
+            raise InvalidInputError("this API key covers several users: pass user_id")
+        return one
+
+    def may_write(self, user_id: str) -> str:
+        if not self.allows(user_id):
+            raise HTTPException(403, f"this API key may not write memories of user {user_id!r}")
+        return user_id
+
+    def own(self, chunk: Any) -> Any:
+        """``chunk`` if this key may see it; otherwise NotFound (never reveals the id exists)."""
+        if not self.allows(chunk.user_id):
+            raise NotFoundError(f"no chunk with id {chunk.id!r}")
+        return chunk
+
+    def must_admin(self, what: str) -> None:
+        if not self.admin:
+            raise HTTPException(403, f"{what} needs an admin API key")
+
+    def check_users(self, users: Iterable[str | None]) -> None:
+        for u in users:
+            if not self.allows(u):
+                raise NotFoundError("no such memory")
+
+
+class KeyRing:
+    def __init__(self, keys: Mapping[str, Any]) -> None:
+        self._access: dict[bytes, Access] = {}
+        for k, v in keys.items():
+            if isinstance(v, str):
+                self._access[_digest(k)] = Access(v)
+            else:
+                users = v.get("users")
+                self._access[_digest(k)] = Access(v["tenant"], None if users is None else frozenset(users),
+                                                  bool(v.get("admin", False)))
+
+    def access(self, key: str | None) -> Access:
         if not key:
             raise HTTPException(401, "missing API key: send it as 'X-API-Key: <key>' or "
                                      "'Authorization: Bearer <key>'", headers={"WWW-Authenticate": "Bearer"})
-        found = self._tenants.get(_digest(key))
+        found = self._access.get(_digest(key))
         if found is None:
             raise HTTPException(403, "API key not recognised")
         return found
 
+    def tenant(self, key: str | None) -> str:
+        return self.access(key).tenant
 
-def tenant_of(request: Request, key: Optional[str] = Security(api_key_header),
-              credentials: Optional[HTTPAuthorizationCredentials] = Security(bearer)) -> str:
-    """The tenant of the request's API key (a FastAPI dependency)."""
+
+def access_of(request: Request, key: str | None = Security(api_key_header),
+              credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Access:
+    """The access of the request's API key (a FastAPI dependency)."""
     ring: KeyRing = request.app.state.keyring
-    return ring.tenant(key or (credentials.credentials if credentials is not None else None))
+    access = ring.access(key or (credentials.credentials if credentials is not None else None))
+    request.state.tenant = access.tenant
+    return access
+
+
+def tenant_of(access: Access = Security(access_of)) -> str:
+    return access.tenant

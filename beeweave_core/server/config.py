@@ -8,13 +8,19 @@ API keys come from (the first that is given):
 
 Several keys may map to one tenant (key rotation). Keys are at least 8 characters of
 printable ASCII without spaces, ``:`` or ``,``.
+
+A key given as a tenant name is a tenant-wide admin key (it reads and writes every user's
+memories and may export, forget and maintain). In a file (or ``api_keys=``), a key may be
+scoped instead: ``{"tenant": "acme", "users": ["alice", "bob"], "admin": false}`` reads
+and writes only those users' memories; ``admin`` (default false for scoped keys) allows
+export, forget and maintenance, still only within ``users`` when they are given.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +44,31 @@ def _check_key(key: Any) -> str:
     return key
 
 
-def _checked(pairs: Mapping[str, str]) -> dict[str, str]:
-    out = {_check_key(k): check_tenant(t) for k, t in pairs.items()}
+def _check_scope(value: Any) -> Any:
+    if isinstance(value, str):
+        return check_tenant(value)
+    if not isinstance(value, Mapping):
+        raise InvalidInputError("an API key maps to a tenant name or to {\"tenant\", \"users\", \"admin\"}")
+    unknown = sorted(set(value) - {"tenant", "users", "admin"})
+    if unknown:
+        raise InvalidInputError(f"unknown API key settings {unknown}; known: tenant, users, admin")
+    users = value.get("users")
+    if users is not None and (isinstance(users, str) or not isinstance(users, (list, tuple))
+                              or not all(isinstance(u, str) and u.strip() for u in users) or not users):
+        raise InvalidInputError("an API key's users must be a non-empty list of user ids")
+    admin = value.get("admin", False)
+    if not isinstance(admin, bool):
+        raise InvalidInputError("an API key's admin setting must be true or false")
+    return {"tenant": check_tenant(value.get("tenant")), "users": None if users is None else sorted(set(users)),
+            "admin": admin}
+
+
+def tenant_of_scope(value: Any) -> str:
+    return value if isinstance(value, str) else value["tenant"]
+
+
+def _checked(pairs: Mapping[str, Any]) -> dict[str, Any]:
+    out = {_check_key(k): _check_scope(t) for k, t in pairs.items()}
     if not out:
         raise InvalidInputError("no API keys are configured")
     return out
@@ -77,8 +106,8 @@ def load_api_keys(path: str | Path) -> dict[str, str]:
             data = data.get("keys", data) if isinstance(data, dict) else data
     except ValueError as exc:
         raise InvalidInputError(f"the API key file {p} is not valid {p.suffix.lstrip('.') or 'JSON'}: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise InvalidInputError(f"the API key file {p} must map each key to a tenant name")
+    if not isinstance(data, dict) or not all(isinstance(v, (str, dict)) for v in data.values()):
+        raise InvalidInputError(f"the API key file {p} must map each key to a tenant name or a key scope")
     return _checked(data)
 
 
@@ -107,16 +136,33 @@ class ServerConfig:
         queue_dir: where the ingest queues of PostgreSQL tenants live (``<queue_dir>/<tenant>.queue``).
             A SQLite store keeps its queue beside its file; without ``queue_dir`` a PostgreSQL
             tenant's queue is in memory, so a 202 is not durable.
+        eager: open every tenant's store at start (its model loaded, its queued events resumed)
+            instead of at the tenant's first request.
+        read_timeout: seconds a client has to send a request's headers (and each part of its body).
+        keep_alive_timeout: seconds an idle keep-alive connection stays open.
+        max_connections: connections beyond this are closed at once (file descriptors stay bounded).
+        tenant_concurrency: requests of one tenant that run at once; ``tenant_queue`` more wait
+            (without holding a worker thread), the rest get 503 with Retry-After.
+        max_events: the newest events each tenant's event log keeps (SSE resumption window).
+        webhooks: ``Webhook`` s (or their dicts: url, secret, types, tenant) to deliver events to.
     """
 
     store: str | Path | None
-    api_keys: Mapping[str, str]
+    api_keys: Mapping[str, Any]
     embedder: Any = None
     max_body_bytes: int = DEFAULT_MAX_BODY
     max_k: int = 100
     max_flush_timeout: float = 60.0
     memory_kwargs: dict[str, Any] = field(default_factory=dict)
     queue_dir: str | Path | None = None
+    eager: bool = True
+    read_timeout: float = 10.0
+    keep_alive_timeout: float = 5.0
+    max_connections: int = 512
+    tenant_concurrency: int = 4
+    tenant_queue: int = 256
+    max_events: int = 100_000
+    webhooks: Sequence[Any] = ()
 
     def __post_init__(self) -> None:
         self.api_keys = _checked(dict(self.api_keys))
@@ -124,7 +170,18 @@ class ServerConfig:
             raise InvalidInputError("max_body_bytes must be an integer of at least 1024")
         if not isinstance(self.max_k, int) or self.max_k < 1:
             raise InvalidInputError("max_k must be a positive integer")
+        for name in ("read_timeout", "keep_alive_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0 < value <= 3600:
+                raise InvalidInputError(f"{name} must be a number of seconds between 0 and 3600")
+        for name in ("max_connections", "tenant_concurrency", "tenant_queue", "max_events"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer")
+        from .event_log import Webhook
+
+        self.webhooks = [w if isinstance(w, Webhook) else Webhook.from_dict(w) for w in self.webhooks]
 
     @property
     def tenants(self) -> frozenset[str]:
-        return frozenset(self.api_keys.values())
+        return frozenset(tenant_of_scope(v) for v in self.api_keys.values())

@@ -17,9 +17,11 @@ anything else (a bug)                   500, logged
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -39,11 +41,11 @@ from ..errors import (
 )
 from ..ingest.errors import QueueFullError
 
-__all__ = ["SafeJSONResponse", "BodyLimit", "install_error_handlers", "status_of"]
+__all__ = ["SafeJSONResponse", "BodyLimit", "EncodedSlashes", "install_error_handlers", "status_of", "segment"]
 
 logger = logging.getLogger(__name__)
 
-_HTTP_NAMES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+_HTTP_NAMES = {408: "RequestTimeout", 400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
                405: "MethodNotAllowed", 413: "PayloadTooLarge", 415: "UnsupportedMediaType", 422: "ValidationError"}
 
 
@@ -84,7 +86,7 @@ def install_error_handlers(app: FastAPI) -> None:
         status = status_of(exc)
         if status >= 500:
             logger.error("BeeWeave %s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
-        headers = {"Retry-After": "1"} if isinstance(exc, QueueFullError) else None
+        headers = {"Retry-After": "1"} if isinstance(exc, (QueueFullError, StoreUnavailableError)) else None
         return _error(status, type(exc).__name__, str(exc) or type(exc).__name__, headers=headers)
 
     @app.exception_handler(RequestValidationError)
@@ -111,6 +113,11 @@ def install_error_handlers(app: FastAPI) -> None:
         return _error(exc.status_code, _HTTP_NAMES.get(exc.status_code, "HTTPError"), detail,
                       headers=getattr(exc, "headers", None))
 
+    @app.exception_handler(OverflowError)
+    async def overflow(request: Request, exc: OverflowError) -> SafeJSONResponse:
+        # A date near the calendar's limits whose UTC time falls past them (9999-12-31T23:59-12:00).
+        return _error(400, "InvalidInputError", f"a date or number is out of range: {exc}")
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> SafeJSONResponse:
         logger.exception("unexpected error on %s %s", request.method, request.url.path)
@@ -121,9 +128,10 @@ class BodyLimit:
     """ASGI middleware: request bodies above ``max_bytes`` get 413, checked on the declared
     Content-Length first and on the bytes actually received (chunked uploads) too."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.read_timeout = read_timeout  # each chunk of the body must arrive within this many seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -144,7 +152,13 @@ class BodyLimit:
 
         async def limited() -> Message:
             nonlocal seen
-            message = await receive()
+            if self.read_timeout is None:
+                message = await receive()
+            else:
+                try:
+                    message = await asyncio.wait_for(receive(), self.read_timeout)
+                except asyncio.TimeoutError:
+                    raise HTTPException(408, f"the request body did not arrive within {self.read_timeout} s") from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
@@ -159,3 +173,35 @@ class BodyLimit:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         await _error(413, "PayloadTooLarge", self._message())(scope, receive, send)
+
+
+class EncodedSlashes:
+    """ASGI middleware: a ``%2F`` inside a path segment stays inside that segment.
+
+    The ASGI server decodes the whole path, so ``/users/a%2Fb/export`` would route as four
+    segments. Here each raw segment is decoded on its own and a ``/`` or ``%`` it holds is
+    re-escaped, so routes with one-segment parameters match exactly what the client meant
+    (``DELETE /users/0/export`` is no route, not a user named "0/export"); route handlers
+    unescape their parameters with :func:`segment`.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw = scope.get("raw_path")
+            if raw:
+                try:
+                    parts = raw.decode("ascii").split("/")
+                except UnicodeDecodeError:
+                    parts = None
+                if parts is not None:
+                    # In place: outer middleware (the request log) reads the route the router sets here.
+                    scope["path"] = "/".join(unquote(p).replace("%", "%25").replace("/", "%2F") for p in parts)
+        await self.app(scope, receive, send)
+
+
+def segment(value: str) -> str:
+    """A path parameter as the client sent it (see :class:`EncodedSlashes`)."""
+    return unquote(value)

@@ -7,7 +7,7 @@ passed through and its ``InvalidInputError`` becomes a 400 with the engine's mes
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -27,8 +27,8 @@ _MAX_ID = 512
 _MAX_LIST = 1000
 
 Id = Field(min_length=1, max_length=_MAX_ID)
-StrOrList = Union[str, list[str]]
-DateLike = Union[str, float]
+StrOrList = str | list[str]
+DateLike = str | float
 
 
 def _check_unicode(data: Any) -> Any:
@@ -69,23 +69,42 @@ class ToolCallIn(_In):
     tool: str = Field(min_length=1, max_length=_MAX_ID, description="The tool's name.")
     input: Any = Field(default=None, description="What the tool was given (any JSON).")
     output: Any = Field(default=None, description="What it returned (any JSON).")
-    error: Optional[str] = Field(default=None, description="The error, if the call failed.")
+    error: str | None = Field(default=None, description="The error, if the call failed.")
 
 
 class EventIn(_In):
-    """A ``KnowledgeEvent``: one agent run or conversational turn to be turned into memories."""
+    """A ``KnowledgeEvent``: one agent run or conversational turn to be turned into memories.
 
-    id: Optional[str] = Field(default=None, min_length=1, max_length=256,
+    The design document's spellings are accepted too: ``agent_response`` for ``response``,
+    and ``intermediate_steps`` as LangChain ``[action, observation]`` pairs (the action an
+    AgentAction's dict ``{"tool", "tool_input", ...}`` or the tool's name). ``tags``,
+    ``expires_at``/``ttl``, ``pinned``, ``confidence``, ``importance`` and ``category`` apply
+    to every memory the event becomes (also read from ``metadata`` when not given here).
+    """
+
+    id: str | None = Field(default=None, min_length=1, max_length=256,
                               description="Event id; an id already queued or processed is not processed again.")
     user_id: str = Field(min_length=1, max_length=_MAX_ID)
     query: str = ""
     response: str = ""
-    session_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
-    agent_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
-    intermediate_steps: list[ToolCallIn] = Field(default_factory=list, max_length=_MAX_LIST)
+    session_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    agent_response: str | None = Field(default=None, description="Another name of response (the design's).")
+    intermediate_steps: list[ToolCallIn | Annotated[list[Any], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=list, max_length=_MAX_LIST)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    timestamp: Optional[DateLike] = Field(default=None, description="ISO 8601 or epoch seconds; default now.")
-    feedback: Optional[float] = Field(default=None, description="The user's rating: > 0 positive, < 0 negative.")
+    timestamp: DateLike | None = Field(default=None, description="ISO 8601 or epoch seconds; default now.")
+    feedback: float | None = Field(default=None, description="The user's rating: > 0 positive, < 0 negative.")
+    tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(default=None, max_length=100)
+    expires_at: DateLike | None = None
+    ttl: float | None = Field(default=None, gt=0, le=1e10, description="Seconds from the timestamp to the expiry.")
+    pinned: bool | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    importance: float | None = Field(default=None, gt=0.0, le=1e6)
+    category: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+
+    def to_event(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
 class IngestAccepted(_Out):
@@ -102,19 +121,19 @@ class FlushOut(_Out):
 class FiltersIn(_In):
     """Filters run inside retrieval; each list means "any of"."""
 
-    user_id: Optional[StrOrList] = None
-    agent_id: Optional[StrOrList] = None
-    session_id: Optional[StrOrList] = None
-    tags: Optional[StrOrList] = None
-    tags_any: Optional[StrOrList] = None
-    tags_all: Optional[StrOrList] = None
-    entities: Optional[StrOrList] = None
-    since: Optional[DateLike] = None
-    until: Optional[DateLike] = None
-    type: Optional[Union[ContentType, list[ContentType]]] = None
-    intent: Optional[Union[Intent, list[Intent]]] = None
-    status: Optional[Union[ChunkStatus, list[ChunkStatus]]] = None
-    ids: Optional[StrOrList] = None
+    user_id: StrOrList | None = None
+    agent_id: StrOrList | None = None
+    session_id: StrOrList | None = None
+    tags: StrOrList | None = None
+    tags_any: StrOrList | None = None
+    tags_all: StrOrList | None = None
+    entities: StrOrList | None = None
+    since: DateLike | None = None
+    until: DateLike | None = None
+    type: ContentType | list[ContentType] | None = None
+    intent: Intent | list[Intent] | None = None
+    status: ChunkStatus | list[ChunkStatus] | None = None
+    ids: StrOrList | None = None
 
     def to_engine(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
@@ -124,29 +143,29 @@ class ExpandIn(_In):
     """Graph expansion: follow relationships from the hits."""
 
     hops: int = Field(default=1, ge=0, le=3)
-    edge_types: Optional[list[RelationType]] = Field(default=None, max_length=len(RelationType))
+    edge_types: list[RelationType] | None = Field(default=None, max_length=len(RelationType))
     decay: float = Field(default=0.5, ge=0.0, le=1.0)
-    limit: Optional[int] = Field(default=None, ge=0, le=100)
+    limit: int | None = Field(default=None, ge=0, le=100)
 
 
 class SearchIn(_In):
     query: str = Field(min_length=1, max_length=10_000)
     k: int = Field(default=5, ge=0, description="How many hits (at most the server's max_k).")
-    user_id: Optional[str] = Field(default=None, min_length=1, max_length=_MAX_ID)
-    filters: Optional[FiltersIn] = None
-    fusion: Optional[FusionMode] = None
-    min_score: Optional[float] = None
-    expand: Union[bool, ExpandIn, None] = None
-    mmr: Optional[float] = Field(default=None, ge=0.0, le=1.0, description="MMR lambda (1 = relevance only).")
+    user_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    filters: FiltersIn | None = None
+    fusion: FusionMode | None = None
+    min_score: float | None = None
+    expand: bool | ExpandIn | None = None
+    mmr: float | None = Field(default=None, ge=0.0, le=1.0, description="MMR lambda (1 = relevance only).")
     loosen: bool = False
-    query_embedding: Optional[list[Annotated[float, Field(ge=-3.4e38, le=3.4e38)]]] = Field(
+    query_embedding: list[Annotated[float, Field(ge=-3.4e+38, le=3.4e+38)]] | None = Field(
         default=None, min_length=1, max_length=8192, description="A precomputed query vector (float32 range).")
 
 
 class ProcessedContentOut(_Out):
     type: str
     text: str
-    language: Optional[str] = None
+    language: str | None = None
     payload: Any = None
 
 
@@ -163,20 +182,20 @@ class ChunkOut(_Out):
     id: str
     raw_content: str
     user_id: str
-    agent_id: Optional[str] = None
-    session_id: Optional[str] = None
-    processed_content: Optional[ProcessedContentOut] = None
-    summary: Optional[str] = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    processed_content: ProcessedContentOut | None = None
+    summary: str | None = None
     tags: list[str] = []
     entities: list[str] = []
-    intent: Optional[str] = None
+    intent: str | None = None
     timestamp: str
     weight: float
-    reinforced_at: Optional[str] = None
+    reinforced_at: str | None = None
     confidence: float
     access_count: int
-    last_accessed: Optional[str] = None
-    expires_at: Optional[str] = None
+    last_accessed: str | None = None
+    expires_at: str | None = None
     pinned: bool
     status: str
     relationships: list[RelationshipOut] = []
@@ -186,9 +205,9 @@ class ChunkOut(_Out):
 class HitSourceOut(_Out):
     rank: int
     score: float
-    via: Optional[str] = None
-    from_id: Optional[str] = None
-    hops: Optional[int] = None
+    via: str | None = None
+    from_id: str | None = None
+    hops: int | None = None
 
 
 class HitOut(_Out):
@@ -223,7 +242,7 @@ class IdsIn(_In):
 
 
 class RejectIn(IdsIn):
-    reason: Optional[str] = Field(default=None, max_length=2000)
+    reason: str | None = Field(default=None, max_length=2000)
 
 
 class IdsOut(_Out):
@@ -237,7 +256,7 @@ class ResolveIn(_In):
 
 class ReviewItemOut(_Out):
     chunk_id: str
-    user_id: Optional[str] = None
+    user_id: str | None = None
     reasons: list[str]
     flagged_at: str
 
@@ -269,11 +288,11 @@ class ExportOut(_Out):
 # -- stats and health -----------------------------------------------------------------------------------
 class LatencyOut(_Out):
     count: int
-    p50: Optional[float] = None
-    p95: Optional[float] = None
-    p99: Optional[float] = None
-    mean: Optional[float] = None
-    max: Optional[float] = None
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    max: float | None = None
 
 
 class GrowthOut(_Out):
@@ -284,7 +303,7 @@ class GrowthOut(_Out):
 
 class StatsOut(_Out):
     generated_at: str
-    user_id: Optional[str] = None
+    user_id: str | None = None
     total: int
     by_status: dict[str, int]
     by_agent: dict[str, int]
@@ -296,7 +315,9 @@ class StatsOut(_Out):
     searches: int
     searches_with_hits: int
     searches_used: int
-    used_share: Optional[float] = None
+    used_share: float | None = None
+    dead_letters: int = 0
+    pending_events: int = 0
 
 
 class HealthOut(_Out):
@@ -310,5 +331,170 @@ class ErrorOut(_Out):
 
     error: str
     detail: str
-    errors: Optional[list[dict[str, Any]]] = None
+    errors: list[dict[str, Any]] | None = None
 
+
+
+# -- one memory ----------------------------------------------------------------------------------------
+class MemoryIn(_In):
+    """A memory added directly (redacted and admitted like an ingested one)."""
+
+    content: str = Field(min_length=1, max_length=200_000)
+    user_id: str = Id
+    id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID, description="Default: generated.")
+    agent_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    session_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] = Field(default_factory=list, max_length=100)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    timestamp: DateLike | None = None
+    expires_at: DateLike | None = None
+    pinned: bool | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    weight: float | None = Field(default=None, gt=0.0, le=1e6)
+    summary: str | None = Field(default=None, max_length=10_000)
+    entities: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(default=None,
+                                                                                           max_length=100)
+    status: Literal["active", "pending"] | None = Field(
+        default=None, description="Default: what the admission rules decide.")
+
+    def to_record(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.model_dump().items() if v is not None}
+        if "id" in data:
+            data["chunk_id"] = data.pop("id")
+        return data
+
+
+class MemoryPatch(_In):
+    """The fields to change (absent fields stay; ``expires_at: null`` removes the expiry)."""
+
+    content: str | None = Field(default=None, min_length=1, max_length=200_000)
+    tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(default=None, max_length=100)
+    pinned: bool | None = None
+    expires_at: DateLike | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    weight: float | None = Field(default=None, gt=0.0, le=1e6)
+    status: ChunkStatus | None = None
+    metadata: dict[str, Any] | None = None
+    summary: str | None = Field(default=None, max_length=10_000)
+
+    def changes(self) -> dict[str, Any]:
+        # Explicitly sent fields only; null is meaningful for expires_at and summary.
+        sent = self.model_dump(mode="json", exclude_unset=True)
+        return {k: v for k, v in sent.items() if v is not None or k in ("expires_at", "summary")}
+
+
+class MemoryPageOut(_Out):
+    memories: list[ChunkOut]
+    next_cursor: str | None = None
+
+
+class DeletedOut(_Out):
+    id: str
+    deleted: bool
+
+
+class VersionOut(_Out):
+    seq: int
+    chunk: ChunkOut
+    replaced_at: str
+    reason: str
+
+
+class HistoryOut(_Out):
+    id: str
+    versions: list[VersionOut]
+
+
+class RelationshipsOut(_Out):
+    id: str
+    relationships: list[RelationshipOut]
+
+
+class RelateIn(_In):
+    source_id: str = Id
+    target_id: str = Id
+    type: str = Field(min_length=1, max_length=64, description="A relation type (user-defined types allowed).")
+    weight: float = Field(default=1.0, ge=0.0, le=1e6)
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class FactsOut(_Out):
+    user_id: str
+    facts: dict[str, ChunkOut]
+
+
+class HotPatternOut(_Out):
+    key: str
+    user_id: str
+    intent: str
+    terms: list[str]
+    query: str
+    examples: list[str]
+    counts: dict[str, int]
+    memory_id: str
+    answer_id: str | None = None
+    first_seen: str
+    last_seen: str
+
+
+class HotPatternsOut(_Out):
+    patterns: list[HotPatternOut]
+
+
+class DeadLetterOut(_Out):
+    event: dict[str, Any]
+    error: str
+    attempts: int
+    failed_at: str
+
+
+class DeadLettersOut(_Out):
+    dead_letters: list[DeadLetterOut]
+
+
+class RetryIn(_In):
+    ids: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
+        default=None, max_length=_MAX_LIST, description="Event ids; omit to retry every dead letter.")
+
+
+class RetriedOut(_Out):
+    retried: int
+
+
+# -- the design document's contract --------------------------------------------------------------------
+class SemanticSearchIn(_In):
+    query: str = Field(min_length=1, max_length=10_000)
+    session_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID,
+                                      description="Only memories of this session.")
+    user_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    top_k: int = Field(default=5, ge=0)
+    tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(
+        default=None, max_length=100, description="Memories with any of these tags.")
+
+
+class SemanticResultOut(_Out):
+    id: str
+    query: str
+    agent_response: str
+    score: float
+    session_id: str | None = None
+    user_id: str
+    tags: list[str] = []
+    timestamp: str
+    metadata: dict[str, Any] = {}
+
+
+class SemanticSearchOut(_Out):
+    results: list[SemanticResultOut]
+    took_ms: float
+
+
+class EventOut(_Out):
+    seq: int
+    type: str
+    chunk_id: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    tags: list[str] = []
+    data: dict[str, Any] = {}
+    at: str

@@ -7,6 +7,8 @@ it holds. Everything here is plain Python; nothing imports FastAPI.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -14,18 +16,59 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..filters import build_filter
+from ..ingest.write_policy import WritePolicy
 from ..lifecycle.facts import CONFLICTS, FACTS
 from ..lifecycle.history import AUDIT, VERSIONS
-from ..records import ChunkStatus, KnowledgeChunk, SearchHit
+from ..records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
 from ..stats import SEARCHES, MemoryStats, StatsRecorder, compute_stats
 
-__all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict"]
+__all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict", "Page", "EDITABLE"]
 
 logger = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "beeweave.export/1"
 _ALL_STATUSES = [s.value for s in ChunkStatus]
 _SEP = "\x1f"  # the lifecycle's kv keys are "<user>\x1f<name>"
+# What PATCH /memories/{id} may change (the rest is derived or bookkeeping).
+EDITABLE = ("content", "tags", "pinned", "expires_at", "confidence", "status", "metadata", "summary", "entities",
+            "weight")
+
+
+class Page:
+    """One page of a listing and the cursor of the next (``None`` at the end)."""
+
+    def __init__(self, items: list[KnowledgeChunk], next_cursor: str | None) -> None:
+        self.items = items
+        self.next_cursor = next_cursor
+
+
+def _cursor(chunk: KnowledgeChunk) -> str:
+    raw = json.dumps([chunk.timestamp.isoformat(), chunk.id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _uncursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        ts, cid = json.loads(raw)
+        if not isinstance(cid, str):
+            raise ValueError
+        return to_datetime(ts), cid
+    except (ValueError, TypeError, InvalidInputError, OverflowError):
+        raise InvalidInputError("cursor is not one this server returned (pass next_cursor as it came)") from None
+
+
+def _meta_match(chunk: KnowledgeChunk, wanted: Mapping[str, Any]) -> bool:
+    """Metadata filter: every key equals (or, for a list value, any of it equals) the wanted value."""
+    for key, want in wanted.items():
+        have = chunk.metadata.get(key)
+        options = want if isinstance(want, list) else [want]
+        if isinstance(have, list):
+            if not any(o in have for o in options):
+                return False
+        elif have not in options:
+            return False
+    return True
 
 
 def check_user_id(user_id: Any) -> str:
@@ -54,6 +97,119 @@ class MemoryService:
         self.memory = memory
         self.recorder = recorder or StatsRecorder(memory)
         self.forget_timeout = forget_timeout
+        self.policy = WritePolicy(memory.ingest_config)
+        self.event_log: Any = None  # the server's EventLog of this store's events, when served
+
+    # -- one memory ---------------------------------------------------------------------------
+    def add_memory(self, record: Mapping[str, Any]) -> KnowledgeChunk:
+        """Add one memory (keys of ``BeeWeave.add``: content, user_id, tags, metadata, pinned,
+        expires_at, confidence...), redacted and admitted like an ingested one."""
+        if not isinstance(record, Mapping):
+            raise InvalidInputError("a memory is a JSON object")
+        rec = self.policy.new_memory(record)
+        if not isinstance(rec.get("content"), str):
+            raise InvalidInputError("content must be a string")
+        rec["user_id"] = check_user_id(rec.get("user_id"))
+        status = rec.pop("status", None)
+        if status is None:
+            chunk_id = self.memory.add(rec.pop("content"), user_id=rec.pop("user_id"), **rec)
+            return self.memory.get(chunk_id)
+        # A status (the caller's, or "pending" from admission) is part of the record when it is
+        # first written, never applied by a second write: add_many takes whole KnowledgeChunks.
+        fields = {k: v for k, v in rec.items() if k not in ("content", "chunk_id", "embedding")}
+        fields["timestamp"] = to_datetime(fields["timestamp"]) if fields.get("timestamp") is not None \
+            else self.memory.clock()
+        if rec.get("chunk_id") is not None:
+            fields["id"] = rec["chunk_id"]
+        try:
+            chunk = KnowledgeChunk(raw_content=rec["content"], status=ChunkStatus(status), **fields)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(str(exc)) from None
+        return self.memory.get(self.memory.add_many([chunk], show_progress=False)[0])
+
+    def get_memory(self, chunk_id: str) -> KnowledgeChunk:
+        return self.memory.get(chunk_id)
+
+    def update_memory(self, chunk_id: str, changes: Mapping[str, Any]) -> KnowledgeChunk:
+        """Edit one memory: ``EDITABLE`` fields only; new text and tags are redacted."""
+        unknown = sorted(set(changes) - set(EDITABLE))
+        if unknown:
+            raise InvalidInputError(f"these fields cannot be edited: {unknown}; editable: {', '.join(EDITABLE)}")
+        if not changes:
+            return self.memory.get(chunk_id)
+        return self.memory.update(chunk_id, **self.policy.changes(changes))
+
+    def delete_memory(self, chunk_id: str) -> bool:
+        return self.memory.delete(chunk_id)
+
+    def history(self, chunk_id: str) -> list[Any]:
+        return self.memory.history(chunk_id)
+
+    def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,
+                      direction: str = "both") -> list[Any]:
+        if direction not in ("in", "out", "both"):
+            raise InvalidInputError(f"direction is 'in', 'out' or 'both', got {direction!r}")
+        return self.memory.relationships(chunk_id, types=types, direction=direction)
+
+    def relate(self, source_id: str, target_id: str, type: str, *, weight: float = 1.0,
+               note: str | None = None) -> Any:
+        """A user-defined typed edge (``BeeWeave.relate``)."""
+        relate = getattr(self.memory, "relate", None)
+        if relate is None:
+            raise InvalidInputError("this engine has no user-defined relationships yet (BeeWeave.relate)")
+        return relate(source_id, target_id, type, weight=weight, note=note)
+
+    def list_memories(self, *, filters: Mapping[str, Any] | None = None, user_id: str | None = None,
+                      metadata: Mapping[str, Any] | None = None, limit: int = 50,
+                      cursor: str | None = None) -> Page:
+        """Memories oldest first (timestamp, then id), ``limit`` at a time; every status unless
+        ``filters`` says otherwise. ``metadata`` keeps memories whose metadata has those values."""
+        if not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidInputError("limit must be between 1 and 1000")
+        f = dict(filters or {})
+        f.setdefault("status", _ALL_STATUSES)
+        after: tuple[datetime, str] | None = None
+        if cursor:
+            after = _uncursor(cursor)
+            since = f.get("since")
+            if since is None or to_datetime(since) < after[0]:
+                f["since"] = after[0].isoformat()
+        flt = build_filter(f, user_id=None if user_id is None else check_user_id(user_id))
+        wanted = dict(metadata or {})
+        found: list[KnowledgeChunk] = []
+        for c in self.memory.backend.scan(flt, order="timestamp"):
+            if after is not None and (c.timestamp, c.id) <= after:
+                continue
+            if wanted and not _meta_match(c, wanted):
+                continue
+            # Timestamps tie: keep reading past the page until the timestamp moves on.
+            if len(found) > limit and c.timestamp > found[limit - 1].timestamp:
+                break
+            found.append(c)
+        found.sort(key=lambda c: (c.timestamp, c.id))
+        page = found[:limit]
+        return Page(page, _cursor(page[-1]) if len(found) > limit else None)
+
+    # -- facts, patterns, dead letters ------------------------------------------------------------------
+    def facts(self, user_id: str) -> dict[str, KnowledgeChunk]:
+        """A user's facts: subject key -> its current memory."""
+        prefix = check_user_id(user_id) + _SEP
+        entries = {k[len(prefix):]: v["chunk_id"] for k, v in self.memory.backend.kv_scan(FACTS, prefix)
+                   if isinstance(v, Mapping) and "chunk_id" in v}
+        got = self.memory.backend.get(list(entries.values()))
+        return {key: got[cid] for key, cid in entries.items() if cid in got}
+
+    def hot_patterns(self, *, user_id: str | None = None) -> list[Any]:
+        return self.memory.hot_patterns(user_id=None if user_id is None else check_user_id(user_id))
+
+    def dead_letters(self, *, limit: int | None = None, user_id: str | None = None) -> list[Any]:
+        dead = self.memory.dead_letters(None if user_id is not None else limit)
+        if user_id is not None:
+            dead = [d for d in dead if d.event.user_id == user_id][: limit]
+        return dead
+
+    def retry_dead_letters(self, ids: Iterable[str] | None = None) -> int:
+        return self.memory.retry_dead_letters(None if ids is None else list(ids))
 
     # -- writing ---------------------------------------------------------------------------
     def ingest(self, event: Any) -> str:
@@ -130,7 +286,7 @@ class MemoryService:
             "searches": [v for _, v in backend.kv_scan(SEARCHES) if v.get("user_id") == user],
         }
 
-    def forget_user(self, user_id: str) -> int:
+    def forget_user(self, user_id: str, flush_timeout: float | None = None) -> int:
         """Delete everything of a user (records, index entries, relationships, versions, review
         and stats entries, dead letters); return how many memories were deleted.
 
@@ -138,9 +294,10 @@ class MemoryService:
         """
         user = check_user_id(user_id)
         m = self.memory
-        if not m.flush(self.forget_timeout):
+        wait = self.forget_timeout if flush_timeout is None else flush_timeout
+        if not m.flush(wait) and wait > 0:
             logger.warning("forget_user(%r): the ingest queue did not drain in %s s; events still queued "
-                           "for this user will be stored later", user, self.forget_timeout)
+                           "for this user will be stored later", user, wait)
         self.recorder.flush()
         dead = [d.event.id for d in m.dead_letters() if d.event.user_id == user]
         if dead:
@@ -151,7 +308,11 @@ class MemoryService:
         try:
             self.recorder.close()
         finally:
-            self.memory.close()
+            try:
+                self.memory.close()
+            finally:
+                if self.event_log is not None:
+                    self.event_log.close()
 
 
 def review_dict(item: Any) -> dict[str, Any]:
@@ -162,7 +323,7 @@ def review_dict(item: Any) -> dict[str, Any]:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
-    if hasattr(value, "value") and isinstance(getattr(value, "value"), str):
+    if hasattr(value, "value") and isinstance(value.value, str):
         return value.value
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}

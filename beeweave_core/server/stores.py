@@ -128,6 +128,7 @@ class TenantStores:
             raise InvalidInputError(f"{root} is one store but {len(self.tenants)} tenants are configured: "
                                     "give a directory (one store per tenant) or a PostgreSQL URL")
         self._opener = opener or open_memory
+        self.on_open: Any = None  # (tenant, opened) -> opened: e.g. the server attaching an event log
         self._open: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -142,6 +143,12 @@ class TenantStores:
             if found is None:
                 # A single file serves its one tenant as it is; otherwise each tenant has its own store.
                 found = self._opener(self.root, tenant=None if self._single else tenant)
+                if self.on_open is not None:
+                    try:
+                        found = self.on_open(tenant, found)
+                    except BaseException:
+                        found.close()
+                        raise
                 self._open[tenant] = found
             return found
 

@@ -7,7 +7,6 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-
 from service_support import ACME_KEY, event
 
 LONE = '"\\ud800"'  # a lone surrogate, as JSON can carry it (escaped)
@@ -133,7 +132,8 @@ def test_ids_that_look_like_paths_are_just_ids(live, h):
     assert r.status_code == 200 and r.json()["deleted"] == 0
     assert h.get("/api/v1/sessions/..%2F..%2Fs1/trace").json()["chunks"] == []
     assert [c["id"] for c in h.get("/api/v1/sessions/s1/trace").json()["chunks"]] == ["ev-1:0"]
-    assert sorted(p.name.split(".")[0] for p in live.root.iterdir()) == ["acme"] * len(list(live.root.iterdir()))
+    # Only the configured tenants' files exist (the server opens every tenant at start).
+    assert {p.name.split(".")[0] for p in live.root.iterdir()} <= {"acme", "beta"}
 
 
 def test_unknown_routes_and_methods_are_json(h):

@@ -1,0 +1,61 @@
+"""What every route depends on: the caller's access, a slot in its tenant's limit, its store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Depends, Request
+
+from .auth import Access, access_of
+from .service import MemoryService
+
+__all__ = ["Ctx", "ctx", "slot", "ERRORS", "NOT_FOUND", "chunks_json"]
+
+ERRORS: dict[int | str, dict[str, Any]] = {}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {}
+
+
+def _init_errors() -> None:
+    from .schemas import ErrorOut
+
+    ERRORS.update({code: {"model": ErrorOut, "description": text} for code, text in (
+        (400, "The engine refused a value (the detail says which and why)."),
+        (401, "No API key."),
+        (403, "The API key is not recognised, or may not do this (admin routes)."),
+        (413, "The request body is larger than the server's limit."),
+        (422, "The body does not match the schema (each field is listed)."),
+        (503, "The store is busy or unavailable (the ingest queue is full, the tenant has too many requests "
+              "in flight); retry later."))})
+    NOT_FOUND.update({404: {"model": ErrorOut, "description": "No such memory or user (for this API key)."}})
+
+
+_init_errors()
+
+
+async def slot(request: Request, access: Access = Depends(access_of)) -> AsyncIterator[Access]:
+    """Wait (in the event loop, no thread held) for a slot of the tenant's concurrency limit."""
+    limiter = request.app.state.limiter
+    async for _ in limiter.slot(access.tenant):
+        yield access
+
+
+@dataclass
+class Ctx:
+    access: Access
+    svc: MemoryService
+    request: Request
+
+
+def ctx(request: Request, access: Access = Depends(slot)) -> Ctx:
+    return Ctx(access, request.app.state.stores.get(access.tenant), request)
+
+
+def unlimited_ctx(request: Request, access: Access = Depends(access_of)) -> Ctx:
+    """For routes that wait asynchronously (flush, events): they must not take a slot while waiting."""
+    return Ctx(access, request.app.state.stores.get(access.tenant), request)
+
+
+def chunks_json(chunks: Any) -> dict[str, Any]:
+    return {"chunks": [c.to_dict() for c in chunks]}

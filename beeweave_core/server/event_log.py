@@ -1,0 +1,227 @@
+"""Memory events over HTTP: a durable, bounded event log per tenant, SSE listeners, webhooks.
+
+Every event of a tenant's ``memory.events`` bus is appended to a small SQLite log beside
+the tenant's store (``<store>.events``; in memory for in-memory stores) with a sequence
+number, the SSE ``id``. A client that reconnects with ``Last-Event-ID: <seq>`` gets what
+it missed, also across a server restart, as long as the log still holds it (the newest
+``max_events`` are kept). Webhooks get the same events, signed, retried with backoff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EventLog", "EventFilter", "Webhook", "WebhookSender", "sign"]
+
+logger = logging.getLogger(__name__)
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, chunk_id TEXT, user_id TEXT, agent_id TEXT,
+    tags TEXT NOT NULL, data TEXT NOT NULL, at TEXT NOT NULL)"""
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """The filters of ``memory.events.subscribe``: types, tags (any of), user, agent; and a key's users."""
+
+    types: frozenset[str] | None = None
+    tags: frozenset[str] | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    users: frozenset[str] | None = None  # a user-scoped API key sees only its users' events
+
+    def matches(self, ev: dict[str, Any]) -> bool:
+        return ((self.types is None or ev["type"] in self.types)
+                and (self.tags is None or bool(self.tags.intersection(ev["tags"])))
+                and (self.user_id is None or ev["user_id"] == self.user_id)
+                and (self.agent_id is None or ev["agent_id"] == self.agent_id)
+                and (self.users is None or ev["user_id"] in self.users))
+
+
+class EventLog:
+    """The tenant's events with sequence numbers; listeners are woken on every append."""
+
+    def __init__(self, path: str | Path | None, *, max_events: int = 100_000) -> None:
+        self.max_events = max_events
+        self._db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
+                                   isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(_SCHEMA)
+        self._listeners: list[Callable[[], None]] = []
+        self._appended = 0
+
+    def append(self, ev: Any) -> int:
+        """Store a ``MemoryEvent``; returns its sequence number."""
+        row = (ev.type.value, ev.chunk_id, ev.user_id, ev.agent_id, json.dumps(list(ev.tags)),
+               json.dumps(ev.data, default=str), ev.at.isoformat())
+        with self._lock:
+            cur = self._db.execute("INSERT INTO events(type, chunk_id, user_id, agent_id, tags, data, at) "
+                                   "VALUES (?,?,?,?,?,?,?)", row)
+            seq = int(cur.lastrowid or 0)
+            self._appended += 1
+            if self._appended % 1000 == 0:  # bounded: drop the oldest now and then
+                self._db.execute("DELETE FROM events WHERE seq <= ?", (seq - self.max_events,))
+            listeners = list(self._listeners)
+        for wake in listeners:
+            try:
+                wake()
+            except Exception:  # a closed loop of a gone listener
+                logger.debug("event listener wake-up failed", exc_info=True)
+        return seq
+
+    def read(self, after: int, flt: EventFilter, limit: int = 500) -> tuple[list[dict[str, Any]], int]:
+        """Events with seq > ``after`` that match, and the last seq looked at."""
+        with self._lock:
+            rows = self._db.execute("SELECT seq, type, chunk_id, user_id, agent_id, tags, data, at FROM events "
+                                    "WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+        out = []
+        last = after
+        for seq, type_, cid, uid, aid, tags, data, at in rows:
+            last = seq
+            ev = {"seq": seq, "type": type_, "chunk_id": cid, "user_id": uid, "agent_id": aid,
+                  "tags": json.loads(tags), "data": json.loads(data), "at": at}
+            if flt.matches(ev):
+                out.append(ev)
+        return out, last
+
+    def last_seq(self) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT MAX(seq) FROM events").fetchone()
+        return int(row[0] or 0)
+
+    def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(wake)
+
+        def stop() -> None:
+            with self._lock:
+                if wake in self._listeners:
+                    self._listeners.remove(wake)
+        return stop
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The ``X-BeeWeave-Signature`` of a delivery: ``sha256=<hex HMAC of "<timestamp>.<body>">``."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """Where to POST events: ``url``, the HMAC ``secret``, which ``types`` (None: all), which tenant (None: all)."""
+
+    url: str
+    secret: str
+    types: frozenset[str] | None = None
+    tenant: str | None = None
+    max_attempts: int = 6
+    first_delay: float = 0.5
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Webhook:
+        types = data.get("types")
+        return cls(str(data["url"]), str(data["secret"]), None if types is None else frozenset(types),
+                   data.get("tenant"), int(data.get("max_attempts", 6)), float(data.get("first_delay", 0.5)))
+
+
+@dataclass
+class WebhookSender:
+    """One background thread delivering events to the webhooks, with exponential backoff.
+
+    Each delivery is ``POST url`` with the event as JSON and the headers
+    ``X-BeeWeave-Event`` (type), ``X-BeeWeave-Delivery`` (``<tenant>:<seq>``, for
+    deduplication), ``X-BeeWeave-Timestamp`` and ``X-BeeWeave-Signature`` (:func:`sign`).
+    A 2xx is delivered; anything else is retried up to ``max_attempts`` times, then logged.
+    """
+
+    hooks: list[Webhook]
+    timeout: float = 5.0
+    delivered: int = 0
+    failed: int = 0
+    _queue: queue.Queue[Any] = field(default_factory=lambda: queue.Queue(maxsize=10_000))
+    _thread: threading.Thread | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def submit(self, tenant: str, event: dict[str, Any]) -> None:
+        for hook in self.hooks:
+            if (hook.tenant is None or hook.tenant == tenant) and (hook.types is None or event["type"] in hook.types):
+                try:
+                    self._queue.put_nowait((hook, tenant, event, 1, time.monotonic()))
+                except queue.Full:
+                    self.failed += 1
+                    logger.error("webhook queue full: event %s of %s not delivered to %s", event["seq"], tenant,
+                                 hook.url)
+        self._start()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="beeweave-webhooks", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        import httpx
+
+        later: list[tuple[float, Any]] = []
+        with httpx.Client(timeout=self.timeout) as http:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                due = [item for t, item in later if t <= now]
+                later = [(t, item) for t, item in later if t > now]
+                for item in due:
+                    self._queue.put(item)
+                try:
+                    item = self._queue.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                hook, tenant, event, attempt, _ = item
+                if self._deliver(http, hook, tenant, event):
+                    self.delivered += 1
+                elif attempt < hook.max_attempts:
+                    later.append((time.monotonic() + hook.first_delay * 2 ** (attempt - 1),
+                                  (hook, tenant, event, attempt + 1, 0.0)))
+                else:
+                    self.failed += 1
+                    logger.error("webhook %s: event %s of %s not delivered after %d attempts", hook.url,
+                                 event["seq"], tenant, attempt)
+
+    @staticmethod
+    def _deliver(http: Any, hook: Webhook, tenant: str, event: dict[str, Any]) -> bool:
+        body = json.dumps({"tenant": tenant, **event}, separators=(",", ":")).encode()
+        ts = str(int(time.time()))
+        headers = {"Content-Type": "application/json", "X-BeeWeave-Event": event["type"],
+                   "X-BeeWeave-Delivery": f"{tenant}:{event['seq']}", "X-BeeWeave-Timestamp": ts,
+                   "X-BeeWeave-Signature": sign(hook.secret, ts, body)}
+        try:
+            resp = http.post(hook.url, content=body, headers=headers)
+        except Exception as exc:  # network errors are retried
+            logger.warning("webhook %s: %s", hook.url, exc)
+            return False
+        return 200 <= resp.status_code < 300
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+def filter_from(types: Iterable[str] | None, tags: Iterable[str] | None, user_id: str | None,
+                agent_id: str | None, users: Iterable[str] | None) -> EventFilter:
+    return EventFilter(None if not types else frozenset(types), None if not tags else frozenset(tags), user_id,
+                       agent_id, None if users is None else frozenset(users))

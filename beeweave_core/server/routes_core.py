@@ -1,0 +1,193 @@
+"""Ingest, flush, search, feedback, trace, users (export/forget), review, maintain, stats."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import InvalidInputError, NotFoundError
+from ..lifecycle.reports import MaintenanceReport
+from ..network import ExpandOptions
+from .config import ServerConfig
+from .deps import ERRORS, NOT_FOUND, Ctx, chunks_json, ctx, unlimited_ctx
+from .errors import segment
+from .observe import note
+from .schemas import (
+    ChunksOut,
+    EventIn,
+    ExportOut,
+    FeedbackIn,
+    FlushOut,
+    ForgetOut,
+    IdsIn,
+    IdsOut,
+    IngestAccepted,
+    RejectIn,
+    ResolveIn,
+    ReviewQueueOut,
+    SearchIn,
+    SearchOut,
+    StatsOut,
+    TraceOut,
+)
+from .service import MemoryService, review_dict
+
+__all__ = ["core_router", "wait_drained", "search_hits"]
+
+
+
+def _user_q() -> Any:
+    return Query(None, min_length=1, max_length=512)  # a new one per route: FastAPI binds it to its parameter
+
+
+async def wait_drained(svc: MemoryService, timeout: float) -> bool:
+    """Wait for the tenant's queue to drain without holding a worker thread for the wait:
+    each check is a short ``flush(0)`` in the thread pool, the pauses are in the event loop."""
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        if await run_in_threadpool(svc.flush, 0):
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 0.2)
+
+
+def search_hits(c: Ctx, config: ServerConfig, query: str, *, k: int, user_id: str | None,
+                filters: dict[str, Any] | None = None, **kwargs: Any) -> tuple[list[Any], float]:
+    if k > config.max_k:
+        raise InvalidInputError(f"k may be at most {config.max_k} on this server, got {k}")
+    t0 = time.perf_counter()
+    hits = c.svc.search(query, user_id=c.access.scope(user_id), k=k, filters=filters, **kwargs)
+    took = time.perf_counter() - t0
+    metrics = getattr(c.request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.search.labels(c.access.tenant).observe(took)
+    note(c.request, k=k, user_id=user_id, filters=filters, results=len(hits),
+         model=getattr(getattr(c.svc.memory, "embedder", None), "name", None))
+    return hits, took
+
+
+def _owned_ids(c: Ctx, ids: list[str]) -> list[str]:
+    """The ids, after checking a user-scoped key owns every one that exists."""
+    if c.access.users is not None:
+        c.access.check_users(ch.user_id for ch in c.svc.memory.get_many(ids))
+    return ids
+
+
+def core_router(config: ServerConfig) -> APIRouter:
+    r = APIRouter(prefix="/api/v1", responses=ERRORS)
+
+    @r.post("/ingest", status_code=202, response_model=IngestAccepted, tags=["ingest"],
+            summary="Queue a knowledge event (durable; processed in the background)")
+    def ingest(event: EventIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        c.access.may_write(event.user_id)
+        eid = c.svc.ingest(event.to_event())
+        note(c.request, event_id=eid, user_id=event.user_id)
+        return {"id": eid, "status": "queued"}
+
+    @r.post("/flush", response_model=FlushOut, tags=["ingest"],
+            summary="Wait until the tenant's queued events are processed")
+    async def flush(timeout: float = Query(10.0, ge=0, le=config.max_flush_timeout),
+                    c: Ctx = Depends(unlimited_ctx)) -> dict[str, Any]:
+        drained = await wait_drained(c.svc, timeout)
+        if drained:
+            await run_in_threadpool(c.svc.recorder.flush)
+        return {"drained": drained, "pending": await run_in_threadpool(c.svc.memory.pending_events)}
+
+    @r.post("/search", response_model=SearchOut, tags=["search"],
+            summary="Hybrid search with filters, graph expansion and MMR")
+    def search(req: SearchIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        expand: Any = req.expand
+        if req.expand is not None and not isinstance(req.expand, bool):
+            e = req.expand
+            expand = ExpandOptions(hops=e.hops, decay=e.decay, limit=e.limit,
+                                   edge_types=None if e.edge_types is None else tuple(t.value for t in e.edge_types))
+        hits, took = search_hits(c, config, req.query, k=req.k, user_id=req.user_id,
+                                 filters=req.filters.to_engine() if req.filters is not None else None,
+                                 fusion=req.fusion, min_score=req.min_score, expand=expand, mmr=req.mmr,
+                                 loosen=req.loosen, query_embedding=req.query_embedding)
+        return {"hits": [h.to_dict() for h in hits], "took_ms": round(took * 1000, 3)}
+
+    @r.post("/feedback", response_model=ChunksOut, tags=["feedback"], responses=NOT_FOUND,
+            summary='Tell the memory how its memories did: "used", "up" or "down"')
+    def feedback(req: FeedbackIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return chunks_json(c.svc.feedback(_owned_ids(c, req.chunk_ids), req.signal.value))
+
+    @r.get("/sessions/{session_id}/trace", response_model=TraceOut, tags=["sessions"],
+           summary="Every memory of a session (any status), oldest first")
+    def trace(session_id: str, user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        sid = segment(session_id)
+        found = c.svc.trace(sid, user_id=c.access.user(user_id))
+        found = [ch for ch in found if c.access.allows(ch.user_id)]
+        note(c.request, results=len(found))
+        return {"session_id": sid, **chunks_json(found)}
+
+    @r.get("/users/{user_id}/export", response_model=ExportOut, tags=["users"], responses=NOT_FOUND,
+           summary="All of a user's data as JSON (admin key)")
+    def export(user_id: str, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        user = segment(user_id)
+        c.access.must_admin("export")
+        c.access.user(user)
+        data = c.svc.export_user(user)
+        if not any(data[k] for k in ("chunks", "versions", "audit", "facts", "conflicts", "review", "searches")):
+            raise NotFoundError(f"no data of user {user!r}")
+        return data
+
+    @r.delete("/users/{user_id}", response_model=ForgetOut, tags=["users"],
+              summary="Forget everything of a user: records, index entries, relationships, history (admin key)")
+    async def forget(user_id: str, c: Ctx = Depends(unlimited_ctx)) -> dict[str, Any]:
+        user = segment(user_id)
+        c.access.must_admin("forget")
+        c.access.user(user)
+        await wait_drained(c.svc, c.svc.forget_timeout)  # queued events of the user would come back
+        return {"user_id": user, "deleted": await run_in_threadpool(c.svc.forget_user, user, 0.0)}
+
+    @r.get("/review/pending", response_model=ChunksOut, tags=["review"],
+           summary="Memories waiting for review, oldest first")
+    def pending(user_id: str | None = _user_q(), agent_id: str | None = Query(None, min_length=1, max_length=512),
+                limit: int = Query(100, ge=0, le=1000), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return chunks_json(c.svc.pending(user_id=c.access.one_user(user_id), agent_id=agent_id, limit=limit))
+
+    @r.post("/review/approve", response_model=IdsOut, tags=["review"], responses=NOT_FOUND,
+            summary="Make pending memories active; returns the ids that changed")
+    def approve(req: IdsIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return {"ids": c.svc.approve(_owned_ids(c, req.ids))}
+
+    @r.post("/review/reject", response_model=IdsOut, tags=["review"], responses=NOT_FOUND,
+            summary="Delete pending memories; returns the ids rejected")
+    def reject(req: RejectIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return {"ids": c.svc.reject(_owned_ids(c, req.ids), reason=req.reason)}
+
+    @r.get("/review/queue", response_model=ReviewQueueOut, tags=["review"],
+           summary="Memories flagged by the lifecycle (stale, expired but valued)")
+    def review_queue(user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        items = [i for i in c.svc.review_queue(user_id=c.access.user(user_id)) if c.access.allows(i.user_id)]
+        return {"items": [review_dict(i) for i in items]}
+
+    @r.post("/review/resolve", response_model=ChunksOut, tags=["review"], responses=NOT_FOUND,
+            summary='Decide on a flagged memory: "keep", "archive" or "delete"')
+    def resolve(req: ResolveIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        _owned_ids(c, [req.chunk_id])
+        kept = c.svc.resolve_review(req.chunk_id, req.decision.value)
+        return chunks_json([] if kept is None else [kept])
+
+    @r.post("/maintain", response_model=MaintenanceReport, tags=["lifecycle"],
+            summary="Run maintenance now: merge duplicates, expire, evict (admin key)")
+    def maintain(user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        c.access.must_admin("maintenance")
+        return c.svc.maintain(user_id=c.access.one_user(user_id)).to_dict()
+
+    @r.get("/stats", response_model=StatsOut, tags=["stats"],
+           summary="Hottest and newest memories, distributions, growth, search latency, dead letters")
+    def stats(user_id: str | None = _user_q(), top: int = Query(10, ge=1, le=100),
+              c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return c.svc.stats(user_id=c.access.one_user(user_id), top=top).to_dict()
+
+    return r

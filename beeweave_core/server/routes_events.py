@@ -1,0 +1,106 @@
+"""The design document's search contract, and memory events as Server-Sent Events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from starlette.concurrency import run_in_threadpool
+
+from ..errors import InvalidInputError
+from ..events import EventType
+from ..records import KnowledgeChunk
+from .config import ServerConfig
+from .deps import ERRORS, Ctx, ctx, unlimited_ctx
+from .event_log import EventFilter, filter_from
+from .routes_core import search_hits
+from .schemas import SemanticSearchIn, SemanticSearchOut
+
+__all__ = ["events_router", "design_result"]
+
+_TYPES = "|".join(t.value for t in EventType)
+_KNOWN = {t.value for t in EventType}
+_N_TYPES = len(EventType)
+
+
+def design_result(chunk: KnowledgeChunk, score: float) -> dict[str, Any]:
+    """A hit the way the design document's client reads it: ``query`` and ``agent_response``.
+
+    A turn memory is split where its question ends (``metadata.ingest.query_chars``); any
+    other memory has its summary as ``query`` (or "") and its text as ``agent_response``.
+    """
+    text = chunk.raw_content
+    info = chunk.metadata.get("ingest") if isinstance(chunk.metadata.get("ingest"), dict) else {}
+    n = info.get("query_chars") if isinstance(info, dict) else None
+    if isinstance(n, int) and 0 < n <= len(text):
+        query, answer = text[:n], text[n:].lstrip("\n")
+    else:
+        query, answer = chunk.summary or "", text
+    return {"id": chunk.id, "query": query, "agent_response": answer, "score": score,
+            "session_id": chunk.session_id, "user_id": chunk.user_id, "tags": list(chunk.tags),
+            "timestamp": chunk.timestamp.isoformat(), "metadata": chunk.metadata}
+
+
+def events_router(config: ServerConfig) -> APIRouter:
+    r = APIRouter(prefix="/api/v1", responses=ERRORS)
+
+    @r.post("/search/semantic", response_model=SemanticSearchOut, tags=["search"],
+            summary="The design document's search: {query, session_id, user_id, top_k, tags} -> {results}")
+    def semantic(req: SemanticSearchIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        filters: dict[str, Any] = {}
+        if req.session_id is not None:
+            filters["session_id"] = req.session_id
+        if req.tags:
+            filters["tags"] = req.tags
+        hits, took = search_hits(c, config, req.query, k=req.top_k, user_id=req.user_id, filters=filters or None)
+        return {"results": [design_result(h.chunk, h.score) for h in hits], "took_ms": round(took * 1000, 3)}
+
+    def sse_filter(type: list[str] | None = Query(None, max_length=_N_TYPES, description=_TYPES),
+                   tag: list[str] | None = Query(None, max_length=100, description="Any of these tags."),
+                   user_id: str | None = Query(None, min_length=1, max_length=512),
+                   agent_id: str | None = Query(None, min_length=1, max_length=512),
+                   c: Ctx = Depends(unlimited_ctx)) -> tuple[Ctx, EventFilter]:
+        # Checked before the stream starts, so a bad filter is a plain 400.
+        for t in type or ():
+            if t not in _KNOWN:
+                raise InvalidInputError(f"unknown event type {t!r}; known: {', '.join(sorted(_KNOWN))}")
+        user = c.access.user(user_id)
+        return c, filter_from(type, tag, user, agent_id, None if c.access.users is None else c.access.users)
+
+    @r.get("/events", response_class=EventSourceResponse, tags=["events"],
+           summary="Memory events as Server-Sent Events (resume with Last-Event-ID)")
+    async def events(request: Request, after: int | None = Query(None, ge=0, description="Resume after this id."),
+                     max_seconds: float | None = Query(None, gt=0, le=86_400,
+                                                          description="End the stream after this long (long polling)."),
+                     last_event_id: str | None = Header(None, max_length=32),
+                     args: tuple[Ctx, EventFilter] = Depends(sse_filter)) -> AsyncIterator[ServerSentEvent]:
+        c, flt = args
+        log = c.svc.event_log
+        start = after
+        if start is None and last_event_id is not None and last_event_id.strip().isdigit():
+            start = int(last_event_id.strip())
+        seq = log.last_seq() if start is None else start
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        stop = log.listen(lambda: loop.call_soon_threadsafe(wake.set))
+        end = None if max_seconds is None else loop.time() + max_seconds
+        try:
+            while not await request.is_disconnected() and (end is None or loop.time() < end):
+                wake.clear()
+                found, last = await run_in_threadpool(log.read, seq, flt)
+                moved, seq = last != seq, last
+                for ev in found:
+                    yield ServerSentEvent(data=ev, event=ev["type"], id=str(ev["seq"]))
+                if moved:
+                    continue
+                try:
+                    await asyncio.wait_for(wake.wait(), 1.0 if end is None else max(0.0, min(1.0, end - loop.time())))
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            stop()
+
+    return r

@@ -1,0 +1,46 @@
+"""``beeweave memory ...`` and ``beeweave dead-letters ...`` on a local store and on a server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from service_support import EMBEDDER, start_server
+
+from beeweave_core.cli import main
+from beeweave_core.server import ServerConfig
+
+KEY = "cli-key-00001"
+
+
+def _run(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+@pytest.fixture(params=["local", "remote"])
+def store(request, tmp_path):
+    if request.param == "local":
+        yield ["--store", str(tmp_path / "m.db"), "--embedder", EMBEDDER]
+        return
+    srv = start_server(ServerConfig(tmp_path / "tenants", {KEY: "acme"}, embedder=EMBEDDER))
+    try:
+        yield ["--store", srv.url, "--api-key", KEY]
+    finally:
+        srv.stop()
+
+
+def test_memory_commands(store, capsys):
+    mid = _run(capsys, *store, "memory", "add", "The", "staging", "db", "password", "rotates", "monthly",
+               "--user-id", "alice", "--tag", "ops", "--pin", "--status", "active").strip()
+    shown = json.loads(_run(capsys, *store, "memory", "show", mid))
+    assert shown["pinned"] and shown["tags"] == ["ops"] and shown["user_id"] == "alice"
+    out = _run(capsys, *store, "memory", "edit", mid, "--unpin", "--tag", "ops", "--tag", "db", "--json")
+    assert json.loads(out)["tags"] == ["ops", "db"] and not json.loads(out)["pinned"]
+    listed = json.loads(_run(capsys, *store, "memory", "list", "--user-id", "alice", "--json"))
+    assert [c["id"] for c in listed["memories"]] == [mid]
+    assert json.loads(_run(capsys, *store, "memory", "relationships", mid)) == []
+    assert "deleted" in _run(capsys, *store, "memory", "delete", mid)
+    assert main([*store, "memory", "show", mid]) == 1
+    assert "0 dead letter(s)" in _run(capsys, *store, "dead-letters")
+    assert "queued 0" in _run(capsys, *store, "dead-letters", "retry")
