@@ -7,7 +7,13 @@ import inspect
 
 import pytest
 
-from beeweave_core import BeeWeave, HashingEmbedder, KnowledgeChunk, InvalidInputError, InvalidVectorError, NetworkConfig
+from beeweave_core import (
+    BeeWeave,
+    HashingEmbedder,
+    InvalidInputError,
+    InvalidVectorError,
+    NetworkConfig,
+)
 from beeweave_core.engine import Graph, Records, SearchConfig, Shared
 from beeweave_core.records import RelationType
 from beeweave_core.scoring import ScoringConfig
@@ -43,7 +49,8 @@ def test_a_setting_of_the_wrong_type_is_refused() -> None:
 @pytest.fixture
 def abc():
     m = BeeWeave(embedder=HashingEmbedder(16))
-    m.add_many([KnowledgeChunk(f"memory {cid}", "u", id=cid, status="pending") for cid in ("a", "b", "abc")])
+    for cid in ("a", "b", "abc"):
+        m.add(f"memory {cid}", user_id="u", chunk_id=cid, status="pending")
     yield m
     m.close()
 

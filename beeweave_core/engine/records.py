@@ -36,7 +36,8 @@ from .shared import Shared
 __all__ = ["Records", "RECORD_KEYS"]
 
 RECORD_KEYS = frozenset({"content", "user_id", "session_id", "agent_id", "chunk_id", "tags", "metadata", "timestamp",
-                         "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence"})
+                         "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence",
+                         "status"})
 
 
 class Records:
@@ -113,8 +114,8 @@ class Records:
             raise InvalidInputError(f"metadata must be a mapping, got {type(metadata).__name__}")
         metadata = dict(metadata)
         check_json("metadata", metadata)
-        extra = {k: r[k] for k in ("entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence")
-                 if r.get(k) is not None}
+        extra = {k: r[k] for k in ("entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence",
+                                   "status") if r.get(k) is not None}
         for key in ("weight", "confidence"):
             if key in extra:
                 check_number(key, extra[key])
