@@ -209,6 +209,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         FROM x JOIN chunks c ON c.tenant = x.tenant AND c.seq = x.seq LEFT JOIN w ON w.tenant = c.tenant
         GROUP BY c.tenant, c.seq, x.term, c.user_id, c.status, c.doc_len, c.nb_len, w.w;
     """),
+    # The ingest queue of PostgreSQL tenants (ingest_queue.py): an accepted event is a row
+    # here, committed before the 202, so any host's worker drains it. A worker claims
+    # events with FOR UPDATE SKIP LOCKED and a lease; a worker that dies leaves its lease
+    # to expire and the events to the next one.
+    ("0004_ingest_queue", """
+        CREATE TABLE ingest_events (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigserial NOT NULL,
+            id text COLLATE "C" NOT NULL,
+            user_id text COLLATE "C" NOT NULL,
+            body text NOT NULL,
+            state text NOT NULL DEFAULT 'pending',
+            attempts integer NOT NULL DEFAULT 0,
+            error text,
+            enqueued_at timestamptz NOT NULL DEFAULT now(),
+            failed_at timestamptz,
+            lease_until timestamptz,
+            leased_by text,
+            PRIMARY KEY (tenant, id)
+        );
+        CREATE INDEX ingest_events_state ON ingest_events (tenant, state, seq);
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -131,15 +131,22 @@ def _search_settings(vector_version: str | None, citus: bool) -> list[str]:
 
 def _split_url(url: str, schema: str | None) -> tuple[str, str]:
     """Take BeeWeave's own ``schema`` query parameter out of the URL (libpq would refuse it)."""
+    plain, ours = _own_params(url)
+    return plain, schema or ours.get("schema") or "beeweave"
+
+
+def _own_params(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without BeeWeave's own query parameters (``schema``, ``ingest_lease``), and those."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    ours = [v for k, v in query if k == "schema"]
+    ours = {k: v for k, v in query if k in _OWN_PARAMS}
     if not ours:
-        return url, schema or "beeweave"
-    rest = [(k, v) for k, v in query if k != "schema"]
-    if ours and schema is None:
-        schema = ours[-1]
-    return urlunsplit(parts._replace(query=urlencode(rest))), schema or "beeweave"
+        return url, {}
+    rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
+
+
+_OWN_PARAMS = ("schema", "ingest_lease")
 
 
 class PostgresStore:
@@ -158,7 +165,9 @@ class PostgresStore:
             memory = BeeWeave.from_url("postgresql://user:pw@host/db", tenant="team-a")
 
     Args:
-        url: a libpq URL or conninfo string; ``?schema=NAME`` picks the schema.
+        url: a libpq URL or conninfo string; ``?schema=NAME`` picks the schema and
+            ``?ingest_lease=SECONDS`` how long a worker holds a batch of the shared ingest
+            queue before another host's worker may take it (default 120).
         index_config: BM25 and session-context settings for a new tenant; an existing
             tenant keeps its own (a different one is refused).
         pool_size: the most connections this store opens at once.
@@ -184,6 +193,11 @@ class PostgresStore:
         if not isinstance(pool_size, int) or pool_size < 1:
             raise InvalidInputError("pool_size must be a positive integer")
         self.url, self.schema = _split_url(url, schema)
+        lease = _own_params(url)[1].get("ingest_lease")
+        try:
+            self.ingest_lease = None if lease is None else float(lease)
+        except ValueError:
+            raise InvalidInputError(f"ingest_lease must be a number of seconds, got {lease!r}") from None
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", self.schema):
             raise InvalidInputError(f"schema must be a plain SQL identifier, got {self.schema!r}")
         self.tenant = tenant
@@ -911,7 +925,7 @@ class PostgresStore:
             n = conn.execute(self._q("SELECT coalesce(max(n_docs), 0) FROM @stats WHERE tenant = %s"),
                              (self.tenant,)).fetchone()[0]
             for table in ("edges", "neighbours", "postings", "cpost", "terms", "df_hist", "stats", "ucount", "kv",
-                          "log", "vectors", "access", "chunks"):
+                          "log", "vectors", "access", "chunks", "ingest_events"):
                 conn.execute(self._q(f"DELETE FROM @{table} WHERE tenant = %s"), (self.tenant,))
             conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key <> 'index_config'"), (self.tenant,))
         return int(n)
@@ -938,6 +952,20 @@ class PostgresStore:
         with self._write() as conn:
             pg_verify.rebuild(conn, self._q, self.tenant, self.index_config.context_radius, self._w)
         return self.verify()
+
+    # -- the shared ingest queue -------------------------------------------------------------
+    def ingest_queue(self, *, lease: float | None = None, poll_interval: float = 1.0) -> Any:
+        """This tenant's ingest queue in the database (``PostgresEventQueue``), which the
+        ingest runtime uses instead of a queue file: a 202 is committed here, and the
+        workers of every host serving the tenant drain it. None on a read_only store
+        (a replica takes no events)."""
+        self._check()
+        if self.read_only:
+            return None
+        from .ingest_queue import DEFAULT_LEASE, PostgresEventQueue
+
+        lease = lease if lease is not None else self.ingest_lease
+        return PostgresEventQueue(self, lease=DEFAULT_LEASE if lease is None else lease, poll_interval=poll_interval)
 
     # -- events across processes ------------------------------------------------------------
     def listen(self, callback: Callable[[dict[str, Any]], Any], *, include_own: bool = False) -> RemoteListener:
