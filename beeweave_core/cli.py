@@ -26,6 +26,7 @@ COMMANDS = {
     "ingest": "add JSONL knowledge events or text/Markdown/JSONL documents (progress bar)",
     "search": "hybrid search of the memory",
     "serve": "run the REST API (uvicorn)",
+    "worker": "drain the shared ingest queue of a PostgreSQL store (no API)",
     "stats": "hottest and newest memories, distributions, growth, search latency",
     "export": "write all of a user's data as JSON",
     "forget": "delete everything of a user",
@@ -98,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-body-bytes", type=int, default=1_048_576, help="larger requests get 413 (default 1 MiB)")
     c.add_argument("--queue-dir", help="where PostgreSQL tenants keep their ingest queues (durable 202s)")
     c.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+    c = cmd("worker")
+    c.add_argument("--rescan", type=float, default=30.0,
+                   help="seconds between looks for new tenants when --tenant is not given (default 30)")
 
     c = cmd("stats")
     c.add_argument("--user-id")
