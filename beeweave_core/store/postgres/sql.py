@@ -16,8 +16,17 @@ from typing import Any
 
 from ...filters import Filter
 
-__all__ = ["filter_sql", "split_filter", "clean", "qualify", "LEXICAL_SQL", "VECTOR_SQL", "VECTOR_SCORES_SQL",
+__all__ = ["one", "filter_sql", "split_filter", "clean", "qualify", "LEXICAL_SQL", "VECTOR_SQL", "VECTOR_SCORES_SQL",
            "SEARCH_SQL", "GET_SQL", "LTOP_PLAIN", "LTOP_FILTERED"]
+
+def one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The row a statement that always returns one returned."""
+    if row is None:
+        from ...errors import StoreUnavailableError
+
+        raise StoreUnavailableError("PostgreSQL returned no row where one was due")
+    return row
+
 
 _TABLE = re.compile(r"@([a-z_]+)")
 

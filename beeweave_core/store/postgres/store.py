@@ -80,6 +80,7 @@ from .sql import (
     VECTOR_SQL,
     clean,
     filter_sql,
+    one,
     qualify,
     split_filter,
 )
@@ -217,9 +218,9 @@ class PostgresStore:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1)),
                                  prepare_threshold=None) as conn:
                 self._vschema = check_schema(conn, self.schema) if self.read_only else migrate(conn, self.schema)
-                version, citus = conn.execute(
+                version, citus = one(conn.execute(
                     "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
-                    "EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").fetchone()
+                    "EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").fetchone())
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"cannot open the PostgreSQL store: {exc}") from exc
         self._search_settings = _search_settings(version, citus)
@@ -361,11 +362,11 @@ class PostgresStore:
         for tc in counts:
             _no_nul("term", list(tc))
         n = len(prepared)
-        existing, store_dim, seqs = conn.execute(q(
+        existing, store_dim, seqs = one(conn.execute(q(
             "SELECT (SELECT array_agg(id) FROM @chunks WHERE tenant = %(t)s AND id = ANY(%(ids)s)), "
             "(SELECT dim FROM @stats WHERE tenant = %(t)s AND n_docs > 0), "
             "ARRAY(SELECT nextval('@chunk_seq') FROM generate_series(1, %(n)s))"),
-            {"t": t, "ids": ids, "n": n}).fetchone()
+            {"t": t, "ids": ids, "n": n}).fetchone())
         if existing:
             first = next(i for i in ids if i in set(existing))
             raise DuplicateIdError(f"a chunk with id {first!r} already exists")
@@ -392,7 +393,7 @@ class PostgresStore:
         pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around])
         pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
-        return int(conn.execute(q("SELECT n_docs FROM @stats WHERE tenant = %s"), (t,)).fetchone()[0])
+        return int(one(conn.execute(q("SELECT n_docs FROM @stats WHERE tenant = %s"), (t,)).fetchone())[0])
 
     def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
         """The access counts of records as written (their side table holds the live ones)."""
@@ -715,7 +716,7 @@ class PostgresStore:
         params = {**self._lexical_params(terms), "k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))),
                   **args}
         with self._conn() as conn:
-            rows = conn.execute(stmt, params).fetchall()  # type: ignore[arg-type]
+            rows = conn.execute(stmt, params).fetchall()
         return sorted(((i, float(s)) for i, s in rows), key=lambda kv: (-kv[1], kv[0]))
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
@@ -729,7 +730,7 @@ class PostgresStore:
         params = {"t": self.tenant, **self._vector_params(q, flt, k, exact), **args}
         with self._tx() as conn:
             self._settings(conn, k)
-            rows = conn.execute(stmt, params).fetchall()  # type: ignore[arg-type]
+            rows = conn.execute(stmt, params).fetchall()
         hits = [(cid, float(s), path, seq) for cid, s, path, seq in rows if cid is not None]
         if not hits:
             dims = [seq for cid, _, _, seq in rows if cid is None]
@@ -765,7 +766,7 @@ class PostgresStore:
         params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False), **args}
         with self._tx() as conn:
             self._settings(conn, k)
-            rows = conn.execute(stmt, params).fetchall()  # type: ignore[arg-type]
+            rows = conn.execute(stmt, params).fetchall()
         if not rows:
             store_dim = self.dim
             if store_dim is not None and store_dim != len(q):
@@ -939,9 +940,9 @@ class PostgresStore:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 found = pg_verify.problems(conn, self._q, self.tenant, self.index_config.context_radius, self._w)
-                records, edges = conn.execute(self._q(
+                records, edges = one(conn.execute(self._q(
                     "SELECT (SELECT count(*) FROM @chunks WHERE tenant = %(t)s), "
-                    "(SELECT count(*) FROM @edges WHERE tenant = %(t)s)"), {"t": self.tenant}).fetchone()
+                    "(SELECT count(*) FROM @edges WHERE tenant = %(t)s)"), {"t": self.tenant}).fetchone())
             finally:
                 conn.execute("ROLLBACK")
         return VerifyReport(records=int(records), edges=int(edges), problems=found, problem_count=len(found))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import psycopg
 
 from .index import CONTEXT_ROWS_SQL, Q
+from .sql import one
 
 __all__ = ["problems", "rebuild"]
 
@@ -97,7 +98,7 @@ def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float)
     args = {"t": tenant, "r": int(radius), "w": float(w)}
     out = []
     for what, query in _CHECKS:
-        n = conn.execute(q(_tables(query)), args).fetchone()[0]  # type: ignore[arg-type]
+        n = one(conn.execute(q(_tables(query)), args).fetchone())[0]
         if n:
             out.append(f"{n} {what}")
     return out
@@ -144,4 +145,4 @@ def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float) 
         "ON CONFLICT (tenant) DO UPDATE SET n_docs = excluded.n_docs, total_len = excluded.total_len, "
         "total_nb_len = excluded.total_nb_len, dim = coalesce(excluded.dim, s.dim)",
     ):
-        conn.execute(q(_tables(query)), args)  # type: ignore[arg-type]
+        conn.execute(q(_tables(query)), args)

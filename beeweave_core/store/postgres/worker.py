@@ -26,12 +26,12 @@ def schema_tenants(url: str) -> list[str]:
     """The tenants a PostgreSQL schema holds (every tenant writes its index configuration)."""
     import psycopg
 
-    from .sql import qualify
+    from .sql import one, qualify
     from .store import _split_url
 
     plain, schema = _split_url(url, None)
     with psycopg.connect(plain, autocommit=True, prepare_threshold=None) as conn:
-        exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".meta',)).fetchone()[0]
+        exists = one(conn.execute("SELECT to_regclass(%s)", (f'"{schema}".meta',)).fetchone())[0]
         if exists is None:
             return []
         rows = conn.execute(qualify("SELECT DISTINCT tenant FROM @meta WHERE key = 'index_config' ORDER BY tenant",
