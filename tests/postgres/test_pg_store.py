@@ -190,11 +190,12 @@ def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # n
                            "UPDATE @chunks SET doc_len = 99 WHERE tenant = %(t)s AND id = 'v9'",
                            "UPDATE @cpost SET f = f + 1 WHERE tenant = %(t)s AND term = 'apple'",
                            "UPDATE @ucount SET n = n + 1 WHERE tenant = %(t)s",
+                           "UPDATE @ctxvec SET norm = norm + 1 WHERE tenant = %(t)s",
                            "DELETE FROM @access WHERE tenant = %(t)s AND seq IN "
                            "(SELECT seq FROM @chunks WHERE tenant = %(t)s AND id = 'v3')"):
                 conn.execute(store._q(damage), t)
         broken = store.verify()
-        assert not broken.ok and broken.problem_count >= 8, broken.problems
+        assert not broken.ok and broken.problem_count >= 9, broken.problems
         assert store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50) != before
         fixed = store.repair()
         assert fixed.ok, fixed.problems

@@ -191,11 +191,26 @@ GROUP BY c.tenant, c.seq, x.term, c.user_id, c.status, c.doc_len, c.nb_len
 """
 
 
-def refresh_context(conn: psycopg.Connection, q: Q, tenant: str, w: float, seqs: Iterable[int]) -> None:
-    """Rewrite the context postings of ``seqs`` (records gone meanwhile just lose theirs)."""
+# The context vectors of some records: the neighbours' vector sum s and |own + vw * s|.
+CONTEXT_VECTORS_SQL = """
+SELECT v.tenant, v.seq, nb.s, sqrt(greatest(-(v.embedding <#> v.embedding)
+    - 2 * %(vw)s * coalesce(v.embedding <#> nb.s, 0) - %(vw)s * %(vw)s * coalesce(nb.s <#> nb.s, 0), 0)) AS norm
+FROM @vectors v LEFT JOIN LATERAL (
+    SELECT sum(nv.embedding) AS s FROM @neighbours n JOIN @vectors nv ON nv.tenant = n.tenant AND nv.seq = n.nb_seq
+    WHERE n.tenant = v.tenant AND n.seq = v.seq) nb ON true
+WHERE v.tenant = %(t)s AND v.seq = ANY(%(seqs)s) AND %(vw)s > 0
+"""
+
+
+def refresh_context(conn: psycopg.Connection, q: Q, tenant: str, w: float, seqs: Iterable[int],
+                    vw: float = 0.0) -> None:
+    """Rewrite the context postings and context vectors of ``seqs`` (records gone
+    meanwhile just lose theirs)."""
     seqs = sorted(set(seqs))
     if not seqs:
         return
-    args = {"t": tenant, "w": float(w), "seqs": seqs}
+    args = {"t": tenant, "w": float(w), "vw": float(vw), "seqs": seqs}
     conn.execute(q("DELETE FROM @cpost WHERE tenant = %(t)s AND seq = ANY(%(seqs)s)"), args)
     conn.execute(q("INSERT INTO @cpost (tenant, seq, term, user_id, status, f, clen) " + CONTEXT_ROWS_SQL), args)
+    conn.execute(q("DELETE FROM @ctxvec WHERE tenant = %(t)s AND seq = ANY(%(seqs)s)"), args)
+    conn.execute(q("INSERT INTO @ctxvec (tenant, seq, s, norm) " + CONTEXT_VECTORS_SQL), args)

@@ -231,6 +231,31 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX ingest_events_state ON ingest_events (tenant, state, seq);
     """),
+    # Each record's neighbours' vector sum and its context vector's norm, kept by the
+    # writes that change a record's neighbours, so a search scores a candidate's context
+    # vector from two rows instead of one per neighbour (derived: rebuilt by repair()).
+    ("0005_context_vectors", """
+        CREATE TABLE ctxvec (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigint NOT NULL,
+            s vector,
+            norm double precision NOT NULL,
+            PRIMARY KEY (tenant, seq)
+        );
+        ALTER TABLE ctxvec ALTER COLUMN s SET STORAGE MAIN;
+        WITH w AS (
+            SELECT m.tenant, CASE WHEN (m.value::json->>'context_radius')::int > 0
+                                  THEN (m.value::json->>'vector_context_weight')::float8 ELSE 0 END AS vw
+            FROM meta m WHERE m.key = 'index_config'
+        )
+        INSERT INTO ctxvec (tenant, seq, s, norm)
+        SELECT v.tenant, v.seq, nb.s, sqrt(greatest(-(v.embedding <#> v.embedding)
+            - 2 * w.vw * coalesce(v.embedding <#> nb.s, 0) - w.vw * w.vw * coalesce(nb.s <#> nb.s, 0), 0))
+        FROM vectors v JOIN w ON w.tenant = v.tenant AND w.vw > 0
+        LEFT JOIN LATERAL (SELECT sum(nv.embedding) AS s FROM neighbours n
+                           JOIN vectors nv ON nv.tenant = n.tenant AND nv.seq = n.nb_seq
+                           WHERE n.tenant = v.tenant AND n.seq = v.seq) nb ON true;
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -32,13 +32,16 @@ _TABLE = re.compile(r"@([a-z_]+)")
 
 
 def qualify(text: str, schema: str, vschema: str) -> str:
-    """Every ``@name`` as a schema-qualified name, ``@vector`` as pgvector's type and ``<#>`` as
-    pgvector's operator: no statement depends on a connection's search_path, so the SQL is
+    """Every ``@name`` as a schema-qualified name, ``@vector`` as pgvector's type and ``<#>``
+    and ``<->`` as pgvector's operators: no statement depends on a connection's search_path, so the SQL is
     the same through a transaction pooler (PgBouncer), where session settings do not hold."""
     def name(m: re.Match[str]) -> str:
         return f'"{vschema}".vector' if m.group(1) == "vector" else f'"{schema}".{m.group(1)}'
 
-    return _TABLE.sub(name, text).replace("<#>", f'OPERATOR("{vschema}".<#>)')
+    out = _TABLE.sub(name, text)
+    for op in ("<#>", "<->"):
+        out = out.replace(op, f'OPERATOR("{vschema}".{op})')
+    return out
 
 
 def clean(values: Iterable[str]) -> list[str]:
@@ -184,19 +187,15 @@ SELECT NULL, NULL, NULL, dim FROM @stats WHERE tenant = %(t)s AND NOT EXISTS (SE
 # from inner products (pgvector has no scalar product): with a the own vector and s the
 # neighbours' sum, (a + vw s).q / |a + vw s|, |a + vw s|^2 = a.a + 2 vw a.s + vw^2 s.s.
 # Without context weight the own cosine, unnormalised (as the embedded index).
+# The neighbours' sum s and the norm come precomputed from ctxvec (index.refresh_context).
 _CONTEXT_SCORE = """
     CASE WHEN %(vw)s > 0 THEN
         (-(v.embedding <#> %(q)s::@vector) - %(vw)s * coalesce(nb.s <#> %(q)s::@vector, 0))
-        / greatest(sqrt(greatest(-(v.embedding <#> v.embedding) - 2 * %(vw)s * coalesce(v.embedding <#> nb.s, 0)
-                                 - %(vw)s * %(vw)s * coalesce(nb.s <#> nb.s, 0), 0)), 1e-12)
+        / greatest(nb.norm, 1e-12)
     ELSE -(v.embedding <#> %(q)s::@vector) END"""
 
 _NEIGHBOUR_SUM = """
-    LEFT JOIN LATERAL (
-        SELECT sum(nv.embedding) AS s FROM @neighbours n
-        JOIN @vectors nv ON nv.tenant = n.tenant AND nv.seq = n.nb_seq
-        WHERE n.tenant = %(t)s AND n.seq = v.seq AND %(vw)s > 0
-    ) nb ON true"""
+    LEFT JOIN @ctxvec nb ON nb.tenant = v.tenant AND nb.seq = v.seq"""
 
 VECTOR_SCORES_SQL = """
 SELECT c.id, """ + _CONTEXT_SCORE + """

@@ -390,7 +390,7 @@ class PostgresStore:
             if cols[3] is not None:
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
-        pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around])
+        pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
         pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
         return int(one(conn.execute(q("SELECT n_docs FROM @stats WHERE tenant = %s"), (t,)).fetchone())[0])
@@ -491,7 +491,7 @@ class PostgresStore:
             nb += delta
             dirty += moved + around
             pg_index.bump_stats(conn, q, t, nb_length=nb)
-        pg_index.refresh_context(conn, q, t, self._w, dirty)
+        pg_index.refresh_context(conn, q, t, self._w, dirty, self._vw)
         self._notify(conn, EventType.UPDATED, [(c[0], c[1], c[2], c[8]) for c, _ in prepared.values()])
 
     def replace(self, rows: Sequence[ChunkRow]) -> None:
@@ -580,7 +580,7 @@ class PostgresStore:
         if not gone:
             return []
         seqs = [g[1] for g in gone]
-        for table in ("vectors", "access", "cpost"):
+        for table in ("vectors", "access", "cpost", "ctxvec"):
             conn.execute(q(f"DELETE FROM @{table} WHERE tenant = %s AND seq = ANY(%s)"), (t, seqs))
         pg_index.count_users(conn, q, t, Counter({u: -n for u, n in Counter(g[2] for g in gone).items()}))
         pg_index.remove_postings(conn, q, t, seqs)
@@ -591,7 +591,7 @@ class PostgresStore:
                 if session is not None:
                     changes.setdefault((user, session), []).append((ts, seq))
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
-        pg_index.refresh_context(conn, q, t, self._w, around)
+        pg_index.refresh_context(conn, q, t, self._w, around, self._vw)
         pg_index.bump_stats(conn, q, t, docs=-len(gone), length=-sum(g[7] for g in gone),
                             nb_length=nb - sum(g[8] for g in gone))
         if event is not None:
@@ -926,7 +926,7 @@ class PostgresStore:
             n = conn.execute(self._q("SELECT coalesce(max(n_docs), 0) FROM @stats WHERE tenant = %s"),
                              (self.tenant,)).fetchone()[0]
             for table in ("edges", "neighbours", "postings", "cpost", "terms", "df_hist", "stats", "ucount", "kv",
-                          "log", "vectors", "access", "chunks", "ingest_events"):
+                          "log", "vectors", "access", "ctxvec", "chunks", "ingest_events"):
                 conn.execute(self._q(f"DELETE FROM @{table} WHERE tenant = %s"), (self.tenant,))
             conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key <> 'index_config'"), (self.tenant,))
         return int(n)
@@ -939,7 +939,8 @@ class PostgresStore:
         with self._conn() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
-                found = pg_verify.problems(conn, self._q, self.tenant, self.index_config.context_radius, self._w)
+                found = pg_verify.problems(conn, self._q, self.tenant, self.index_config.context_radius, self._w,
+                                           self._vw)
                 records, edges = one(conn.execute(self._q(
                     "SELECT (SELECT count(*) FROM @chunks WHERE tenant = %(t)s), "
                     "(SELECT count(*) FROM @edges WHERE tenant = %(t)s)"), {"t": self.tenant}).fetchone())
@@ -951,7 +952,7 @@ class PostgresStore:
         """Recompute every derived table from the records and drop dangling relationships;
         return a fresh check."""
         with self._write() as conn:
-            pg_verify.rebuild(conn, self._q, self.tenant, self.index_config.context_radius, self._w)
+            pg_verify.rebuild(conn, self._q, self.tenant, self.index_config.context_radius, self._w, self._vw)
         return self.verify()
 
     # -- the shared ingest queue -------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import psycopg
 
-from .index import CONTEXT_ROWS_SQL, Q
+from .index import CONTEXT_ROWS_SQL, CONTEXT_VECTORS_SQL, Q
 from .sql import one
 
 __all__ = ["problems", "rebuild"]
@@ -78,6 +78,11 @@ _CHECKS: list[tuple[str, str]] = [
         FULL JOIN (SELECT * FROM cpost WHERE tenant = %(t)s) a ON a.seq = e.seq AND a.term = e.term
         WHERE e.seq IS NULL OR a.seq IS NULL OR a.user_id <> e.user_id OR a.status <> e.status
         OR abs(a.f - e.f) > 1e-9 OR abs(a.clen - e.clen) > 1e-9"""),
+    ("context vectors that differ from the vectors and neighbours", """
+        SELECT count(*) FROM (""" + CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true") + """) e
+        FULL JOIN (SELECT * FROM ctxvec WHERE tenant = %(t)s) a ON a.seq = e.seq
+        WHERE e.seq IS NULL OR a.seq IS NULL OR abs(a.norm - e.norm) > 1e-6
+        OR (a.s IS NULL) <> (e.s IS NULL) OR (a.s <-> e.s) > 1e-5"""),
     ("relationships that point at missing records", """
         SELECT count(*) FROM edges e WHERE e.tenant = %(t)s AND (
             NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = e.src)
@@ -90,12 +95,12 @@ def _tables(query: str) -> str:
     import re
 
     return re.sub(r"\b(FROM|JOIN|INTO|UPDATE|TABLE) (chunks|vectors|postings|terms|df_hist|stats|neighbours|edges|"
-                  r"cpost|ucount|access)\b", r"\1 @\2", query)
+                  r"cpost|ucount|access|ctxvec)\b", r"\1 @\2", query)
 
 
-def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float) -> list[str]:
+def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float) -> list[str]:
     """One line per kind of disagreement found, with how many rows it concerns."""
-    args = {"t": tenant, "r": int(radius), "w": float(w)}
+    args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw)}
     out = []
     for what, query in _CHECKS:
         n = one(conn.execute(q(_tables(query)), args).fetchone())[0]
@@ -104,10 +109,10 @@ def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float)
     return out
 
 
-def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float) -> None:
+def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float) -> None:
     """Recompute every derived table of a tenant from its records and postings (inside the
     caller's transaction, holding the tenant's write lock)."""
-    args = {"t": tenant, "r": int(radius), "w": float(w)}
+    args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw)}
     for query in (
         "DELETE FROM postings p WHERE p.tenant = %(t)s "
         "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.seq = p.chunk_seq)",
@@ -139,6 +144,8 @@ def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float) 
         "DELETE FROM cpost WHERE tenant = %(t)s",
         "INSERT INTO cpost (tenant, seq, term, user_id, status, f, clen) "
         + CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true").replace("n.seq = ANY(%(seqs)s)", "true"),
+        "DELETE FROM ctxvec WHERE tenant = %(t)s",
+        "INSERT INTO ctxvec (tenant, seq, s, norm) " + CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true"),
         "INSERT INTO stats AS s (tenant, n_docs, total_len, total_nb_len, dim) "
         "SELECT %(t)s, count(*), coalesce(sum(c.doc_len), 0), coalesce(sum(c.nb_len), 0), max(v.dim) "
         "FROM chunks c LEFT JOIN vectors v ON v.tenant = c.tenant AND v.seq = c.seq WHERE c.tenant = %(t)s "
