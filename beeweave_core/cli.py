@@ -26,6 +26,7 @@ COMMANDS = {
     "ingest": "add JSONL knowledge events or text/Markdown/JSONL documents (progress bar)",
     "search": "hybrid search of the memory",
     "serve": "run the REST API (uvicorn)",
+    "worker": "drain the shared ingest queue of a PostgreSQL store (no API)",
     "stats": "hottest and newest memories, distributions, growth, search latency",
     "export": "write all of a user's data as JSON",
     "forget": "delete everything of a user",
@@ -110,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="requests of one tenant running at once (default 4; more wait, then 503)")
     c.add_argument("--webhooks", metavar="FILE",
                    help="JSON list of webhooks: [{url, secret, types?, tenant?}] (signed event deliveries)")
+
+    c = cmd("worker")
+    c.add_argument("--rescan", type=float, default=30.0,
+                   help="seconds between looks for new tenants when --tenant is not given (default 30)")
 
     c = cmd("stats")
     c.add_argument("--user-id")

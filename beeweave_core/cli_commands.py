@@ -17,8 +17,8 @@ from typing import Any
 
 from .errors import InvalidInputError
 
-__all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "stats", "export", "forget", "maintain",
-                                 "review", "memory", "dead_letters", "report", "openapi", "mcp")]
+__all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "worker", "stats", "export", "forget",
+                                 "maintain", "review", "memory", "dead_letters", "report", "openapi", "mcp")]
 
 
 def _is_remote(store: str) -> bool:
@@ -237,6 +237,25 @@ def cmd_serve(args: Any) -> int:
     print(f"beeweave: serving {len(tenants)} tenant(s) ({', '.join(tenants)}) from {args.store} "
           f"on http://{args.host}:{args.port}", file=sys.stderr)
     serve(config, host=args.host, port=args.port, log_level=args.log_level, json_logs=args.json_logs)
+    return 0
+
+
+# -- worker ---------------------------------------------------------------------------------------------------
+def cmd_worker(args: Any) -> int:
+    """Until SIGTERM or Ctrl-C; the logic is in store/postgres/worker.py."""
+    import signal
+    import threading
+
+    from .store.postgres.worker import run_worker
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    scope = f"tenant {args.tenant!r}" if args.tenant else "every tenant"
+    print(f"beeweave: draining the ingest queue of {scope} in {args.store}", file=sys.stderr)
+    run_worker(args.store, tenants=[args.tenant] if args.tenant else None, embedder=args.embedder,
+               stop=stop, rescan=args.rescan, opened=lambda t: print(f"beeweave: worker on tenant {t!r}",
+                                                                    file=sys.stderr, flush=True))
     return 0
 
 

@@ -64,6 +64,8 @@ class IngestRuntime:
         self.pipeline = Pipeline(config)
         self.patterns = PatternTracker(memory.backend, memory.tokenizer, config.patterns, memory.clock)
         self._queue: EventQueue | None = None
+        self._shared: EventQueue | None = None  # the store's own queue (see _shared_queue)
+        self._shared_made = False
         self._intake: Intake | None = None  # None: callers write to the queue directly
         self._lock = threading.Lock()  # queue creation, worker start, close
         self._move_lock = threading.Lock()  # one mover of intake records at a time, in order
@@ -88,9 +90,10 @@ class IngestRuntime:
         A store that never ingested gets no queue file."""
         path, explicit = self._target()
         left = path is not None and (path.exists() or _intake_path(path).exists())
-        if self.config.queue is not None or explicit or left:
+        if self.config.queue is not None or explicit or left or self._shared_queue() is not None:
             self.queue()
-            if self.pending_count() and self.config.autostart:
+            # A shared queue's worker runs from the start: other hosts' events arrive there.
+            if self.config.autostart and (self._shared is not None or self.pending_count()):
                 self.start()
 
     def queue(self) -> EventQueue:
@@ -102,9 +105,21 @@ class IngestRuntime:
                     self._queue = self._make_queue()
         return self._queue
 
+    def _shared_queue(self) -> EventQueue | None:
+        """The store's own queue, if it has one (PostgreSQL: in its database, shared by every
+        host, so it wins over a queue file); it is made once."""
+        if not self._shared_made:
+            make = getattr(self.memory.backend, "ingest_queue", None)
+            self._shared = make() if callable(make) else None
+            self._shared_made = True
+        return self._shared
+
     def _make_queue(self) -> EventQueue:
         if self.config.queue is not None:
             return self.config.queue
+        shared = self._shared_queue()
+        if shared is not None:
+            return shared  # callers write to it directly: a put is committed in the database
         path, _ = self._target()
         backend = self.memory.backend
         if path is None and not hasattr(backend, "path"):
@@ -215,7 +230,9 @@ class IngestRuntime:
                 with self._cond:
                     self._cond.notify_all()
                 self._idle(q)
-                self._wake.wait()
+                # A shared queue is polled: other hosts put events there, and a dead
+                # worker's lease runs out there.
+                self._wake.wait(getattr(q, "poll_interval", None))
                 continue
             try:
                 self._process(q, batch)

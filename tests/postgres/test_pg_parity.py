@@ -6,19 +6,20 @@ with recall close to exact."""
 from __future__ import annotations
 
 import random
+import time
 from datetime import timedelta
 
 import numpy as np
 import pytest
+from conformance import Reference
+from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from support import WORDS, dt, matches, sentence, term_counts, unit_vectors
 
 from beeweave_core import ChunkStatus, IndexConfig, KnowledgeChunk
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
 from beeweave_core.store.sqlite import SQLiteStore
-from conformance import Reference
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from support import WORDS, dt, matches, sentence, term_counts, unit_vectors
 
 DIM = 16
 USERS = ["ann", "bob", "cid"]
@@ -231,5 +232,38 @@ def test_filters_match_the_reference_predicate(pg_url) -> None:  # noqa: F811
             assert pg.matching([r.chunk.id for r in rows] + ["nope"], f) == want
             assert {i for i, _ in pg.vector_search(rows[0].vector, f, 500)} == want
             assert {i for i, _ in pg.lexical_search(term_counts(WORDS[:40]), f, 500)} <= want
+    finally:
+        pg.close()
+
+
+@pytest.mark.parametrize("exact_limit", [10_000, 0])
+def test_retrieve_equals_the_separate_calls(pg_url, exact_limit) -> None:  # noqa: F811
+    """One statement (retrieve) answers what a search asks of the backend in five calls:
+    the lexical top k with the dense top k included, both scores of each, the ranking
+    fields and the records."""
+    rnd, rng = random.Random(12), np.random.default_rng(12)
+    pg = PostgresStore(pg_url, index_config=CONFIGS["context"], tenant=new_tenant(), exact_limit=exact_limit)
+    try:
+        rows = make_rows(rnd, rng, 200)
+        pg.insert(rows)
+        if exact_limit == 0:  # the insert started the build in the background: wait for it
+            deadline = time.monotonic() + 60
+            while not pg.ensure_vector_index():
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        pg.record_access({"c3": (2, dt(2024, 3, 1)), "c4": (1, dt(2024, 3, 2))})
+        for flt in random_filters(rnd)[:6]:
+            f = build_filter(flt)
+            for q in queries(rnd)[:3]:
+                qvec = unit_vectors(rng, 1, DIM)[0]
+                got = pg.retrieve(q, qvec, f, 12)
+                top = pg.vector_search(qvec, f, 12)
+                lexical = pg.lexical_search(q, f, 12, include=[i for i, _ in top])
+                assert got.ids == [i for i, _ in lexical], (flt, q)
+                np.testing.assert_allclose(got.lexical, [s for _, s in lexical], rtol=0, atol=1e-9)
+                want_vec = pg.vector_scores(qvec, got.ids)
+                np.testing.assert_allclose(got.vector, [want_vec[i] for i in got.ids], rtol=0, atol=1e-6)
+                assert got.fields == pg.rank_fields(got.ids)
+                assert got.records(got.ids) == pg.get(got.ids)
     finally:
         pg.close()

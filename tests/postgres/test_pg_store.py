@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 import pytest
+from postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
 
 from beeweave_core import IndexConfig, InvalidInputError, KnowledgeChunk, Relationship, SchemaVersionError
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
-from beeweave_core.store.postgres.schema import MIGRATIONS
 from beeweave_core.store.postgres import PostgresStore
-from postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
+from beeweave_core.store.postgres.schema import MIGRATIONS
 
 EVERYTHING = build_filter({"status": ["active", "pending", "archived", "merged", "expired"]})
 
@@ -182,14 +182,20 @@ def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # n
         before = store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50)
         with store._conn() as conn:  # damage everything derived
             t = {"t": store.tenant}
-            conn.execute("UPDATE terms SET df = df + 1 WHERE tenant = %(t)s AND term = 'pie'", t)
-            conn.execute("DELETE FROM df_hist WHERE tenant = %(t)s AND df = 1", t)
-            conn.execute("UPDATE stats SET n_docs = n_docs + 3, total_nb_len = 0 WHERE tenant = %(t)s", t)
-            conn.execute("DELETE FROM neighbours WHERE tenant = %(t)s AND seq IN "
-                         "(SELECT seq FROM chunks WHERE tenant = %(t)s AND id = 'v5')", t)
-            conn.execute("UPDATE chunks SET doc_len = 99 WHERE tenant = %(t)s AND id = 'v9'", t)
+            for damage in ("UPDATE @terms SET df = df + 1 WHERE tenant = %(t)s AND term = 'pie'",
+                           "DELETE FROM @df_hist WHERE tenant = %(t)s AND df = 1",
+                           "UPDATE @stats SET n_docs = n_docs + 3, total_nb_len = 0 WHERE tenant = %(t)s",
+                           "DELETE FROM @neighbours WHERE tenant = %(t)s AND seq IN "
+                           "(SELECT seq FROM @chunks WHERE tenant = %(t)s AND id = 'v5')",
+                           "UPDATE @chunks SET doc_len = 99 WHERE tenant = %(t)s AND id = 'v9'",
+                           "UPDATE @cpost SET f = f + 1 WHERE tenant = %(t)s AND term = 'apple'",
+                           "UPDATE @ucount SET n = n + 1 WHERE tenant = %(t)s",
+                           "UPDATE @ctxvec SET norm = norm + 1 WHERE tenant = %(t)s",
+                           "DELETE FROM @access WHERE tenant = %(t)s AND seq IN "
+                           "(SELECT seq FROM @chunks WHERE tenant = %(t)s AND id = 'v3')"):
+                conn.execute(store._q(damage), t)
         broken = store.verify()
-        assert not broken.ok and broken.problem_count >= 5, broken.problems
+        assert not broken.ok and broken.problem_count >= 9, broken.problems
         assert store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50) != before
         fixed = store.repair()
         assert fixed.ok, fixed.problems

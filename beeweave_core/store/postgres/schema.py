@@ -141,6 +141,121 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0002_vectors_inline", """
         ALTER TABLE chunks ALTER COLUMN embedding SET STORAGE MAIN;
     """),
+    # The search layout (issue 18). Vectors move to their own table, so no record update
+    # (status, tags, neighbour length, lifecycle) ever re-inserts a vector into an HNSW
+    # graph (dropping the column drops the old per-dimension indexes with it); the chunk
+    # rows are left room for HOT updates. Access counts move to a narrow side table that
+    # a search's write-back updates in one statement, without the tenant write lock.
+    # ``ucount`` (records per user) lets a search choose the exact scan or the graph
+    # without counting. ``cpost`` holds each record's context postings: for every term in
+    # the record or its session neighbours, f = tf + w * (the neighbours' tf) and the
+    # record's context length clen = doc_len + w * nb_len, with its user and status, so
+    # BM25 with context is one index-only range scan per query term. It is derived
+    # (rebuilt from postings and neighbours by repair()); it is filled here for existing
+    # tenants with their own context weight.
+    ("0003_search_layout", """
+        CREATE TABLE vectors (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigint NOT NULL,
+            dim integer NOT NULL,
+            embedding vector NOT NULL,
+            PRIMARY KEY (tenant, seq)
+        );
+        ALTER TABLE vectors ALTER COLUMN embedding SET STORAGE MAIN;
+        INSERT INTO vectors (tenant, seq, dim, embedding) SELECT tenant, seq, dim, embedding FROM chunks;
+        ALTER TABLE chunks DROP COLUMN embedding, DROP COLUMN dim;
+        ALTER TABLE chunks SET (fillfactor = 80);
+        CREATE TABLE access (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigint NOT NULL,
+            n bigint NOT NULL DEFAULT 0,
+            last timestamptz,
+            PRIMARY KEY (tenant, seq)
+        ) WITH (fillfactor = 70);
+        INSERT INTO access (tenant, seq, n, last)
+        SELECT tenant, seq, coalesce((doc->>'access_count')::bigint, 0), (doc->>'last_accessed')::timestamptz
+        FROM chunks;
+        CREATE TABLE ucount (
+            tenant text COLLATE "C" NOT NULL,
+            user_id text COLLATE "C" NOT NULL,
+            n bigint NOT NULL,
+            PRIMARY KEY (tenant, user_id)
+        );
+        INSERT INTO ucount (tenant, user_id, n) SELECT tenant, user_id, count(*) FROM chunks GROUP BY 1, 2;
+        CREATE TABLE cpost (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigint NOT NULL,
+            term text COLLATE "C" NOT NULL,
+            user_id text COLLATE "C" NOT NULL,
+            status text NOT NULL,
+            f double precision NOT NULL,
+            clen double precision NOT NULL,
+            PRIMARY KEY (tenant, seq, term)
+        );
+        CREATE INDEX cpost_search ON cpost (tenant, term, user_id, status, seq) INCLUDE (f, clen);
+        WITH w AS (
+            SELECT m.tenant, CASE WHEN (m.value::json->>'context_radius')::int > 0
+                                  THEN (m.value::json->>'lexical_context_weight')::float8 ELSE 0 END AS w
+            FROM meta m WHERE m.key = 'index_config'
+        ), x AS (
+            SELECT p.tenant, p.chunk_seq AS seq, p.term, p.tf::float8 AS tf FROM postings p
+            UNION ALL
+            SELECT n.tenant, n.seq, p.term, w.w * p.tf FROM neighbours n
+            JOIN w ON w.tenant = n.tenant AND w.w > 0
+            JOIN postings p ON p.tenant = n.tenant AND p.chunk_seq = n.nb_seq
+        )
+        INSERT INTO cpost (tenant, seq, term, user_id, status, f, clen)
+        SELECT c.tenant, c.seq, x.term, c.user_id, c.status, sum(x.tf), c.doc_len + coalesce(w.w, 0.3) * c.nb_len
+        FROM x JOIN chunks c ON c.tenant = x.tenant AND c.seq = x.seq LEFT JOIN w ON w.tenant = c.tenant
+        GROUP BY c.tenant, c.seq, x.term, c.user_id, c.status, c.doc_len, c.nb_len, w.w;
+    """),
+    # The ingest queue of PostgreSQL tenants (ingest_queue.py): an accepted event is a row
+    # here, committed before the 202, so any host's worker drains it. A worker claims
+    # events with FOR UPDATE SKIP LOCKED and a lease; a worker that dies leaves its lease
+    # to expire and the events to the next one.
+    ("0004_ingest_queue", """
+        CREATE TABLE ingest_events (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigserial NOT NULL,
+            id text COLLATE "C" NOT NULL,
+            user_id text COLLATE "C" NOT NULL,
+            body text NOT NULL,
+            state text NOT NULL DEFAULT 'pending',
+            attempts integer NOT NULL DEFAULT 0,
+            error text,
+            enqueued_at timestamptz NOT NULL DEFAULT now(),
+            failed_at timestamptz,
+            lease_until timestamptz,
+            leased_by text,
+            PRIMARY KEY (tenant, id)
+        );
+        CREATE INDEX ingest_events_state ON ingest_events (tenant, state, seq);
+    """),
+    # Each record's neighbours' vector sum and its context vector's norm, kept by the
+    # writes that change a record's neighbours, so a search scores a candidate's context
+    # vector from two rows instead of one per neighbour (derived: rebuilt by repair()).
+    ("0005_context_vectors", """
+        CREATE TABLE ctxvec (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigint NOT NULL,
+            s vector,
+            norm double precision NOT NULL,
+            PRIMARY KEY (tenant, seq)
+        );
+        ALTER TABLE ctxvec ALTER COLUMN s SET STORAGE MAIN;
+        WITH w AS (
+            SELECT m.tenant, CASE WHEN (m.value::json->>'context_radius')::int > 0
+                                  THEN (m.value::json->>'vector_context_weight')::float8 ELSE 0 END AS vw
+            FROM meta m WHERE m.key = 'index_config'
+        )
+        INSERT INTO ctxvec (tenant, seq, s, norm)
+        SELECT v.tenant, v.seq, nb.s, sqrt(greatest(-(v.embedding <#> v.embedding)
+            - 2 * w.vw * coalesce(v.embedding <#> nb.s, 0) - w.vw * w.vw * coalesce(nb.s <#> nb.s, 0), 0))
+        FROM vectors v JOIN w ON w.tenant = v.tenant AND w.vw > 0
+        LEFT JOIN LATERAL (SELECT sum(nv.embedding) AS s FROM neighbours n
+                           JOIN vectors nv ON nv.tenant = n.tenant AND nv.seq = n.nb_seq
+                           WHERE n.tenant = v.tenant AND n.seq = v.seq) nb ON true;
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -211,36 +326,39 @@ def check_schema(conn: psycopg.Connection, schema: str) -> str:
 
 
 def hnsw_index_name(dim: int) -> str:
-    return f"chunks_hnsw_{int(dim)}"
+    return f"vectors_hnsw_{int(dim)}"
 
 
-def build_hnsw_index(conn: psycopg.Connection, dim: int) -> bool:
+def build_hnsw_index(conn: psycopg.Connection, schema: str, vschema: str, dim: int) -> bool:
     """Build the partial HNSW index of one dimension unless it exists; return whether it
-    exists now. ``conn`` is an autocommit connection with the schema on its search_path.
+    exists now. ``conn`` is an autocommit connection straight to the server (a session
+    advisory lock and CREATE INDEX CONCURRENTLY need one session: not a transaction pooler).
 
     The build runs CONCURRENTLY, so writers go on meanwhile; one process builds while the
     others skip (a session advisory lock), and an invalid index left by a failed build is
     dropped and built again. Cosine equals inner product: stored vectors are unit-length.
     """
     name = hnsw_index_name(dim)
+    qualified = f'"{schema}".{name}'
     valid_sql = "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)"
-    row = conn.execute(valid_sql, (name,)).fetchone()
+    row = conn.execute(valid_sql, (qualified,)).fetchone()
     if row is not None and row[0]:
         return True
-    key = lock_key("beeweave-hnsw", str(int(dim)))
+    key = lock_key("beeweave-hnsw", schema, str(int(dim)))
     if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
         return False  # another process is building it
     try:
-        row = conn.execute(valid_sql, (name,)).fetchone()
+        row = conn.execute(valid_sql, (qualified,)).fetchone()
         if row is not None and row[0]:
             return True
         if row is not None:
-            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}.{}").format(
+                sql.Identifier(schema), sql.Identifier(name)))
         conn.execute(sql.SQL(
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON chunks USING hnsw ((embedding::vector({})) vector_ip_ops) "
-            "WITH (m = {}, ef_construction = {}) WHERE dim = {}").format(
-            sql.Identifier(name), sql.Literal(int(dim)), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION),
-            sql.Literal(int(dim))))
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {}.vectors USING hnsw ((embedding::{}.vector({})) "
+            "{}.vector_ip_ops) WITH (m = {}, ef_construction = {}) WHERE dim = {}").format(
+            sql.Identifier(name), sql.Identifier(schema), sql.Identifier(vschema), sql.Literal(int(dim)),
+            sql.Identifier(vschema), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(int(dim))))
         return True
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

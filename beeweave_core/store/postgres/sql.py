@@ -1,5 +1,6 @@
-"""SQL for the PostgreSQL backend's reads: a Filter as a WHERE clause, and BM25 with
-session context as one statement.
+"""SQL for the PostgreSQL backend's reads: a Filter as a WHERE clause, BM25 with session
+context over the context postings, dense search, and a whole search's candidates in one
+statement.
 
 Both reproduce the embedded backend exactly (store/columns.py and bm25.py): the same
 filter semantics, and the same Okapi BM25 — idf over every live record with
@@ -9,12 +10,38 @@ record's context length, term counts spread to session neighbours.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from ...filters import Filter
 
-__all__ = ["filter_sql", "clean", "LEXICAL_SQL"]
+__all__ = ["one", "filter_sql", "split_filter", "clean", "qualify", "LEXICAL_SQL", "VECTOR_SQL", "VECTOR_SCORES_SQL",
+           "SEARCH_SQL", "GET_SQL", "LTOP_PLAIN", "LTOP_FILTERED"]
+
+def one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The row a statement that always returns one returned."""
+    if row is None:
+        from ...errors import StoreUnavailableError
+
+        raise StoreUnavailableError("PostgreSQL returned no row where one was due")
+    return row
+
+
+_TABLE = re.compile(r"@([a-z_]+)")
+
+
+def qualify(text: str, schema: str, vschema: str) -> str:
+    """Every ``@name`` as a schema-qualified name, ``@vector`` as pgvector's type and ``<#>``
+    and ``<->`` as pgvector's operators: no statement depends on a connection's search_path, so the SQL is
+    the same through a transaction pooler (PgBouncer), where session settings do not hold."""
+    def name(m: re.Match[str]) -> str:
+        return f'"{vschema}".vector' if m.group(1) == "vector" else f'"{schema}".{m.group(1)}'
+
+    out = _TABLE.sub(name, text)
+    for op in ("<#>", "<->"):
+        out = out.replace(op, f'OPERATOR("{vschema}".{op})')
+    return out
 
 
 def clean(values: Iterable[str]) -> list[str]:
@@ -22,7 +49,7 @@ def clean(values: Iterable[str]) -> list[str]:
     return [v for v in values if "\x00" not in v]
 
 
-def filter_sql(flt: Filter | None, alias: str = "c") -> tuple[str, dict[str, Any]]:
+def filter_sql(flt: Filter | None, alias: str = "c", prefix: str = "f") -> tuple[str, dict[str, Any]]:
     """``AND ...`` conditions over the chunks table aliased ``alias``, with named parameters
     (``%(f0)s``...), so a statement can use the same filter twice."""
     if flt is None:
@@ -31,7 +58,7 @@ def filter_sql(flt: Filter | None, alias: str = "c") -> tuple[str, dict[str, Any
     args: dict[str, Any] = {}
 
     def arg(value: Any) -> str:
-        name = f"f{len(args)}"
+        name = f"{prefix}{len(args)}"
         args[name] = value
         return f"%({name})s"
 
@@ -57,56 +84,146 @@ def filter_sql(flt: Filter | None, alias: str = "c") -> tuple[str, dict[str, Any
     return "".join(f" AND {p}" for p in parts), args
 
 
-# Named parameters: t (tenant), terms and qtfs (the query), w (the lexical context
-# weight, 0 without context), k1, b, eps, k, include, and the filter's own; ``{flt}`` is
-# the filter over ``c``.
+
+
+def split_filter(flt: Filter | None) -> tuple[str, str, dict[str, Any]]:
+    """The filter as (conditions on the context postings ``cp``: user and status, the rest
+    on the chunks ``c``, named parameters); the rest is empty for the usual one-user search,
+    which then reads nothing but the context postings' index."""
+    if flt is None:
+        return "", "", {}
+    own = Filter(user_ids=flt.user_ids, statuses=flt.statuses)
+    rest = flt.replace(user_ids=None, statuses=None)
+    cpf, a1 = filter_sql(own, "cp", "p")
+    restf, a2 = filter_sql(rest, "c", "r")
+    return cpf, restf, {**a1, **a2}
+
+
+# The statements' named parameters: t (tenant), terms and qtfs (the query), w (the lexical
+# context weight, 0 without context), k1, b, eps, k (how many), include (ids to score as
+# well), q (the query vector) and vw (the vector context weight); ``{cpf}`` is the filter's
+# user and status over the context postings ``cp``, ``{rest}`` the rest of it over ``c``,
+# ``{flt}`` all of it over ``c``; ``{d}`` is the query's dimension.
 #
-# N and the lengths come from the stats row, df from terms, the mean idf from the df
-# histogram, so a search reads only the postings of its query terms, their neighbours
-# and their records: never a whole table. Neighbours and records are fetched by key in
-# LATERAL subqueries fenced with OFFSET 0, and filtered outside them: right after a bulk
-# load the planner's statistics are stale, and it would otherwise scan a user's
-# records once per posting.
-LEXICAL_SQL = """
-WITH st AS (
+# BM25 (rank_bm25's Okapi, as bm25.py): N and the lengths from the stats row, df from
+# terms, the mean idf (the epsilon floor) from the df histogram, all in float8; each
+# record's term frequency with context and its context length come precomputed in the
+# context postings, so a query term costs one range scan of the covering index
+# cpost_search, and a one-user search reads no record until its top candidates.
+_BM25_CTES = """
+st AS (
     SELECT n_docs::float8 AS n, (total_len + %(w)s * total_nb_len)::float8 / n_docs AS avgdl
-    FROM stats WHERE tenant = %(t)s AND n_docs > 0
+    FROM @stats WHERE tenant = %(t)s AND n_docs > 0
 ), mean AS (
-    SELECT sum(h.n_terms * (ln(st.n - h.df + 0.5) - ln(h.df + 0.5))) / sum(h.n_terms) AS idf
-    FROM df_hist h, st WHERE h.tenant = %(t)s AND h.df > 0 AND h.n_terms > 0
-), q AS (
-    SELECT term, qtf FROM unnest(%(terms)s::text[], %(qtfs)s::float8[]) AS q(term, qtf)
+    SELECT sum(h.n_terms * (ln(st.n - h.df + 0.5) - ln(h.df::float8 + 0.5))) / sum(h.n_terms) AS idf
+    FROM @df_hist h, st WHERE h.tenant = %(t)s AND h.df > 0 AND h.n_terms > 0
 ), qi AS (
     SELECT q.term, q.qtf * CASE WHEN r.raw < 0 THEN %(eps)s * mean.idf ELSE r.raw END AS wt
-    FROM q JOIN terms t ON t.tenant = %(t)s AND t.term = q.term AND t.df > 0
+    FROM unnest(%(terms)s::text[], %(qtfs)s::float8[]) AS q(term, qtf)
+    JOIN @terms t ON t.tenant = %(t)s AND t.term = q.term AND t.df > 0
     CROSS JOIN st CROSS JOIN mean
-    CROSS JOIN LATERAL (SELECT ln(st.n - t.df + 0.5) - ln(t.df + 0.5) AS raw) r
-), p AS (
-    SELECT p.term, p.chunk_seq AS seq, p.tf::float8 AS tf
-    FROM qi JOIN postings p ON p.tenant = %(t)s AND p.term = qi.term
-), spread AS (
-    SELECT term, seq, tf FROM p
-    UNION ALL
-    SELECT p.term, n.nb_seq, %(w)s * p.tf FROM p CROSS JOIN LATERAL (
-        SELECT nb_seq FROM neighbours n WHERE n.tenant = %(t)s AND n.seq = p.seq OFFSET 0) n
-    WHERE %(w)s > 0
-), f AS (
-    SELECT term, seq, sum(tf) AS f FROM spread GROUP BY term, seq
-), scored AS (
-    SELECT c.id, c.seq,
-           sum(qi.wt * (f.f * (%(k1)s + 1)) / (f.f + %(k1)s * (1 - %(b)s + %(b)s
-               * (c.doc_len + %(w)s * c.nb_len) / st.avgdl))) AS score
-    FROM f JOIN qi USING (term) CROSS JOIN st
-    CROSS JOIN LATERAL (SELECT * FROM chunks c WHERE c.tenant = %(t)s AND c.seq = f.seq OFFSET 0) c
-    WHERE true {flt}
-    GROUP BY c.id, c.seq
-), top AS (
-    SELECT id, score FROM scored ORDER BY score DESC, seq LIMIT %(k)s
-)
-SELECT id, score FROM top
+    CROSS JOIN LATERAL (SELECT ln(st.n - t.df + 0.5) - ln(t.df::float8 + 0.5) AS raw) r
+), lex AS (
+    SELECT cp.seq, sum(qi.wt * (cp.f * (%(k1)s + 1))
+                       / (cp.f + %(k1)s * (1 - %(b)s + %(b)s * cp.clen / st.avgdl))) AS score
+    FROM qi JOIN @cpost cp ON cp.tenant = %(t)s AND cp.term = qi.term {cpf}
+    CROSS JOIN st
+    GROUP BY cp.seq
+), ltop AS MATERIALIZED ({ltop})"""
+
+# The lexical top k: straight from the scores when the filter is only user and status,
+# else each scored record is looked up by key (fenced with OFFSET 0, so stale planner
+# statistics after a bulk load cannot turn it into a scan per posting) and filtered.
+LTOP_PLAIN = "SELECT seq, score FROM lex ORDER BY score DESC, seq LIMIT %(k)s"
+LTOP_FILTERED = """
+    SELECT l.seq, l.score FROM lex l
+    CROSS JOIN LATERAL (SELECT * FROM @chunks c WHERE c.tenant = %(t)s AND c.seq = l.seq OFFSET 0) c
+    WHERE true {rest}
+    ORDER BY l.score DESC, l.seq LIMIT %(k)s"""
+
+LEXICAL_SQL = "WITH " + _BM25_CTES + """
+SELECT c.id, t.score FROM ltop t JOIN @chunks c ON c.tenant = %(t)s AND c.seq = t.seq
 UNION ALL
 SELECT c.id, coalesce(s.score, 0) FROM unnest(%(include)s::text[]) AS inc(id)
-CROSS JOIN LATERAL (SELECT * FROM chunks c WHERE c.tenant = %(t)s AND c.id = inc.id OFFSET 0) c
-LEFT JOIN scored s ON s.seq = c.seq
-WHERE c.id NOT IN (SELECT id FROM top) {flt}
+JOIN @chunks c ON c.tenant = %(t)s AND c.id = inc.id
+LEFT JOIN lex s ON s.seq = c.seq
+WHERE c.seq NOT IN (SELECT seq FROM ltop) {flt}
+"""
+
+# Dense search: the graph (the per-dimension partial HNSW index, which matches the
+# expression ``embedding::vector(d)``) when the candidates may be many — more than
+# ``exact_limit`` by the user counts or N, unless the caller knows better (``graph``) —
+# and the exact scan when they are few or the walk came back short (pgvector filters
+# after the walk). Both are one-time conditions: the branch not taken is never run.
+_VECTOR_CTES = """
+est AS (
+    SELECT CASE WHEN %(users)s::text[] IS NULL
+                THEN (SELECT coalesce(max(n_docs), 0) FROM @stats WHERE tenant = %(t)s)
+                ELSE (SELECT coalesce(sum(n), 0) FROM @ucount WHERE tenant = %(t)s AND user_id = ANY(%(users)s))
+           END AS n
+), vh AS MATERIALIZED (
+    SELECT v.seq, v.embedding::@vector({d}) <#> %(q)s::@vector({d}) AS dist
+    FROM @vectors v JOIN @chunks c ON c.tenant = v.tenant AND c.seq = v.seq
+    WHERE v.tenant = %(t)s AND v.dim = {d} AND %(graph)s AND (SELECT n FROM est) > %(exact_limit)s {flt}
+    ORDER BY v.embedding::@vector({d}) <#> %(q)s::@vector({d}) LIMIT %(vk)s
+), ve AS MATERIALIZED (
+    SELECT v.seq, v.embedding <#> %(q)s::@vector AS dist
+    FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+    WHERE c.tenant = %(t)s AND v.dim = {d} AND (SELECT count(*) FROM vh) < %(vk)s {flt}
+    ORDER BY dist, v.seq LIMIT %(vk)s
+), vtop AS (
+    SELECT seq, dist, CASE WHEN (SELECT count(*) FROM vh) > 0 THEN 'hnsw+exact' ELSE 'exact' END AS path FROM ve
+    UNION ALL
+    SELECT seq, dist, 'hnsw' FROM vh WHERE NOT EXISTS (SELECT 1 FROM ve)
+)"""
+
+VECTOR_SQL = "WITH " + _VECTOR_CTES + """
+SELECT c.id, -t.dist, t.path, t.seq FROM vtop t JOIN @chunks c ON c.tenant = %(t)s AND c.seq = t.seq
+UNION ALL
+SELECT NULL, NULL, NULL, dim FROM @stats WHERE tenant = %(t)s AND NOT EXISTS (SELECT 1 FROM vtop)
+"""
+
+# Cosine of q with each record's context vector normalise(own + vw * sum of neighbours'),
+# from inner products (pgvector has no scalar product): with a the own vector and s the
+# neighbours' sum, (a + vw s).q / |a + vw s|, |a + vw s|^2 = a.a + 2 vw a.s + vw^2 s.s.
+# Without context weight the own cosine, unnormalised (as the embedded index).
+# The neighbours' sum s and the norm come precomputed from ctxvec (index.refresh_context).
+_CONTEXT_SCORE = """
+    CASE WHEN %(vw)s > 0 THEN
+        (-(v.embedding <#> %(q)s::@vector) - %(vw)s * coalesce(nb.s <#> %(q)s::@vector, 0))
+        / greatest(nb.norm, 1e-12)
+    ELSE -(v.embedding <#> %(q)s::@vector) END"""
+
+_NEIGHBOUR_SUM = """
+    LEFT JOIN @ctxvec nb ON nb.tenant = v.tenant AND nb.seq = v.seq"""
+
+VECTOR_SCORES_SQL = """
+SELECT c.id, """ + _CONTEXT_SCORE + """
+FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq""" + _NEIGHBOUR_SUM + """
+WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s) AND v.dim = {d}
+"""
+
+# A record as get() returns it: the document, the access counts from their side table,
+# and the outgoing relationships.
+_RECORD_COLUMNS = """c.id, c.doc::text, a.n, a.last,
+    (SELECT json_agg(json_build_array(e.dst, e.type, e.weight) ORDER BY e.dst, e.type)::text
+     FROM @edges e WHERE e.tenant = c.tenant AND e.src = c.id)"""
+
+GET_SQL = "SELECT " + _RECORD_COLUMNS + """
+FROM @chunks c LEFT JOIN @access a ON a.tenant = c.tenant AND a.seq = c.seq
+WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
+"""
+
+# A whole search in one statement: the lexical top k (BM25 with context), the dense top
+# k, and for their union each candidate's BM25 score, context-vector score, the fields
+# ranking reads and the record.
+SEARCH_SQL = "WITH " + _BM25_CTES + "," + _VECTOR_CTES + """,
+cand AS (SELECT seq FROM ltop UNION SELECT seq FROM vtop)
+SELECT c.id, coalesce(l.score, 0), """ + _CONTEXT_SCORE + """,
+    c.doc->>'timestamp', c.doc->>'weight', c.doc->>'confidence', c.doc->>'pinned', c.doc->'metadata'->'stale',
+    c.doc->>'reinforced_at', c.doc->>'expires_at', """ + _RECORD_COLUMNS + """
+FROM cand JOIN @chunks c ON c.tenant = %(t)s AND c.seq = cand.seq
+JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+LEFT JOIN @access a ON a.tenant = c.tenant AND a.seq = c.seq
+LEFT JOIN lex l ON l.seq = cand.seq""" + _NEIGHBOUR_SUM + """
 """

@@ -2,9 +2,15 @@
 
 Nothing is cached in the process: every read is a query, so every process on the
 database sees every other's committed writes. BM25 (with session context) runs in
-SQL over postings and maintained statistics and gives the embedded backend's scores;
-dense search uses a pgvector HNSW index with an exact scan whenever the filtered
-candidate set is small, as the embedded FAISS index does.
+SQL over context postings and maintained statistics and gives the embedded backend's
+scores; dense search uses a pgvector HNSW index with an exact scan whenever the
+filtered candidate set is small, as the embedded FAISS index does. ``retrieve`` answers
+a whole hybrid search's candidates in one statement.
+
+Every statement is schema-qualified and runs without server-side prepared statements
+or session settings (transaction-local ones only), so the store works through a
+transaction pooler such as PgBouncer; connections are in autocommit, so a read is one
+round trip, and a write is one transaction sent as a pipeline.
 
 Isolation: a ``tenant`` column leads every key and every WHERE clause, so one set of
 tables holds many memories that never see each other (and distributes by tenant with
@@ -32,7 +38,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from ...index.context import IndexConfig
 from ...errors import (
     DimensionMismatchError,
     DuplicateIdError,
@@ -44,25 +49,41 @@ from ...errors import (
 )
 from ...events import EventType
 from ...filters import Filter
+from ...index.context import IndexConfig
+from ...index.vectors import EXACT_LIMIT
 from ...records import KnowledgeChunk, Relationship, to_datetime
 from ...scoring import RankFields
-from ...index.vectors import EXACT_LIMIT
 from ..base import ChunkRow, VerifyReport, records_in_order, split_changes
 
 try:
     import psycopg
-    from pgvector.psycopg import register_vector
-    from psycopg import sql
+    from pgvector.psycopg.vector import register_vector_info
+    from psycopg.types import TypeInfo
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
         'the PostgreSQL backend needs psycopg 3, psycopg_pool and pgvector: pip install "beeweave[postgres]"'
     ) from exc
 
-from . import index as pg_index, verify as pg_verify
+from . import index as pg_index
+from . import verify as pg_verify
 from .events import RemoteListener, channel_name, event_payloads
 from .schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
-from .sql import LEXICAL_SQL, clean, filter_sql
+from .search import Candidates, decode_record, rank_fields_of
+from .sql import (
+    GET_SQL,
+    LEXICAL_SQL,
+    LTOP_FILTERED,
+    LTOP_PLAIN,
+    SEARCH_SQL,
+    VECTOR_SCORES_SQL,
+    VECTOR_SQL,
+    clean,
+    filter_sql,
+    one,
+    qualify,
+    split_filter,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -90,17 +111,43 @@ def _checked(c: KnowledgeChunk) -> tuple[Any, ...]:
     return cols
 
 
+def _search_settings(vector_version: str | None, citus: bool) -> list[str]:
+    """The transaction-local settings of a search (``{ef}`` filled in per search).
+
+    SET LOCAL lasts until the transaction ends, so nothing leaks to the next client of a
+    pooled server connection. On Citus, SET LOCAL reaches the workers only when
+    ``citus.propagate_set_commands`` is 'local' — itself set locally first. pgvector 0.8
+    and later walk the graph on until enough rows pass the filter (iterative scans);
+    earlier versions come back short under a selective filter, and the exact scan answers.
+    """
+    out = []
+    if citus:
+        out.append("SET LOCAL citus.propagate_set_commands = 'local'")
+    out.append("SET LOCAL hnsw.ef_search = {ef}")
+    parts = tuple(int(p) for p in re.findall(r"\d+", vector_version or "0")[:2])
+    if parts >= (0, 8):
+        out.append("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    return out
+
+
 def _split_url(url: str, schema: str | None) -> tuple[str, str]:
     """Take BeeWeave's own ``schema`` query parameter out of the URL (libpq would refuse it)."""
+    plain, ours = _own_params(url)
+    return plain, schema or ours.get("schema") or "beeweave"
+
+
+def _own_params(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without BeeWeave's own query parameters (``schema``, ``ingest_lease``), and those."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    ours = [v for k, v in query if k == "schema"]
+    ours = {k: v for k, v in query if k in _OWN_PARAMS}
     if not ours:
-        return url, schema or "beeweave"
-    rest = [(k, v) for k, v in query if k != "schema"]
-    if ours and schema is None:
-        schema = ours[-1]
-    return urlunsplit(parts._replace(query=urlencode(rest))), schema or "beeweave"
+        return url, {}
+    rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
+
+
+_OWN_PARAMS = ("schema", "ingest_lease")
 
 
 class PostgresStore:
@@ -119,7 +166,9 @@ class PostgresStore:
             memory = BeeWeave.from_url("postgresql://user:pw@host/db", tenant="team-a")
 
     Args:
-        url: a libpq URL or conninfo string; ``?schema=NAME`` picks the schema.
+        url: a libpq URL or conninfo string; ``?schema=NAME`` picks the schema and
+            ``?ingest_lease=SECONDS`` how long a worker holds a batch of the shared ingest
+            queue before another host's worker may take it (default 120).
         index_config: BM25 and session-context settings for a new tenant; an existing
             tenant keeps its own (a different one is refused).
         pool_size: the most connections this store opens at once.
@@ -145,6 +194,11 @@ class PostgresStore:
         if not isinstance(pool_size, int) or pool_size < 1:
             raise InvalidInputError("pool_size must be a positive integer")
         self.url, self.schema = _split_url(url, schema)
+        lease = _own_params(url)[1].get("ingest_lease")
+        try:
+            self.ingest_lease = None if lease is None else float(lease)
+        except ValueError:
+            raise InvalidInputError(f"ingest_lease must be a number of seconds, got {lease!r}") from None
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", self.schema):
             raise InvalidInputError(f"schema must be a plain SQL identifier, got {self.schema!r}")
         self.tenant = tenant
@@ -157,16 +211,23 @@ class PostgresStore:
         self._listeners: list[RemoteListener] = []
         self._indexed_dims: set[int] = set()
         self._builder: threading.Thread | None = None
+        self._sql: dict[str, str] = {}
         self.last_vector_path = ""  # how the last vector_search answered: exact, hnsw or hnsw+exact
         self._closed = False
         try:
-            with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1))) as conn:
-                vschema = check_schema(conn, self.schema) if self.read_only else migrate(conn, self.schema)
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1)),
+                                 prepare_threshold=None) as conn:
+                self._vschema = check_schema(conn, self.schema) if self.read_only else migrate(conn, self.schema)
+                version, citus = one(conn.execute(
+                    "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+                    "EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").fetchone())
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"cannot open the PostgreSQL store: {exc}") from exc
-        self._search_path = sql.SQL("SET search_path TO {}, {}").format(
-            sql.Identifier(self.schema), sql.Identifier(vschema))
+        self._search_settings = _search_settings(version, citus)
+        # prepare_threshold=None: no server-side prepared statements, which a transaction
+        # pooler would hand to another client's session.
         self._pool = ConnectionPool(self.url, min_size=1, max_size=pool_size, timeout=timeout,
+                                    kwargs={"autocommit": True, "prepare_threshold": None},
                                     configure=self._configure, open=False, name=f"beeweave-{tenant}")
         try:
             self._pool.open(wait=True, timeout=timeout)
@@ -177,11 +238,15 @@ class PostgresStore:
 
     # -- connections -----------------------------------------------------------------
     def _configure(self, conn: psycopg.Connection) -> None:
-        conn.execute(self._search_path)
-        if self.read_only:
-            conn.execute("SET default_transaction_read_only = on")
-        register_vector(conn)
-        conn.commit()
+        # Only the client learns the vector type's oid: no session state on the server.
+        register_vector_info(conn, TypeInfo.fetch(conn, f'"{self._vschema}".vector'))
+
+    def _q(self, text: str) -> str:
+        """``text`` schema-qualified (see sql.qualify), computed once per statement text."""
+        out = self._sql.get(text)
+        if out is None:
+            out = self._sql[text] = qualify(text, self.schema, self._vschema)
+        return out
 
     def _check(self) -> None:
         if self._closed:
@@ -189,7 +254,7 @@ class PostgresStore:
 
     @contextmanager
     def _conn(self, *, write: bool = False) -> Iterator[psycopg.Connection]:
-        """One pooled connection in one transaction (committed on success)."""
+        """One pooled connection in autocommit: each statement is its own transaction."""
         self._check()
         if write and self.read_only:
             raise StoreUnavailableError("this store was opened read_only (e.g. on a replica): write through "
@@ -205,18 +270,26 @@ class PostgresStore:
             raise StoreUnavailableError(f"the PostgreSQL store failed: {exc}") from exc
 
     @contextmanager
+    def _tx(self, *, write: bool = False) -> Iterator[psycopg.Connection]:
+        """One transaction sent as a pipeline: statements go out without waiting for each
+        other's results; only a result the code reads costs a round trip."""
+        with self._conn(write=write) as conn, conn.pipeline(), conn.transaction():
+            yield conn
+
+    @contextmanager
     def _write(self) -> Iterator[psycopg.Connection]:
         """A transaction holding the tenant's write lock: the BM25 statistics are tenant-wide."""
-        with self._conn(write=True) as conn:
+        with self._tx(write=True) as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
             yield conn
 
     def _resolve_index_config(self, wanted: IndexConfig | None) -> IndexConfig:
         with self._conn() as conn:
             if not self.read_only:
-                conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, 'index_config', %s) "
-                             "ON CONFLICT DO NOTHING", (self.tenant, json.dumps((wanted or IndexConfig()).to_dict())))
-            row = conn.execute("SELECT value FROM meta WHERE tenant = %s AND key = 'index_config'",
+                conn.execute(self._q("INSERT INTO @meta (tenant, key, value) VALUES (%s, 'index_config', %s) "
+                                     "ON CONFLICT DO NOTHING"),
+                             (self.tenant, json.dumps((wanted or IndexConfig()).to_dict())))
+            row = conn.execute(self._q("SELECT value FROM @meta WHERE tenant = %s AND key = 'index_config'"),
                                (self.tenant,)).fetchone()
         if row is None:  # a read-only store of a tenant nobody wrote yet
             return wanted or IndexConfig()
@@ -231,6 +304,12 @@ class PostgresStore:
         cfg = self.index_config
         return float(cfg.lexical_context_weight) if cfg.context_radius else 0.0
 
+    @property
+    def _vw(self) -> float:
+        """The vector context weight in force (0 when context is off)."""
+        cfg = self.index_config
+        return float(cfg.vector_context_weight) if cfg.context_radius else 0.0
+
     # -- metadata ------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         if "\x00" in key:
@@ -238,19 +317,25 @@ class PostgresStore:
             return None
         with self._conn() as conn:
             if key == "schema_version":
-                return str(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0])
+                return str(conn.execute(self._q("SELECT max(version) FROM @schema_migrations")).fetchone()[0])
             if key.startswith("migration_"):
-                row = conn.execute("SELECT name FROM schema_migrations WHERE to_char(version, 'FM0000') = %s",
+                row = conn.execute(self._q("SELECT name FROM @schema_migrations WHERE to_char(version, 'FM0000') = %s"),
                                    (key[len("migration_"):],)).fetchone()
                 return None if row is None else row[0]
-            row = conn.execute("SELECT value FROM meta WHERE tenant = %s AND key = %s", (self.tenant, key)).fetchone()
+            row = conn.execute(self._q("SELECT value FROM @meta WHERE tenant = %s AND key = %s"),
+                               (self.tenant, key)).fetchone()
             return None if row is None else row[0]
 
     def set_meta(self, key: str, value: str) -> None:
         _no_nul("meta", [key, value])
         with self._conn(write=True) as conn:
-            conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, %s, %s) "
-                         "ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value", (self.tenant, key, value))
+            self._set_meta(conn, {key: value})
+
+    def _set_meta(self, conn: psycopg.Connection, meta: Mapping[str, str]) -> None:
+        for key, value in meta.items():
+            conn.execute(self._q("INSERT INTO @meta (tenant, key, value) VALUES (%s, %s, %s) "
+                                 "ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value"),
+                         (self.tenant, key, value))
 
     # -- writes ----------------------------------------------------------------------------
     def insert(self, rows: Sequence[ChunkRow]) -> None:
@@ -265,60 +350,75 @@ class PostgresStore:
             return
         prepared = [(_checked(r.chunk), r) for r in rows]
         with self._write() as conn:
-            self._insert(conn, prepared, EventType.CREATED)
-        self._maybe_index(len(rows[0].vector))
+            n_docs = self._insert(conn, prepared, EventType.CREATED)
+        self._maybe_index(len(rows[0].vector), n_docs)
 
     def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
-                event: EventType) -> None:
-        t = self.tenant
+                event: EventType) -> int:
+        """Insert new records with everything derived from them; return the tenant's N."""
+        t, q = self.tenant, self._q
         ids = [cols[0] for cols, _ in prepared]
-        existing = {r[0] for r in conn.execute("SELECT id FROM chunks WHERE tenant = %s AND id = ANY(%s)", (t, ids))}
-        if existing:
-            first = next(i for i in ids if i in existing)
-            raise DuplicateIdError(f"a chunk with id {first!r} already exists")
         vectors = [np.asarray(r.vector, np.float32) for _, r in prepared]
         dim = len(vectors[0])
         if any(v.ndim != 1 or len(v) != dim for v in vectors):
             raise DimensionMismatchError("the vectors of one batch must all have the same dimension")
-        st = conn.execute("SELECT n_docs, dim FROM stats WHERE tenant = %s", (t,)).fetchone()
-        if st is not None and st[0] > 0 and st[1] != dim:
-            raise DimensionMismatchError(f"vectors of dimension {dim} cannot go into a store of dimension {st[1]}")
-        n = len(prepared)
-        seqs = sorted(r[0] for r in conn.execute("SELECT nextval('chunk_seq') FROM generate_series(1, %s)", (n,)))
         counts = [dict(Counter(r.terms)) for _, r in prepared]
         for tc in counts:
             _no_nul("term", list(tc))
+        n = len(prepared)
+        existing, store_dim, seqs = one(conn.execute(q(
+            "SELECT (SELECT array_agg(id) FROM @chunks WHERE tenant = %(t)s AND id = ANY(%(ids)s)), "
+            "(SELECT dim FROM @stats WHERE tenant = %(t)s AND n_docs > 0), "
+            "ARRAY(SELECT nextval('@chunk_seq') FROM generate_series(1, %(n)s))"),
+            {"t": t, "ids": ids, "n": n}).fetchone())
+        if existing:
+            first = next(i for i in ids if i in set(existing))
+            raise DuplicateIdError(f"a chunk with id {first!r} already exists")
+        if store_dim is not None and store_dim != dim:
+            raise DimensionMismatchError(f"vectors of dimension {dim} cannot go into a store of dimension {store_dim}")
+        seqs = sorted(seqs)
         lengths = [sum(tc.values()) for tc in counts]
         with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO chunks (tenant, seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, "
-                "tags, entities, doc, dim, embedding, doc_len) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s)",
-                [(t, seq, *cols, dim, vec, length)
-                 for seq, (cols, _), vec, length in zip(seqs, prepared, vectors, lengths)])
-        pg_index.add_postings(conn, t, seqs, counts)
+            cur.executemany(q(
+                "INSERT INTO @chunks (tenant, seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, "
+                "tags, entities, doc, doc_len) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)"),
+                [(t, seq, *cols, length) for seq, (cols, _), length in zip(seqs, prepared, lengths, strict=True)])
+            cur.executemany(q("INSERT INTO @vectors (tenant, seq, dim, embedding) VALUES (%s, %s, %s, %s)"),
+                            [(t, seq, dim, vec) for seq, vec in zip(seqs, vectors, strict=True)])
+        self._set_access(conn, seqs, [r.chunk for _, r in prepared])
+        pg_index.count_users(conn, q, t, Counter(cols[1] for cols, _ in prepared))
+        pg_index.add_postings(conn, q, t, seqs, counts)
         changes: pg_index.SessionChanges = {}
-        for seq, (cols, _) in zip(seqs, prepared):
+        for seq, (cols, _) in zip(seqs, prepared, strict=True):
             if cols[3] is not None:
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
-        nb = pg_index.rethread(conn, t, self.index_config.context_radius, changes)
-        pg_index.bump_stats(conn, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
+        nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
+        pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
+        pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
+        return int(one(conn.execute(q("SELECT n_docs FROM @stats WHERE tenant = %s"), (t,)).fetchone())[0])
 
-    def _maybe_index(self, dim: int) -> None:
+    def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
+        """The access counts of records as written (their side table holds the live ones)."""
+        conn.execute(self._q(
+            "INSERT INTO @access AS a (tenant, seq, n, last) SELECT %s, u.seq, u.n, u.last "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::timestamptz[]) AS u(seq, n, last) "
+            "ON CONFLICT (tenant, seq) DO UPDATE SET n = excluded.n, last = excluded.last"),
+            (self.tenant, list(seqs), [int(c.access_count) for c in chunks], [c.last_accessed for c in chunks]))
+
+    def _maybe_index(self, dim: int, n_docs: int) -> None:
         """Once an exact scan no longer answers every search, build the HNSW index of this
         dimension in a background thread: the build takes seconds to minutes and waits for
         older transactions, and the write that crossed the line has committed already.
         Until the index is valid, searches scan exactly; a build cut short (the process
         ended) leaves an invalid index that the next build replaces."""
-        if dim in self._indexed_dims or (self._builder is not None and self._builder.is_alive()):
+        if n_docs <= self.exact_limit or dim in self._indexed_dims or (
+                self._builder is not None and self._builder.is_alive()):
             return
-        with self._conn(write=True) as conn:
-            n = conn.execute("SELECT coalesce(sum(n_docs), 0) FROM stats WHERE dim = %s", (dim,)).fetchone()[0]
-        if n > self.exact_limit:
-            self._builder = threading.Thread(target=self._build_quietly, args=(dim,), daemon=True,
-                                             name=f"beeweave-hnsw-{dim}")
-            self._builder.start()
+        self._builder = threading.Thread(target=self._build_quietly, args=(dim,), daemon=True,
+                                         name=f"beeweave-hnsw-{dim}")
+        self._builder.start()
 
     def _build_quietly(self, dim: int) -> None:
         try:
@@ -330,7 +430,8 @@ class PostgresStore:
     def ensure_vector_index(self, dim: int | None = None) -> bool:
         """Build the HNSW index for ``dim`` (default: this tenant's) now rather than when the
         store outgrows exact search; return whether it exists (False: another process is
-        building it). Safe to call from several processes."""
+        building it). Safe to call from several processes. Connects to ``listen_url`` (a
+        session: the build holds a session lock), which is ``url`` unless given."""
         self._check()
         if self.read_only:
             raise StoreUnavailableError("a read_only store builds no index: call this on the primary")
@@ -338,9 +439,8 @@ class PostgresStore:
         if dim <= 0:
             return False
         try:
-            with psycopg.connect(self.url, autocommit=True) as conn:
-                conn.execute(self._search_path)
-                built = build_hnsw_index(conn, dim)
+            with psycopg.connect(self.listen_url, autocommit=True, prepare_threshold=None) as conn:
+                built = build_hnsw_index(conn, self.schema, self._vschema, dim)
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"cannot build the vector index: {exc}") from exc
         if built:
@@ -350,29 +450,35 @@ class PostgresStore:
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         self._check()
         latest = {c.id: c for c in chunks}  # the last version of an id wins, as written in order
-        prepared = {cid: _checked(c) for cid, c in latest.items()}
+        prepared = {cid: (_checked(c), c) for cid, c in latest.items()}
         if not prepared:
             return
         with self._write() as conn:
             self._update(conn, prepared)
 
-    def _update(self, conn: psycopg.Connection, prepared: dict[str, tuple[Any, ...]]) -> None:
-        t = self.tenant
-        old = {r[0]: r[1:] for r in conn.execute(
-            "SELECT id, seq, user_id, session_id, ts, nb_len FROM chunks WHERE tenant = %s AND id = ANY(%s)",
+    def _update(self, conn: psycopg.Connection, prepared: dict[str, tuple[tuple[Any, ...], KnowledgeChunk]]) -> None:
+        t, q = self.tenant, self._q
+        old = {r[0]: r[1:] for r in conn.execute(q(
+            "SELECT id, seq, user_id, session_id, ts, nb_len, status FROM @chunks WHERE tenant = %s AND id = ANY(%s)"),
             (t, list(prepared)))}
         missing = [i for i in prepared if i not in old]
         if missing:
             raise NotFoundError(f"no chunk with id {missing[0]!r}")
         with conn.cursor() as cur:
-            cur.executemany(
-                "UPDATE chunks SET user_id = %s, agent_id = %s, session_id = %s, ts = %s, status = %s, ctype = %s, "
-                "intent = %s, tags = %s, entities = %s, doc = %s::json WHERE tenant = %s AND id = %s",
-                [(*cols[1:], t, cid) for cid, cols in prepared.items()])
+            cur.executemany(q(
+                "UPDATE @chunks SET user_id = %s, agent_id = %s, session_id = %s, ts = %s, status = %s, ctype = %s, "
+                "intent = %s, tags = %s, entities = %s, doc = %s::json WHERE tenant = %s AND id = %s"),
+                [(*cols[1:], t, cid) for cid, (cols, _) in prepared.items()])
+        self._set_access(conn, [old[cid][0] for cid in prepared], [c for _, c in prepared.values()])
         changes: pg_index.SessionChanges = {}
-        moved, nb = [], 0
-        for cid, cols in prepared.items():
-            seq, user, session, ts, nb_len = old[cid]
+        moved, dirty, nb = [], [], 0
+        users: Counter[str] = Counter()
+        for cid, (cols, _) in prepared.items():
+            seq, user, session, ts, nb_len, status = old[cid]
+            if (user, status) != (cols[1], cols[5]):
+                dirty.append(seq)  # its context postings carry user and status
+                users[user] -= 1
+                users[cols[1]] += 1
             if (user, session, ts) == (cols[1], cols[3], cols[4]):
                 continue
             moved.append(seq)
@@ -381,22 +487,31 @@ class PostgresStore:
                 changes.setdefault((user, session), []).append((ts, seq))
             if cols[3] is not None:
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
+        pg_index.count_users(conn, q, t, users)
         if moved and self.index_config.context_radius:
-            conn.execute("DELETE FROM neighbours WHERE tenant = %s AND seq = ANY(%s)", (t, moved))
-            conn.execute("UPDATE chunks SET nb_len = 0 WHERE tenant = %s AND seq = ANY(%s)", (t, moved))
-            nb += pg_index.rethread(conn, t, self.index_config.context_radius, changes)
-            pg_index.bump_stats(conn, t, nb_length=nb)
-        self._notify(conn, EventType.UPDATED, [(c[0], c[1], c[2], c[8]) for c in prepared.values()])
+            conn.execute(q("DELETE FROM @neighbours WHERE tenant = %s AND seq = ANY(%s)"), (t, moved))
+            conn.execute(q("UPDATE @chunks SET nb_len = 0 WHERE tenant = %s AND seq = ANY(%s)"), (t, moved))
+            delta, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
+            nb += delta
+            dirty += moved + around
+            pg_index.bump_stats(conn, q, t, nb_length=nb)
+        pg_index.refresh_context(conn, q, t, self._w, dirty, self._vw)
+        self._notify(conn, EventType.UPDATED, [(c[0], c[1], c[2], c[8]) for c, _ in prepared.values()])
 
-    def replace(self, rows: Sequence[ChunkRow]) -> None:
+    def replace(self, rows: Sequence[ChunkRow], *, meta: Mapping[str, str] | None = None) -> None:
         self._check()
         rows = list(rows)
-        if not rows:
+        if meta:
+            _no_nul("meta", [v for kv in meta.items() for v in kv])
+        if not rows and not meta:
             return
         prepared = self._prepare_rows(rows)
-        with self._write() as conn:
-            self._replace(conn, prepared)
-        self._maybe_index(len(rows[0].vector))
+        with self._write() as conn:  # rows and meta (a re-embed's model name) in one transaction
+            n_docs = self._replace(conn, prepared) if prepared else 0
+            if meta:
+                self._set_meta(conn, meta)
+        if rows:
+            self._maybe_index(len(rows[0].vector), n_docs)
 
     @staticmethod
     def _prepare_rows(rows: list[ChunkRow]) -> list[tuple[tuple[Any, ...], ChunkRow]]:
@@ -405,14 +520,15 @@ class PostgresStore:
             raise DuplicateIdError("replace got the same id twice")
         return [(_checked(r.chunk), r) for r in rows]
 
-    def _replace(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]]) -> None:
+    def _replace(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]]) -> int:
         # A changed text means new postings and a new vector: delete and re-insert under
         # the same id, keeping edges, in one transaction.
         ids = [cols[0] for cols, _ in prepared]
         kept = self._edges(conn, ids, None, "both")
         self._delete(conn, ids, None)
-        self._insert(conn, prepared, EventType.UPDATED)
+        n_docs = self._insert(conn, prepared, EventType.UPDATED)
         self._add_edges(conn, kept)
+        return n_docs
 
     def modify(self, ids: Sequence[str],
                change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
@@ -420,29 +536,41 @@ class PostgresStore:
         ids = list(dict.fromkeys(clean(ids)))
         if not ids:
             return
+        n_docs = None
         with self._write() as conn:
-            # FOR UPDATE: the rows stay locked until this transaction ends, so a writer in any
-            # process (or a store without the tenant lock) waits and then reads what is written here.
-            current = {cid: KnowledgeChunk.from_stored(doc) for cid, doc in conn.execute(
-                "SELECT id, doc FROM chunks WHERE tenant = %s AND id = ANY(%s) ORDER BY id FOR UPDATE",
+            # FOR UPDATE of the record and its access row: they stay locked until this
+            # transaction ends, so a writer in any process (an access write-back too) waits
+            # and then reads what is written here.
+            current = {r[0]: decode_record(r[0], r[1], r[2], r[3], None) for r in conn.execute(self._q(
+                "SELECT c.id, c.doc::text, a.n, a.last FROM @chunks c JOIN @access a ON a.tenant = c.tenant "
+                "AND a.seq = c.seq WHERE c.tenant = %s AND c.id = ANY(%s) ORDER BY c.id FOR UPDATE OF c, a"),
                 (self.tenant, ids))}
             chunks, rows = split_changes(change(current), current)
             if chunks:
-                self._update(conn, {c.id: _checked(c) for c in chunks})
+                self._update(conn, {c.id: (_checked(c), c) for c in chunks})
             if rows:
-                self._replace(conn, self._prepare_rows(rows))
-        if rows:
-            self._maybe_index(len(rows[0].vector))
+                n_docs = self._replace(conn, self._prepare_rows(rows))
+        if rows and n_docs is not None:
+            self._maybe_index(len(rows[0].vector), n_docs)
 
     def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
-        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
-            for c in current.values():
-                n, last = accesses[c.id]
-                c.access_count += n
-                c.last_accessed = last if c.last_accessed is None else max(c.last_accessed, last)
-            return list(current.values())
-
-        self.modify(list(accesses), change)  # FOR UPDATE: no concurrent write is lost
+        """One statement on the access side table, without the tenant write lock: the rows
+        are locked in seq order (so two write-backs cannot deadlock) and a concurrent
+        ``modify`` of the same record waits for it or it for the ``modify``."""
+        self._check()
+        ids = sorted(i for i in accesses if "\x00" not in i)
+        if not ids:
+            return
+        with self._conn(write=True) as conn:
+            conn.execute(self._q(
+                "WITH u AS (SELECT * FROM unnest(%(ids)s::text[], %(n)s::bigint[], %(last)s::timestamptz[]) "
+                "AS u(id, n, last)), "
+                "locked AS (SELECT a.seq, u.n, u.last FROM u JOIN @chunks c ON c.tenant = %(t)s AND c.id = u.id "
+                "JOIN @access a ON a.tenant = %(t)s AND a.seq = c.seq ORDER BY a.seq FOR UPDATE OF a) "
+                "UPDATE @access a SET n = a.n + l.n, last = greatest(a.last, l.last) FROM locked l "
+                "WHERE a.tenant = %(t)s AND a.seq = l.seq"),
+                {"t": self.tenant, "ids": ids, "n": [int(accesses[i][0]) for i in ids],
+                 "last": [to_datetime(accesses[i][1]) for i in ids]})
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         self._check()
@@ -454,22 +582,26 @@ class PostgresStore:
 
     def _delete(self, conn: psycopg.Connection, ids: Sequence[str], event: EventType | None) -> list[str]:
         """Delete records (their edges go by cascade); ``event=None`` announces nothing."""
-        t = self.tenant
-        gone = conn.execute(
-            "DELETE FROM chunks WHERE tenant = %s AND id = ANY(%s) "
-            "RETURNING id, seq, user_id, agent_id, session_id, ts, tags, doc_len, nb_len", (t, list(ids))).fetchall()
+        t, q = self.tenant, self._q
+        gone = conn.execute(q(
+            "DELETE FROM @chunks WHERE tenant = %s AND id = ANY(%s) "
+            "RETURNING id, seq, user_id, agent_id, session_id, ts, tags, doc_len, nb_len"), (t, list(ids))).fetchall()
         if not gone:
             return []
         seqs = [g[1] for g in gone]
-        pg_index.remove_postings(conn, t, seqs)
+        for table in ("vectors", "access", "cpost", "ctxvec"):
+            conn.execute(q(f"DELETE FROM @{table} WHERE tenant = %s AND seq = ANY(%s)"), (t, seqs))
+        pg_index.count_users(conn, q, t, Counter({u: -n for u, n in Counter(g[2] for g in gone).items()}))
+        pg_index.remove_postings(conn, q, t, seqs)
         changes: pg_index.SessionChanges = {}
         if self.index_config.context_radius:
-            conn.execute("DELETE FROM neighbours WHERE tenant = %s AND seq = ANY(%s)", (t, seqs))
+            conn.execute(q("DELETE FROM @neighbours WHERE tenant = %s AND seq = ANY(%s)"), (t, seqs))
             for _, seq, user, _, session, ts, *_ in gone:
                 if session is not None:
                     changes.setdefault((user, session), []).append((ts, seq))
-        nb = pg_index.rethread(conn, t, self.index_config.context_radius, changes)
-        pg_index.bump_stats(conn, t, docs=-len(gone), length=-sum(g[7] for g in gone),
+        nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
+        pg_index.refresh_context(conn, q, t, self._w, around, self._vw)
+        pg_index.bump_stats(conn, q, t, docs=-len(gone), length=-sum(g[7] for g in gone),
                             nb_length=nb - sum(g[8] for g in gone))
         if event is not None:
             self._notify(conn, event, [(g[0], g[2], g[3], g[6]) for g in gone])
@@ -487,7 +619,7 @@ class PostgresStore:
         if not ids:
             return set()
         with self._conn() as conn:
-            return {r[0] for r in conn.execute("SELECT id FROM chunks WHERE tenant = %s AND id = ANY(%s)",
+            return {r[0] for r in conn.execute(self._q("SELECT id FROM @chunks WHERE tenant = %s AND id = ANY(%s)"),
                                                (self.tenant, ids))}
 
     def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
@@ -496,13 +628,8 @@ class PostgresStore:
         if not ids:
             return {}
         with self._conn() as conn:
-            rows = conn.execute("SELECT id, doc FROM chunks WHERE tenant = %s AND id = ANY(%s)",
-                                (self.tenant, ids)).fetchall()
-            out = {cid: KnowledgeChunk.from_stored(doc) for cid, doc in rows}
-            if out:
-                for e in self._edges(conn, list(out), None, "out"):
-                    out[e.source_id].relationships.append(e)
-        return out
+            rows = conn.execute(self._q(GET_SQL), {"t": self.tenant, "ids": ids}).fetchall()
+        return {r[0]: decode_record(*r) for r in rows}
 
     def rank_fields(self, ids: Sequence[str]) -> dict[str, RankFields]:
         self._check()
@@ -510,19 +637,11 @@ class PostgresStore:
         if not ids:
             return {}
         with self._conn() as conn:
-            rows = conn.execute(
+            rows = conn.execute(self._q(
                 "SELECT id, doc->>'timestamp', doc->>'weight', doc->>'confidence', doc->>'pinned',"
                 " doc->'metadata'->'stale', doc->>'reinforced_at', doc->>'expires_at'"
-                " FROM chunks WHERE tenant = %s AND id = ANY(%s)", (self.tenant, ids)).fetchall()
-
-        def when(text: str | None) -> datetime | None:
-            return None if text is None else to_datetime(text)
-
-        # Fields a record of an older shape lacks take the chunk's defaults, as from_dict does.
-        return {cid: RankFields(when(ts), 1.0 if w is None else float(w),  # type: ignore[arg-type]
-                                1.0 if conf is None else float(conf), pinned == "true", bool(stale),
-                                when(reinforced), when(expires))
-                for cid, ts, w, conf, pinned, stale, reinforced, expires in rows}
+                " FROM @chunks WHERE tenant = %s AND id = ANY(%s)"), (self.tenant, ids)).fetchall()
+        return {r[0]: rank_fields_of(*r[1:]) for r in rows}
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]:
@@ -536,17 +655,17 @@ class PostgresStore:
         order_by = f"c.ts {direction}, c.seq {direction}" if order == "timestamp" else f"c.seq {direction}"
         lim = "" if limit is None else " LIMIT %(lim)s"
         with self._conn() as conn:
-            return [r[0] for r in conn.execute(
-                f"SELECT c.id FROM chunks c WHERE c.tenant = %(t)s{where} ORDER BY {order_by}{lim}",
+            return [r[0] for r in conn.execute(self._q(
+                f"SELECT c.id FROM @chunks c WHERE c.tenant = %(t)s{where} ORDER BY {order_by}{lim}"),
                 {"t": self.tenant, "lim": max(int(limit or 0), 0), **args})]
 
     def count(self, flt: Filter | None = None) -> int:
         with self._conn() as conn:
             if flt is None:
-                row = conn.execute("SELECT n_docs FROM stats WHERE tenant = %s", (self.tenant,)).fetchone()
+                row = conn.execute(self._q("SELECT n_docs FROM @stats WHERE tenant = %s"), (self.tenant,)).fetchone()
                 return 0 if row is None else int(row[0])
             where, args = filter_sql(flt)
-            return int(conn.execute(f"SELECT count(*) FROM chunks c WHERE c.tenant = %(t)s{where}",
+            return int(conn.execute(self._q(f"SELECT count(*) FROM @chunks c WHERE c.tenant = %(t)s{where}"),
                                     {"t": self.tenant, **args}).fetchone()[0])
 
     def matching(self, ids: Sequence[str], flt: Filter) -> set[str]:
@@ -556,34 +675,57 @@ class PostgresStore:
             return set()
         where, args = filter_sql(flt)
         with self._conn() as conn:
-            return {r[0] for r in conn.execute(
-                f"SELECT c.id FROM chunks c WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s){where}",
+            return {r[0] for r in conn.execute(self._q(
+                f"SELECT c.id FROM @chunks c WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s){where}"),
                 {"t": self.tenant, "ids": ids, **args})}
 
     def statuses(self) -> dict[str, int]:
         """Live record counts per status."""
         with self._conn() as conn:
-            return {s: int(n) for s, n in conn.execute(
-                "SELECT status, count(*) FROM chunks WHERE tenant = %s GROUP BY status", (self.tenant,))}
+            return {s: int(n) for s, n in conn.execute(self._q(
+                "SELECT status, count(*) FROM @chunks WHERE tenant = %s GROUP BY status"), (self.tenant,))}
 
     @property
     def dim(self) -> int | None:
         with self._conn() as conn:
-            row = conn.execute("SELECT dim FROM stats WHERE tenant = %s", (self.tenant,)).fetchone()
+            row = conn.execute(self._q("SELECT dim FROM @stats WHERE tenant = %s"), (self.tenant,)).fetchone()
         return None if row is None else row[0]
 
     # -- retrieval -----------------------------------------------------------------------
+    def _lexical_params(self, terms: Mapping[str, int]) -> dict[str, Any]:
+        query = {t: c for t, c in terms.items() if "\x00" not in t}
+        cfg = self.index_config
+        return {"t": self.tenant, "terms": list(query), "qtfs": [float(c) for c in query.values()],
+                "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon)}
+
+    def _statement(self, template: str, flt: Filter | None, **fmt: Any) -> tuple[str, dict[str, Any]]:
+        """A search statement with the filter's conditions in place, and their parameters."""
+        cpf, rest, args = split_filter(flt)
+        where, fargs = filter_sql(flt)
+        ltop = LTOP_FILTERED.replace("{rest}", rest) if rest else LTOP_PLAIN
+        return self._q(template.replace("{ltop}", ltop).format(cpf=cpf, rest=rest, flt=where, **fmt)), {**args, **fargs}
+
+    def _vector_params(self, q: np.ndarray, flt: Filter, k: int, exact: bool) -> dict[str, Any]:
+        # The graph is pointless when the filter names few enough ids; otherwise the
+        # statement decides from the user counts (see sql._VECTOR_CTES).
+        few_ids = flt.ids is not None and len(flt.ids) <= self.exact_limit
+        return {"q": q, "vk": max(int(k), 0), "graph": not (exact or few_ids), "exact_limit": int(self.exact_limit),
+                "users": None if flt.user_ids is None else clean(flt.user_ids), "vw": self._vw}
+
+    def _settings(self, conn: psycopg.Connection, k: int) -> None:
+        """The search's transaction-local settings (see ``_search_settings``)."""
+        ef = max(int(self.ef_search), 2 * int(k), 1)
+        for stmt in self._search_settings:
+            conn.execute(stmt.format(ef=ef))
+
     def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
                        include: Sequence[str] = ()) -> list[tuple[str, float]]:
         self._check()
-        query = {t: c for t, c in terms.items() if "\x00" not in t}
-        cfg = self.index_config
-        where, args = filter_sql(flt)
-        params = {"t": self.tenant, "terms": list(query), "qtfs": [float(c) for c in query.values()],
-                  "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon),
-                  "k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))), **args}
+        stmt, args = self._statement(LEXICAL_SQL, flt)
+        params = {**self._lexical_params(terms), "k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))),
+                  **args}
         with self._conn() as conn:
-            rows = conn.execute(LEXICAL_SQL.format(flt=where), params).fetchall()  # type: ignore[arg-type]
+            rows = conn.execute(stmt, params).fetchall()
         return sorted(((i, float(s)) for i, s in rows), key=lambda kv: (-kv[1], kv[0]))
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
@@ -591,68 +733,58 @@ class PostgresStore:
         q = np.asarray(vector, np.float32)
         if k <= 0:
             return []
-        where, args = filter_sql(flt)
-        params = {"t": self.tenant, "q": q, "k": int(k), **args}
-        with self._conn() as conn:
-            st = conn.execute("SELECT n_docs, dim FROM stats WHERE tenant = %s", (self.tenant,)).fetchone()
-            if st is None or st[0] == 0:
-                return []
-            n_docs, dim = st
-            if q.shape != (dim,):
-                raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({dim},)")
-            if not exact:
-                n_cand = conn.execute(
-                    f"SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s{where} LIMIT %(lim)s) x",
-                    {**params, "lim": self.exact_limit + 1}).fetchone()[0]
-                if n_cand == 0:
-                    return []
-                exact = n_cand <= self.exact_limit
-            if not exact:
-                # pgvector filters after the graph walk, so widen the beam as the filter
-                # gets more selective (as vectors.py does for FAISS); if the walk still
-                # comes back short, the exact scan below answers instead.
-                selectivity = min(1.0, n_cand / max(n_docs, 1))
-                ef = int(min(1000, max(self.ef_search, 2 * k) / max(selectivity, 0.05) ** 0.5))
-                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef, 1))))
-                vec = sql.SQL("c.embedding::vector({d}) <#> %(q)s::vector({d})").format(d=sql.Literal(int(dim)))
-                rows = conn.execute(sql.SQL(
-                    "SELECT c.id, -({vec}) FROM chunks c WHERE c.tenant = %(t)s AND c.dim = {d}" + where
-                    + " ORDER BY {vec} LIMIT %(k)s").format(vec=vec, d=sql.Literal(int(dim))), params).fetchall()
-                if len(rows) >= k:
-                    self.last_vector_path = "hnsw"
-                    return [(i, float(s)) for i, s in rows]
-                self.last_vector_path = "hnsw+exact"
-            else:
-                self.last_vector_path = "exact"
-            rows = conn.execute(
-                f"SELECT c.id, -(c.embedding <#> %(q)s) AS s FROM chunks c WHERE c.tenant = %(t)s{where} "
-                "ORDER BY s DESC, c.seq LIMIT %(k)s", params).fetchall()
-        return [(i, float(s)) for i, s in rows]
+        if q.ndim != 1 or not len(q):
+            raise DimensionMismatchError(f"the query vector has shape {q.shape}")
+        stmt, args = self._statement(VECTOR_SQL, flt, d=int(len(q)))
+        params = {"t": self.tenant, **self._vector_params(q, flt, k, exact), **args}
+        with self._tx() as conn:
+            self._settings(conn, k)
+            rows = conn.execute(stmt, params).fetchall()
+        hits = [(cid, float(s), path, seq) for cid, s, path, seq in rows if cid is not None]
+        if not hits:
+            dims = [seq for cid, _, _, seq in rows if cid is None]
+            if dims and dims[0] is not None and dims[0] != len(q):
+                raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({dims[0]},)")
+            return []
+        self.last_vector_path = hits[0][2]
+        hits.sort(key=lambda h: (-h[1], h[3]))
+        return [(cid, s) for cid, s, _, _ in hits]
 
     def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""
         self._check()
         ids = list(dict.fromkeys(clean(ids)))
+        q = np.asarray(vector, np.float32)
         if not ids:
             return {}
-        cfg = self.index_config
-        w = float(cfg.vector_context_weight) if cfg.context_radius else 0.0
         with self._conn() as conn:
-            own = conn.execute("SELECT seq, id, embedding FROM chunks WHERE tenant = %s AND id = ANY(%s)",
-                               (self.tenant, ids), binary=True).fetchall()
-            if not own:
-                return {}
-            mat = np.stack([e.to_numpy() for _, _, e in own]).astype(np.float64)
-            if w:
-                row_of = {seq: i for i, (seq, _, _) in enumerate(own)}
-                for seq, e in conn.execute(
-                        "SELECT n.seq, c.embedding FROM neighbours n JOIN chunks c ON c.tenant = n.tenant "
-                        "AND c.seq = n.nb_seq WHERE n.tenant = %s AND n.seq = ANY(%s)",
-                        (self.tenant, list(row_of)), binary=True):
-                    mat[row_of[seq]] += w * e.to_numpy().astype(np.float64)
-                mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-        scores = mat @ np.asarray(vector, np.float64)
-        return {cid: float(s) for (_, cid, _), s in zip(own, scores.tolist())}
+            rows = conn.execute(self._q(VECTOR_SCORES_SQL.format(d=int(len(q)))),
+                                {"t": self.tenant, "ids": ids, "q": q, "vw": self._vw}).fetchall()
+        return {cid: float(s) for cid, s in rows}
+
+    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int) -> Candidates:
+        """A hybrid search's candidates in one statement: the lexical top ``k`` (as
+        ``lexical_search``), the dense top ``k`` (as ``vector_search``), and for all of them
+        the BM25 score, the context-vector score (as ``vector_scores``), the fields ranking
+        reads (as ``rank_fields``) and the record (as ``get``), from one snapshot."""
+        self._check()
+        q = np.asarray(vector, np.float32)
+        if q.ndim != 1 or not len(q):
+            raise DimensionMismatchError(f"the query vector has shape {q.shape}")
+        stmt, args = self._statement(SEARCH_SQL, flt, d=int(len(q)))
+        params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False), **args}
+        with self._tx() as conn:
+            self._settings(conn, k)
+            rows = conn.execute(stmt, params).fetchall()
+        if not rows:
+            store_dim = self.dim
+            if store_dim is not None and store_dim != len(q):
+                raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({store_dim},)")
+        rows.sort(key=lambda r: (-r[1], r[0]))
+        return Candidates([r[0] for r in rows], np.fromiter((r[1] for r in rows), np.float64, len(rows)),
+                          np.fromiter((r[2] for r in rows), np.float64, len(rows)),
+                          {r[0]: rank_fields_of(*r[3:10]) for r in rows},
+                          {r[0]: (r[11], r[12], r[13], r[14]) for r in rows})
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         self._check()
@@ -660,8 +792,9 @@ class PostgresStore:
         if not ids:
             return {}
         with self._conn() as conn:
-            return {cid: e.to_numpy().astype(np.float32) for cid, e in conn.execute(
-                "SELECT id, embedding FROM chunks WHERE tenant = %s AND id = ANY(%s)", (self.tenant, ids), binary=True)}
+            return {cid: e.to_numpy().astype(np.float32) for cid, e in conn.execute(self._q(
+                "SELECT c.id, v.embedding FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq "
+                "WHERE c.tenant = %s AND c.id = ANY(%s)"), (self.tenant, ids), binary=True)}
 
     # -- relationships ----------------------------------------------------------------------
     def add_edges(self, edges: Sequence[Relationship]) -> None:
@@ -679,12 +812,12 @@ class PostgresStore:
             return
         keys = sorted(latest)
         conn.execute(
-            "INSERT INTO edges (tenant, src, dst, type, weight) "
+            self._q("INSERT INTO @edges (tenant, src, dst, type, weight) "
             "SELECT %(t)s, u.src, u.dst, u.type, u.w FROM unnest(%(src)s::text[], %(dst)s::text[], %(type)s::text[], "
             "%(w)s::float8[]) AS u(src, dst, type, w) "
-            "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = u.src) "
-            "AND EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = u.dst) "
-            "ON CONFLICT (tenant, src, dst, type) DO UPDATE SET weight = excluded.weight",
+            "WHERE EXISTS (SELECT 1 FROM @chunks c WHERE c.tenant = %(t)s AND c.id = u.src) "
+            "AND EXISTS (SELECT 1 FROM @chunks c WHERE c.tenant = %(t)s AND c.id = u.dst) "
+            "ON CONFLICT (tenant, src, dst, type) DO UPDATE SET weight = excluded.weight"),
             {"t": self.tenant, "src": [k[0] for k in keys], "dst": [k[1] for k in keys],
              "type": [k[2] for k in keys], "w": [latest[k] for k in keys]})
 
@@ -694,8 +827,8 @@ class PostgresStore:
             return
         with self._conn(write=True) as conn:
             conn.execute(
-                "DELETE FROM edges e USING unnest(%s::text[], %s::text[], %s::text[]) AS u(src, dst, type) "
-                "WHERE e.tenant = %s AND e.src = u.src AND e.dst = u.dst AND e.type = u.type",
+                self._q("DELETE FROM @edges e USING unnest(%s::text[], %s::text[], %s::text[]) AS u(src, dst, type) "
+                "WHERE e.tenant = %s AND e.src = u.src AND e.dst = u.dst AND e.type = u.type"),
                 ([e.source_id for e in edges], [e.target_id for e in edges], [e.type.value for e in edges],
                  self.tenant))
 
@@ -716,7 +849,7 @@ class PostgresStore:
                 "both": "(src = ANY(%(ids)s) OR dst = ANY(%(ids)s))"}[direction]
         type_sql = "" if types is None else " AND type = ANY(%(types)s::text[])"
         rows = conn.execute(
-            f"SELECT src, dst, type, weight FROM edges WHERE tenant = %(t)s AND {ends}{type_sql} ORDER BY src, dst, type",
+            self._q(f"SELECT src, dst, type, weight FROM @edges WHERE tenant = %(t)s AND {ends}{type_sql} ORDER BY src, dst, type"),
             {"t": self.tenant, "ids": list(ids),
              "types": None if types is None else [getattr(x, "value", x) for x in types]}).fetchall()
         return [Relationship(s, d, typ, w) for s, d, typ, w in rows]
@@ -726,8 +859,8 @@ class PostgresStore:
         _no_nul("namespace, key or user", [namespace, key, user_id])
         text = json.dumps(value, ensure_ascii=False)
         with self._conn(write=True) as conn:
-            conn.execute("INSERT INTO kv (tenant, ns, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) "
-                         "ON CONFLICT (tenant, ns, key) DO UPDATE SET value = excluded.value, user_id = excluded.user_id",
+            conn.execute(self._q("INSERT INTO @kv (tenant, ns, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) "
+                         "ON CONFLICT (tenant, ns, key) DO UPDATE SET value = excluded.value, user_id = excluded.user_id"),
                          (self.tenant, namespace, key, text, user_id))
 
     def kv_get(self, namespace: str, key: str) -> dict[str, Any] | None:
@@ -735,7 +868,7 @@ class PostgresStore:
             self._check()
             return None
         with self._conn() as conn:
-            row = conn.execute("SELECT value FROM kv WHERE tenant = %s AND ns = %s AND key = %s",
+            row = conn.execute(self._q("SELECT value FROM @kv WHERE tenant = %s AND ns = %s AND key = %s"),
                                (self.tenant, namespace, key)).fetchone()
         return None if row is None else row[0]
 
@@ -744,7 +877,7 @@ class PostgresStore:
             self._check()
             return False
         with self._conn(write=True) as conn:
-            cur = conn.execute("DELETE FROM kv WHERE tenant = %s AND ns = %s AND key = %s",
+            cur = conn.execute(self._q("DELETE FROM @kv WHERE tenant = %s AND ns = %s AND key = %s"),
                                (self.tenant, namespace, key))
             return cur.rowcount > 0
 
@@ -754,20 +887,20 @@ class PostgresStore:
             return iter(())
         with self._conn() as conn:
             # starts_with, not LIKE: keys may hold % and _. "C" order is code-point order.
-            rows = conn.execute("SELECT key, value FROM kv WHERE tenant = %s AND ns = %s AND key >= %s "
-                                "AND starts_with(key, %s) ORDER BY key",
+            rows = conn.execute(self._q("SELECT key, value FROM @kv WHERE tenant = %s AND ns = %s AND key >= %s "
+                                "AND starts_with(key, %s) ORDER BY key"),
                                 (self.tenant, namespace, prefix, prefix)).fetchall()
         return iter(rows)
 
     def log_append(self, stream: str, key: str, value: dict[str, Any], *, user_id: str | None = None) -> int:
         _no_nul("stream, key or user", [stream, key, user_id])
         text = json.dumps(value, ensure_ascii=False)
-        with self._conn(write=True) as conn:
+        with self._tx(write=True) as conn:
             # One writer per stream at a time, so sequence numbers are in commit order and a
             # reader polling with after=<last seq> never skips an entry committed late.
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("beeweave-log", self.schema, self.tenant, stream),))
             return int(conn.execute(
-                "INSERT INTO log (tenant, stream, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) RETURNING seq",
+                self._q("INSERT INTO @log (tenant, stream, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) RETURNING seq"),
                 (self.tenant, stream, key, text, user_id)).fetchone()[0])
 
     def log_read(self, stream: str, key: str | None = None, *, after: int = 0,
@@ -777,8 +910,8 @@ class PostgresStore:
             return []
         with self._conn() as conn:  # LIMIT NULL is no limit
             rows = conn.execute(
-                "SELECT seq, key, value FROM log WHERE tenant = %(t)s AND stream = %(s)s AND seq > %(after)s "
-                "AND (%(key)s::text IS NULL OR key = %(key)s) ORDER BY seq LIMIT %(limit)s",
+                self._q("SELECT seq, key, value FROM @log WHERE tenant = %(t)s AND stream = %(s)s AND seq > %(after)s "
+                "AND (%(key)s::text IS NULL OR key = %(key)s) ORDER BY seq LIMIT %(limit)s"),
                 {"t": self.tenant, "s": stream, "after": after, "key": key,
                  "limit": None if limit is None else int(limit)}).fetchall()
         return [(int(seq), k, v) for seq, k, v in rows]
@@ -788,43 +921,62 @@ class PostgresStore:
         if "\x00" in user_id:
             return 0
         with self._write() as conn:
-            ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE tenant = %s AND user_id = %s",
+            ids = [r[0] for r in conn.execute(self._q("SELECT id FROM @chunks WHERE tenant = %s AND user_id = %s"),
                                               (self.tenant, user_id))]
             gone = self._delete(conn, ids, EventType.DELETED) if ids else []
-            conn.execute("DELETE FROM kv WHERE tenant = %s AND user_id = %s", (self.tenant, user_id))
-            conn.execute("DELETE FROM log WHERE tenant = %s AND user_id = %s", (self.tenant, user_id))
+            conn.execute(self._q("DELETE FROM @kv WHERE tenant = %s AND user_id = %s"), (self.tenant, user_id))
+            conn.execute(self._q("DELETE FROM @log WHERE tenant = %s AND user_id = %s"), (self.tenant, user_id))
         return len(gone)
 
     def drop_tenant(self) -> int:
         """Delete everything of this tenant (records, index, edges, kv, log, meta); return records deleted.
         The store stays open and empty, with its index configuration kept."""
         with self._write() as conn:
-            n = conn.execute("SELECT coalesce(max(n_docs), 0) FROM stats WHERE tenant = %s",
+            n = conn.execute(self._q("SELECT coalesce(max(n_docs), 0) FROM @stats WHERE tenant = %s"),
                              (self.tenant,)).fetchone()[0]
-            for table in ("edges", "neighbours", "postings", "terms", "df_hist", "stats", "kv", "log", "chunks"):
-                conn.execute(sql.SQL("DELETE FROM {} WHERE tenant = %s").format(sql.Identifier(table)),
-                             (self.tenant,))
-            conn.execute("DELETE FROM meta WHERE tenant = %s AND key <> 'index_config'", (self.tenant,))
+            for table in ("edges", "neighbours", "postings", "cpost", "terms", "df_hist", "stats", "ucount", "kv",
+                          "log", "vectors", "access", "ctxvec", "chunks", "ingest_events"):
+                conn.execute(self._q(f"DELETE FROM @{table} WHERE tenant = %s"), (self.tenant,))
+            conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key <> 'index_config'"), (self.tenant,))
         return int(n)
 
     # -- integrity ---------------------------------------------------------------------------
     def verify(self) -> VerifyReport:
-        """Check the derived tables (lengths, df, statistics, neighbours) and the relationships
-        against this tenant's records and postings, in one snapshot."""
+        """Check the derived tables (lengths, df, statistics, neighbours, context postings,
+        user counts, vectors, access rows) and the relationships against this tenant's
+        records and postings, in one snapshot."""
         with self._conn() as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            found = pg_verify.problems(conn, self.tenant, self.index_config.context_radius)
-            records, edges = conn.execute(
-                "SELECT (SELECT count(*) FROM chunks WHERE tenant = %(t)s), "
-                "(SELECT count(*) FROM edges WHERE tenant = %(t)s)", {"t": self.tenant}).fetchone()
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                found = pg_verify.problems(conn, self._q, self.tenant, self.index_config.context_radius, self._w,
+                                           self._vw)
+                records, edges = one(conn.execute(self._q(
+                    "SELECT (SELECT count(*) FROM @chunks WHERE tenant = %(t)s), "
+                    "(SELECT count(*) FROM @edges WHERE tenant = %(t)s)"), {"t": self.tenant}).fetchone())
+            finally:
+                conn.execute("ROLLBACK")
         return VerifyReport(records=int(records), edges=int(edges), problems=found, problem_count=len(found))
 
     def repair(self) -> VerifyReport:
         """Recompute every derived table from the records and drop dangling relationships;
         return a fresh check."""
         with self._write() as conn:
-            pg_verify.rebuild(conn, self.tenant, self.index_config.context_radius)
+            pg_verify.rebuild(conn, self._q, self.tenant, self.index_config.context_radius, self._w, self._vw)
         return self.verify()
+
+    # -- the shared ingest queue -------------------------------------------------------------
+    def ingest_queue(self, *, lease: float | None = None, poll_interval: float = 1.0) -> Any:
+        """This tenant's ingest queue in the database (``PostgresEventQueue``), which the
+        ingest runtime uses instead of a queue file: a 202 is committed here, and the
+        workers of every host serving the tenant drain it. None on a read_only store
+        (a replica takes no events)."""
+        self._check()
+        if self.read_only:
+            return None
+        from .ingest_queue import DEFAULT_LEASE, PostgresEventQueue
+
+        lease = lease if lease is not None else self.ingest_lease
+        return PostgresEventQueue(self, lease=DEFAULT_LEASE if lease is None else lease, poll_interval=poll_interval)
 
     # -- events across processes ------------------------------------------------------------
     def listen(self, callback: Callable[[dict[str, Any]], Any], *, include_own: bool = False) -> RemoteListener:

@@ -1,15 +1,19 @@
 """verify() and repair() for the PostgreSQL backend: the derived tables checked against,
 and rebuilt from, each tenant's records and their postings.
 
-The records (``chunks``) and their term counts (``postings``, written in the same
-transaction) are the source; everything the BM25 search reads besides them is derived
-and is recomputed here set-wise, from scratch: lengths, document frequencies and their
-histogram, the statistics row, session neighbours and their lengths.
+The records (``chunks``), their vectors and their term counts (``postings``, written in
+the same transaction) are the source; everything the search reads besides them is
+derived and is recomputed here set-wise, from scratch: lengths, document frequencies and
+their histogram, the statistics row, session neighbours and their lengths, the context
+postings and the per-user counts (and an access row for every record).
 """
 
 from __future__ import annotations
 
 import psycopg
+
+from .index import CONTEXT_ROWS_SQL, CONTEXT_VECTORS_SQL, Q
+from .sql import one
 
 __all__ = ["problems", "rebuild"]
 
@@ -56,8 +60,29 @@ _CHECKS: list[tuple[str, str]] = [
         WHERE (c.n, c.l, c.nl) IS DISTINCT FROM (coalesce(s.n_docs, 0), coalesce(s.total_len, 0),
                                                  coalesce(s.total_nb_len, 0))"""),
     ("vectors whose dimension differs from the store's", """
-        SELECT count(*) FROM chunks c JOIN stats s ON s.tenant = c.tenant
-        WHERE c.tenant = %(t)s AND (c.dim <> s.dim OR vector_dims(c.embedding) <> c.dim)"""),
+        SELECT count(*) FROM vectors v JOIN stats s ON s.tenant = v.tenant
+        WHERE v.tenant = %(t)s AND (v.dim <> s.dim OR vector_dims(v.embedding) <> v.dim)"""),
+    ("records without a vector or vectors without a record", """
+        SELECT count(*) FROM (SELECT seq FROM chunks WHERE tenant = %(t)s) c
+        FULL JOIN (SELECT seq FROM vectors WHERE tenant = %(t)s) v USING (seq) WHERE c.seq IS NULL OR v.seq IS NULL"""),
+    ("records without an access row", """
+        SELECT count(*) FROM chunks c WHERE c.tenant = %(t)s
+        AND NOT EXISTS (SELECT 1 FROM access a WHERE a.tenant = %(t)s AND a.seq = c.seq)"""),
+    ("user counts that differ from the records", """
+        SELECT count(*) FROM (SELECT user_id, count(*) AS n FROM chunks WHERE tenant = %(t)s GROUP BY user_id) c
+        FULL JOIN (SELECT user_id, n FROM ucount WHERE tenant = %(t)s AND n <> 0) u USING (user_id)
+        WHERE c.n IS DISTINCT FROM u.n"""),
+    ("context postings that differ from the postings and neighbours", """
+        SELECT count(*) FROM (""" + CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true")
+                                   .replace("n.seq = ANY(%(seqs)s)", "true") + """) e
+        FULL JOIN (SELECT * FROM cpost WHERE tenant = %(t)s) a ON a.seq = e.seq AND a.term = e.term
+        WHERE e.seq IS NULL OR a.seq IS NULL OR a.user_id <> e.user_id OR a.status <> e.status
+        OR abs(a.f - e.f) > 1e-9 OR abs(a.clen - e.clen) > 1e-9"""),
+    ("context vectors that differ from the vectors and neighbours", """
+        SELECT count(*) FROM (""" + CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true") + """) e
+        FULL JOIN (SELECT * FROM ctxvec WHERE tenant = %(t)s) a ON a.seq = e.seq
+        WHERE e.seq IS NULL OR a.seq IS NULL OR abs(a.norm - e.norm) > 1e-6
+        OR (a.s IS NULL) <> (e.s IS NULL) OR (a.s <-> e.s) > 1e-5"""),
     ("relationships that point at missing records", """
         SELECT count(*) FROM edges e WHERE e.tenant = %(t)s AND (
             NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = e.src)
@@ -65,21 +90,29 @@ _CHECKS: list[tuple[str, str]] = [
 ]
 
 
-def problems(conn: psycopg.Connection, tenant: str, radius: int) -> list[str]:
+def _tables(query: str) -> str:
+    """The unqualified table names of these statements as ``@name`` for the qualifier."""
+    import re
+
+    return re.sub(r"\b(FROM|JOIN|INTO|UPDATE|TABLE) (chunks|vectors|postings|terms|df_hist|stats|neighbours|edges|"
+                  r"cpost|ucount|access|ctxvec)\b", r"\1 @\2", query)
+
+
+def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float) -> list[str]:
     """One line per kind of disagreement found, with how many rows it concerns."""
-    args = {"t": tenant, "r": int(radius)}
+    args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw)}
     out = []
     for what, query in _CHECKS:
-        n = conn.execute(query, args).fetchone()[0]  # type: ignore[arg-type]
+        n = one(conn.execute(q(_tables(query)), args).fetchone())[0]
         if n:
             out.append(f"{n} {what}")
     return out
 
 
-def rebuild(conn: psycopg.Connection, tenant: str, radius: int) -> None:
+def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float) -> None:
     """Recompute every derived table of a tenant from its records and postings (inside the
     caller's transaction, holding the tenant's write lock)."""
-    args = {"t": tenant, "r": int(radius)}
+    args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw)}
     for query in (
         "DELETE FROM postings p WHERE p.tenant = %(t)s "
         "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.seq = p.chunk_seq)",
@@ -99,10 +132,24 @@ def rebuild(conn: psycopg.Connection, tenant: str, radius: int) -> None:
         "UPDATE chunks c SET nb_len = coalesce((SELECT sum(m.doc_len) FROM neighbours n JOIN chunks m "
         "ON m.tenant = n.tenant AND m.seq = n.nb_seq WHERE n.tenant = %(t)s AND n.seq = c.seq), 0) "
         "WHERE c.tenant = %(t)s",
-        "INSERT INTO stats (tenant, n_docs, total_len, total_nb_len, dim) "
-        "SELECT %(t)s, count(*), coalesce(sum(doc_len), 0), coalesce(sum(nb_len), 0), max(dim) "
-        "FROM chunks WHERE tenant = %(t)s "
+        "DELETE FROM vectors v WHERE v.tenant = %(t)s "
+        "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.seq = v.seq)",
+        "DELETE FROM access a WHERE a.tenant = %(t)s "
+        "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.seq = a.seq)",
+        "INSERT INTO access (tenant, seq, n, last) SELECT %(t)s, c.seq, coalesce((c.doc->>'access_count')::bigint, 0), "
+        "(c.doc->>'last_accessed')::timestamptz FROM chunks c WHERE c.tenant = %(t)s ON CONFLICT DO NOTHING",
+        "DELETE FROM ucount WHERE tenant = %(t)s",
+        "INSERT INTO ucount (tenant, user_id, n) SELECT %(t)s, user_id, count(*) FROM chunks WHERE tenant = %(t)s "
+        "GROUP BY user_id",
+        "DELETE FROM cpost WHERE tenant = %(t)s",
+        "INSERT INTO cpost (tenant, seq, term, user_id, status, f, clen) "
+        + CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true").replace("n.seq = ANY(%(seqs)s)", "true"),
+        "DELETE FROM ctxvec WHERE tenant = %(t)s",
+        "INSERT INTO ctxvec (tenant, seq, s, norm) " + CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true"),
+        "INSERT INTO stats AS s (tenant, n_docs, total_len, total_nb_len, dim) "
+        "SELECT %(t)s, count(*), coalesce(sum(c.doc_len), 0), coalesce(sum(c.nb_len), 0), max(v.dim) "
+        "FROM chunks c LEFT JOIN vectors v ON v.tenant = c.tenant AND v.seq = c.seq WHERE c.tenant = %(t)s "
         "ON CONFLICT (tenant) DO UPDATE SET n_docs = excluded.n_docs, total_len = excluded.total_len, "
-        "total_nb_len = excluded.total_nb_len, dim = coalesce(excluded.dim, stats.dim)",
+        "total_nb_len = excluded.total_nb_len, dim = coalesce(excluded.dim, s.dim)",
     ):
-        conn.execute(query, args)  # type: ignore[arg-type]
+        conn.execute(q(_tables(query)), args)

@@ -1,0 +1,143 @@
+"""The ingest queue of a PostgreSQL store, in its database: shared by every host.
+
+``PostgresEventQueue`` implements the ``EventQueue`` protocol (beeweave_core/ingest/queue.py)
+over the ``ingest_events`` table, one tenant per queue. What it adds to the SQLite queue:
+
+* durable where the store is: ``put`` commits before it returns, so a 202 survives the
+  host that gave it (its disk, its queue directory), and any host's worker drains it;
+* claims, not reads: ``take`` leases the oldest pending events with ``FOR UPDATE SKIP
+  LOCKED`` — workers on many hosts take disjoint batches without waiting for each other —
+  and sets ``lease_until``; an event whose lease ran out (its worker died mid-batch) is
+  taken again by the next worker;
+* exactly once by event id: an event's memories have ids derived from its id, and the
+  runtime stores only those not stored yet (``IngestRuntime.store_new``), so an event
+  taken twice after an expired lease is stored once; ``done`` deletes the row.
+
+No statement depends on session state (schema-qualified, autocommit, no prepared
+statements), so the queue works through a transaction pooler like the store.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...ingest.queue import DeadRow, QueuedEvent
+
+if TYPE_CHECKING:
+    from .store import PostgresStore
+
+__all__ = ["PostgresEventQueue", "DEFAULT_LEASE"]
+
+DEFAULT_LEASE = 120.0  # seconds a worker holds a batch before another may take it
+
+
+class PostgresEventQueue:
+    """An ``EventQueue`` in the store's database, on the store's connection pool.
+
+    Args:
+        store: the tenant's ``PostgresStore``; the queue is that tenant's.
+        lease: seconds a taken batch stays with its worker before another worker may take
+            it (longer than any batch takes; a batch stored twice is still stored once).
+        poll_interval: seconds between an idle worker's looks at the queue.
+    """
+
+    durable = True
+
+    def __init__(self, store: PostgresStore, *, lease: float = DEFAULT_LEASE, poll_interval: float = 1.0) -> None:
+        self._store = store
+        self._t = store.tenant
+        self.lease = float(lease)
+        # How often an idle worker looks again: events other hosts accepted, or leases run out.
+        self.poll_interval = float(poll_interval)
+        self.worker = uuid.uuid4().hex  # who holds a lease, for the operator's eyes
+        self._closed = False
+
+    def _run(self, text: str, args: Any, *, fetch: bool = True) -> list[tuple[Any, ...]]:
+        if self._closed:
+            from ...errors import StoreClosedError
+
+            raise StoreClosedError("the ingest queue is closed")
+        with self._store._conn() as conn:
+            cur = conn.execute(self._store._q(text), args)
+            return cur.fetchall() if fetch and cur.description is not None else []
+
+    def put(self, event_id: str, user_id: str, body: str) -> bool:
+        return self.put_many([(event_id, user_id, body)]) == 1
+
+    def put_many(self, rows: Sequence[tuple[str, str, str]]) -> int:
+        if not rows:
+            return 0
+        got = self._run(
+            "INSERT INTO @ingest_events (tenant, id, user_id, body) "
+            "SELECT %(t)s, u.id, u.user_id, u.body FROM unnest(%(ids)s::text[], %(users)s::text[], %(bodies)s::text[]) "
+            "WITH ORDINALITY AS u(id, user_id, body, i) ORDER BY u.i ON CONFLICT (tenant, id) DO NOTHING RETURNING id",
+            {"t": self._t, "ids": [r[0] for r in rows], "users": [r[1] for r in rows], "bodies": [r[2] for r in rows]})
+        return len(got)
+
+    def pending_count(self) -> int:
+        return int(self._run("SELECT count(*) FROM @ingest_events WHERE tenant = %s AND state = 'pending'",
+                             (self._t,))[0][0])
+
+    def take(self, n: int) -> list[QueuedEvent]:
+        """Lease the ``n`` oldest pending events nobody holds (or whose lease ran out)."""
+        rows = self._run(
+            "WITH c AS (SELECT id FROM @ingest_events WHERE tenant = %(t)s AND state = 'pending' "
+            "AND (lease_until IS NULL OR lease_until < now()) ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED) "
+            "UPDATE @ingest_events e SET lease_until = now() + make_interval(secs => %(lease)s), leased_by = %(me)s "
+            "FROM c WHERE e.tenant = %(t)s AND e.id = c.id RETURNING e.seq, e.id, e.body, e.attempts",
+            {"t": self._t, "n": max(int(n), 0), "lease": self.lease, "me": self.worker})
+        rows.sort()
+        return [QueuedEvent(seq, eid, json.loads(body), attempts) for seq, eid, body, attempts in rows]
+
+    def done(self, ids: Sequence[str]) -> None:
+        if ids:
+            self._run("DELETE FROM @ingest_events WHERE tenant = %s AND id = ANY(%s)", (self._t, list(ids)),
+                      fetch=False)
+
+    def fail(self, event_id: str, error: str, *, body: str | None = None) -> None:
+        self._run("UPDATE @ingest_events SET state = 'dead', error = %s, attempts = attempts + 1, failed_at = now(), "
+                  "body = coalesce(%s, body), lease_until = NULL WHERE tenant = %s AND id = %s AND state = 'pending'",
+                  (error, body, self._t, event_id), fetch=False)
+
+    def postpone(self, ids: Sequence[str], error: str) -> None:
+        """Count a failed attempt and give the events back now (the store was unavailable)."""
+        if ids:
+            self._run("UPDATE @ingest_events SET attempts = attempts + 1, error = %s, lease_until = NULL "
+                      "WHERE tenant = %s AND state = 'pending' AND id = ANY(%s)", (error, self._t, list(ids)),
+                      fetch=False)
+
+    def dead(self, limit: int | None = None) -> list[DeadRow]:
+        rows = self._run(
+            "SELECT id, user_id, body, error, attempts, extract(epoch FROM failed_at) FROM @ingest_events "
+            "WHERE tenant = %s AND state = 'dead' ORDER BY seq LIMIT %s", (self._t, limit))
+        return [DeadRow(eid, uid, json.loads(body), error or "", attempts, float(failed_at or 0.0))
+                for eid, uid, body, error, attempts, failed_at in rows]
+
+    def revive(self, ids: Sequence[str] | None = None) -> int:
+        return len(self._run(
+            "UPDATE @ingest_events SET state = 'pending', lease_until = NULL WHERE tenant = %s AND state = 'dead' "
+            "AND (%s::text[] IS NULL OR id = ANY(%s)) RETURNING id",
+            (self._t, None if ids is None else list(ids), None if ids is None else list(ids))))
+
+    def discard(self, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        return len(self._run("DELETE FROM @ingest_events WHERE tenant = %s AND state = 'dead' AND id = ANY(%s) "
+                             "RETURNING id", (self._t, list(ids))))
+
+    def drop_oldest(self, exclude: Collection[str], reason: str) -> str | None:
+        rows = self._run(
+            "WITH v AS (SELECT id FROM @ingest_events WHERE tenant = %s AND state = 'pending' AND NOT id = ANY(%s) "
+            "ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) "
+            "UPDATE @ingest_events e SET state = 'dead', error = %s, failed_at = now(), lease_until = NULL "
+            "FROM v WHERE e.tenant = %s AND e.id = v.id RETURNING e.id", (self._t, list(exclude), reason, self._t))
+        return rows[0][0] if rows else None
+
+    def checkpoint(self) -> None:
+        """Nothing to do: PostgreSQL vacuums the processed rows."""
+
+    def close(self) -> None:
+        self._closed = True  # the pool is the store's; it closes with the store
