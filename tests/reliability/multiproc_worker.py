@@ -73,7 +73,15 @@ def main(args: dict) -> None:
                 j = int(last.read_text() or 0)
                 hits = m.search(marker(peer, j), user_id="shared", k=10)
                 seen = any(h.chunk.id == f"{peer}-a{j}" for h in hits)
-                why = "" if seen else f" (stored: {bool(m.backend.contains([f'{peer}-a{j}']))}, hits {[h.chunk.id for h in hits]})"
+                why = ""
+                if not seen:
+                    from beeweave_core.filters import build_filter
+
+                    got = m.backend.get([f"{peer}-a{j}"]).get(f"{peer}-a{j}")
+                    lex = m.backend.lexical_search({marker(peer, j): 1}, build_filter({}, user_id="shared"), 3)
+                    why = (f" (stored: {got is not None}, status {got and got.status.value}, "
+                           f"known term: {marker(peer, j) in m.backend.index.term_ids}, lexical {lex}, "
+                           f"hits {[h.chunk.id for h in hits]})")
                 say(f"search {peer}-a{j} {'seen' if seen else 'missed'}{why}")
         except BeeWeaveError as exc:
             say(f"beeweave-error {type(exc).__name__}: {exc}")
