@@ -9,6 +9,7 @@ nothing is ever rebuilt. Scores equal rank_bm25's ``BM25Okapi`` on the same toke
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -331,7 +332,7 @@ class BM25Index:
             self._norm_cache = (self._version, k1 * (1 - b + b * self._ctx_len / (self.avgdl or 1.0)))
         return self._norm_cache[1]
 
-    def _saturation(self, tfs: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    def _saturation(self, tfs: Any, norm: Any) -> Any:  # arrays, or one bound's floats
         """``tf * (k1 + 1) / (tf + norm)``: a posting's score is ``idf * qtf`` times this. Every
         scoring path computes it here, so their scores agree bit for bit."""
         return (tfs * (self.k1 + 1)) / (tfs + norm)
@@ -558,7 +559,7 @@ class BM25Index:
         bounds = []
         for i in order:
             m = ctx[i].max_own + self.context_weight * ctx[i].max_nbr
-            bounds.append(max(0.0, idf[terms[i][0]] * terms[i][1] * self._saturation(m, least)))
+            bounds.append(max(0.0, idf[terms[i][0]] * terms[i][1] * float(self._saturation(m, least))))
         part_slots: list[np.ndarray] = []
         part_scores: list[np.ndarray] = []
         for j in range(1, len(order)):

@@ -102,9 +102,9 @@ class ContextPostings:
     __slots__ = ("slots", "own", "nbr", "n", "max_own", "max_nbr")
 
     def __init__(self, slots: np.ndarray, own: np.ndarray, nbr: np.ndarray) -> None:
-        self.slots = slots.astype(np.int32)
-        self.own = own.astype(np.float32)  # integral values: exact in float32 up to 2**24
-        self.nbr = nbr.astype(np.float32)
+        self.slots: np.ndarray = slots.astype(np.int32)
+        self.own: np.ndarray = own.astype(np.float32)  # integral values: exact in float32 up to 2**24
+        self.nbr: np.ndarray = nbr.astype(np.float32)
         self.n = len(slots)
         # Upper bounds of the two counts over the entries (for pruning, see BM25Index.search):
         # raised by add(), never lowered, so they stay bounds however the entries change.
@@ -122,9 +122,9 @@ class ContextPostings:
         recv = recv[keep]
         credit = np.repeat(tfs, nb.shape[1])[keep]
         if (len(slots) + len(recv)) * 16 > n_slots:  # many: one pass over the slots beats sorting
-            own = np.zeros(n_slots, np.float64)
+            own: np.ndarray = np.zeros(n_slots, np.float64)
             own[slots] = tfs
-            nbr = np.bincount(recv, weights=credit, minlength=n_slots)
+            nbr: np.ndarray = np.bincount(recv, weights=credit, minlength=n_slots)
             uniq = np.flatnonzero((own > 0) | (nbr > 0))
             return cls(uniq, own[uniq], nbr[uniq])
         every = np.concatenate([slots, recv])

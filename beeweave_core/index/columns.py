@@ -125,8 +125,10 @@ class Selection:
         """Which of ``slots`` (any order, any values) the filter allows."""
         slots = np.asarray(slots, np.int64)
         if self._mask is None:
-            i = np.minimum(np.searchsorted(self.slots, slots), max(len(self.slots) - 1, 0))
-            return self.slots[i] == slots if len(self.slots) else np.zeros(len(slots), bool)
+            few = self.slots
+            assert few is not None  # a selection has its slots, its mask, or both
+            i = np.minimum(np.searchsorted(few, slots), max(len(few) - 1, 0))
+            return few[i] == slots if len(few) else np.zeros(len(slots), bool)
         inside = (slots >= 0) & (slots < self._n)
         inside[inside] = self._mask[slots[inside]]
         return inside
@@ -137,7 +139,7 @@ class AttributeColumns:
         self._cap = 0
         self.version = 0  # bumped by every change, so a mask computed before it is not reused
         self.codes = {f: _Codes() for f in _FIELDS}
-        self.arrays = {f: np.zeros(0, np.int32) for f in _FIELDS}
+        self.arrays: dict[str, np.ndarray] = {f: np.zeros(0, np.int32) for f in _FIELDS}
         self.ts = np.zeros(0, np.float64)
         self.tags = _SetIndex()
         self.entities = _SetIndex()

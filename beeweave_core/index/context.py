@@ -104,6 +104,7 @@ class SessionOrder:
         self._grow(slot)
         self._ts[slot], self._seq[slot], self._key[slot] = ts, seq, key
         lst = self._session(key, create=True)
+        assert lst is not None  # create=True always gives a list
         pos = bisect.bisect(lst, (ts, seq), key=self._sort_key)
         lst.insert(pos, slot)
         return lst[max(0, pos - self.radius) : pos + self.radius + 1]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class VectorIndex:
         self._n = 0  # slots used (live and dead)
         self._alive = np.zeros(0, dtype=bool)
         self._n_alive = 0
-        self._hnsw = None  # faiss.IndexHNSWFlat over slots [0, _hnsw_n)
+        self._hnsw: Any = None  # faiss.IndexHNSWFlat over slots [0, _hnsw_n)
         self._hnsw_n = 0
         self._graph_vecs = np.zeros((0, dim), dtype=np.float32)  # view of the graph's storage
 
@@ -283,7 +284,7 @@ class VectorIndex:
         os.replace(str(tmp) + ".keys.npy", str(path) + ".keys.npy")
         os.replace(tmp, path)
 
-    def _read_graph(self, path: Path, slot_keys: np.ndarray, n: int) -> object | None:
+    def _read_graph(self, path: Path, slot_keys: np.ndarray, n: int) -> Any:
         """The saved graph at ``path`` if it covers a prefix of the ``n`` current slots."""
         import faiss
 
