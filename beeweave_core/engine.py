@@ -39,6 +39,8 @@ from .scoring import ScoringConfig, score_factor
 from .events import EventBus, EventType, MemoryEvent
 from .records import ChunkStatus, KnowledgeChunk, ProcessedContent, SearchHit, to_datetime, utcnow
 from .store.base import ChunkRow, StoreBackend
+from .language import embedder_languages, retriever_weights
+from .query import prepare_query
 from .tokenizer import Tokenizer, TokenizerConfig
 
 __all__ = ["MemoryCore", "SearchConfig"]
@@ -578,12 +580,16 @@ class MemoryCore:
     def _search_once(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                      min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
                      now: datetime) -> list[SearchHit]:
+        # [retrieval] A dialogue query: its latest turns embedded, recent terms weigh more, cost bounded.
+        prepared = prepare_query(query, self.tokenizer)
         if qvec is None and self._backend.count(None):
-            qvec = self.embed_query(query)
-        ids, scores = self._retrieve(query, flt, k, qvec)
+            qvec = self.embed_query(prepared.text)
+        ids, scores = self._retrieve(prepared.terms, flt, k, qvec)
         # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
         pool_size = max(2 * k, k + 10) if rerank is None and mmr_lambda is None else max(4 * k, 40)
-        pool = fuse_scores(ids, scores, mode=mode, weights=self.config.weights, rrf_k=self.config.rrf_k,
+        # [retrieval] Lean on BM25 for the part of the query the embedder's languages do not cover.
+        weights = retriever_weights(query, embedder_languages(self.embedder), self.config.weights)
+        pool = fuse_scores(ids, scores, mode=mode, weights=weights, rrf_k=self.config.rrf_k,
                            limit=pool_size)
         if mode is FusionMode.ZSCORE:
             # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
@@ -604,7 +610,8 @@ class MemoryCore:
             scored = mmr(scored, self._backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
         return scored[:k]
 
-    def _retrieve(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None) -> tuple[list[str], dict[str, np.ndarray]]:
+    def _retrieve(self, terms: Mapping[str, int], flt: Filter, k: int,
+                  qvec: np.ndarray | None) -> tuple[list[str], dict[str, np.ndarray]]:
         """Candidates from both retrievers, each then scored by both: the ids, and each
         retriever's scores aligned with them.
 
@@ -613,9 +620,6 @@ class MemoryCore:
         vector), so fusion compares the same set on both scales.
         """
         depth = max(self.config.candidates, 4 * k)
-        terms: dict[str, int] = {}
-        for t in self.tokenizer(query):
-            terms[t] = terms.get(t, 0) + 1
         if self._backend.count(None) == 0 or qvec is None:
             return [], {"lexical": np.zeros(0), "vector": np.zeros(0)}
         vector_top = self._backend.vector_search(qvec, flt, depth)
