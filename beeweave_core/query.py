@@ -37,6 +37,8 @@ class QueryLimits:
         embed_turns: how many of the latest turns are embedded (the last one asks; the one
             before often says what it is about).
         embed_chars: characters of the latest turns embedded at most.
+        lexical_chars: characters of the latest turns tokenized (segmenting Chinese costs
+            about 15 µs a character: this bounds a long dialogue's lexical cost).
         max_chars: characters of a dialogue read at all (the latest).
     """
 
@@ -45,6 +47,7 @@ class QueryLimits:
     max_terms: int = 64
     embed_turns: int = 2
     embed_chars: int = 600
+    lexical_chars: int = 1000
     max_chars: int = 8000
 
 
@@ -111,7 +114,12 @@ def prepare_query(text: str, tokenize: Callable[[str], list[str]], limits: Query
     turns = [strip_markup(t) for t in turns]
     weights: dict[str, int] = {}
     order: dict[str, int] = {}  # the newest turn a term was seen in, for ties
+    read = 0
     for age, turn in enumerate(reversed(turns)):
+        if read >= limits.lexical_chars:
+            break
+        turn = turn[-(limits.lexical_chars - read):]
+        read += len(turn)
         w = limits.recency[min(age, len(limits.recency) - 1)]
         for t in tokenize(turn):
             weights[t] = weights.get(t, 0) + w
