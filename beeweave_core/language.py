@@ -13,6 +13,13 @@ An embedder declares its languages in an optional ``languages`` attribute: a fro
 ISO 639-1 codes, ``{"*"}`` for any language. Without one, ``model_languages`` guesses from
 a sentence-transformers model card (``language:`` in the README's front matter, as saved
 by ``save_pretrained`` and shipped by the Hugging Face hub) or from the model's name.
+
+For Chinese memories, pass a model that covers Chinese (it must be on disk: nothing is
+downloaded at run time), e.g. ``BeeWeave(embedder="BAAI/bge-small-zh-v1.5")`` (small, fast,
+Chinese + English; give it ``query_prefix="为这个句子生成表示以用于检索相关文章："`` through
+``SentenceTransformerEmbedder``), ``BAAI/bge-m3`` (multilingual, 568M parameters: best recall,
+slow on a CPU), ``intfloat/multilingual-e5-small`` or ``shibing624/text2vec-base-chinese``.
+With the bundled English model, Chinese search is essentially BM25 over jieba.
 """
 
 from __future__ import annotations
