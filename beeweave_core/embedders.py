@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from .index.vectors import normalize
+from .language import model_languages
 from .quiet import quiet_model_loading
 
 __all__ = [
@@ -51,7 +52,9 @@ class Embedder(Protocol):
     """What BeeWeave needs of an embedding model.
 
     ``name`` identifies the model (stored with the index); ``dim`` may load the model.
-    Both methods return L2-normalised float32 arrays.
+    Both methods return L2-normalised float32 arrays. Optional: ``languages``, a frozenset
+    of ISO 639-1 codes the model covers (``{"*"}``: any); search leans on BM25 for a query
+    outside them (``language.py``). Without it the model is used at full weight.
     """
 
     name: str
@@ -114,11 +117,14 @@ class SentenceTransformerEmbedder:
             never searched with the other.
         cache_dir: where exported ONNX files go; default ``$BEEWEAVE_CACHE`` or
             ``~/.cache/beeweave``.
+        languages: ISO 639-1 codes the model covers (``["*"]``: any); default: read from the
+            model card or name (``language.model_languages``), English for the bundled model.
     """
 
     def __init__(self, model: str | None = None, *, device: str = "cpu", batch_size: int = 64,
                  query_prefix: str = "", document_prefix: str = "", show_progress_bar: bool = False,
-                 backend: str = "torch", quantize: bool = False, cache_dir: str | Path | None = None) -> None:
+                 backend: str = "torch", quantize: bool = False, cache_dir: str | Path | None = None,
+                 languages: Sequence[str] | None = None) -> None:
         if backend not in ("torch", "onnx"):
             raise InvalidInputError(f"backend must be 'torch' or 'onnx', not {backend!r}")
         if quantize and backend != "onnx":
@@ -129,6 +135,9 @@ class SentenceTransformerEmbedder:
             # Said now, not after loading the torch model on the first embedding.
             raise MissingDependencyError('backend="onnx" needs onnxruntime: pip install "beeweave[onnx]"')
         self._model_arg = model
+        # What the model covers (``languages``, default: from its card or name; the bundled one is English).
+        self.languages = (frozenset([languages] if isinstance(languages, str) else languages) if languages is not None
+                          else frozenset({"en"}) if model is None else model_languages(str(model)))
         self.name = (DEFAULT_MODEL_NAME if model is None else str(model)) + (_INT8_SUFFIX if quantize else "")
         self.device = device
         self.batch_size = batch_size

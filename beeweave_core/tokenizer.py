@@ -3,7 +3,20 @@ Chinese (jieba segmentation), including mixed Chinese/English text.
 
 Its configuration is saved with the store and reloaded on open, so the index and
 the queries are always cut the same way (a different stemmer at query time than at
-index time silently ruins BM25).
+index time silently ruins BM25). A store made before a setting existed reloads with
+that setting off (``TokenizerConfig.from_dict``), so it keeps cutting text as it did.
+
+Chinese (version 2 defaults):
+- NFKC folds full-width letters, digits and punctuation to half-width; OpenCC converts
+  traditional characters to simplified, so 記憶 and 记忆 are one term.
+- jieba search mode, then a stop-word list of function words (``data/zh_stopwords.txt``).
+- Character bigrams of every CJK run as extra terms: jieba cuts the same phrase
+  differently in different contexts (and invents words for names it does not know), so a
+  query and a memory may share no word yet share bigrams. Bigrams carry a prefix so that a
+  bigram never adds to the count of the identical two-character word.
+- Numbers: digit runs lose leading zeros (04月 = 4月), and a word written in Chinese
+  numerals (三千, 二零二四年, 十一月, 周三) also yields its Arabic value, so dates and amounts
+  match whichever way either side wrote them.
 """
 
 from __future__ import annotations
@@ -11,13 +24,15 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from .errors import InvalidInputError, MissingDependencyError
 from .quiet import quiet_jieba
 
-__all__ = ["TokenizerConfig", "Tokenizer"]
+__all__ = ["TokenizerConfig", "Tokenizer", "BIGRAM_PREFIX"]
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A CJK run, or a run of word characters that are not CJK (Latin, digits, accents...).
@@ -35,10 +50,26 @@ ENGLISH_STOPWORDS = frozenset(
     where's which while who who's whom why why's with won't would wouldn't you you'd you'll you're you've
     your yours yourself yourselves s t d ll m re ve""".split()
 )
-CHINESE_STOPWORDS = frozenset(
+# The list of version 1, kept as it was: stores made with it must keep cutting text the same way.
+CHINESE_STOPWORDS_V1 = frozenset(
     """的 了 是 在 和 与 及 或 就 都 而 也 还 又 很 着 吗 呢 吧 啊 呀 嘛 么 之 其 这 那 这个 那个 这些 那些 一个
     个 把 被 让 给 对 从 向 到 于 为 以 由 我 你 他 她 它 我们 你们 他们 她们 它们 自己 什么 怎么 怎样 如何 哪 哪里
     吗 有 没有 没 不 要 会 能 可以 请 说 做 去 来 上 下 中 里 后 前 时 时候 啊 哦 嗯""".split()
+)
+CHINESE_STOPWORDS = CHINESE_STOPWORDS_V1  # the name earlier releases exported
+
+# Prefix of a character-bigram term: never the start of a word term (a control character).
+BIGRAM_PREFIX = "\x02"
+
+# A number in Chinese numerals inside a CJK run, found on the run itself (jieba cuts 二零二四年
+# into 二零二 + 四年): two or more numeral characters (三千, 二零二四, 十一), or one before a unit
+# (三点, 五月, 三个, 一号). It must start with a digit numeral: 万一 ("in case") and 千万 ("by all
+# means") are words, not numbers. A unit that is also an ordinary word part (分 as in 十分
+# "very", 起 as in 一起) is left out.
+_NUMERAL = re.compile(
+    "[零〇一二两三四五六七八九十][零〇一二两三四五六七八九十百千万亿]+"
+    "|[零〇二两三四五六七八九十](?=[年月日号点时岁个人天次元块位名层楼条本张周])"
+    "|一(?=[月日号])"  # 一 before other units is mostly "a" (一点 "a little", 一个 "a")
 )
 
 
@@ -63,25 +94,86 @@ def _shared_jieba() -> Any:
     return _JIEBA
 
 
+_OPENCC: Any = None
+
+
+def _to_simplified(text: str) -> str:
+    global _OPENCC
+    if _OPENCC is None:
+        with _JIEBA_LOCK:
+            if _OPENCC is None:
+                try:
+                    import opencc
+                except ImportError as exc:  # pragma: no cover - a declared dependency
+                    raise MissingDependencyError(
+                        "traditional-to-simplified conversion needs OpenCC: pip install opencc") from exc
+                _OPENCC = opencc.OpenCC("t2s")
+    return str(_OPENCC.convert(text))
+
+
+@lru_cache(maxsize=1)
+def _stopwords_v2() -> frozenset[str]:
+    text = resources.files("beeweave_core").joinpath("data/zh_stopwords.txt").read_text(encoding="utf-8")
+    return frozenset(w for line in text.splitlines() if not line.startswith("#") for w in line.split())
+
+
+@lru_cache(maxsize=4096)
+def _numeral_value(numerals: str) -> str | None:
+    """The Arabic form of a run of Chinese numerals (cn2an, loaded on first use), or None."""
+    try:
+        import cn2an
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise MissingDependencyError("Chinese numerals need cn2an: pip install cn2an") from exc
+    try:
+        value = cn2an.cn2an(numerals, "smart")
+    except (ValueError, KeyError, IndexError):
+        return None  # not a well-formed number (e.g. 十百)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
 @dataclass(frozen=True)
 class TokenizerConfig:
-    """What decides how text is cut. Stored with the index as JSON."""
+    """What decides how text is cut. Stored with the index as JSON.
+
+    A configuration read back from a store made before a field existed gets that field's
+    ``_LEGACY`` value (the behaviour the store was built with), not the new default.
+    """
 
     lowercase: bool = True
     stopwords: bool = True
     stemmer: str | None = "english"  # a Snowball language name, or None
     chinese: bool = True  # segment CJK runs with jieba
-    version: int = 1
+    version: int = 2
+    chinese_stopwords: str = "v2"  # "v1": the short built-in list; "v2": data/zh_stopwords.txt
+    traditional_to_simplified: bool = True  # OpenCC t2s before segmenting
+    cjk_bigrams: bool = True  # character bigrams of CJK runs as extra terms
+    numbers: bool = True  # digit runs without leading zeros; Chinese numerals also as Arabic
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TokenizerConfig:
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"not a tokenizer configuration: {data!r}")
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidInputError(f"not a tokenizer configuration (unknown {sorted(unknown)}): {data!r}")
+        filled = {**{k: v for k, v in _LEGACY.items() if k not in data}, **data}
+        if "version" not in data:
+            filled["version"] = 1
         try:
-            return cls(**data)
-        except TypeError as exc:
+            return cls(**filled)
+        except TypeError as exc:  # pragma: no cover - every field has a value by now
             raise InvalidInputError(f"not a tokenizer configuration: {data!r}") from exc
+
+
+# What a store saved before these fields existed was built with (version 1).
+_LEGACY: dict[str, Any] = {"chinese_stopwords": "v1", "traditional_to_simplified": False, "cjk_bigrams": False,
+                           "numbers": False}
 
 
 class Tokenizer:
@@ -93,6 +185,8 @@ class Tokenizer:
 
     def __init__(self, config: TokenizerConfig | None = None) -> None:
         self.config = config or TokenizerConfig()
+        if self.config.chinese_stopwords not in ("v1", "v2"):
+            raise InvalidInputError(f"chinese_stopwords must be 'v1' or 'v2', got {self.config.chinese_stopwords!r}")
         self._stemmer: Any = None
         self._jieba: Any = None
         self._lock = threading.Lock()
@@ -101,21 +195,33 @@ class Tokenizer:
     def __call__(self, text: str) -> list[str]:
         return self.tokenize(text)
 
+    @property
+    def chinese_stopwords(self) -> frozenset[str]:
+        return CHINESE_STOPWORDS_V1 if self.config.chinese_stopwords == "v1" else _stopwords_v2()
+
     def tokenize(self, text: str) -> list[str]:
         cfg = self.config
-        text = unicodedata.normalize("NFKC", text)
+        text = unicodedata.normalize("NFKC", text)  # full-width -> half-width, ligatures...
         if cfg.lowercase:
             text = text.lower()
         out: list[str] = []
+        zh_stop = self.chinese_stopwords if cfg.stopwords else frozenset()
         for cjk, word in _RUNS.findall(text):
             if word:
                 if cfg.stopwords and word in ENGLISH_STOPWORDS:
                     continue
+                if cfg.numbers and word.isdigit():
+                    out.append(word.lstrip("0") or "0")
+                    continue
                 out.append(self._stem(word) if cfg.stemmer else word)
             elif cfg.chinese:
-                for piece in self._segment(cjk):
-                    if not (cfg.stopwords and piece in CHINESE_STOPWORDS):
-                        out.append(piece)
+                if cfg.traditional_to_simplified:
+                    cjk = _to_simplified(cjk)
+                out.extend(piece for piece in self._segment(cjk) if piece not in zh_stop)
+                if cfg.numbers:
+                    out.extend(_numerals(cjk))
+                if cfg.cjk_bigrams:
+                    out.extend(_bigrams(cjk, zh_stop))
             else:
                 out.extend(cjk)  # one term per character without a segmenter
         return out
@@ -145,3 +251,19 @@ class Tokenizer:
         # Search mode also yields the short words inside long ones (中华人民共和国 ->
         # 中华, 人民, 共和国...), so a query using a part still matches the whole.
         return [w for w in self._jieba.cut_for_search(run) if w.strip()]
+
+
+def _numerals(run: str) -> list[str]:
+    """The Arabic values of the numbers written in Chinese numerals in a CJK run (三千 -> 3000)."""
+    out = []
+    for m in _NUMERAL.finditer(run):
+        value = _numeral_value(m.group())
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def _bigrams(run: str, stop: frozenset[str]) -> list[str]:
+    """Prefixed character bigrams of a CJK run; one with a stop character (的, 是, 我...) is noise."""
+    return [BIGRAM_PREFIX + run[i : i + 2] for i in range(len(run) - 1)
+            if run[i] not in stop and run[i + 1] not in stop]

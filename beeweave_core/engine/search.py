@@ -20,7 +20,9 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..filters import Filter, build_filter
 from ..fusion import FusionMode, fuse_scores
+from ..language import embedder_languages, retriever_weights
 from ..network import ExpandOptions, check_ranking
+from ..query import prepare_query
 from ..records import SearchHit
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
@@ -104,13 +106,18 @@ class Search:
                      min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
                      now: datetime) -> list[SearchHit]:
         backend = self.shared.backend
+        # A dialogue query: its latest turns embedded, recent terms weigh more, cost bounded
+        # (a plain question passes through unchanged).
+        prepared = prepare_query(query, self.shared.tokenizer)
         if qvec is None and backend.count(None):
-            qvec = self.embed_query(query)
-        ids, scores = self._retrieve(query, flt, k, qvec)
+            qvec = self.embed_query(prepared.text)
+        ids, scores = self._retrieve(prepared.terms, flt, k, qvec)
         # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
         pool_size = max(2 * k, k + 10) if rerank is None and mmr_lambda is None else max(4 * k, 40)
         cfg = self.shared.config
-        pool = fuse_scores(ids, scores, mode=mode, weights=cfg.weights, rrf_k=cfg.rrf_k, limit=pool_size)
+        # Lean on BM25 for the part of the query the embedder's languages do not cover.
+        weights = retriever_weights(query, embedder_languages(self.shared.embedder), cfg.weights)
+        pool = fuse_scores(ids, scores, mode=mode, weights=weights, rrf_k=cfg.rrf_k, limit=pool_size)
         if mode is FusionMode.ZSCORE:
             # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
             pool = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in pool]
@@ -131,15 +138,13 @@ class Search:
             scored = mmr(scored, backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
         return scored[:k]
 
-    def _retrieve(self, query: str, flt: Filter, k: int,
+    def _retrieve(self, terms: Mapping[str, int], flt: Filter, k: int,
                   qvec: np.ndarray | None) -> tuple[list[str], dict[str, np.ndarray]]:
         """Candidates from both retrievers, each then scored by both: the ids, and each
-        retriever's scores aligned with them (so fusion compares one set on both scales)."""
+        retriever's scores (for the query's term counts) aligned with them, so fusion
+        compares one set on both scales."""
         backend = self.shared.backend
         depth = max(self.shared.config.candidates, 4 * k)
-        terms: dict[str, int] = {}
-        for t in self.shared.tokenizer(query):
-            terms[t] = terms.get(t, 0) + 1
         if backend.count(None) == 0 or qvec is None:
             return [], {"lexical": np.zeros(0), "vector": np.zeros(0)}
         vector_top = backend.vector_search(qvec, flt, depth)
