@@ -40,10 +40,10 @@ from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.output_parsers import StrOutputParser  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
+from langchain_models import ScriptedChatModel, tool_call  # noqa: E402
 
 from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
 from beeweave_langchain import BeeWeaveCallbackHandler  # noqa: E402
-from langchain_models import ScriptedChatModel, tool_call  # noqa: E402
 
 QUESTION = "Which port does the staging database listen on?"
 ANSWER = "The staging database listens on port 5433."

@@ -19,10 +19,10 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.tools import create_retriever_tool, tool
+from langchain_models import chat_model, tool_call
 
 from beeweave_core import BeeWeave
 from beeweave_langchain import BeeWeaveCallbackHandler, BeeWeaveRetriever
-from langchain_models import chat_model, tool_call
 
 QUESTION_1 = "Which port does the staging database listen on?"
 QUESTION_2 = "Remind me: what port did we find for the staging database?"

@@ -14,10 +14,10 @@ from typing import Any
 
 from langchain_classic.chains import ConversationChain
 from langchain_core.prompts import PromptTemplate
+from langchain_models import chat_model
 
 from beeweave_core import BeeWeave
 from beeweave_langchain import BeeWeaveMemory
-from langchain_models import chat_model
 
 PROMPT = PromptTemplate.from_template(
     "You are a helpful assistant.\n{long_term}\n\nConversation so far:\n{history}\n\nHuman: {input}\nAI:")

@@ -15,10 +15,10 @@ from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
+from langchain_models import chat_model
 
 from beeweave_core import BeeWeave
 from beeweave_langchain import BeeWeaveRetriever
-from langchain_models import chat_model
 
 FACTS = [
     "The staging database listens on port 5433.",

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
+from support import WORDS, sentence, term_counts
 
 from beeweave_core import BeeWeave, HashingEmbedder
-from beeweave_core.index.bm25 import BM25Index, count_terms, top_k
 from beeweave_core.filters import build_filter
-from support import WORDS, sentence, term_counts
+from beeweave_core.index.bm25 import BM25Index, count_terms, top_k
 
 ATOL = 1e-6
 
@@ -217,7 +217,7 @@ def test_parity_after_incremental_adds_and_deletes(seed: int) -> None:
     index, vocab, live = build(docs)
     next_slot = len(docs)
     counts = {s: count_terms([vocab.ids[t] for t in d]) for s, d in live.items()}
-    for step in range(60):
+    for _step in range(60):
         if live and rnd.random() < 0.45:
             slot = rnd.choice(sorted(live))
             index.remove(slot, counts.pop(slot))
@@ -314,7 +314,7 @@ def test_store_lexical_search_matches_rank_bm25_with_its_tokenizer() -> None:
     m = BeeWeave(embedder=HashingEmbedder(16))
     try:
         texts: dict[str, str] = {}
-        for i in range(120):
+        for _i in range(120):
             text = sentence(rnd)
             if not m.tokenizer(text):
                 text += " honey"  # only stop words: still a doc, but give it a term
@@ -325,7 +325,7 @@ def test_store_lexical_search_matches_rank_bm25_with_its_tokenizer() -> None:
         for cid in rnd.sample(sorted(texts), 40):
             assert m.delete(cid)
             del texts[cid]
-        for i in range(30):
+        for _i in range(30):
             text = sentence(rnd) + " honey"
             texts[m.add(text, user_id="ann")] = text
         assert sum(_store_parity(m, texts, q) for q in queries) > 0

@@ -8,8 +8,8 @@ import random
 from datetime import datetime, timedelta, timezone
 
 from beeweave_core import KnowledgeChunk
-from beeweave_core.scoring import RankFields
 from beeweave_core.index.rank_columns import RankColumns
+from beeweave_core.scoring import RankFields
 
 UTC = timezone.utc
 EDGES = [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),

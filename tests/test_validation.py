@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import sentence, snapshot
 
 from beeweave_core import (
     BeeWeave,
@@ -24,7 +25,6 @@ from beeweave_core import (
     StoreClosedError,
     UnknownFilterError,
 )
-from support import sentence, snapshot
 
 DIM = 32
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ingest_support import everything
+
 from beeweave_core.ingest.intake import MemoryIntake, MmapJournal
 from beeweave_core.ingest.queue import SQLiteEventQueue
-from ingest_support import everything
 
 
 def test_append_drain_commit(tmp_path: Path) -> None:

@@ -9,12 +9,23 @@ from langchain_core.messages import AIMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
+from langchain_models import ScriptedChatModel, tool_call
+from lc_support import (
+    ANSWER,
+    QUESTION,
+    TOOL_RESULT,
+    Recorder,
+    broken_tool,
+    executor,
+    graph_agent,
+    lookup_config,
+    recall_agent,
+    script,
+    user_says,
+)
 
 from beeweave_core import NotFoundError
 from beeweave_langchain import BeeWeaveCallbackHandler
-from langchain_models import ScriptedChatModel, tool_call
-from lc_support import (ANSWER, QUESTION, TOOL_RESULT, Recorder, broken_tool, executor, graph_agent, lookup_config,
-                        recall_agent, script, user_says)
 
 
 def only_event(store: Recorder):

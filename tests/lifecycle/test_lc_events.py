@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from beeweave_core import EventType
 from lifecycle_support import unit
+
+from beeweave_core import EventType
 
 
 def _story(m, clock) -> dict[str, str]:

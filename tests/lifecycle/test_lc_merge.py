@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 
-from beeweave_core import ChunkStatus, EventType, RelationType, Relationship
 from lifecycle_support import unit
+
+from beeweave_core import ChunkStatus, EventType, Relationship, RelationType
 
 
 def _pair_at(angle_deg: float) -> list[float]:

@@ -20,10 +20,11 @@ import threading
 import time
 from pathlib import Path
 
+from support import WORDS
+
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.lifecycle import LifecycleConfig
-from support import WORDS
 
 _print_lock = threading.Lock()
 

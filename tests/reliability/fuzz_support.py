@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
-
-from beeweave_core import BeeWeave, BeeWeaveError
 from rel_support import all_chunks
 from support import stable_dict
+
+from beeweave_core import BeeWeave, BeeWeaveError
 
 SQL = ["'; DROP TABLE chunks; --", "\" OR 1=1 --", "x'); DELETE FROM edges; --", "%", "_", "%%s", "%(t)s",
        "' UNION SELECT doc FROM chunks --", "robert'); DROP TABLE kv;--", "$1", "?", "\\", "*"]
@@ -52,7 +52,7 @@ def nested(depth: int, leaf: Any = 1) -> Any:
 
 
 def snapshot(m: BeeWeave) -> str:
-    return json.dumps(sorted((json.dumps(stable_dict(c), sort_keys=True) for c in all_chunks(m.backend).values())))
+    return json.dumps(sorted(json.dumps(stable_dict(c), sort_keys=True) for c in all_chunks(m.backend).values()))
 
 
 def works_or_refuses(m: BeeWeave, call: Callable[[], Any], *, changes_nothing_on_error: bool = True) -> bool:

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fuzz_support import SQL, junk, maybe, nested, text_of, texts, words, works_or_refuses
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from rel_support import assert_verified, examples
+from support import WORDS, sentence
 
 from beeweave_core import BeeWeave, BeeWeaveError, Candidate, ExpandOptions, HashingEmbedder, InvalidInputError
 from beeweave_core.ingest import IngestConfig
-from fuzz_support import SQL, junk, maybe, nested, text_of, texts, words, works_or_refuses
-from rel_support import assert_verified, examples
-from support import WORDS, sentence
 
 FUZZ = settings(max_examples=examples(40), derandomize=True, database=None, deadline=None)
 FACES = settings(max_examples=examples(25), derandomize=True, database=None, deadline=None)
@@ -306,9 +306,9 @@ def _nodes():
 @given(data=st.data(), query=st.one_of(st.none(), texts), user_id=maybe(words), mmr=st.one_of(st.none(), st.floats()),
        expand=st.booleans(), top_n=st.one_of(st.none(), st.integers(-2, 5)))
 def test_llamaindex_postprocessor(store, data, query, user_id, mmr, expand, top_n) -> None:
-    from beeweave_llamaindex import BeeWeaveNodePostprocessor
-
     from pydantic import ValidationError
+
+    from beeweave_llamaindex import BeeWeaveNodePostprocessor
 
     nodes = data.draw(_nodes())
     try:  # pydantic fields: a value of the wrong type is LlamaIndex's usual ValidationError
@@ -414,9 +414,11 @@ def test_ten_megabyte_texts(tmp_path) -> None:
 def test_strings_with_nul_and_lone_surrogates_at_every_field() -> None:
     with BeeWeave(embedder=HashingEmbedder(32)) as m:
         for bad in ("\ud800", "a\udfffb"):
-            for call in (lambda: m.add(bad, user_id="u"), lambda: m.add("ok", user_id=bad),
-                         lambda: m.add("ok", user_id="u", tags=[bad]), lambda: m.add("ok", user_id="u", metadata={bad: 1}),
-                         lambda: m.search(bad), lambda: m.ingest({"user_id": "u", "query": bad})):
+            # Each lambda binds this iteration's value as a default: called at once, and says so.
+            for call in (lambda bad=bad: m.add(bad, user_id="u"), lambda bad=bad: m.add("ok", user_id=bad),
+                         lambda bad=bad: m.add("ok", user_id="u", tags=[bad]),
+                         lambda bad=bad: m.add("ok", user_id="u", metadata={bad: 1}),
+                         lambda bad=bad: m.search(bad), lambda bad=bad: m.ingest({"user_id": "u", "query": bad})):
                 with pytest.raises(InvalidInputError):
                     call()
         cid = m.add("nul \x00 inside", user_id="u\x00v", tags=["t\x00"])  # SQLite keeps NUL as written

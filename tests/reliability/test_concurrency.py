@@ -29,18 +29,18 @@ import random
 import threading
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timezone
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from rel_support import all_chunks, assert_consistent, child, duplicates, env_number, pg_problems, sentence_for
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.lifecycle import LifecycleConfig
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from rel_support import all_chunks, assert_consistent, child, duplicates, env_number, pg_problems, sentence_for
 
 pytestmark = pytest.mark.slow
 

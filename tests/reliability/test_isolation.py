@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from beeweave_core import BeeWeave, Candidate, ExpandOptions, HashingEmbedder, InvalidInputError, Relationship
 from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from rel_support import ALL_STATUSES, examples
 from support import WORDS
+
+from beeweave_core import BeeWeave, Candidate, ExpandOptions, HashingEmbedder, InvalidInputError, Relationship
 
 USERS = ["alice", "bob", "carol", "dave"]
 TAGS = ["work", "home", "food", "travel"]
@@ -166,13 +166,14 @@ def test_no_result_of_another_user_or_tenant_on_postgresql(two_pg_tenants) -> No
 
 @pytest.mark.slow
 def test_no_result_of_another_tenant_over_the_rest_api(tmp_path_factory) -> None:
-    from beeweave_core.server import ServerConfig
     from service.service_support import start_server
+
+    from beeweave_core.server import ServerConfig
 
     keys = {"tenant-a-key-01": "ta", "tenant-b-key-01": "tb"}
     live = start_server(ServerConfig(tmp_path_factory.mktemp("tenants"), keys, embedder="beeweave:hashing-32"))
     try:
-        for key, tenant in (("tenant-a-key-01", "A"), ("tenant-b-key-01", "B")):
+        for _key, tenant in (("tenant-a-key-01", "A"), ("tenant-b-key-01", "B")):
             svc = live.app.state.stores.get({"A": "ta", "B": "tb"}[tenant])
             fill(svc.memory, tenant)
         with live.client("tenant-a-key-01") as a, live.client("tenant-b-key-01") as b:
