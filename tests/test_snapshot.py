@@ -64,7 +64,7 @@ def _rebuilt_answers(path: Path, tmp: Path) -> list:
             shutil.copy(f, copy.parent / f.name)
     m = _open(copy)
     try:
-        assert m.backend._snapshot_token is None
+        assert m.backend.snapshot_token is None
         return _answers(m)
     finally:
         m.close()
@@ -88,7 +88,7 @@ def test_reopened_from_the_snapshot_answers_exactly_as_rebuilt(tmp_path: Path, s
     assert snapshot_path(db).exists()
     m = _open(db)
     try:
-        assert m.backend._snapshot_token is not None, "the snapshot was not used"
+        assert m.backend.snapshot_token is not None, "the snapshot was not used"
         from_snapshot = _answers(m)
         assert m.verify().ok
     finally:
@@ -100,7 +100,7 @@ def test_writes_after_a_snapshot_load_are_kept_and_the_next_snapshot_has_them(tm
     db = tmp_path / "memory.db"
     _lived_in(db)
     m = _open(db)
-    assert m.backend._snapshot_token is not None
+    assert m.backend.snapshot_token is not None
     new = _fill(m, 60, 3)  # enough to push part of the tail into the graph
     assert not snapshot_path(db).exists(), "a write must retire the snapshot"
     with sqlite3.connect(db) as raw:
@@ -110,7 +110,7 @@ def test_writes_after_a_snapshot_load_are_kept_and_the_next_snapshot_has_them(tm
     m.close()
     m = _open(db)
     try:
-        assert m.backend._snapshot_token is not None
+        assert m.backend.snapshot_token is not None
         assert _answers(m) == expected
         assert m.verify().ok
     finally:
@@ -128,7 +128,7 @@ def test_a_write_the_store_did_not_see_makes_the_snapshot_stale(tmp_path: Path, 
         raw.execute("DELETE FROM edges WHERE src=? OR dst=?", (victim, victim))
     m = _open(db)
     try:
-        assert m.backend._snapshot_token is None
+        assert m.backend.snapshot_token is None
         assert victim not in {h.id for q in QUERIES for h in m.search(q, k=50)}
         assert m.verify().ok
     finally:
@@ -155,7 +155,7 @@ def test_a_damaged_or_swapped_snapshot_only_costs_a_rebuild(tmp_path: Path, smal
     expected = _rebuilt_answers(db, tmp_path)
     m = _open(db)
     try:
-        assert m.backend._snapshot_token is None
+        assert m.backend.snapshot_token is None
         assert _answers(m) == expected
         assert m.verify().ok
     finally:

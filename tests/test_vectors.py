@@ -148,7 +148,7 @@ def test_hnsw_recall_against_brute_force(hnsw_data, selectivity) -> None:
         alive = np.ones(N_HNSW, bool)
         mask = None if selectivity is None else np.random.default_rng(7).random(N_HNSW) < selectivity
         assert _recall(vi, mat, alive, queries, mask) >= 0.95
-    assert vi._hnsw is not None, "the HNSW path was not taken"
+    assert vi.has_graph, "the HNSW path was not taken"
 
 
 def test_hnsw_recall_with_deleted_slots(hnsw_data) -> None:
@@ -156,7 +156,7 @@ def test_hnsw_recall_with_deleted_slots(hnsw_data) -> None:
     with faiss_single_thread():
         vi = _hnsw_index(mat)
         vi.search(queries[0], 10)  # build the graph before deleting: deletes are tombstones
-        assert vi._hnsw is not None
+        assert vi.has_graph
         alive = np.ones(N_HNSW, bool)
         dead = np.random.default_rng(8).choice(N_HNSW, N_HNSW // 3, replace=False)
         for s in dead:
@@ -177,7 +177,7 @@ def test_hnsw_sees_vectors_added_after_the_graph_was_built(hnsw_data) -> None:
     with faiss_single_thread():
         vi = _hnsw_index(mat[:half])
         vi.search(queries[0], 10)
-        assert vi._hnsw is not None and vi._hnsw.ntotal == half
+        assert vi.has_graph and vi._hnsw.ntotal == half
         vi.set(np.arange(half, N_HNSW), mat[half:])
         alive = np.ones(N_HNSW, bool)
         assert _recall(vi, mat, alive, queries, None) >= 0.95

@@ -775,6 +775,12 @@ class SQLiteStore:
     def dim(self) -> int | None:
         return self.index.dim
 
+    @property
+    def snapshot_token(self) -> str | None:
+        """The token of the snapshot the index was loaded from, while it still matches the
+        database (None once a write made it stale, or when the index was built from rows)."""
+        return self._snapshot_token
+
     # -- relationships ---------------------------------------------------------------
     def add_edges(self, edges: Sequence[Relationship]) -> None:
         with self._lock:
