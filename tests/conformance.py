@@ -26,7 +26,6 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
-from support import dt, matches
 
 from beeweave_core import (
     BeeWeaveError,
@@ -45,6 +44,7 @@ from beeweave_core import (
 from beeweave_core.filters import build_filter
 from beeweave_core.scoring import RankFields
 from beeweave_core.store.base import ChunkRow, StoreBackend
+from tests.support import dt, matches
 
 DIM = 8
 EVERY_STATUS = {"status": [s.value for s in ChunkStatus]}

@@ -13,13 +13,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-_TESTS = Path(__file__).resolve().parent
-_ROOT = _TESTS.parent
-# The package is used from the checkout (it need not be installed), and the shared
-# helpers (support.py, conformance.py) are imported by name.
-for p in (str(_ROOT), str(_TESTS)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+_ROOT = Path(__file__).resolve().parents[1]
+# The package is used from the checkout (it need not be installed); the test helpers are
+# modules of the ``tests`` package (``tests.support``...), each imported under one name.
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

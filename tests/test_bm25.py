@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
-from support import WORDS, sentence, term_counts
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.filters import build_filter
 from beeweave_core.index.bm25 import BM25Index, count_terms, top_k
+from tests.support import WORDS, sentence, term_counts
 
 ATOL = 1e-6
 

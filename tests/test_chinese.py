@@ -4,10 +4,10 @@ path from either language's keywords."""
 from __future__ import annotations
 
 import pytest
-from support import term_counts
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.filters import build_filter
+from tests.support import term_counts
 
 MEMORIES = {
     "zh": "用户喜欢用中文回答问题，尤其是技术问题",

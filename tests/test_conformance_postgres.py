@@ -6,10 +6,10 @@ exercised too. Every backend the suite opens is a fresh tenant in one schema."""
 from __future__ import annotations
 
 import pytest
-from conformance import BackendConformance
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 from beeweave_core.store.postgres import PostgresStore
+from tests.conformance import BackendConformance
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 
 def _reopen(backend: PostgresStore) -> PostgresStore:

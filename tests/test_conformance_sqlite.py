@@ -15,12 +15,12 @@ import itertools
 from pathlib import Path
 
 import pytest
-from conformance import BackendConformance
-from support import faiss_single_thread
 
 import beeweave_core.store.sqlite as sqlite_store
 from beeweave_core.index.vectors import VectorIndex
 from beeweave_core.store.sqlite import SQLiteStore
+from tests.conformance import BackendConformance
+from tests.support import faiss_single_thread
 
 
 def _reopen_sqlite(backend: SQLiteStore) -> SQLiteStore:

@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from support import all_statuses_filter, dt, matches, sentence, term_counts
 
 from beeweave_core import (
     BeeWeave,
@@ -26,6 +25,7 @@ from beeweave_core import (
     UnknownFilterError,
 )
 from beeweave_core.filters import FILTER_KEYS, build_filter
+from tests.support import all_statuses_filter, dt, matches, sentence, term_counts
 
 USERS = ["ann", "bob", "cid", "dee"]
 AGENTS = ["planner", "coder", "critic"]

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import faiss_single_thread, search_results, sentence, unit_vectors
 
 import beeweave_core.store.sqlite as sqlite_store
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.filters import build_filter
 from beeweave_core.index.vectors import VectorIndex
 from beeweave_core.store.snapshot import snapshot_path
+from tests.support import faiss_single_thread, search_results, sentence, unit_vectors
 
 DIM = 16
 QUERIES = ["python memory", "deploy kubernetes cluster", "coffee morning meeting", "running runner", "invoice"]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import sentence, snapshot
 
 from beeweave_core import (
     BeeWeave,
@@ -25,6 +24,7 @@ from beeweave_core import (
     StoreClosedError,
     UnknownFilterError,
 )
+from tests.support import sentence, snapshot
 
 DIM = 32
 

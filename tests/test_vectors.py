@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import faiss_single_thread, unit_vectors
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.filters import build_filter
 from beeweave_core.index.vectors import VectorIndex
+from tests.support import faiss_single_thread, unit_vectors
 
 DIM = 32
 

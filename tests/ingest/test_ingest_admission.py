@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from ingest_support import everything
 
 from beeweave_core import ChunkStatus, InvalidInputError, NotFoundError
 from beeweave_core.ingest import Admission, AdmissionRules, Candidate, KnowledgeEvent, SourceRule, ToolCall
 from beeweave_core.ingest.admission import admit
+from tests.ingest.ingest_support import everything
 
 
 def c(text: str = "a perfectly ordinary memory about tea", **kw) -> Candidate:

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from ingest_support import everything
 
 from beeweave_core import ChunkStatus, Intent, InvalidInputError
 from beeweave_core.ingest.documents import chunk_markdown, chunk_text
+from tests.ingest.ingest_support import everything
 
 GUIDE = """# Install
 

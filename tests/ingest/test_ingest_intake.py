@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest_support import everything
-
 from beeweave_core.ingest.intake import MemoryIntake, MmapJournal
 from beeweave_core.ingest.queue import SQLiteEventQueue
+from tests.ingest.ingest_support import everything
 
 
 def test_append_drain_commit(tmp_path: Path) -> None:

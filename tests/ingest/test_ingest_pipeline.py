@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from ingest_support import everything
 
 from beeweave_core import ChunkStatus, ContentType, EmptyContentError, Intent, InvalidInputError, StoreClosedError
 from beeweave_core.ingest import InvalidEventError, KnowledgeEvent, ToolCall
+from tests.ingest.ingest_support import everything
 
 
 def run(m, *events) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ingest_support import everything
-from support import Recording
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig, KnowledgeEvent, PiiPattern, ToolCall
+from tests.ingest.ingest_support import everything
+from tests.support import Recording
 
 PII = ["alice.smith@example.com", "13812345678", "4111 1111 1111 1111", "4111111111111111",
        "11010519491231002X", "192.168.13.37", "sk-proj-Zx8Qp2LmN4vR7tY1wK9sD3fG6h", "EMP-884422",

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ingest_support import everything
 
 from beeweave_core import BeeWeave, EventType, HashingEmbedder, InvalidInputError
 from beeweave_core.ingest import Extraction, IngestConfig, OfflineExtractor, QueueFullError, QueueFullPolicy
 from beeweave_core.store.sqlite import SQLiteStore
+from tests.ingest.ingest_support import everything
 
 
 class GatedEmbedder(HashingEmbedder):

@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from ingest_support import everything
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
+from tests.ingest.ingest_support import everything
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 

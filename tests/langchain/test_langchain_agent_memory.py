@@ -14,12 +14,12 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_models import tool_call
 from langgraph.checkpoint.memory import InMemorySaver
-from lc_support import Recorder, RecordingChatModel, user_says
 from typing_extensions import TypedDict
 
 from beeweave_core import BeeWeave
 from beeweave_langchain import BeeWeaveMiddleware, BeeWeaveStore
 from beeweave_langchain.store import item_id
+from tests.langchain.lc_support import Recorder, RecordingChatModel, user_says
 
 
 class Context(TypedDict):

@@ -10,7 +10,10 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 from langchain_models import ScriptedChatModel, tool_call
-from lc_support import (
+
+from beeweave_core import NotFoundError
+from beeweave_langchain import BeeWeaveCallbackHandler
+from tests.langchain.lc_support import (
     ANSWER,
     QUESTION,
     TOOL_RESULT,
@@ -23,9 +26,6 @@ from lc_support import (
     script,
     user_says,
 )
-
-from beeweave_core import NotFoundError
-from beeweave_langchain import BeeWeaveCallbackHandler
 
 
 def only_event(store: Recorder):

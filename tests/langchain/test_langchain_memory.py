@@ -9,9 +9,9 @@ from langchain_classic.chains import ConversationChain
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, PromptTemplate
-from lc_support import ANSWER, QUESTION, TOOL_RESULT, Recorder, executor, script
 
 from beeweave_langchain import BeeWeaveMemory
+from tests.langchain.lc_support import ANSWER, QUESTION, TOOL_RESULT, Recorder, executor, script
 
 TURNS = [("Hi, I'm Alice.", "Hello Alice!"), ("I live in Lyon. It is lovely.", "Nice city."),
          ("I like tea.", "Noted."), ("What's up?", "Not much.")]

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from lc_support import ANSWER, QUESTION, TOOL_RESULT, executor, graph_agent, recall_agent, script, user_says
 
 from beeweave_core import BeeWeave
 from beeweave_langchain import BeeWeaveCallbackHandler, BeeWeaveMemory
+from tests.langchain.lc_support import (
+    ANSWER,
+    QUESTION,
+    TOOL_RESULT,
+    executor,
+    graph_agent,
+    recall_agent,
+    script,
+    user_says,
+)
 
 
 def learnt(memory: BeeWeave) -> list[str]:

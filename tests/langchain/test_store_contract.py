@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from langgraph.store.base import BaseStore, GetOp, Item, ListNamespacesOp, PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_langchain import BeeWeaveStore
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 DIM = 64
 

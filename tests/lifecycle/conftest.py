@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lifecycle_support import DIM, Clock
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.lifecycle import LifecycleConfig
+from tests.lifecycle.lifecycle_support import DIM, Clock
 
 
 @pytest.fixture

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from lifecycle_support import unit
-
 from beeweave_core import EventType
+from tests.lifecycle.lifecycle_support import unit
 
 
 def _story(m, clock) -> dict[str, str]:

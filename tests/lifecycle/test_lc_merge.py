@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-from lifecycle_support import unit
-
 from beeweave_core import ChunkStatus, EventType, Relationship, RelationType
+from tests.lifecycle.lifecycle_support import unit
 
 
 def _pair_at(angle_deg: float) -> list[float]:

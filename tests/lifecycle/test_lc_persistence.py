@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from lifecycle_support import unit
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 from beeweave_core import BeeWeave, ChunkStatus, RelationType
+from tests.lifecycle.lifecycle_support import unit
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

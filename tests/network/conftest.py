@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from lifecycle.lifecycle_support import Clock
-from net_support import DIM
 
 from beeweave_core import BeeWeave, HashingEmbedder, NetworkConfig, ScoringConfig
 from beeweave_core.lifecycle import LifecycleConfig
+from tests.lifecycle.lifecycle_support import Clock
+from tests.network.net_support import DIM
 
 
 @pytest.fixture

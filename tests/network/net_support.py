@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 import numpy as np
-from lifecycle.lifecycle_support import START
-from support import live_ids
 
 from beeweave_core import BeeWeave, Relationship
+from tests.lifecycle.lifecycle_support import START
+from tests.support import live_ids
 
 DIM = 64  # enough orthogonal axes for every test's memories
 

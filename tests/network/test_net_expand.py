@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from net_support import at, axis
 
 from beeweave_core import ExpandOptions, Relationship
+from tests.network.net_support import at, axis
 
 ALL = {"status": ["active", "pending", "archived", "merged", "expired"]}
 

@@ -4,9 +4,9 @@ queryable in both directions, and consistent when a memory is deleted."""
 from __future__ import annotations
 
 import pytest
-from net_support import all_edges, at, at_cosine, axis, pairs, typed
 
 from beeweave_core import InvalidInputError, NetworkConfig, NotFoundError, RelationType
+from tests.network.net_support import all_edges, at, at_cosine, axis, pairs, typed
 
 # Only one kind of edge at a time, so each test sees exactly what it mines.
 SEMANTIC_ONLY = NetworkConfig(session_links=False, entity_links=False, tag_links=False)

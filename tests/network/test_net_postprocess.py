@@ -6,9 +6,9 @@ import copy
 from dataclasses import replace
 
 import pytest
-from net_support import at, axis
 
 from beeweave_core import Candidate, ExpandOptions, InvalidInputError
+from tests.network.net_support import at, axis
 
 JACKET = "bring a rain jacket for the hike"
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from net_support import at, at_cosine, axis
-from support import sentence
 
 from beeweave_core import BeeWeaveError, CrossEncoderReranker, HitSource, InvalidInputError, ModelLoadError, Reranker
+from tests.network.net_support import at, at_cosine, axis
+from tests.support import sentence
 
 TEXTS = ["the cat sat on the mat", "a cat chased the mouse", "dogs bark at the mailman", "the weather is nice today",
          "python code runs fast", "cat food comes in small tins", "my cat sleeps all day", "coffee in the morning"]

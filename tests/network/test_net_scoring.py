@@ -7,9 +7,9 @@ import random
 from datetime import timedelta
 
 import pytest
-from support import sentence
 
 from beeweave_core import ScoringConfig
+from tests.support import sentence
 
 PLAIN = ScoringConfig(use_weight=False, use_confidence=False)
 QUERIES = ("python memory search", "coffee morning meeting", "deploy the kubernetes cluster", "travel budget")

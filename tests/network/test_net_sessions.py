@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from net_support import at
 
 from beeweave_core import InvalidInputError
+from tests.network.net_support import at
 
 
 @pytest.fixture

@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-for p in (str(HERE.parent.parent), str(HERE.parent)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+if str(HERE.parents[1]) not in sys.path:  # run as a script: the checkout, so ``tests.support`` imports
+    sys.path.insert(0, str(HERE.parents[1]))
 
 from beeweave_core import BeeWeave, DuplicateIdError, HashingEmbedder  # noqa: E402
 from beeweave_core.store.postgres import PostgresStore  # noqa: E402
-from support import WORDS, sentence  # noqa: E402
+from tests.support import WORDS, sentence  # noqa: E402
 
 
 def writer_records(writer: int, n: int, seed: int) -> list[dict]:

@@ -14,8 +14,8 @@ from beeweave_core import KnowledgeChunk
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
-from postgres.pg_bouncer import pgbouncer
-from postgres.pg_support import fresh_schema, schema_url, server_url
+from tests.postgres.pg_bouncer import pgbouncer
+from tests.postgres.pg_support import fresh_schema, schema_url, server_url
 
 DIM = 16
 

@@ -11,10 +11,10 @@ from datetime import datetime, timezone
 import pytest
 
 from beeweave_core import BeeWeave, EventType, HashingEmbedder, NotFoundError
-from beeweave_core.store.postgres.events import to_memory_event
 from beeweave_core.store.postgres import PostgresStore
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from support import WORDS, sentence
+from beeweave_core.store.postgres.events import to_memory_event
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.support import WORDS, sentence
 
 NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
 

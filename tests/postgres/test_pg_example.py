@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from postgres.pg_support import pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.postgres.pg_support import pg_url  # noqa: F401  (pg_url is a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,13 +8,13 @@ import json
 import time
 
 import pytest
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 from beeweave_core import BeeWeave, ChunkStatus
 from beeweave_core.filters import build_filter
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.store.postgres import PostgresStore
 from beeweave_core.store.postgres.ingest_queue import PostgresEventQueue
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 
 def _event(i: int, user: str = "ann") -> tuple[str, str, str]:

@@ -11,15 +11,15 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from conformance import Reference
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from support import WORDS, dt, matches, sentence, term_counts, unit_vectors
 
 from beeweave_core import ChunkStatus, IndexConfig, KnowledgeChunk
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
 from beeweave_core.store.sqlite import SQLiteStore
+from tests.conformance import Reference
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.support import WORDS, dt, matches, sentence, term_counts, unit_vectors
 
 DIM = 16
 USERS = ["ann", "bob", "cid"]

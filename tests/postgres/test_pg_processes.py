@@ -18,9 +18,9 @@ from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
 from beeweave_core.tokenizer import Tokenizer
-from conformance import Reference
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from postgres.pg_workers import writer_records
+from tests.conformance import Reference
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.postgres.pg_workers import writer_records
 
 WORKERS = Path(__file__).resolve().parent / "pg_workers.py"
 WRITERS, PER_WRITER, BATCH, SEED = 4, 60, 15, 3

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 import pytest
-from postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
 
 from beeweave_core import IndexConfig, InvalidInputError, KnowledgeChunk, Relationship, SchemaVersionError
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
 from beeweave_core.store.postgres.schema import MIGRATIONS
+from tests.postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
 
 EVERYTHING = build_filter({"status": ["active", "pending", "archived", "merged", "expired"]})
 

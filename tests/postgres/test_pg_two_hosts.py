@@ -17,11 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from postgres.pg_support import fresh_schema, schema_url, server_url
 
 from beeweave_core import BeeWeave, ChunkStatus
 from beeweave_core.filters import build_filter
 from beeweave_core.store.postgres import PostgresStore
+from tests.postgres.pg_support import fresh_schema, schema_url, server_url
 
 EMBEDDER = "beeweave:hashing-64"
 KEY = "two-hosts-key-0001"

@@ -18,13 +18,11 @@ import random
 import sys
 import threading
 import time
-from pathlib import Path
-
-from support import WORDS
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.lifecycle import LifecycleConfig
+from tests.support import WORDS
 
 _print_lock = threading.Lock()
 
@@ -45,7 +43,7 @@ def batch_records(batch: int, size: int) -> list[dict]:
 
 def add_many(args: dict) -> None:
     if args.get("hnsw_limit"):
-        from rel_support import small_hnsw
+        from tests.reliability.rel_support import small_hnsw
 
         small_hnsw(args["hnsw_limit"]).__enter__()
     memory = BeeWeave(args["path"], embedder=HashingEmbedder(32))
@@ -101,7 +99,4 @@ def ingest(args: dict) -> None:
 
 
 if __name__ == "__main__":
-    here = Path(__file__).resolve().parent
-    if str(here) not in sys.path:
-        sys.path.insert(0, str(here))
     {"add_many": add_many, "maintain": maintain, "ingest": ingest}[sys.argv[1]](json.loads(sys.argv[2]))

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
-from rel_support import all_chunks
-from support import stable_dict
 
 from beeweave_core import BeeWeave, BeeWeaveError
+from tests.reliability.rel_support import all_chunks
+from tests.support import stable_dict
 
 SQL = ["'; DROP TABLE chunks; --", "\" OR 1=1 --", "x'); DELETE FROM edges; --", "%", "_", "%%s", "%(t)s",
        "' UNION SELECT doc FROM chunks --", "robert'); DROP TABLE kv;--", "$1", "?", "\\", "*"]

@@ -15,11 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from support import WORDS
-
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.errors import BeeWeaveError
 from beeweave_core.ingest import IngestConfig
+from tests.support import WORDS
 
 
 def say(line: str) -> None:

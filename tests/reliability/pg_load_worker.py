@@ -16,10 +16,9 @@ import time
 from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
-from support import WORDS
-
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.lifecycle import LifecycleConfig
+from tests.support import WORDS
 
 FIXED = datetime(2025, 6, 1, tzinfo=timezone.utc)
 

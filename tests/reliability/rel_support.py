@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from support import WORDS
 
 from beeweave_core import BeeWeave, ChunkStatus
 from beeweave_core.filters import build_filter
 from beeweave_core.store.sqlite import SQLiteStore
+from tests.support import WORDS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -173,9 +173,10 @@ def pg_problems(url: str, tenant: str) -> list[str]:
 
 # -- child processes ---------------------------------------------------------------------------
 def child(script: str, *args: Any, **popen: Any) -> subprocess.Popen:
-    """``python tests/reliability/<script> args...`` with the checkout and tests/ importable."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]), HF_HUB_OFFLINE="1")
-    return subprocess.Popen([sys.executable, str(HERE / script), *map(str, args)], cwd=ROOT, env=env,
+    """``python -m tests.reliability.<script> args...`` from the checkout (one name per module)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    module = f"tests.reliability.{Path(script).stem}"
+    return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 

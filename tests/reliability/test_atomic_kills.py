@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rel_support import all_chunks, child, env_number
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.records import KnowledgeChunk
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.sqlite import SQLiteStore
+from tests.reliability.rel_support import all_chunks, child, env_number
 
 KILLS = int(env_number("BEEWEAVE_KILLS", 20))
 pytestmark = pytest.mark.slow

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzz_support import SQL, junk, maybe, nested, text_of, texts, words, works_or_refuses
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from rel_support import assert_verified, examples
-from support import WORDS, sentence
 
 from beeweave_core import BeeWeave, BeeWeaveError, Candidate, ExpandOptions, HashingEmbedder, InvalidInputError
 from beeweave_core.ingest import IngestConfig
+from tests.reliability.fuzz_support import SQL, junk, maybe, nested, text_of, texts, words, works_or_refuses
+from tests.reliability.rel_support import assert_verified, examples
+from tests.support import WORDS, sentence
 
 FUZZ = settings(max_examples=examples(40), derandomize=True, database=None, deadline=None)
 FACES = settings(max_examples=examples(25), derandomize=True, database=None, deadline=None)

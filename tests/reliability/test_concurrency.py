@@ -35,12 +35,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from rel_support import all_chunks, assert_consistent, child, duplicates, env_number, pg_problems, sentence_for
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.lifecycle import LifecycleConfig
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.reliability.rel_support import (
+    all_chunks,
+    assert_consistent,
+    child,
+    duplicates,
+    env_number,
+    pg_problems,
+    sentence_for,
+)
 
 pytestmark = pytest.mark.slow
 

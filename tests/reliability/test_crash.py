@@ -21,7 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rel_support import (
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.filters import build_filter
+from beeweave_core.lifecycle import LifecycleConfig
+from tests.reliability.rel_support import (
     all_chunks,
     assert_consistent,
     child,
@@ -31,10 +35,6 @@ from rel_support import (
     sentence_for,
     small_hnsw,
 )
-
-from beeweave_core import BeeWeave, HashingEmbedder
-from beeweave_core.filters import build_filter
-from beeweave_core.lifecycle import LifecycleConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")]
 

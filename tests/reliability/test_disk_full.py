@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rel_support import all_chunks, assert_consistent, open_file_store, sentence_for
 
 from beeweave_core.errors import BeeWeaveError, StoreUnavailableError
 from beeweave_core.ingest import IngestConfig
+from tests.reliability.rel_support import all_chunks, assert_consistent, open_file_store, sentence_for
 
 
 @pytest.fixture

@@ -17,14 +17,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from fuzz_support import SQL, texts, words
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rel_support import examples
-from service.service_support import LiveServer, start_server
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.server import ServerConfig
+from tests.reliability.fuzz_support import SQL, texts, words
+from tests.reliability.rel_support import examples
+from tests.service.service_support import LiveServer, start_server
 
 KEY = "rel-key-00001"
 JSON = {"content-type": "application/json"}

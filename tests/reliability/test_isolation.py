@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from rel_support import ALL_STATUSES, examples
-from support import WORDS
 
 from beeweave_core import BeeWeave, Candidate, ExpandOptions, HashingEmbedder, InvalidInputError, Relationship
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.reliability.rel_support import ALL_STATUSES, examples
+from tests.support import WORDS
 
 USERS = ["alice", "bob", "carol", "dave"]
 TAGS = ["work", "home", "food", "travel"]
@@ -166,9 +166,8 @@ def test_no_result_of_another_user_or_tenant_on_postgresql(two_pg_tenants) -> No
 
 @pytest.mark.slow
 def test_no_result_of_another_tenant_over_the_rest_api(tmp_path_factory) -> None:
-    from service.service_support import start_server
-
     from beeweave_core.server import ServerConfig
+    from tests.service.service_support import start_server
 
     keys = {"tenant-a-key-01": "ta", "tenant-b-key-01": "tb"}
     live = start_server(ServerConfig(tmp_path_factory.mktemp("tenants"), keys, embedder="beeweave:hashing-32"))

@@ -14,7 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rel_support import all_chunks, assert_consistent, child, env_number, open_file_store
+
+from tests.reliability.rel_support import all_chunks, assert_consistent, child, env_number, open_file_store
 
 SECONDS = env_number("BEEWEAVE_MULTIPROC_SECONDS", 8)
 
@@ -73,7 +74,7 @@ def test_forget_beside_another_open_process_is_not_undone_by_its_close(tmp_path:
     and later its snapshot written at close): the user stays gone from every table and file."""
     import subprocess as sp
 
-    from rel_support import small_hnsw
+    from tests.reliability.rel_support import small_hnsw
 
     db = tmp_path / "m.db"
     with small_hnsw(16), open_file_store(db) as m:

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from outage_support import Proxy, pg_proxy_url, warnings_from_beeweave
-from rel_support import all_chunks
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.store.sqlite import SQLiteStore
+from tests.reliability.outage_support import Proxy, pg_proxy_url, warnings_from_beeweave
+from tests.reliability.rel_support import all_chunks
 
 pytestmark = pytest.mark.slow
 
@@ -96,9 +96,8 @@ def _locked(tmp_path: Path) -> Outage:
 
 
 def _pg_down(tmp_path: Path) -> Outage:
-    from postgres.pg_support import fresh_schema, schema_url, server_url
-
     from beeweave_core.store.postgres import PostgresStore
+    from tests.postgres.pg_support import fresh_schema, schema_url, server_url
 
     base = server_url()
     proxy = Proxy(pg_proxy_url(base, 0)[1])
@@ -113,10 +112,9 @@ def _pg_down(tmp_path: Path) -> Outage:
 
 
 def _unreachable(tmp_path: Path) -> Outage:
-    from service.service_support import start_server
-
     from beeweave_core.client import BeeWeaveClient
     from beeweave_core.server import ServerConfig
+    from tests.service.service_support import start_server
 
     live = start_server(ServerConfig(tmp_path / "tenants", {"outage-key-01": "acme"}, embedder="beeweave:hashing-32"))
     proxy = Proxy(("127.0.0.1", int(live.url.rsplit(":", 1)[1])))

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-from rel_support import ALL_STATUSES, all_chunks, small_hnsw
-from support import Recording
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.server.service import MemoryService
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.reliability.rel_support import ALL_STATUSES, all_chunks, small_hnsw
+from tests.support import Recording
 
 N_EVENTS = 24
 _CN_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from service_support import ACME_KEY, BETA_KEY, EMBEDDER, KEYS, LiveServer, start_server
 
 from beeweave_core.client import BeeWeaveClient
 from beeweave_core.server import ServerConfig
+from tests.service.service_support import ACME_KEY, BETA_KEY, EMBEDDER, KEYS, LiveServer, start_server
 
 
 @pytest.fixture(scope="module")

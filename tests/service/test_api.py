@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from service_support import ACME_KEY, EMBEDDER, KEYS, event, start_server
 
 from beeweave_core import ExpandOptions, HashingEmbedder, NotFoundError
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.server import ServerConfig, open_memory
+from tests.service.service_support import ACME_KEY, EMBEDDER, KEYS, event, start_server
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from service_support import ACME_KEY, event
+
+from tests.service.service_support import ACME_KEY, event
 
 LONE = '"\\ud800"'  # a lone surrogate, as JSON can carry it (escaped)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 import tomllib
-from service_support import ACME_KEY, EMBEDDER, event, free_port
 
 from beeweave_core.cli import COMMANDS, build_parser, main
+from tests.service.service_support import ACME_KEY, EMBEDDER, event, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = [

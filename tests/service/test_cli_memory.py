@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from service_support import EMBEDDER, start_server
 
 from beeweave_core.cli import main
 from beeweave_core.server import ServerConfig
+from tests.service.service_support import EMBEDDER, start_server
 
 KEY = "cli-key-00001"
 

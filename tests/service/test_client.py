@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from service_support import ACME_KEY, event, free_port
 
 from beeweave_core import (
     BeeWeave,
@@ -21,6 +20,7 @@ from beeweave_core import (
 from beeweave_core.client import AuthenticationError, BeeWeaveClient, ServerError
 from beeweave_core.ingest import KnowledgeEvent, QueueFullError, ToolCall
 from beeweave_core.ingest.errors import InvalidEventError
+from tests.service.service_support import ACME_KEY, event, free_port
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,10 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from service_support import EMBEDDER, start_server
 
 from beeweave_core.client import BeeWeaveClient
 from beeweave_core.server import ServerConfig
+from tests.service.service_support import EMBEDDER, start_server
 
 ADMIN, ALICE, BOB = "admin-key-0001", "alice-key-0001", "bob-key-00001"
 KEYS = {ADMIN: "acme", ALICE: {"tenant": "acme", "users": ["alice"]}, BOB: {"tenant": "acme", "users": ["bob"]}}

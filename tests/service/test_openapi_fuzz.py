@@ -15,9 +15,9 @@ schemathesis = pytest.importorskip("schemathesis", reason="pip install 'schemath
 import requests  # noqa: E402  (a dependency of schemathesis)
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.specs.openapi.checks import response_schema_conformance  # noqa: E402
-from service_support import ACME_KEY, event  # noqa: E402
 
 from beeweave_core.server import ServerConfig, create_app  # noqa: E402
+from tests.service.service_support import ACME_KEY, event  # noqa: E402
 
 EXAMPLES = {GenerationMode.POSITIVE: 20, GenerationMode.NEGATIVE: 10}
 SPEC = create_app(ServerConfig(None, {"spec-only-key": "spec"})).openapi()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from service_support import ACME_KEY, BETA_KEY, EMBEDDER, KEYS, event, start_server
 
 from beeweave_core import NotFoundError
 from beeweave_core.server import ServerConfig
+from tests.service.service_support import ACME_KEY, BETA_KEY, EMBEDDER, KEYS, event, start_server
 
-pg_support = pytest.importorskip("postgres.pg_support", reason="PostgreSQL tests need psycopg and pgserver")
+pg_support = pytest.importorskip("tests.postgres.pg_support", reason="PostgreSQL tests need psycopg and pgserver")
 pg_url = pg_support.pg_url  # a fixture: a fresh schema for this module
 
 

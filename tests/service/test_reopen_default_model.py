@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from service_support import ACME_KEY, start_server
 
 from beeweave_core import DEFAULT_MODEL_NAME, SentenceTransformerEmbedder
 from beeweave_core.embedders import as_embedder
 from beeweave_core.server import ServerConfig
+from tests.service.service_support import ACME_KEY, start_server
 
 pytestmark = pytest.mark.model
 

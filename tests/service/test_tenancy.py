@@ -9,12 +9,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from service_support import ACME_KEY, ACME_KEY2, BETA_KEY, event
 
 from beeweave_core import ExpandOptions, InvalidInputError, NotFoundError
 from beeweave_core.client import AuthenticationError
 from beeweave_core.server import ServerConfig, TenantStores, load_api_keys, parse_api_keys
 from beeweave_core.server.config import keys_from_env
+from tests.service.service_support import ACME_KEY, ACME_KEY2, BETA_KEY, event
 
 SECRET = "The launch code of acme is tangerine-7."
 
