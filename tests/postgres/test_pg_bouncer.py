@@ -9,13 +9,13 @@ import threading
 
 import numpy as np
 import psycopg
+from postgres.pg_bouncer import pgbouncer
+from postgres.pg_support import fresh_schema, schema_url, server_url
 
 from beeweave_core import KnowledgeChunk
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
-from postgres.pg_bouncer import pgbouncer
-from postgres.pg_support import fresh_schema, schema_url, server_url
 
 DIM = 16
 
