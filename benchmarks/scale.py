@@ -31,7 +31,7 @@ For each system and size, in a fresh process (so resident memory is the system's
 - build: ingest N memories (BeeWeave: ``add_many(link=False)`` in blocks, into a SQLite file
   or the PostgreSQL schema) plus the first searches (unscoped and scoped), which is when
   BeeWeave builds its HNSW graph. On PostgreSQL the HNSW index is built in a background
-  thread once the store passes 10,000 vectors (and then maintained by every insert); build
+  thread once the store passes 2,000 vectors (PostgresStore.exact_limit) (and then maintained by every insert); build
   time includes waiting for it.
 - search p50/p95: hybrid search, k=10, over ``--queries`` LoCoMo questions (peers:
   ``--peer-queries``) after 3 warm-up searches. BeeWeave searches the query's user; "unscoped"
@@ -61,7 +61,7 @@ For each system and size, in a fresh process (so resident memory is the system's
   for HNSW (20k, efSearch 96: 0.62; 1024: 0.99); text vectors are easier (20k: 1.000 at 96).
 
 Peers are not run beyond 100k (their search is a scan and every add rebuilds BM25). Nor is
-BeeWeave on PostgreSQL unless ``--systems`` names it: past 10,000 vectors pgvector maintains
+BeeWeave on PostgreSQL unless ``--systems`` names it: past 2,000 vectors pgvector maintains
 its HNSW graph on every insert (~170 inserts/s on this machine, benchmarks/pg_throughput.py),
 so a 100k build took 310 s (measured at 3adfd99), and its first searches (BM25 in SQL) took 1.5-1.8 s
 at 100k: the several hundred timed searches of a 100k row would take most of an hour.
@@ -137,7 +137,7 @@ REFERENCE = ("Peers measured earlier on this machine (issue 10), query embedding
 
 POSTGRES_NOTE = ("BeeWeave on PostgreSQL: a PostgreSQL 16 + pgvector server (pip package pgserver) started by the "
                  "benchmark on this machine, reached through its Unix socket; build includes waiting for the HNSW "
-                 "index pgvector builds in the background past 10,000 vectors. KB/memory is n/a: the store lives "
+                 "index pgvector builds in the background past 2,000 vectors. KB/memory is n/a: the store lives "
                  "in the server's processes (its shared buffers and caches), not in the benchmark's, whose RSS "
                  "growth says nothing of it; the cell gives the schema's on-disk size (tables, indexes, TOAST) "
                  "in KB per memory instead. open: a new PostgresStore on the same tenant + first search (the "

@@ -26,6 +26,7 @@ from ..query import prepare_query
 from ..records import SearchHit
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
+from ..store.base import RetrievesInOneTrip
 from ..validation import check_content, check_count, check_number, check_vector
 from .shared import Shared
 
@@ -111,7 +112,13 @@ class Search:
         prepared = prepare_query(query, self.shared.tokenizer)
         if qvec is None and backend.count(None):
             qvec = self.embed_query(prepared.text)
-        ids, scores = self._retrieve(prepared.terms, flt, k, qvec)
+        got = None
+        if qvec is not None and isinstance(backend, RetrievesInOneTrip):
+            # The backend answers the candidates, their fields and records in one round trip.
+            got = backend.retrieve(prepared.terms, qvec, flt, max(self.shared.config.candidates, 4 * k))
+            ids, scores = got.ids, {"lexical": got.lexical, "vector": got.vector}
+        else:
+            ids, scores = self._retrieve(prepared.terms, flt, k, qvec)
         # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
         pool_size = max(2 * k, k + 10) if rerank is None and mmr_lambda is None else max(4 * k, 40)
         cfg = self.shared.config
@@ -122,7 +129,7 @@ class Search:
             # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
             pool = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in pool]
         # Ranked by the few fields scoring reads; only the records returned are decoded.
-        fields = backend.rank_fields([cid for cid, _, _ in pool])
+        fields = got.fields if got is not None else backend.rank_fields([cid for cid, _, _ in pool])
         scoring = self.shared.scoring
         ranked = sorted(((cid, score * score_factor(f, now, scoring), src) for cid, score, src in pool
                          if (f := fields.get(cid)) is not None), key=lambda t: (-t[1], t[0]))
@@ -130,7 +137,8 @@ class Search:
             ranked = [t for t in ranked if t[1] >= min_score]
         if rerank is None and mmr_lambda is None:
             ranked = ranked[:k]
-        chunks = backend.get([cid for cid, _, _ in ranked])
+        wanted = [cid for cid, _, _ in ranked]
+        chunks = got.records(wanted) if got is not None else backend.get(wanted)
         scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked if cid in chunks]
         if rerank is not None:
             scored = rerank.rerank(query, scored)

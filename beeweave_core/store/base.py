@@ -202,3 +202,24 @@ def records_in_order(get: Callable[[Sequence[str]], dict[str, KnowledgeChunk]],
         for cid in part:
             if cid in got:
                 yield got[cid]
+
+
+class Candidates(Protocol):
+    """A hybrid search's candidates with both retrievers' scores, the fields ranking reads
+    and the records, as one backend round trip returns them."""
+
+    ids: list[str]
+    lexical: np.ndarray
+    vector: np.ndarray
+    fields: dict[str, RankFields]
+
+    def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
+
+
+@runtime_checkable
+class RetrievesInOneTrip(Protocol):
+    """An optional capability: a backend that answers a search's candidate set in one round
+    trip (PostgreSQL), so the engine skips the five separate calls (which it must equal)."""
+
+    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int) -> Candidates: ...
+

@@ -161,7 +161,7 @@ def test_a_read_only_store_reads_like_the_primary_and_refuses_writes(pg_url) -> 
             "log_append": lambda: replica.log_append("s", "k", {}),
             "add_edges": lambda: replica.add_edges([Relationship("r1", "r2", "semantic")]),
         }
-        for name, call in writes.items():
+        for _name, call in writes.items():
             with pytest.raises(StoreUnavailableError, match="read_only"):
                 call()
         assert primary.count() == 2

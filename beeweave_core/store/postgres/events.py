@@ -42,7 +42,7 @@ def event_payloads(event_type: str, rows: Sequence[tuple[str, str, str | None, S
     """One JSON payload per (chunk_id, user_id, agent_id, tags); tags are cut to fit the limit."""
     out = []
     for chunk_id, user_id, agent_id, tags in rows:
-        body = {"type": event_type, "chunk_id": chunk_id, "user_id": user_id, "agent_id": agent_id,
+        body: dict[str, Any] = {"type": event_type, "chunk_id": chunk_id, "user_id": user_id, "agent_id": agent_id,
                 "tags": list(tags), "tenant": tenant, "origin": origin}
         text = json.dumps(body, ensure_ascii=False)
         while len(text.encode()) > _MAX_PAYLOAD and body["tags"]:

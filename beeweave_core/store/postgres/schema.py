@@ -21,6 +21,7 @@ import psycopg
 from psycopg import sql
 
 from ...errors import SchemaVersionError, StoreUnavailableError
+from .sql import one
 
 __all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "check_schema", "build_hnsw_index", "lock_key", "hnsw_index_name"]
 
@@ -295,13 +296,13 @@ def migrate(conn: psycopg.Connection, schema: str) -> str:
         conn.execute(sql.SQL("SET LOCAL search_path TO {}, {}").format(ident, sql.Identifier(vschema or "public")))
         conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
                      "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
-        version = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+        version = one(conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone())[0]
         if version > PG_SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"the PostgreSQL schema {schema!r} has version {version}; this BeeWeave understands up to "
                 f"{PG_SCHEMA_VERSION}: upgrade beeweave")
         for i, (name, ddl) in enumerate(MIGRATIONS[version:], start=version + 1):
-            conn.execute(ddl)  # type: ignore[arg-type]  # trusted DDL, several statements
+            conn.execute(ddl)  # trusted DDL, several statements
             conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (i, name))
     return vschema or "public"
 
@@ -312,10 +313,10 @@ def check_schema(conn: psycopg.Connection, schema: str) -> str:
     vschema = _vector_schema(conn)
     if vschema is None:
         raise StoreUnavailableError("pgvector is not installed in this database")
-    row = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".schema_migrations',)).fetchone()
-    version = 0 if row[0] is None else conn.execute(
+    row = one(conn.execute("SELECT to_regclass(%s)", (f'"{schema}".schema_migrations',)).fetchone())
+    version = 0 if row[0] is None else one(conn.execute(
         sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_migrations").format(sql.Identifier(schema))
-    ).fetchone()[0]
+    ).fetchone())[0]
     if version > PG_SCHEMA_VERSION:
         raise SchemaVersionError(f"the PostgreSQL schema {schema!r} has version {version}; this BeeWeave "
                                  f"understands up to {PG_SCHEMA_VERSION}: upgrade beeweave")
@@ -345,7 +346,7 @@ def build_hnsw_index(conn: psycopg.Connection, schema: str, vschema: str, dim: i
     if row is not None and row[0]:
         return True
     key = lock_key("beeweave-hnsw", schema, str(int(dim)))
-    if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+    if not one(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone())[0]:
         return False  # another process is building it
     try:
         row = conn.execute(valid_sql, (qualified,)).fetchone()

@@ -70,11 +70,11 @@ def filter_sql(flt: Filter | None, alias: str = "c", prefix: str = "f") -> tuple
     if flt.tags_any is not None:
         parts.append(f"{alias}.tags && {arg(clean(flt.tags_any))}::text[]")
     if flt.tags_all is not None:
-        values = list(flt.tags_all)
-        if len(clean(values)) < len(values):
+        every = list(flt.tags_all)
+        if len(clean(every)) < len(every):
             parts.append("false")  # a tag with NUL is never stored, so no record has all of them
         else:
-            parts.append(f"{alias}.tags @> {arg(values)}::text[]")
+            parts.append(f"{alias}.tags @> {arg(every)}::text[]")
     if flt.entities is not None:
         parts.append(f"{alias}.entities && {arg(clean(flt.entities))}::text[]")
     if flt.since is not None:
