@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..records import Intent
-from ..tokenizer import Tokenizer
+from ..tokenizer import BIGRAM_PREFIX, Tokenizer
 from .config import PatternConfig, PatternScope
 from .extract import FILLER, REDACTION_TOKEN
 
@@ -108,7 +108,10 @@ class PatternTracker:
     def terms(self, query: str) -> tuple[str, ...]:
         """The normalized terms of a question (empty if nothing but filler is left)."""
         tokens = self.tokenizer(REDACTION_TOKEN.sub(" ", query))
-        return tuple(sorted({t for t in tokens if t not in self._filler and not t.isdigit()}))
+        # Character bigrams (tokenizer v2's backoff for Chinese segmentation) help recall but
+        # differ between paraphrases: a pattern's key is its words only.
+        return tuple(sorted({t for t in tokens if t not in self._filler and not t.isdigit()
+                             and not t.startswith(BIGRAM_PREFIX)}))
 
     def key(self, query: str, intent: Intent) -> str | None:
         terms = self.terms(query)
