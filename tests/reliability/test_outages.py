@@ -55,8 +55,15 @@ class Outage:
         """Keep the outage until the ingest worker has tried what was queued (a local store):
         until nothing waits, or every waiting event has had an attempt (it is retried later)."""
         if isinstance(self.memory, BeeWeave):
+            from beeweave_core import StoreUnavailableError
+
             deadline = time.monotonic() + 15
-            while self.memory.pending_events() and not self._all_tried() and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                try:
+                    if not self.memory.pending_events() or self._all_tried():
+                        break
+                except StoreUnavailableError:
+                    break  # the queue lives in the store that is down (PostgreSQL): nothing to try
                 time.sleep(0.05)
 
     def _all_tried(self) -> bool:

@@ -933,6 +933,11 @@ class PostgresStore:
             gone = self._delete(conn, ids, EventType.DELETED) if ids else []
             conn.execute(self._q("DELETE FROM @kv WHERE tenant = %s AND user_id = %s"), (self.tenant, user_id))
             conn.execute(self._q("DELETE FROM @log WHERE tenant = %s AND user_id = %s"), (self.tenant, user_id))
+            # The user's count row and the ingest queue's copies of their events (processed or
+            # not) hold their id and words too.
+            conn.execute(self._q("DELETE FROM @ucount WHERE tenant = %s AND user_id = %s"), (self.tenant, user_id))
+            conn.execute(self._q("DELETE FROM @ingest_events WHERE tenant = %s AND user_id = %s"),
+                         (self.tenant, user_id))
         return len(gone)
 
     def drop_tenant(self) -> int:
