@@ -8,6 +8,7 @@ created events, lifecycle rules); after a deletion the ``on_delete`` hooks run.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..embedders import Embedder, as_embedder
-from ..errors import DuplicateIdError, InvalidInputError, NotFoundError
+from ..errors import DuplicateIdError, InvalidInputError, NotFoundError, StoreUnavailableError
 from ..events import EventType
 from ..filters import build_filter
 from ..records import ChunkStatus, KnowledgeChunk, ProcessedContent
@@ -34,6 +35,8 @@ from ..validation import (
 from .shared import Shared
 
 __all__ = ["Records", "RECORD_KEYS"]
+
+logger = logging.getLogger(__name__)
 
 RECORD_KEYS = frozenset({"content", "user_id", "session_id", "agent_id", "chunk_id", "tags", "metadata", "timestamp",
                          "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence",
@@ -80,8 +83,15 @@ class Records:
                 batch = items[start : start + batch_size]
                 self.shared.backend.insert(self.rows(batch))
                 chunks = [c for c, _ in batch]
-                for hook in self.shared.hooks.on_insert:
-                    hook(chunks, link)
+                try:
+                    for hook in self.shared.hooks.on_insert:
+                        hook(chunks, link)
+                except StoreUnavailableError:
+                    # The batch is committed: the add succeeded, so it must not be reported as
+                    # refused. What the hooks derive (links, rule expiries) is missing for these
+                    # memories until BeeWeave.link() is called on them again.
+                    logger.warning("BeeWeave stored %d memories but the store became unavailable while "
+                                   "linking them", len(chunks), exc_info=True)
                 if progress is not None:
                     progress.update(len(batch))
         finally:
