@@ -30,6 +30,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "beeweave"))
 
 from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
 
+# CPython 3.11 can fail to compile a module ("AST constructor recursion depth mismatch") when
+# it is first imported after a test provoked a RecursionError (the bad-input tests nest JSON
+# 10,000 deep on purpose). schemathesis compiles its coverage module lazily, inside the fuzz
+# tests: import it at collection time instead.
+try:
+    import schemathesis.specs.openapi.coverage._schema  # noqa: E402, F401
+except ImportError:  # the fuzz tests skip without schemathesis
+    pass
+
 
 @pytest.fixture
 def embedder() -> HashingEmbedder:
