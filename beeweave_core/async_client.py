@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import errors as _errors
-from .client import DEFAULT_TIMEOUTS, ServerError, _chunk, _error_for, _hit, _plain, _plain_value
+from .client import DEFAULT_TIMEOUTS, ServerError, _chunk, _hit, _plain, _plain_value, decode_response
 from .errors import BeeWeaveError, InvalidInputError, StoreUnavailableError
 from .ingest import errors as _ingest_errors
 from .records import KnowledgeChunk, SearchHit, utcnow
@@ -72,13 +72,7 @@ class AsyncBeeWeaveClient:
             resp = await self._http.request(method, path, **kwargs)
         except self._httpx.TransportError as exc:
             raise StoreUnavailableError(f"cannot reach the BeeWeave server at {self.url}: {exc}") from exc
-        try:
-            data = resp.json() if resp.content else None
-        except ValueError:
-            data = None
-        if resp.status_code >= 400:
-            raise _error_for(resp.status_code, data)
-        return data
+        return decode_response(resp)
 
     # -- ingest: buffered, sent by a background task ---------------------------------------------------
     async def ingest(self, event: Any) -> str:

@@ -72,6 +72,18 @@ def _error_for(status: int, body: Any) -> BeeWeaveError:
     return cls(message)
 
 
+def decode_response(resp: Any) -> Any:
+    """A response's JSON body (None when empty or not JSON); an error status raises the
+    engine's error for it. Shared by the sync and async clients."""
+    try:
+        data = resp.json() if resp.content else None
+    except ValueError:
+        data = None
+    if resp.status_code >= 400:
+        raise _error_for(resp.status_code, data)
+    return data
+
+
 def _hit(d: Mapping[str, Any]) -> SearchHit:
     sources = {name: HitSource(s["rank"], s["score"], s.get("via"), s.get("from_id"), s.get("hops") or 0)
                for name, s in d["sources"].items()}
@@ -253,13 +265,7 @@ class BeeWeaveClient:
             resp = self._http.request(method, path, **kwargs)
         except self._httpx.TransportError as exc:
             raise StoreUnavailableError(f"cannot reach the BeeWeave server at {self.url}: {exc}") from exc
-        try:
-            data = resp.json() if resp.content else None
-        except ValueError:
-            data = None
-        if resp.status_code >= 400:
-            raise _error_for(resp.status_code, data)
-        return data
+        return decode_response(resp)
 
     @staticmethod
     def _seg(value: Any, name: str) -> str:
