@@ -2,9 +2,11 @@
 
 Every route under ``/api/v1`` needs an API key and works on the key's tenant store only
 (see :mod:`.stores`), and within it on the key's users only (see :mod:`.auth`);
-``GET /healthz`` and ``GET /metrics`` need none. The routes are thin: each validates its
-body (pydantic), calls :class:`MemoryService` and turns the result into JSON. At start
-the server opens every tenant's store (its model loaded, its queued events resumed).
+``GET /healthz`` and ``GET /metrics`` need none, nor do the web console's pages under
+``/ui`` (they hold no data: their scripts call ``/api/v1`` with the key the user signs in
+with). The routes are thin: each validates its body (pydantic), calls
+:class:`MemoryService` and turns the result into JSON. At start the server opens every
+tenant's store (its model loaded, its queued events resumed).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
+from ..console import mount_console
 from ..errors import BeeWeaveError
 from ..ingest import IngestConfig
 from .auth import KeyRing
@@ -140,6 +143,7 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
     app.include_router(core_router(config))
     app.include_router(memories_router())
     app.include_router(events_router(config))
+    mount_console(app)  # /ui: pages that call the routes above with the user's own API key
     plain_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -12,11 +12,13 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import InvalidInputError, NotFoundError
 from ..lifecycle.reports import MaintenanceReport
 from ..network import ExpandOptions
+from .auth import Access, access_of
 from .config import ServerConfig
 from .deps import ERRORS, NOT_FOUND, Ctx, chunks_json, ctx, unlimited_ctx
 from .errors import segment
 from .observe import note
 from .schemas import (
+    AccessOut,
     ChunksOut,
     EventIn,
     ExportOut,
@@ -83,6 +85,12 @@ def _owned_ids(c: Ctx, ids: list[str]) -> list[str]:
 
 def core_router(config: ServerConfig) -> APIRouter:
     r = APIRouter(prefix="/api/v1", responses=ERRORS)
+
+    @r.get("/me", response_model=AccessOut, tags=["auth"],
+           summary="What this API key may do: its tenant, its users (null: all) and whether it is an admin key")
+    def me(access: Access = Depends(access_of)) -> dict[str, Any]:
+        return {"tenant": access.tenant, "users": None if access.users is None else sorted(access.users),
+                "admin": access.admin}
 
     @r.post("/ingest", status_code=202, response_model=IngestAccepted, tags=["ingest"],
             summary="Queue a knowledge event (durable; processed in the background)")

@@ -76,13 +76,15 @@ def memories_router() -> APIRouter:
     def list_(user_id: str | None = _str(), agent_id: str | None = _str(), session_id: str | None = _str(),
               tags: list[str] | None = Query(None, max_length=100, description="Any of these tags."),
               status: list[str] | None = Query(None, max_length=5, description="Default: every status."),
+              type: list[str] | None = Query(None, max_length=3, description="Content types: text, code, data."),
               since: str | None = Query(None, max_length=64), until: str | None = Query(None, max_length=64),
               metadata: str | None = Query(None, max_length=4000,
                                               description='JSON object of metadata values, e.g. {"category": "code"}.'),
               limit: int = Query(50, ge=1, le=1000), cursor: str | None = Query(None, max_length=2000),
               c: Ctx = Depends(ctx)) -> dict[str, Any]:
         filters: dict[str, Any] = {k: v for k, v in (("agent_id", agent_id), ("session_id", session_id),
-                                                     ("tags", tags), ("status", status), ("since", since),
+                                                     ("tags", tags), ("status", status), ("type", type),
+                                                     ("since", since),
                                                      ("until", until)) if v is not None}
         wanted = None
         if metadata is not None:

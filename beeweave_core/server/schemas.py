@@ -20,7 +20,7 @@ __all__ = [
     "EventIn", "ToolCallIn", "IngestAccepted", "FiltersIn", "ExpandIn", "SearchIn", "SearchOut", "HitOut",
     "ChunkOut", "ChunksOut", "FeedbackIn", "IdsIn", "RejectIn", "IdsOut", "ResolveIn", "ReviewItemOut",
     "ReviewQueueOut", "TraceOut", "ForgetOut", "FlushOut", "StatsOut", "HealthOut", "ErrorOut",
-    "ExportOut",
+    "ExportOut", "AccessOut",
 ]
 
 _MAX_ID = 512
@@ -318,6 +318,14 @@ class StatsOut(_Out):
     used_share: float | None = None
     dead_letters: int = 0
     pending_events: int = 0
+
+
+class AccessOut(_Out):
+    """What the request's API key may do (``GET /api/v1/me``)."""
+
+    tenant: str
+    users: list[str] | None = Field(description="The users the key may touch; null: every user of the tenant.")
+    admin: bool
 
 
 class HealthOut(_Out):

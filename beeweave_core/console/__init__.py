@@ -1,0 +1,13 @@
+"""The web console at ``/ui``: pages for the people who look after an agent's memory.
+
+The pages are Jinja2 templates that hold only the console's labels; their scripts (in
+``static/``, no build step, nothing from a CDN) read and change memories through the
+public REST routes with the API key the user signed in with, so the console can do
+exactly what that key may do. :func:`mount_console` adds it to the FastAPI app.
+"""
+
+from __future__ import annotations
+
+from .pages import mount_console
+
+__all__ = ["mount_console"]
