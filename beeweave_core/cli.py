@@ -34,7 +34,7 @@ COMMANDS = {
     "review": "list memories waiting for review; approve, reject or resolve them",
     "memory": "add, show, list, edit or delete single memories; their history and relationships",
     "dead-letters": "list the events whose processing failed, or queue them again",
-    "report": "write a self-contained HTML report with charts",
+    "report": "write the dashboard as one self-contained HTML file",
     "openapi": "write the REST API's OpenAPI spec as JSON",
     "mcp": "run the MCP server (stdio, or streamable HTTP with API keys)",
 }
@@ -165,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("report")
     c.add_argument("-o", "--output", default="beeweave-report.html", help="default: beeweave-report.html")
     c.add_argument("--user-id")
-    c.add_argument("--top", type=int, default=8, help="how many hottest memories to draw the graph around")
+    c.add_argument("--top", type=int, default=8, help="how many hottest and newest memories to list")
+    c.add_argument("--lang", default="en", choices=["en", "zh"], help="the report's labels: English or Chinese")
 
     c = cmd("openapi")
     c.add_argument("-o", "--output", help="write to this file (default: standard output)")

@@ -450,7 +450,8 @@ def cmd_report(args: Any) -> int:
     from .report import write_report
 
     with _local(args, "report") as svc:
-        out = write_report(svc.memory, args.output, user_id=args.user_id, top=args.top, recorder=svc.recorder)
+        out = write_report(svc.memory, args.output, user_id=args.user_id, top=args.top, recorder=svc.recorder,
+                           lang=args.lang)
     print(f"wrote {out}")
     return 0
 

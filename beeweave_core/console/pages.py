@@ -2,35 +2,28 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from .i18n import LANGUAGES, pick_language, strings
+from .i18n import LANGUAGES, pick_language
+from .render import STATIC, render_page
 
 __all__ = ["mount_console", "PAGES"]
 
-_HERE = Path(__file__).parent
 PAGES = ("login", "memories", "memory", "review", "dashboard", "graph")
 # Nothing but this server's own files: the console must work offline, and a memory's text
 # can never run as script (every value is put in the page as text by the scripts).
 _CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-_env = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=select_autoescape(["html"]))
 
 
 def _render(request: Request, page: str, **extra: Any) -> HTMLResponse:
     lang = pick_language(request.query_params.get("lang"), request.cookies.get("bw_lang"),
                          request.headers.get("accept-language"))
-    t = strings(lang)
-    html = _env.get_template(f"{page}.html").render(
-        t=t, lang=lang, languages=LANGUAGES, page=page, strings_json=json.dumps(t, ensure_ascii=False), **extra)
-    response = HTMLResponse(html, headers={"Content-Security-Policy": _CSP, "Cache-Control": "no-store",
+    response = HTMLResponse(render_page(page, lang, **extra), headers={"Content-Security-Policy": _CSP, "Cache-Control": "no-store",
                                            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"})
     if request.query_params.get("lang") in LANGUAGES:
         response.set_cookie("bw_lang", lang, max_age=365 * 86400, samesite="strict", path="/ui")
@@ -56,4 +49,4 @@ def mount_console(app: FastAPI, prefix: str = "/ui") -> None:
     def memory(request: Request, memory_id: str) -> HTMLResponse:
         return _render(request, "memory", memory_id=memory_id)
 
-    app.mount(f"{prefix}/static", StaticFiles(directory=_HERE / "static"), name="console-static")
+    app.mount(f"{prefix}/static", StaticFiles(directory=STATIC), name="console-static")

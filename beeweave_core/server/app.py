@@ -24,7 +24,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__
-from ..console import mount_console
+from ..console.pages import mount_console
 from ..errors import BeeWeaveError
 from ..ingest import IngestConfig
 from .auth import KeyRing

@@ -120,7 +120,7 @@ def test_commands_in_process(store, capsys, monkeypatch):
     exported = json.loads((store / "alice.json").read_text())
     assert {c["id"] for c in exported["chunks"]} >= {"cli-deploy:0", "cli-logs:0"}
     assert main(["--store", "m.db", "report", "-o", "report.html"]) == 0
-    assert '<svg id="latency-histogram"' in (store / "report.html").read_text()
+    assert '<script type="application/json" id="bw-data">' in (store / "report.html").read_text()
     assert main(["--store", "m.db", "openapi", "-o", "openapi.json"]) == 0
     spec = json.loads((store / "openapi.json").read_text())
     assert "/api/v1/search" in spec["paths"]

@@ -1,18 +1,14 @@
-"""Statistics (beeweave_core.stats) and the HTML report (beeweave_core.report), in process."""
+"""Statistics (beeweave_core.stats), in process. The HTML report is tested in tests/console/test_report.py."""
 
 from __future__ import annotations
 
-import re
-import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
-from html.parser import HTMLParser
 
 import numpy as np
 import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.lifecycle import LifecycleConfig
-from beeweave_core.report import render_report, write_report
 from beeweave_core.server.service import MemoryService
 from beeweave_core.stats import SEARCHES, StatsRecorder, compute_stats
 
@@ -105,62 +101,3 @@ def test_samples_persist_roll_and_are_forgotten_with_the_user(tmp_path, clock):
         assert [v["user_id"] for _, v in m2.backend.kv_scan(SEARCHES)] == ["bob"]
     finally:
         m2.close()
-
-
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-
-def _svgs(html: str) -> dict[str, ET.Element]:
-    out = {}
-    for block in re.findall(r"<svg .*?</svg>", html, flags=re.S):
-        el = ET.fromstring(block)  # each chart is well-formed XML
-        out[el.get("id")] = el
-    return out
-
-
-def test_report_is_self_contained_with_its_charts(filled, tmp_path, clock):
-    rec = StatsRecorder(filled)
-    for q in ("kubernetes", "deploy note", "api cluster"):
-        rec.search(q, user_id="alice", k=3)
-    hot = filled.search("cluster 0", k=1)[0]
-    filled.feedback([hot.id], "up")
-    filled.add("<script>alert(1)</script> & the api runs on kubernetes cluster 0", user_id="alice",
-               agent_id="<b>evil</b>", session_id="s0", timestamp=T0)
-    out = write_report(filled, tmp_path / "r.html", recorder=rec, top=3)
-    html = out.read_text(encoding="utf-8")
-    parser = _Tags()
-    parser.feed(html)
-    tags = [t for t, _ in parser.tags]
-    assert "script" not in tags and "link" not in tags and "img" not in tags and "iframe" not in tags
-    assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", html)
-    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
-    svgs = _svgs(html)
-    assert set(svgs) == {"latency-histogram", "growth-chart", "memory-graph", "by-agent", "by-intent"}
-    ns = "{http://www.w3.org/2000/svg}"
-    bars = [r for r in svgs["latency-histogram"].iter(ns + "rect") if r.get("class") == "bar"]
-    assert sum(int(b.find(ns + "title").text.rsplit(": ", 1)[1]) for b in bars) == 3
-    assert len([ln for ln in svgs["latency-histogram"].iter(ns + "line") if ln.get("class") == "mark"]) == 3
-    growth_bars = [r for r in svgs["growth-chart"].iter(ns + "rect") if r.get("class") == "bar"]
-    assert len(growth_bars) == 3 and svgs["growth-chart"].find(ns + "polyline") is not None
-    nodes = [c for c in svgs["memory-graph"].iter(ns + "circle")]
-    hot_nodes = [c for c in nodes if "hot" in c.get("class", "")]
-    assert hot.id in {c.get("data-id") for c in hot_nodes} and len(nodes) > len(hot_nodes)
-    edges = [ln for ln in svgs["memory-graph"].iter(ns + "line") if ln.get("class") == "edge"]
-    assert edges and {e.get("data-type") for e in edges} <= {"semantic", "session", "entity", "tag", "merged_into"}
-    shown = {c.get("data-id") for c in nodes}
-    assert all(e.get("data-source") in shown and e.get("data-target") in shown for e in edges)
-    rec.close()
-
-
-def test_report_of_an_empty_store_still_renders():
-    with BeeWeave(embedder=HashingEmbedder(16)) as m:
-        html = render_report(m)
-    svgs = _svgs(html)
-    assert set(svgs) >= {"latency-histogram", "growth-chart", "memory-graph"}
-    assert "no searches recorded yet" in html and "no memory has been used yet" in html

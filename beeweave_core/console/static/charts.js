@@ -91,7 +91,7 @@
   function growthChart(container, growth, T) {
     const data = days(growth);
     if (!data.length) return empty(container, T.no_data);
-    const w = 900, h = 280, left = 48, right = 56, top = 14, bottom = 40;
+    const w = 900, h = 300, left = 48, right = 56, top = 14, bottom = 56;
     const pw = w - left - right, ph = h - top - bottom;
     const a = niceTicks(Math.max(...data.map((d) => d.added)), 4, true);
     const b = niceTicks(Math.max(...data.map((d) => d.total)), 4, true);
@@ -113,7 +113,7 @@
       g.append(s("rect", {x: cx(i) - bar / 2, y: ya(d.added), width: bar, height: top + ph - ya(d.added), fill: BAR, rx: 1},
                  s("title", {}, `${d.day}: ${T.added} ${d.added}, ${T.live_total} ${d.total}`)));
       if (i % every === 0 || data.length === 1) {
-        axis.append(s("text", {x: cx(i), y: h - bottom + 18, "text-anchor": "middle", "font-size": 11, fill: MUTED}, d.day));
+        axis.append(s("text", {x: cx(i), y: top + ph + 18, "text-anchor": "middle", "font-size": 11, fill: MUTED}, d.day));
       }
     });
     const pts = data.map((d, i) => `${cx(i)},${yb(d.total)}`).join(" ");

@@ -109,9 +109,11 @@
 
   function header() {
     const lang = document.getElementById("lang");
-    lang.addEventListener("change", () => {
-      const u = new URL(location.href); u.searchParams.set("lang", lang.value); location.href = u.toString();
-    });
+    if (lang) {  // not in beeweave report's file, which is written in one language
+      lang.addEventListener("change", () => {
+        const u = new URL(location.href); u.searchParams.set("lang", lang.value); location.href = u.toString();
+      });
+    }
     const out = document.getElementById("sign-out");
     if (!out) return true;
     if (!sessionStorage.getItem(KEY)) { toLogin(); return false; }
