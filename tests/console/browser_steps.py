@@ -20,8 +20,13 @@ def sign_in(page: Any, url: str, key: str, *, lang: str = "en", next_path: str =
     page.wait_for_url(f"**{next_path or '/ui/memories'}*")
 
 
+def ready(page: Any) -> None:
+    """Wait until the page's script has drawn what it loaded (``<body data-ready>``)."""
+    page.wait_for_selector("body[data-ready]", state="attached")
+
+
 def shot(page: Any, shots: Path, name: str) -> Path:
-    page.wait_for_load_state("networkidle")
+    ready(page)
     path = shots / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     try:

@@ -77,6 +77,12 @@ def start_seeded(root: Path) -> Seeded:
     add("bob", content="Bob keeps the zebra deploy token in the vault.", user_id="bob", agent_id="ops-bot",
         session_id="s1", tags=["ops", "deploy"])
     add("bob_pending", content="Bob's zebra pending note about the deploy.", user_id="bob", status="pending")
+    add("stale_keep", content="The office wifi password changes every month.", user_id="alice")
+    add("stale_archive", content="The old build server was called heron.", user_id="alice")
+    add("bob_stale", content="Bob's zebra stale note.", user_id="bob")
+    for name in ("stale_keep", "stale_archive", "bob_stale"):  # repeated "down" flags a memory stale
+        for _ in range(3):
+            assert h.post("/api/v1/feedback", json={"chunk_ids": [ids[name]], "signal": "down"}).status_code == 200
     for user, q in (("alice", "poison question about the deploy"), ("bob", "zebra poison question from bob")):
         assert h.post("/api/v1/ingest", json={"id": f"dead-{user}", "user_id": user, "query": q,
                                               "response": "an answer"}).status_code == 202

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.console.browser_steps import is_nice_tick_series, overlapping, shot, sign_in, text_boxes
+from tests.console.browser_steps import is_nice_tick_series, overlapping, ready, shot, sign_in, text_boxes
 from tests.console.console_support import ADMIN_KEY, ALICE_KEY, Seeded
 
 pytestmark = pytest.mark.slow
@@ -160,6 +160,51 @@ def test_approve_a_pending_memory_and_retry_a_dead_letter(seeded: Seeded, page: 
         assert any("poison question" in hit["chunk"]["raw_content"] for hit in found)
 
 
+def test_lifecycle_flags_are_kept_or_archived(seeded: Seeded, page: Any) -> None:
+    url, ids = seeded.server.url, seeded.ids
+    sign_in(page, url, ADMIN_KEY, next_path="/ui/review")
+    keep, archive = (f"#flags li[data-id='{ids[n]}']" for n in ("stale_keep", "stale_archive"))
+    page.wait_for_selector(keep)
+    assert "stale" in page.inner_text(keep) and "wifi password" in page.inner_text(keep)
+    page.click(keep + " button[data-decision=keep]")
+    page.wait_for_selector(keep, state="detached")
+    page.click(archive + " button[data-decision=archive]")
+    page.click("#confirm-ok")
+    page.wait_for_selector(archive, state="detached")
+    with seeded.server.http(ADMIN_KEY) as h:
+        flagged = {i["chunk_id"] for i in h.get("/api/v1/review/queue").json()["items"]}
+        assert ids["stale_keep"] not in flagged and ids["stale_archive"] not in flagged and ids["bob_stale"] in flagged
+    assert chunk(seeded, "stale_keep")["status"] == "active" and chunk(seeded, "stale_archive")["status"] == "archived"
+
+
+def test_the_memory_list_pages_forward_and_back(seeded: Seeded, page: Any) -> None:
+    url = seeded.server.url
+    with seeded.server.http(ADMIN_KEY) as h:
+        for i in range(13):
+            h.post("/api/v1/memories", json={"content": f"dave's note number {i}", "user_id": "dave",
+                                             "timestamp": f"2025-01-{i + 1:02d}T08:00:00+00:00"})
+    sign_in(page, url, ADMIN_KEY, next_path="/ui/memories?user=dave")
+    texts = lambda: page.eval_on_selector_all("#results li[data-id] .text", "els => els.map(e => e.textContent)")  # noqa: E731
+    page.wait_for_selector("#results li[data-id]")
+    assert texts() == [f"dave's note number {i}" for i in range(10)] and page.is_hidden("#prev")
+    page.click("#next")
+    page.wait_for_url("**page=1*")
+    page.wait_for_selector("#results li[data-id]")
+    assert texts() == [f"dave's note number {i}" for i in range(10, 13)] and page.is_hidden("#next")
+    page.click("#prev")
+    page.wait_for_url("**page=0*")
+    page.wait_for_selector("#results li[data-id]")
+    assert texts()[0] == "dave's note number 0"
+    page.goto(url + "/ui/memories?user=dave&q=note+number")  # search results page the same way
+    page.wait_for_selector("#results li[data-id]")
+    first = texts()
+    assert len(first) == 10 and page.is_visible("#next")
+    page.click("#next")
+    page.wait_for_url("**page=1*")
+    page.wait_for_selector("#results li[data-id]")
+    assert len(texts()) == 3 and not set(texts()) & set(first)
+
+
 def test_the_dashboard_counts_and_its_charts_read_correctly(seeded: Seeded, page: Any, shots: Path) -> None:
     url = seeded.server.url
     sign_in(page, url, ADMIN_KEY, next_path="/ui/dashboard")
@@ -172,11 +217,13 @@ def test_the_dashboard_counts_and_its_charts_read_correctly(seeded: Seeded, page
     assert f"{stats['total']}\nMemories" in cards and "Ingest queue" in cards
     for chart in ("#growth", "#latency", "#by-agent", "#by-intent"):
         assert overlapping(text_boxes(page, chart)) == [], chart
-    # One day of data: a bar of bounded width, not the whole plot.
+    # Two years of data (dave's notes are from 2025): weekly bars that can be seen, every memory counted.
     bars = page.eval_on_selector_all("#growth rect[fill='#1d5fa8']:not([height='10'])",
-                                     "els => els.map(e => e.getBoundingClientRect().width)")
+                                     "els => els.map(e => [e.getBoundingClientRect().width, e.textContent])")
     plot = page.eval_on_selector("#growth svg", "e => e.getBoundingClientRect().width")
-    assert len(bars) == len(stats["growth"]) and max(bars) < plot / 10
+    assert 2 < len(bars) <= 120 and all(2 <= w < plot / 10 for w, _ in bars), bars
+    assert sum(int(t.split("added ")[1].split(";")[0]) for _, t in bars) == sum(d["added"] for d in stats["growth"])
+    assert "added per week" in page.inner_text("#growth")
     ticks = page.eval_on_selector_all("#growth .axis text[text-anchor=end]", "els => els.map(e => e.textContent)")
     assert is_nice_tick_series([float(t.replace(",", "")) for t in ticks]), ticks
     lat = page.eval_on_selector_all("#latency .axis text", "els => els.map(e => e.textContent)")
@@ -254,9 +301,9 @@ def test_a_user_scoped_key_sees_nothing_of_another_user_in_any_view(seeded: Seed
     page.wait_for_selector("#results li[data-id]")
 
     def shows_no_bob() -> None:
-        page.wait_for_load_state("networkidle")
+        ready(page)
         body = page.inner_text("body")
-        assert "zebra" not in body and ids["bob"] not in body and ids["bob_pending"] not in body
+        assert "zebra" not in body and not any(ids[n] in body for n in ("bob", "bob_pending", "bob_stale"))
         assert page.locator(f"[data-id='{ids['bob']}'], [data-id='dead-bob']").count() == 0
 
     shows_no_bob()
@@ -275,7 +322,6 @@ def test_a_user_scoped_key_sees_nothing_of_another_user_in_any_view(seeded: Seed
     shows_no_bob()
     for path in ("/ui/review", "/ui/dashboard", f"/ui/graph?id={ids['runbook']}"):
         page.goto(url + path)
-        page.wait_for_selector("#main")
         shows_no_bob()
     page.wait_for_selector("#graph .node")
     shot(page, shots, "graph-alice")

@@ -15,9 +15,11 @@
 
   function niceStep(raw, integer) {
     if (!(raw > 0)) return 1;
+    if (integer && raw <= 1) return 1;
     const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((x) => x >= raw);
-    return integer ? Math.max(1, Math.ceil(step)) : step;
+    // Counts step by whole numbers: 2.5 is nice only from 25 up.
+    const factors = integer && mag < 10 ? [1, 2, 5, 10] : [1, 2, 2.5, 5, 10];
+    return factors.map((m) => m * mag).find((x) => x >= raw - 1e-9);
   }
 
   // Ticks from 0 to a nice maximum covering max, about `count` of them.
@@ -72,24 +74,35 @@
     container.replaceChildren(g);
   }
 
-  function days(growth) {  // every day from the first to the last (gaps are 0), at most ~2 years
-    if (!growth.length) return [];
+  // Every day from the first to the last (a gap counts 0); over more than a quarter, weeks
+  // (from Monday), over more than two years, months: each bar stays wide enough to see.
+  function buckets(growth) {
+    if (!growth.length) return {unit: "day", rows: []};
     const by = new Map(growth.map((d) => [d.day, d]));
-    const out = [];
     const first = new Date(growth[0].day + "T00:00:00Z"), last = new Date(growth[growth.length - 1].day + "T00:00:00Z");
-    if ((last - first) / 864e5 > 730) return growth;
+    const span = Math.round((last - first) / 864e5) + 1;
+    const unit = span <= 92 ? "day" : span <= 730 ? "week" : "month";
+    const keyOf = (d) => {
+      if (unit === "day") return d.toISOString().slice(0, 10);
+      if (unit === "month") return d.toISOString().slice(0, 7);
+      const monday = new Date(d.getTime() - ((d.getUTCDay() + 6) % 7) * 864e5);
+      return monday.toISOString().slice(0, 10);
+    };
+    const rows = [];
     let total = 0;
     for (let d = first; d <= last; d = new Date(d.getTime() + 864e5)) {
-      const key = d.toISOString().slice(0, 10), row = by.get(key);
+      const row = by.get(d.toISOString().slice(0, 10)), key = keyOf(d);
       if (row) total = row.total;
-      out.push({day: key, added: row ? row.added : 0, total});
+      if (!rows.length || rows[rows.length - 1].day !== key) rows.push({day: key, added: 0, total});
+      const b = rows[rows.length - 1];
+      b.added += row ? row.added : 0; b.total = total;
     }
-    return out;
+    return {unit, rows};
   }
 
-  // Memories added per day (bars, left axis) and the live total (line, right axis).
+  // Memories added per day, week or month (bars, left axis) and the live total (line, right axis).
   function growthChart(container, growth, T) {
-    const data = days(growth);
+    const {unit, rows: data} = buckets(growth);
     if (!data.length) return empty(container, T.no_data);
     const w = 900, h = 300, left = 48, right = 56, top = 14, bottom = 56;
     const pw = w - left - right, ph = h - top - bottom;
@@ -111,7 +124,7 @@
     const every = Math.max(1, Math.ceil(data.length / Math.floor(pw / 84)));  // a date label is ~70px wide
     data.forEach((d, i) => {
       g.append(s("rect", {x: cx(i) - bar / 2, y: ya(d.added), width: bar, height: top + ph - ya(d.added), fill: BAR, rx: 1},
-                 s("title", {}, `${d.day}: ${T.added} ${d.added}, ${T.live_total} ${d.total}`)));
+                 s("title", {}, `${d.day}: ${T.added} ${d.added}; ${T.live_total} ${d.total}`)));
       if (i % every === 0 || data.length === 1) {
         axis.append(s("text", {x: cx(i), y: top + ph + 18, "text-anchor": "middle", "font-size": 11, fill: MUTED}, d.day));
       }
@@ -122,12 +135,12 @@
     data.forEach((d, i) => g.append(s("circle", {cx: cx(i), cy: yb(d.total), r: data.length > 60 ? 1.5 : 3.5, fill: LINE})));
     const key = s("g", {"font-size": 12});
     key.append(s("rect", {x: left, y: h - 14, width: 12, height: 10, fill: BAR}),
-               s("text", {x: left + 16, y: h - 5, fill: INK}, T.added),
-               s("line", {x1: left + 120, x2: left + 140, y1: h - 9, y2: h - 9, stroke: LINE, "stroke-width": 2.5}),
-               s("text", {x: left + 146, y: h - 5, fill: INK}, T.live_total));
+               s("text", {x: left + 16, y: h - 5, fill: INK}, T.added + " " + T["per_" + unit]),
+               s("line", {x1: left + 200, x2: left + 220, y1: h - 9, y2: h - 9, stroke: LINE, "stroke-width": 2.5}),
+               s("text", {x: left + 226, y: h - 5, fill: INK}, T.live_total));
     g.append(key);
     container.replaceChildren(g);
   }
 
-  window.BWCharts = {niceTicks, barChart, growthChart, fmt};
+  window.BWCharts = {niceTicks, barChart, growthChart, buckets, fmt};
 })();

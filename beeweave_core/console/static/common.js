@@ -132,6 +132,9 @@
     return true;
   }
 
+  // Marks the page as drawn (data-ready), whatever the outcome: tests wait for it.
+  function done() { document.body.dataset.ready = "1"; }
+
   window.BW = {T, el, api, ApiError, me, scopeUser, say, fail, confirmDialog, when, short, tagList, memoryLink,
-               splitTags, signOut, KEY, ME, ready: header()};
+               splitTags, signOut, done, KEY, ME, ready: header()};
 })();

@@ -54,7 +54,8 @@
   (async () => {
     if (embedded) {
       const data = JSON.parse(embedded.textContent);
-      return render(data.stats, data.patterns || []);
+      render(data.stats, data.patterns || []);
+      return window.BW.done();
     }
     if (!window.BW.ready) return;
     try {
@@ -63,5 +64,6 @@
                                            window.BW.api("GET", "/patterns/hot", undefined, {user_id: user})]);
       render(st, hot.patterns);
     } catch (e) { window.BW.fail(e); }
+    window.BW.done();
   })();
 })();

@@ -232,13 +232,14 @@
   }
 
   (async () => {
-    if (!center) { $("graph").replaceChildren(el("p", {class: "help", text: T.graph_empty})); return; }
+    if (!center) { $("graph").replaceChildren(el("p", {class: "help", text: T.graph_empty})); return window.BW.done(); }
     $("graph").replaceChildren(el("p", {class: "help", text: T.loading}));
     try {
       const g = await neighbourhood();
-      if (!g) { $("graph").replaceChildren(el("p", {class: "help", text: T.not_found})); return; }
+      if (!g) { $("graph").replaceChildren(el("p", {class: "help", text: T.not_found})); return window.BW.done(); }
       $("graph-center").textContent = short(g.nodes.get(g.nodes.keys().next().value).chunk.raw_content, 60);
       draw(g);
     } catch (e) { fail(e); }
+    window.BW.done();
   })();
 })();

@@ -4,6 +4,7 @@
   const form = document.getElementById("login"), key = document.getElementById("key");
   const error = document.getElementById("login-error");
   key.focus();
+  window.BW.done();
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     error.textContent = "";

@@ -87,6 +87,7 @@
     } catch (e) {
       list.replaceChildren(); fail(e);
     }
+    window.BW.done();
   }
   run();
 })();

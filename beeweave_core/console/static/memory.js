@@ -109,5 +109,6 @@
     } catch (e) {
       if (e.status === 404) { $("memory-title").textContent = T.not_found; say(T.not_found); } else fail(e);
     }
+    window.BW.done();
   })();
 })();

@@ -95,8 +95,8 @@
   selectAll("pending-all", "pending");
   selectAll("dead-all", "dead");
 
-  for (const [name, load] of [["pending", pending], ["flags", flags], ["dead", dead]]) {
+  Promise.all([["pending", pending], ["flags", flags], ["dead", dead]].map(([name, load]) => {
     $(name).replaceChildren(empty(T.loading));
-    load().catch((e) => { $(name).replaceChildren(); fail(e); });
-  }
+    return load().catch((e) => { $(name).replaceChildren(); fail(e); });
+  })).then(window.BW.done);
 })();
