@@ -22,8 +22,9 @@ from tests.service.service_support import EMBEDDER, LiveServer, start_server
 CHROMIUM = os.environ.get("BEEWEAVE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-ADMIN_KEY, ALICE_KEY = "console-admin-0001", "console-alice-0001"
-KEYS = {ADMIN_KEY: "acme", ALICE_KEY: {"tenant": "acme", "users": ["alice"]}}
+ADMIN_KEY, ALICE_KEY, PAIR_KEY = "console-admin-0001", "console-alice-0001", "console-pair-0001"
+KEYS = {ADMIN_KEY: "acme", ALICE_KEY: {"tenant": "acme", "users": ["alice"]},
+        PAIR_KEY: {"tenant": "acme", "users": ["alice", "bob"]}}
 
 
 class FlakyExtractor:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.console.browser_steps import is_nice_tick_series, overlapping, ready, shot, sign_in, text_boxes
-from tests.console.console_support import ADMIN_KEY, ALICE_KEY, Seeded
+from tests.console.console_support import ADMIN_KEY, ALICE_KEY, PAIR_KEY, Seeded
 
 pytestmark = pytest.mark.slow
 
@@ -330,3 +330,21 @@ def test_a_user_scoped_key_sees_nothing_of_another_user_in_any_view(seeded: Seed
     shows_no_bob()
     with seeded.server.http(ADMIN_KEY) as h:  # the admin key does see bob's memory: the test can fail
         assert "zebra" in h.get(f"/api/v1/memories/{ids['bob']}").json()["raw_content"]
+
+
+def test_a_key_of_two_users_picks_the_user_the_review_and_dashboard_show(seeded: Seeded, page: Any) -> None:
+    url, ids = seeded.server.url, seeded.ids
+    sign_in(page, url, PAIR_KEY, next_path="/ui/review")
+    ready(page)
+    assert page.is_visible("#scope") and page.eval_on_selector_all("#scope option", "els => els.map(e => e.value)") \
+        == ["alice", "bob"]
+    assert page.locator(f"#pending li[data-id='{ids['bob_pending']}']").count() == 0  # alice first
+    page.select_option("#scope", "bob")
+    page.wait_for_selector(f"#pending li[data-id='{ids['bob_pending']}']")
+    assert "kestrel" not in page.inner_text("#pending")
+    page.goto(url + "/ui/dashboard")
+    ready(page)
+    assert page.input_value("#scope") == "bob"  # the choice holds across pages
+    with seeded.server.http(ADMIN_KEY) as h:
+        bobs = h.get("/api/v1/stats", params={"user_id": "bob"}).json()["total"]
+    assert page.inner_text("#cards").startswith(f"{bobs}\nMemories")
