@@ -246,7 +246,7 @@ def test_retrieve_equals_the_separate_calls(pg_url, exact_limit) -> None:  # noq
     try:
         rows = make_rows(rnd, rng, 200)
         pg.insert(rows)
-        if exact_limit == 0:  # the insert started the build in the background: wait for it
+        if exact_limit == 0:  # build the graph (a first search would start it in the background)
             deadline = time.monotonic() + 60
             while not pg.ensure_vector_index():
                 assert time.monotonic() < deadline

@@ -204,3 +204,35 @@ def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # n
         assert [s for _, s in got] == pytest.approx([s for _, s in before], abs=1e-9)
     finally:
         store.close()
+
+
+def _hnsw_valid(url: str, schema: str, dim: int) -> bool:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                           (f'"{schema}".vectors_hnsw_{dim}',)).fetchone()
+    return bool(row and row[0])
+
+
+def test_the_graph_is_built_by_the_first_search_past_exact_limit_not_by_writes() -> None:
+    """Inserts never start the HNSW build (a bulk load would otherwise maintain the graph
+    row by row); the first search with more candidates than exact_limit does, and until
+    the graph is valid its answers stay exact."""
+    with fresh_schema("lazy") as schema:
+        store = PostgresStore(schema_url(server_url(), schema), tenant=new_tenant(), exact_limit=5)
+        try:
+            rows = [_row(f"m{i}", f"word{i % 3} memory", seed=i) for i in range(12)]
+            store.insert(rows[:6])
+            store.insert(rows[6:])
+            assert store._builder is None and not _hnsw_valid(server_url(), schema, 8)
+            # A search whose filter leaves few candidates needs no graph either.
+            store.vector_search(rows[0].vector, build_filter({"ids": ["m1", "m2"]}), 2)
+            assert store._builder is None
+            vecs = np.stack([r.vector for r in rows])
+            want = [f"m{i}" for i in np.argsort(-(vecs @ rows[3].vector), kind="stable")[:4]]
+            got = store.retrieve({"memory": 1}, rows[3].vector, EVERYTHING, 4)
+            assert store._builder is not None  # the search started the build
+            store._builder.join(60)
+            assert _hnsw_valid(server_url(), schema, 8)
+            assert set(want) <= set(got.ids)
+        finally:
+            store.close()

@@ -177,10 +177,12 @@ est AS (
     SELECT seq, dist, 'hnsw' FROM vh WHERE NOT EXISTS (SELECT 1 FROM ve)
 )"""
 
+# The last column is the candidates' estimate (est), which tells the store to build the
+# graph (store._maybe_index).
 VECTOR_SQL = "WITH " + _VECTOR_CTES + """
-SELECT c.id, -t.dist, t.path, t.seq FROM vtop t JOIN @chunks c ON c.tenant = %(t)s AND c.seq = t.seq
+SELECT c.id, -t.dist, t.path, t.seq, (SELECT n FROM est) FROM vtop t JOIN @chunks c ON c.tenant = %(t)s AND c.seq = t.seq
 UNION ALL
-SELECT NULL, NULL, NULL, dim FROM @stats WHERE tenant = %(t)s AND NOT EXISTS (SELECT 1 FROM vtop)
+SELECT NULL, NULL, NULL, dim, (SELECT n FROM est) FROM @stats WHERE tenant = %(t)s AND NOT EXISTS (SELECT 1 FROM vtop)
 """
 
 # Cosine of q with each record's context vector normalise(own + vw * sum of neighbours'),
@@ -216,12 +218,12 @@ WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
 
 # A whole search in one statement: the lexical top k (BM25 with context), the dense top
 # k, and for their union each candidate's BM25 score, context-vector score, the fields
-# ranking reads and the record.
+# ranking reads and the record, and the dense candidates' estimate (as VECTOR_SQL).
 SEARCH_SQL = "WITH " + _BM25_CTES + "," + _VECTOR_CTES + """,
 cand AS (SELECT seq FROM ltop UNION SELECT seq FROM vtop)
 SELECT c.id, coalesce(l.score, 0), """ + _CONTEXT_SCORE + """,
     c.doc->>'timestamp', c.doc->>'weight', c.doc->>'confidence', c.doc->>'pinned', c.doc->'metadata'->'stale',
-    c.doc->>'reinforced_at', c.doc->>'expires_at', """ + _RECORD_COLUMNS + """
+    c.doc->>'reinforced_at', c.doc->>'expires_at', """ + _RECORD_COLUMNS + """, (SELECT n FROM est)
 FROM cand JOIN @chunks c ON c.tenant = %(t)s AND c.seq = cand.seq
 JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
 LEFT JOIN @access a ON a.tenant = c.tenant AND a.seq = c.seq

@@ -130,6 +130,18 @@ def _search_settings(vector_version: str | None, citus: bool) -> list[str]:
     if citus:
         out.append("SET LOCAL citus.propagate_set_commands = 'local'")
     out.append("SET LOCAL hnsw.ef_search = {ef}")
+    # The exact-scan branch of a search statement is planned even when its one-time filter
+    # skips it, and a parallel plan starts its workers anyway: measured 40 ms of a 100k
+    # search on the loaded development machine, for nothing. A search reads ~100 rows by key
+    # and a few thousand postings: parallel workers never pay for themselves.
+    out.append("SET LOCAL max_parallel_workers_per_gather = 0")
+    # Without server-side prepared statements (a transaction pooler would hand them to
+    # another client) every search is planned afresh, and searching join orders over its
+    # CTEs was most of the planning (8 of 10 ms at 10k on the loaded development machine).
+    # The statements are written in the order they should run — the few query terms, then
+    # their postings; the ~100 candidates, then their rows by key — so the planner keeps it.
+    out.append("SET LOCAL join_collapse_limit = 1")
+    out.append("SET LOCAL from_collapse_limit = 1")
     parts = tuple(int(p) for p in re.findall(r"\d+", vector_version or "0")[:2])
     if parts >= (0, 8):
         out.append("SET LOCAL hnsw.iterative_scan = relaxed_order")
@@ -357,12 +369,11 @@ class PostgresStore:
             return
         prepared = [(_checked(r.chunk), r) for r in rows]
         with self._write() as conn:
-            n_docs = self._insert(conn, prepared, EventType.CREATED)
-        self._maybe_index(len(rows[0].vector), n_docs)
+            self._insert(conn, prepared, EventType.CREATED)
 
     def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
-                event: EventType) -> int:
-        """Insert new records with everything derived from them; return the tenant's N."""
+                event: EventType) -> None:
+        """Insert new records with everything derived from them."""
         t, q = self.tenant, self._q
         ids = [cols[0] for cols, _ in prepared]
         vectors = [np.asarray(r.vector, np.float32) for _, r in prepared]
@@ -404,7 +415,6 @@ class PostgresStore:
         pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
         pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
-        return int(one(conn.execute(q("SELECT n_docs FROM @stats WHERE tenant = %s"), (t,)).fetchone())[0])
 
     def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
         """The access counts of records as written (their side table holds the live ones)."""
@@ -414,13 +424,15 @@ class PostgresStore:
             "ON CONFLICT (tenant, seq) DO UPDATE SET n = excluded.n, last = excluded.last"),
             (self.tenant, list(seqs), [int(c.access_count) for c in chunks], [c.last_accessed for c in chunks]))
 
-    def _maybe_index(self, dim: int, n_docs: int) -> None:
-        """Once an exact scan no longer answers every search, build the HNSW index of this
-        dimension in a background thread: the build takes seconds to minutes and waits for
-        older transactions, and the write that crossed the line has committed already.
-        Until the index is valid, searches scan exactly; a build cut short (the process
-        ended) leaves an invalid index that the next build replaces."""
-        if n_docs <= self.exact_limit or dim in self._indexed_dims or (
+    def _maybe_index(self, dim: int, candidates: int) -> None:
+        """Once a search has more candidates than an exact scan handles well, build the HNSW
+        index of this dimension in a background thread: the build takes seconds to minutes
+        and waits for older transactions. Until the index is valid, searches scan exactly;
+        a build cut short (the process ended) leaves an invalid index that the next build
+        replaces. A search, not a write, starts it: every insert into a pgvector graph walks
+        it (milliseconds a row), so a bulk load with no search meanwhile (the usual import)
+        maintains no graph and the graph is built once, over everything, afterwards."""
+        if candidates <= self.exact_limit or self.read_only or dim in self._indexed_dims or (
                 self._builder is not None and self._builder.is_alive()):
             return
         self._builder = threading.Thread(target=self._build_quietly, args=(dim,), daemon=True,
@@ -514,11 +526,10 @@ class PostgresStore:
             return
         prepared = self._prepare_rows(rows)
         with self._write() as conn:  # rows and meta (a re-embed's model name) in one transaction
-            n_docs = self._replace(conn, prepared) if prepared else 0
+            if prepared:
+                self._replace(conn, prepared)
             if meta:
                 self._set_meta(conn, meta)
-        if rows:
-            self._maybe_index(len(rows[0].vector), n_docs)
 
     @staticmethod
     def _prepare_rows(rows: list[ChunkRow]) -> list[tuple[tuple[Any, ...], ChunkRow]]:
@@ -527,15 +538,14 @@ class PostgresStore:
             raise DuplicateIdError("replace got the same id twice")
         return [(_checked(r.chunk), r) for r in rows]
 
-    def _replace(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]]) -> int:
+    def _replace(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]]) -> None:
         # A changed text means new postings and a new vector: delete and re-insert under
         # the same id, keeping edges, in one transaction.
         ids = [cols[0] for cols, _ in prepared]
         kept = self._edges(conn, ids, None, "both")
         self._delete(conn, ids, None)
-        n_docs = self._insert(conn, prepared, EventType.UPDATED)
+        self._insert(conn, prepared, EventType.UPDATED)
         self._add_edges(conn, kept)
-        return n_docs
 
     def modify(self, ids: Sequence[str],
                change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
@@ -543,7 +553,6 @@ class PostgresStore:
         ids = list(dict.fromkeys(clean(ids)))
         if not ids:
             return
-        n_docs = None
         with self._write() as conn:
             # FOR UPDATE of the record and its access row: they stay locked until this
             # transaction ends, so a writer in any process (an access write-back too) waits
@@ -556,9 +565,7 @@ class PostgresStore:
             if chunks:
                 self._update(conn, {c.id: (_checked(c), c) for c in chunks})
             if rows:
-                n_docs = self._replace(conn, self._prepare_rows(rows))
-        if rows and n_docs is not None:
-            self._maybe_index(len(rows[0].vector), n_docs)
+                self._replace(conn, self._prepare_rows(rows))
 
     def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
         """One statement on the access side table, without the tenant write lock: the rows
@@ -747,9 +754,11 @@ class PostgresStore:
         with self._tx() as conn:
             self._settings(conn, k)
             rows = conn.execute(stmt, params).fetchall()
-        hits = [(cid, float(s), path, seq) for cid, s, path, seq in rows if cid is not None]
+        if rows and params["graph"]:
+            self._maybe_index(len(q), int(rows[0][4]))
+        hits = [(cid, float(s), path, seq) for cid, s, path, seq, _ in rows if cid is not None]
         if not hits:
-            dims = [seq for cid, _, _, seq in rows if cid is None]
+            dims = [seq for cid, _, _, seq, _ in rows if cid is None]
             if dims and dims[0] is not None and dims[0] != len(q):
                 raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({dims[0]},)")
             return []
@@ -783,6 +792,8 @@ class PostgresStore:
         with self._tx() as conn:
             self._settings(conn, k)
             rows = conn.execute(stmt, params).fetchall()
+        if rows and params["graph"]:
+            self._maybe_index(len(q), int(rows[0][15]))
         if not rows:
             store_dim = self.dim
             if store_dim is not None and store_dim != len(q):

@@ -1,0 +1,109 @@
+"""Where a PostgreSQL search and add spend their time: per-search latency, round trips,
+and EXPLAIN (ANALYZE, BUFFERS) of the one search statement, on a store built from the
+scale benchmark's corpus (benchmarks/scale_data.py) on a running server.
+
+    python benchmarks/pg_profile.py URL --n 10000 [--explain] [--queries 50] [--adds 10]
+
+The store (schema ``prof_<n>``, tenant ``scale``) is built on first use and reused, so
+a change of the search SQL is measured in seconds. A change of the schema needs
+``--rebuild``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from scale_data import DEFAULT_CACHE_DIR, Precomputed, ScaleCorpus, Vectors, ensure_text_embeddings  # noqa: E402
+
+from beeweave_core import BeeWeave  # noqa: E402
+from beeweave_core.filters import Filter  # noqa: E402
+from beeweave_core.store.postgres.sql import SEARCH_SQL  # noqa: E402
+
+BLOCK = 8192
+
+
+def _open(url: str, n: int, embedder: Precomputed) -> BeeWeave:
+    sep = "&" if "?" in url else "?"
+    return BeeWeave.from_url(f"{url}{sep}schema=prof_{n}", tenant="scale", embedder=embedder)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url")
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--data", default="/work/shared/data/locomo")
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--adds", type=int, default=10)
+    ap.add_argument("--explain", action="store_true")
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--unscoped", action="store_true")
+    args = ap.parse_args()
+
+    corpus = ScaleCorpus.load(Path(args.data))
+    vectors = Vectors(corpus, "text", ensure_text_embeddings(args.data, str(DEFAULT_CACHE_DIR)))
+    queries = corpus.queries(args.queries + 5, 1, vectors)
+    embedder = Precomputed("scale-benchmark:minilm-copies-384")
+    embedder.add([q.text for q in queries], np.stack([q.vector for q in queries]))
+    if args.rebuild:
+        with psycopg.connect(args.url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS prof_{args.n} CASCADE")
+    memory = _open(args.url, args.n, embedder)
+    if memory.backend.count(None) < args.n:
+        start = time.perf_counter()
+        for lo in range(memory.backend.count(None), args.n, BLOCK):
+            hi = min(args.n, lo + BLOCK)
+            memory.add_many([m.record(v) for m, v in zip(corpus.memories(lo, hi, 1), vectors.store(lo, hi))],
+                            link=False, show_progress=False)
+        if memory.backend.count(None) > memory.backend.exact_limit:
+            memory.backend.ensure_vector_index()
+        print(f"built {args.n} in {time.perf_counter() - start:.1f} s", flush=True)
+    backend = memory.backend
+
+    times = []
+    for i, q in enumerate(queries):
+        t0 = time.perf_counter()
+        memory.search(q.text, user_id=None if args.unscoped else q.user_id, k=10, query_embedding=q.vector)
+        if i >= 5:
+            times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    print(f"search p50 {statistics.median(times):.1f} ms  p95 {times[int(0.95 * len(times))]:.1f} ms", flush=True)
+
+    adds = corpus.additions(args.adds, args.n, 1)
+    add_vecs = vectors.added(adds)
+    at = []
+    for j, (m, v) in enumerate(zip(adds, add_vecs)):
+        t0 = time.perf_counter()
+        memory.add(m.content, user_id=m.user_id, session_id=m.session_id, chunk_id=f"prof-{time.time_ns()}-{j}",
+                   timestamp=m.source.timestamp, embedding=v)
+        at.append((time.perf_counter() - t0) * 1000)
+    if at:
+        print(f"add p50 {statistics.median(at):.1f} ms", flush=True)
+
+    if args.explain:
+        q = queries[7]
+        from beeweave_core.query import prepare_query
+
+        terms = prepare_query(q.text, memory._shared.tokenizer).terms  # noqa: SLF001
+        flt = Filter() if args.unscoped else Filter(user_ids=[q.user_id])
+        k = 40
+        stmt, fargs = backend._statement(SEARCH_SQL, flt, d=384)
+        params = {**backend._lexical_params(terms), "k": k, **backend._vector_params(q.vector.astype(np.float32), flt,
+                                                                                     k, False), **fargs}
+        with backend._tx() as conn:
+            backend._settings(conn, k)
+            plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()
+        print("\n".join(r[0] for r in plan))
+    memory.close()
+
+
+if __name__ == "__main__":
+    main()
