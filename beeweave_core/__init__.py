@@ -64,6 +64,7 @@ from .lifecycle import (
     MemoryVersion,
     ReviewDecision,
     ReviewItem,
+    TierConfig,
 )
 from .memory import BeeWeave
 from .network import Candidate, ExpandOptions, NetworkConfig
@@ -73,6 +74,7 @@ from .records import (
     HitSource,
     Intent,
     KnowledgeChunk,
+    MemoryTier,
     ProcessedContent,
     Relationship,
     RelationType,
@@ -97,6 +99,7 @@ __all__ = [
     "CrossEncoderReranker",
     "EventBus",
     "LifecycleConfig",
+    "TierConfig",
     "FeedbackSignal",
     "ForgetAction",
     "ReviewDecision",
@@ -113,6 +116,7 @@ __all__ = [
     "HitSource",
     "ContentType",
     "ChunkStatus",
+    "MemoryTier",
     "Intent",
     "RelationType",
     "FusionMode",

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 RECORD_KEYS = frozenset({"content", "user_id", "session_id", "agent_id", "chunk_id", "tags", "metadata", "timestamp",
                          "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence",
-                         "status"})
+                         "status", "tier"})
 
 
 class Records:
@@ -125,7 +125,7 @@ class Records:
         metadata = dict(metadata)
         check_json("metadata", metadata)
         extra = {k: r[k] for k in ("entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence",
-                                   "status") if r.get(k) is not None}
+                                   "status", "tier") if r.get(k) is not None}
         for key in ("weight", "confidence"):
             if key in extra:
                 check_number(key, extra[key])

@@ -163,7 +163,7 @@ class Pipeline:
             raw_content=raw, user_id=ev.user_id, id=f"{ev.id}:{n}", agent_id=ev.agent_id, session_id=ev.session_id,
             processed_content=pc, summary=ext.summary or None,
             entities=[e for e in ext.entities if e.strip()], intent=intent, timestamp=ev.timestamp,
-            status=status, metadata=metadata, **self._caller_fields(ev, list(ext.tags))))
+            status=status, tier=self.config.tier, metadata=metadata, **self._caller_fields(ev, list(ext.tags))))
 
     def _turn(self, out: Prepared, query: str, response: str, tools: tuple[str, ...],
               redactions: dict[str, int] | None) -> Extraction:

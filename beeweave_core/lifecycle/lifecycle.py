@@ -24,6 +24,7 @@ from .history import read_actions, record_action
 from .maintenance import Maintenance
 from .reports import ReviewItem
 from .review import flag, read_queue, unflag
+from .tiers import Tiers
 
 __all__ = ["Lifecycle"]
 
@@ -40,7 +41,8 @@ class Lifecycle:
         cfg = ctx.config
         self.access = AccessRecorder(self._write_access, batch=cfg.access_batch,
                                      interval=cfg.access_flush_interval, write_lock=ctx.shared.write_lock)
-        self.maintenance = Maintenance(ctx, self.access.flush)
+        self.tiers = Tiers(ctx)
+        self.maintenance = Maintenance(ctx, self.access.flush, self.tiers)
         self.facts = Facts(ctx)
 
     # -- feedback ----------------------------------------------------------------------------
@@ -84,6 +86,7 @@ class Lifecycle:
                 elif was_stale and not c.metadata.get(STALE_KEY):
                     unflag(self.ctx.backend, c.id, "stale")
                 box.emit(EventType.UPDATED, c, fields=changed_fields(found[c.id], c), feedback=sig.value)
+        self.tiers.after_feedback(ids)  # praise or use may lift a short-term memory to long-term
         return self.ctx.records.get_many(ids)
 
     def effective_weight(self, chunk_id: str) -> float:
@@ -131,6 +134,7 @@ class Lifecycle:
         """Conflicting memories side by side in confidence order; accesses recorded."""
         order_conflicts(hits)
         self.access.record((h.id for h in hits), now)
+        self.tiers.on_search(hits)
 
     def _write_access(self, pending: Pending) -> None:
         with self.ctx.shared.write_lock:
@@ -138,7 +142,8 @@ class Lifecycle:
 
     def on_insert(self, chunks: list[KnowledgeChunk], link: bool) -> None:
         """Expiry rules, merge-on-insert and capacity for freshly stored memories."""
-        self._apply_expiry_rules(chunks)
+        self._apply_expiry_rules(chunks)  # a rule's expiry (today's weather) wins over a tier's TTL
+        self.tiers.on_insert(chunks)
         cfg = self.ctx.config
         if cfg.merge_on_insert:
             self.maintenance.merge_new(chunks)
