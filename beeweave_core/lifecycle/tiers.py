@@ -31,26 +31,17 @@ from typing import Any
 from ..events import EventType
 from ..filters import build_filter
 from ..records import KnowledgeChunk, MemoryTier, SearchHit
+from ..validation import importance_of
 from .base import LifecycleContext, Outbox, changed_fields
 from .config import TierConfig
 from .expiry import eviction_score
 from .history import record_action
 from .reports import MaintenanceReport
 
-__all__ = ["Tiers", "promotion_score", "importance_of", "TIER_TTL_KEY", "tier_expiry", "promoted",
+__all__ = ["Tiers", "promotion_score", "TIER_TTL_KEY", "tier_expiry", "promoted",
            "demoted", "due_for_promotion"]
 
 TIER_TTL_KEY = "tier_ttl"  # metadata: the tier whose TTL set ``expires_at`` (cleared on promotion)
-_IMPORTANCE_WORDS = {"high": 1.0, "medium": 0.6, "low": 0.2}
-
-
-def importance_of(value: Any) -> float:
-    """An importance in [0, 1] from a number or a word (high / medium / low); 0 when unknown."""
-    if isinstance(value, str):
-        return _IMPORTANCE_WORDS.get(value.strip().lower(), 0.0)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return min(max(float(value), 0.0), 1.0)
-    return 0.0
 
 
 def promotion_score(chunk: KnowledgeChunk, cfg: TierConfig, *, extra_uses: int = 0) -> float:
