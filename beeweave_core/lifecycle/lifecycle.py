@@ -17,7 +17,7 @@ from .access import AccessRecorder, Pending
 from .base import LifecycleContext, changed_fields, retired
 from .config import FeedbackSignal, ReviewDecision
 from .conflicts import order_conflicts
-from .expiry import rule_expiry
+from .expiry import inherited_expiry, rule_expiry
 from .facts import Facts
 from .feedback import FEEDBACK_KEY, STALE_KEY, apply_feedback
 from .history import read_actions, record_action
@@ -160,6 +160,7 @@ class Lifecycle:
     def _apply_expiry_rules(self, chunks: Sequence[KnowledgeChunk]) -> None:
         rules = self.ctx.config.expiry_rules
         due = {c.id: found for c in chunks if (found := rule_expiry(c, rules)) is not None}
+        due.update(inherited_expiry(chunks, due))
         if not due:
             return
         with self.ctx.changes() as box:
