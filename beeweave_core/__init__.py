@@ -64,8 +64,10 @@ from .lifecycle import (
     MemoryVersion,
     ReviewDecision,
     ReviewItem,
+    SessionConfig,
     TierConfig,
 )
+from .lifecycle.sessions import ConversationContext
 from .memory import BeeWeave
 from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import (
@@ -100,6 +102,8 @@ __all__ = [
     "EventBus",
     "LifecycleConfig",
     "TierConfig",
+    "SessionConfig",
+    "ConversationContext",
     "FeedbackSignal",
     "ForgetAction",
     "ReviewDecision",

@@ -43,6 +43,7 @@ from .lifecycle.base import LifecycleContext
 from .lifecycle.config import FeedbackSignal, LifecycleConfig, ReviewDecision
 from .lifecycle.lifecycle import Lifecycle
 from .lifecycle.reports import MaintenanceReport, MemoryVersion, ReviewItem
+from .lifecycle.sessions import ConversationContext
 from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
 from .rerank import Reranker
@@ -133,7 +134,8 @@ class BeeWeave:
             self._records = Records(shared, WritePolicy(ingest))
             self._graph = Graph(shared, network or NetworkConfig())
             self._search = Search(shared, self._graph)
-            self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records))
+            self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records),
+                                        redact=self._records.policy.redactor.redact if self._records.policy else None)
             self._ingestion = Ingestion(shared, self._records, ingest)
             hooks = shared.hooks
             # Order matters: links exist before "created" is announced; lifecycle rules
@@ -411,6 +413,21 @@ class BeeWeave:
     def conflicts(self, group: str, *, user_id: str) -> list[KnowledgeChunk]:
         """The active members of a conflict group: highest confidence first, then newest."""
         return self._lifecycle.facts.conflicts(group, user_id=user_id)
+
+    # -- working memory -------------------------------------------------------------------------
+    def add_turn(self, session_id: str, role: str, content: str, *, user_id: str,
+                 timestamp: datetime | None = None) -> ConversationContext:
+        """Append a turn ("user", "assistant", "system" or "tool") to a session's stored buffer;
+        the oldest turns fold into a rolling summary within its token budget."""
+        return self._lifecycle.sessions.add_turn(session_id, role, content, user_id=user_id, timestamp=timestamp)
+
+    def get_conversation_context(self, session_id: str, window: int = 10, *, user_id: str) -> ConversationContext:
+        """A session's working memory: the summary of its older turns and its latest ``window`` turns."""
+        return self._lifecycle.sessions.get(session_id, user_id=user_id, window=window)
+
+    def clear_session(self, session_id: str, *, user_id: str) -> bool:
+        """Forget a session's buffer and summary (its memories stay)."""
+        return self._lifecycle.sessions.clear(session_id, user_id=user_id)
 
     # -- ingestion ------------------------------------------------------------------------------
     def ingest(self, event: KnowledgeEvent | Mapping[str, Any]) -> str:

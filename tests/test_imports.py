@@ -29,6 +29,8 @@ EXPECTED_ALL = [
     "EventBus",
     "LifecycleConfig",
     "TierConfig",
+    "SessionConfig",
+    "ConversationContext",
     "FeedbackSignal",
     "ForgetAction",
     "ReviewDecision",

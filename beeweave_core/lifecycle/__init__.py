@@ -13,6 +13,7 @@ from .config import (
     ForgetAction,
     LifecycleConfig,
     ReviewDecision,
+    SessionConfig,
     TierConfig,
 )
 from .lifecycle import Lifecycle
@@ -22,6 +23,7 @@ __all__ = [
     "Lifecycle",
     "LifecycleConfig",
     "TierConfig",
+    "SessionConfig",
     "FeedbackSignal",
     "ForgetAction",
     "ReviewDecision",

@@ -13,7 +13,7 @@ from ..errors import InvalidInputError
 from ..records import KnowledgeChunk, MemoryTier
 
 __all__ = ["FeedbackSignal", "ForgetAction", "ReviewDecision", "ExpiryRule", "DEFAULT_EXPIRY_RULES", "TierConfig",
-           "LifecycleConfig"]
+           "SessionConfig", "LifecycleConfig"]
 
 
 class FeedbackSignal(str, Enum):
@@ -147,6 +147,30 @@ class TierConfig:
 
 
 @dataclass(frozen=True)
+class SessionConfig:
+    """The working memory of a session (``BeeWeave.add_turn``, ``get_conversation_context``).
+
+    Attributes:
+        max_turns: the buffer holds at most this many latest turns; older ones are folded
+            into the rolling summary.
+        summary_tokens: the summary's budget (words and CJK characters); it never grows past it.
+        summarizer: a LangChain chat model, a LlamaIndex LLM or a function from prompt to
+            text that writes the summary; ``None``: an extractive summary, no model.
+    """
+
+    max_turns: int = 20
+    summary_tokens: int = 300
+    summarizer: Any = None
+
+    def __post_init__(self) -> None:
+        _positive_int("max_turns", self.max_turns)
+        _positive_int("summary_tokens", self.summary_tokens)
+        if self.summarizer is not None and not (callable(self.summarizer) or hasattr(self.summarizer, "invoke")
+                                                or hasattr(self.summarizer, "complete")):
+            raise InvalidInputError("summarizer must be a LangChain chat model, a LlamaIndex LLM or a function")
+
+
+@dataclass(frozen=True)
 class LifecycleConfig:
     """How memories are reinforced, merged, expired and forgotten.
 
@@ -175,6 +199,7 @@ class LifecycleConfig:
         evict_action: what happens to an evicted memory.
         tiers: :class:`TierConfig`: the TTLs of the working and short-term tiers and
             the promotion score.
+        sessions: :class:`SessionConfig`: the session buffer and its rolling summary.
     """
 
     used_delta: float = 0.1
@@ -197,10 +222,13 @@ class LifecycleConfig:
     evict_age_weight: float = 1.0
     evict_action: ForgetAction = ForgetAction.ARCHIVE
     tiers: TierConfig = field(default_factory=TierConfig)
+    sessions: SessionConfig = field(default_factory=SessionConfig)
 
     def __post_init__(self) -> None:
         if not isinstance(self.tiers, TierConfig):
             raise InvalidInputError("tiers must be a TierConfig")
+        if not isinstance(self.sessions, SessionConfig):
+            raise InvalidInputError("sessions must be a SessionConfig")
         for name in ("used_delta", "up_delta", "down_delta", "evict_access_weight", "evict_age_weight"):
             _number(name, getattr(self, name))
         _number("min_weight", self.min_weight, 0.0)

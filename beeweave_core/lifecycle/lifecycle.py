@@ -3,7 +3,7 @@ memories are stored; it holds the maintenance and facts parts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from .history import read_actions, record_action
 from .maintenance import Maintenance
 from .reports import ReviewItem
 from .review import flag, read_queue, unflag
+from .sessions import Sessions
 from .tiers import Tiers
 
 __all__ = ["Lifecycle"]
@@ -36,7 +37,7 @@ class Lifecycle:
     ``maintenance`` (expire, merge, evict) and ``facts`` (facts, opinions, conflicts).
     """
 
-    def __init__(self, ctx: LifecycleContext) -> None:
+    def __init__(self, ctx: LifecycleContext, redact: Callable[[str], str] | None = None) -> None:
         self.ctx = ctx
         cfg = ctx.config
         self.access = AccessRecorder(self._write_access, batch=cfg.access_batch,
@@ -44,6 +45,7 @@ class Lifecycle:
         self.tiers = Tiers(ctx)
         self.maintenance = Maintenance(ctx, self.access.flush, self.tiers)
         self.facts = Facts(ctx)
+        self.sessions = Sessions(ctx, redact)  # working memory: session buffers and their summaries
 
     # -- feedback ----------------------------------------------------------------------------
     def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str) -> list[KnowledgeChunk]:
