@@ -64,7 +64,10 @@ from .lifecycle import (
     MemoryVersion,
     ReviewDecision,
     ReviewItem,
+    SessionConfig,
+    TierConfig,
 )
+from .lifecycle.sessions import ConversationContext
 from .memory import BeeWeave
 from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import (
@@ -73,6 +76,7 @@ from .records import (
     HitSource,
     Intent,
     KnowledgeChunk,
+    MemoryTier,
     ProcessedContent,
     Relationship,
     RelationType,
@@ -97,6 +101,9 @@ __all__ = [
     "CrossEncoderReranker",
     "EventBus",
     "LifecycleConfig",
+    "TierConfig",
+    "SessionConfig",
+    "ConversationContext",
     "FeedbackSignal",
     "ForgetAction",
     "ReviewDecision",
@@ -113,6 +120,7 @@ __all__ = [
     "HitSource",
     "ContentType",
     "ChunkStatus",
+    "MemoryTier",
     "Intent",
     "RelationType",
     "FusionMode",

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .lifecycle.reports import MaintenanceReport, ReviewItem
+from .lifecycle.sessions import ConversationContext
 from .records import KnowledgeChunk, SearchHit
 
 __all__ = ["MemoryAPI"]
@@ -23,6 +24,11 @@ class MemoryAPI(Protocol):
     def ingest(self, event: Any) -> str: ...
 
     def flush(self, timeout: float | None = None) -> bool: ...
+
+    def add_turn(self, session_id: str, role: str, content: str, *, user_id: str) -> ConversationContext: ...
+
+    def get_conversation_context(self, session_id: str, window: int = 10, *,
+                                 user_id: str) -> ConversationContext: ...
 
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,

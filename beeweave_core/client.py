@@ -34,6 +34,7 @@ from .errors import BeeWeaveError, InvalidInputError, NotFoundError, StoreUnavai
 from .filters import build_filter
 from .ingest import errors as _ingest_errors
 from .lifecycle.reports import MaintenanceReport, ReviewItem
+from .lifecycle.sessions import ConversationContext, Turn
 from .network import ExpandOptions
 from .records import HitSource, KnowledgeChunk, SearchHit, to_datetime, utcnow
 
@@ -433,6 +434,16 @@ class BeeWeaveClient:
                           params={"user_id": user_id})
         return [_chunk(c) for c in data["chunks"]]
 
+    def add_turn(self, session_id: str, role: str, content: str, *, user_id: str) -> ConversationContext:
+        data = self._call("POST", f"/api/v1/sessions/{self._seg(session_id, 'session_id')}/turns",
+                          body={"user_id": user_id, "role": role, "content": content})
+        return _conversation(data)
+
+    def get_conversation_context(self, session_id: str, window: int = 10, *, user_id: str) -> ConversationContext:
+        data = self._call("GET", f"/api/v1/sessions/{self._seg(session_id, 'session_id')}/context",
+                          params={"user_id": user_id, "window": window})
+        return _conversation(data)
+
     def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
                 limit: int | None = None) -> list[KnowledgeChunk]:
         data = self._call("GET", "/api/v1/review/pending", params={"user_id": user_id, "agent_id": agent_id,
@@ -522,3 +533,9 @@ def _plain(filters: Mapping[str, Any] | None) -> Any:
         return v
 
     return {k: plain(v) for k, v in filters.items()}
+
+
+def _conversation(data: dict[str, Any]) -> ConversationContext:
+    return ConversationContext(data["session_id"], data["user_id"], data["summary"],
+                               tuple(Turn.from_dict(t) for t in data["turns"]), data["total_turns"],
+                               data["summarized_turns"], data["summarizer"])

@@ -8,13 +8,13 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InvalidInputError, UnknownFilterError
-from .records import ChunkStatus, ContentType, Intent
+from .records import ChunkStatus, ContentType, Intent, MemoryTier
 from .validation import check_timestamp
 
 __all__ = ["Filter", "FILTER_KEYS", "build_filter"]
 
 FILTER_KEYS = ("user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "entities", "since",
-               "until", "type", "intent", "status", "ids")
+               "until", "type", "intent", "status", "ids", "tier")
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class Filter:
     intents: frozenset[str] | None = None
     statuses: frozenset[str] | None = frozenset({ChunkStatus.ACTIVE.value})
     ids: frozenset[str] | None = None
+    tiers: frozenset[str] | None = None  # working / short / long
 
     def replace(self, **changes: Any) -> Filter:
         from dataclasses import replace
@@ -83,7 +84,8 @@ def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = Non
         kw["user_ids"] = _str_set("user_id", f.pop("user_id"))
     for key, attr, enum in (("agent_id", "agent_ids", None), ("session_id", "session_ids", None),
                             ("type", "types", ContentType), ("intent", "intents", Intent),
-                            ("status", "statuses", ChunkStatus), ("ids", "ids", None)):
+                            ("status", "statuses", ChunkStatus), ("ids", "ids", None),
+                            ("tier", "tiers", MemoryTier)):
         if key in f:
             kw[attr] = _str_set(key, f.pop(key), enum)
     if "tags" in f:

@@ -38,10 +38,12 @@ from .ingest.config import IngestConfig
 from .ingest.documents import DocFormat
 from .ingest.patterns import HotPattern
 from .ingest.records import DeadLetter, KnowledgeEvent
+from .ingest.write_policy import WritePolicy
 from .lifecycle.base import LifecycleContext
 from .lifecycle.config import FeedbackSignal, LifecycleConfig, ReviewDecision
 from .lifecycle.lifecycle import Lifecycle
 from .lifecycle.reports import MaintenanceReport, MemoryVersion, ReviewItem
+from .lifecycle.sessions import ConversationContext
 from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
 from .rerank import Reranker
@@ -128,11 +130,13 @@ class BeeWeave:
             shared = Shared(backend, emb, tok, clock=clock or utcnow, config=config or SearchConfig(),
                             scoring=scoring or ScoringConfig())
             self._shared = shared
-            self._records = Records(shared)
+            ingest = ingest or IngestConfig()
+            self._records = Records(shared, WritePolicy(ingest))
             self._graph = Graph(shared, network or NetworkConfig())
             self._search = Search(shared, self._graph)
-            self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records))
-            self._ingestion = Ingestion(shared, self._records, ingest or IngestConfig())
+            self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records),
+                                        redact=self._records.policy.redactor.redact if self._records.policy else None)
+            self._ingestion = Ingestion(shared, self._records, ingest)
             hooks = shared.hooks
             # Order matters: links exist before "created" is announced; lifecycle rules
             # (expiry, merge, capacity) see the linked, announced memories.
@@ -230,22 +234,27 @@ class BeeWeave:
     def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
             chunk_id: str | None = None, tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
             timestamp: datetime | str | float | None = None, embedding: Sequence[float] | None = None,
-            **fields: Any) -> str:
+            trusted: bool = False, **fields: Any) -> str:
         """Store one memory and return its id.
 
         ``fields`` may set any other :class:`KnowledgeChunk` field (summary, entities, intent,
-        expires_at, pinned, weight, confidence...). ``embedding`` skips the model.
+        expires_at, pinned, weight, confidence, tier...). ``embedding`` skips the model.
+        The write policy of the store's ``IngestConfig`` applies: personal data and secrets
+        are redacted and admission may hold the memory for review; ``trusted=True`` (an
+        import of data already clean) stores it as given.
         """
         return self._records.add(content, user_id=user_id, session_id=session_id, agent_id=agent_id,
                                  chunk_id=chunk_id, tags=tags, metadata=metadata, timestamp=timestamp,
-                                 embedding=embedding, **fields)
+                                 embedding=embedding, trusted=trusted, **fields)
 
     def add_many(self, records: Iterable[Mapping[str, Any] | KnowledgeChunk], *, batch_size: int = 512,
-                 show_progress: bool | None = None, link: bool = True) -> list[str]:
+                 show_progress: bool | None = None, link: bool = True, trusted: bool = False) -> list[str]:
         """Store many memories; embeddings are computed in batches. Every record (a dict with the
         keys of :meth:`add`, or a :class:`KnowledgeChunk`) is validated before anything is
-        written; each batch is written atomically. ``link=False`` skips relationship mining."""
-        return self._records.add_many(records, batch_size=batch_size, show_progress=show_progress, link=link)
+        written; each batch is written atomically. ``link=False`` skips relationship mining.
+        Redaction and admission apply as in :meth:`add`; ``trusted=True`` skips them."""
+        return self._records.add_many(records, batch_size=batch_size, show_progress=show_progress, link=link,
+                                      trusted=trusted)
 
     def get(self, chunk_id: str) -> KnowledgeChunk:
         """The memory with this id (``NotFoundError`` if there is none)."""
@@ -404,6 +413,21 @@ class BeeWeave:
     def conflicts(self, group: str, *, user_id: str) -> list[KnowledgeChunk]:
         """The active members of a conflict group: highest confidence first, then newest."""
         return self._lifecycle.facts.conflicts(group, user_id=user_id)
+
+    # -- working memory -------------------------------------------------------------------------
+    def add_turn(self, session_id: str, role: str, content: str, *, user_id: str,
+                 timestamp: datetime | None = None) -> ConversationContext:
+        """Append a turn ("user", "assistant", "system" or "tool") to a session's stored buffer;
+        the oldest turns fold into a rolling summary within its token budget."""
+        return self._lifecycle.sessions.add_turn(session_id, role, content, user_id=user_id, timestamp=timestamp)
+
+    def get_conversation_context(self, session_id: str, window: int = 10, *, user_id: str) -> ConversationContext:
+        """A session's working memory: the summary of its older turns and its latest ``window`` turns."""
+        return self._lifecycle.sessions.get(session_id, user_id=user_id, window=window)
+
+    def clear_session(self, session_id: str, *, user_id: str) -> bool:
+        """Forget a session's buffer and summary (its memories stay)."""
+        return self._lifecycle.sessions.clear(session_id, user_id=user_id)
 
     # -- ingestion ------------------------------------------------------------------------------
     def ingest(self, event: KnowledgeEvent | Mapping[str, Any]) -> str:

@@ -19,6 +19,7 @@ from .validation import check_chunk, to_datetime
 __all__ = [
     "ContentType",
     "ChunkStatus",
+    "MemoryTier",
     "Intent",
     "RelationType",
     "USER_RELATIONS",
@@ -45,6 +46,18 @@ class ChunkStatus(str, Enum):
     ARCHIVED = "archived"
     MERGED = "merged"
     EXPIRED = "expired"
+
+
+class MemoryTier(str, Enum):
+    """How long a memory is meant to live (docs/lifecycle.md, "Tiers").
+
+    ``working``: the current session's turns; ``short``: what was learnt lately (expires
+    after the short-term TTL unless promoted); ``long``: kept until evicted or forgotten.
+    """
+
+    WORKING = "working"
+    SHORT = "short"
+    LONG = "long"
 
 
 class Intent(str, Enum):
@@ -161,6 +174,7 @@ class KnowledgeChunk:
     expires_at: datetime | None = None
     pinned: bool = False
     status: ChunkStatus = ChunkStatus.ACTIVE
+    tier: MemoryTier = MemoryTier.LONG  # records stored before tiers existed read back as long-term
     relationships: list[Relationship] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -170,6 +184,7 @@ class KnowledgeChunk:
         elif isinstance(self.processed_content, dict):
             self.processed_content = ProcessedContent.from_dict(self.processed_content)
         self.status = _enum(ChunkStatus, self.status, "status")
+        self.tier = _enum(MemoryTier, self.tier, "tier")
         if self.intent is not None:
             self.intent = _enum(Intent, self.intent, "intent")
         self.timestamp = to_datetime(self.timestamp)
@@ -249,6 +264,7 @@ class KnowledgeChunk:
                 pc = ProcessedContent.from_dict(pc)
         data["processed_content"] = pc
         data["status"] = _STATUSES[data["status"]]
+        data["tier"] = _TIERS[data["tier"]]
         if data["intent"] is not None:
             data["intent"] = Intent(data["intent"])
         if rels:
@@ -271,6 +287,7 @@ class KnowledgeChunk:
 _STORED_TIMES = ("timestamp", "reinforced_at", "last_accessed", "expires_at")
 _CONTENT_TYPES = {m.value: m for m in ContentType}
 _STATUSES = {m.value: m for m in ChunkStatus}
+_TIERS = {m.value: m for m in MemoryTier}
 
 
 @dataclass(frozen=True)

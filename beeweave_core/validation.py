@@ -21,6 +21,8 @@ import numpy as np
 from .errors import DimensionMismatchError, EmptyContentError, InvalidInputError, InvalidVectorError
 
 __all__ = [
+    "importance_of",
+    "confidence_of",
     "check_text",
     "check_encodable",
     "check_id",
@@ -229,3 +231,28 @@ def check_chunk(c: Any) -> None:
             check_timestamp(value, name)
     if isinstance(c.access_count, bool) or not isinstance(c.access_count, int) or c.access_count < 0:
         raise InvalidInputError("access_count must be a non-negative integer")
+
+
+# The write policy's words for importance and confidence (the design's high / medium / low).
+# A "high" confidence clears the design's admission bar of 0.7; "medium" does not.
+IMPORTANCE_LEVELS = {"high": 1.0, "medium": 0.6, "low": 0.2}
+CONFIDENCE_LEVELS = {"high": 0.9, "medium": 0.6, "low": 0.3}
+
+
+def _level(value: Any, words: dict[str, float]) -> float | None:
+    if isinstance(value, str):
+        return words.get(value.strip().lower())
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return min(max(float(value), 0.0), 1.0)
+    return None
+
+
+def importance_of(value: Any) -> float:
+    """An importance in [0, 1] from a number or a word (high / medium / low); 0 when unknown."""
+    got = _level(value, IMPORTANCE_LEVELS)
+    return 0.0 if got is None else got
+
+
+def confidence_of(value: Any) -> float | None:
+    """A confidence in [0, 1] from a number or a word (high / medium / low); None when unknown."""
+    return _level(value, CONFIDENCE_LEVELS)

@@ -6,6 +6,12 @@ A drop-in for ``FunctionAgent(...).run(..., memory=...)`` and chat engines
 relevant to the latest user message to the system message. Each completed turn (a
 user message, the tool calls and the final answer) is handed to ``BeeWeave.ingest``;
 the ingestion pipeline decides what becomes a memory.
+
+With a ``session_id``, the session's working memory is BeeWeave's own
+(``add_turn`` / ``get_conversation_context``): every user message and final answer is
+stored in the session's buffer, a new ``BeeWeaveMemory`` on the same session (after a
+restart) starts from its latest turns, and the rolling summary of the older turns (bounded
+by ``SessionConfig.summary_tokens``) joins the system message.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ __all__ = ["BeeWeaveMemory", "DEFAULT_HEADER"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_HEADER = "Relevant memories from earlier conversations (use them when they help):"
+SUMMARY_HEADER = "Earlier in this conversation:"
 
 
 def _text(message: ChatMessage) -> str:
@@ -116,6 +123,16 @@ class BeeWeaveMemory(BaseMemory):
         data.setdefault("primary_memory", ChatMemoryBuffer.from_defaults())
         super().__init__(**data)
         self._memory = memory
+        if self.session_id and not self.primary_memory.get_all():
+            self.primary_memory.set(self._resume())
+
+    def _resume(self) -> list[ChatMessage]:
+        """The session's latest turns from the store (nothing if it has none or is down)."""
+        assert self.session_id is not None
+        sid = self.session_id
+        ctx = self._failures.unless_unavailable("session context", lambda: self._memory.get_conversation_context(
+            sid, 20, user_id=self.user_id), None)
+        return [] if ctx is None else [ChatMessage(role=t.role, content=t.content) for t in ctx.turns]
 
     @classmethod
     def class_name(cls) -> str:
@@ -163,13 +180,16 @@ class BeeWeaveMemory(BaseMemory):
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         messages = self.primary_memory.get(input=input, **kwargs)
         query = input or next((_text(m) for m in reversed(messages) if m.role == MessageRole.USER and _text(m)), "")
-        if not query.strip():
+        summary = self._summary()
+        hits: list[Any] = [] if not query.strip() else self._failures.unless_unavailable(
+            "memory search", lambda: self._memory.search(query, user_id=self.user_id, k=self.similarity_top_k,
+                                                         min_score=self.min_score), [])
+        if not hits and not summary:
             return messages
-        hits: list[Any] = self._failures.unless_unavailable("memory search", lambda: self._memory.search(
-            query, user_id=self.user_id, k=self.similarity_top_k, min_score=self.min_score), [])
-        if not hits:
-            return messages
-        block = "\n".join([self.header, *("- " + h.chunk.raw_content.replace("\n", "\n  ") for h in hits)])
+        lines = [SUMMARY_HEADER, summary] if summary else []
+        if hits:
+            lines += [self.header, *("- " + h.chunk.raw_content.replace("\n", "\n  ") for h in hits)]
+        block = "\n".join(lines)
         if messages and messages[0].role == MessageRole.SYSTEM:
             first = messages[0]
             merged = f"{_text(first)}\n\n{block}" if _text(first) else block
@@ -181,8 +201,21 @@ class BeeWeaveMemory(BaseMemory):
         return self.primary_memory.get_all()
 
     # -- writing -------------------------------------------------------------------------------
+    def _summary(self) -> str:
+        if not self.session_id:
+            return ""
+        sid = self.session_id
+        ctx = self._failures.unless_unavailable("session context", lambda: self._memory.get_conversation_context(
+            sid, 0, user_id=self.user_id), None)
+        return "" if ctx is None else ctx.summary
+
     def put(self, message: ChatMessage) -> None:
         self.primary_memory.put(message)
+        text = _text(message)
+        if self.session_id and text.strip() and (message.role == MessageRole.USER or _final_answer(message)):
+            sid, role = self.session_id, str(getattr(message.role, "value", message.role))
+            self._failures.unless_unavailable("session turn", lambda: self._memory.add_turn(
+                sid, role, text, user_id=self.user_id), None)
         if _final_answer(message):
             self._ingest_turn()
 

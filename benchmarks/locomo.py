@@ -90,6 +90,7 @@ class BeeWeaveDefault:
             [{"content": t.content, "user_id": self._user, "chunk_id": t.dia_id, "session_id": str(t.session),
               "timestamp": t.timestamp} for t in turns],
             show_progress=False,
+            trusted=True,  # an import of the dataset as it is: no redaction or admission changes it
         )
 
     def query(self, text: str, k: int) -> list[str]:

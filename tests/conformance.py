@@ -68,13 +68,13 @@ WORLD = [
     row("w0", "apple banana", user_id="ann", agent_id="a1", session_id="s1", tags=["x"], timestamp=dt(2024, 1, 1),
         entities=["Paris"]),
     row("w1", "apple apple cherry", user_id="ann", agent_id="a2", session_id="s1", tags=["x", "y"],
-        timestamp=dt(2024, 2, 1), intent=Intent.CODE_GENERATION),
+        timestamp=dt(2024, 2, 1), intent=Intent.CODE_GENERATION, tier="short"),
     row("w2", "banana cherry date", user_id="bob", agent_id="a1", session_id="s2", tags=["y"],
         timestamp=dt(2024, 3, 1), processed_content=ProcessedContent(ContentType.CODE, "banana cherry date", "py")),
     row("w3", "apple date elder fig", user_id="bob", session_id="s3", timestamp=dt(2024, 4, 1),
         status=ChunkStatus.ARCHIVED),
     row("w4", "fig grape apple", user_id="cid", agent_id="a3", tags=["x", "y", "z"], timestamp=dt(2024, 5, 1),
-        intent=Intent.OTHER, entities=["Paris", "Acme"]),
+        intent=Intent.OTHER, entities=["Paris", "Acme"], tier="working"),
     row("w5", "grape grape grape", user_id="cid", timestamp=dt(2024, 6, 1), status=ChunkStatus.PENDING,
         processed_content=ProcessedContent(ContentType.DATA, "grape grape grape")),
     row("w6", "apple cherry fig grape banana date", user_id="ann", session_id="s2", tags=["z"],
@@ -103,6 +103,8 @@ FILTERS = [
     {"ids": ["w0", "w3", "w4", "nope"]},
     {"user_id": "ann", "tags": "x", "since": dt(2024, 1, 15)},
     {"user_id": "nobody"},
+    {"tier": "long"},
+    {"tier": ["short", "working"], "tags": "x"},
 ]
 
 
@@ -339,6 +341,19 @@ class BackendConformance:
         np.testing.assert_allclose(world.get_vectors(["w0"])["w0"], WORLD[0].vector, atol=1e-6)
         with pytest.raises(NotFoundError):
             world.update([KnowledgeChunk("x", "ann", id="nope")])
+
+    def test_update_moves_a_record_between_tiers(self, world) -> None:
+        # Promotion rewrites a record's tier: every read's tier filter follows it.
+        c = world.get(["w1"])["w1"]
+        assert c.tier.value == "short"
+        world.update([c.copy(tier="long")])
+        assert world.get(["w1"])["w1"].tier.value == "long"
+        short = build_filter({"tier": "short"})
+        assert world.count(short) == 0 and world.scan_ids(short) == []
+        longf = build_filter({"tier": "long", "user_id": "ann"})
+        assert {c.id for c in world.scan(longf)} == {"w0", "w1", "w6"}
+        assert "w1" in _ids(world.lexical_search({"apple": 1}, longf, 10))
+        assert "w1" in _ids(world.vector_search(vec(1), longf, 10))
 
     def test_rank_fields_are_those_of_the_records(self, world) -> None:
         ids = [r.chunk.id for r in WORLD]

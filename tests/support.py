@@ -121,6 +121,8 @@ def matches(chunk: KnowledgeChunk, filters: Mapping[str, Any] | None, user_id: s
         return False
     if "ids" in f and chunk.id not in as_set(f["ids"]):
         return False
+    if "tier" in f and chunk.tier.value not in as_set(f["tier"]):
+        return False
     return True
 
 

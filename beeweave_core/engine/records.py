@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,38 +34,48 @@ from ..validation import (
 )
 from .shared import Shared
 
+if TYPE_CHECKING:
+    from ..ingest.write_policy import WritePolicy
+
 __all__ = ["Records", "RECORD_KEYS"]
 
 logger = logging.getLogger(__name__)
 
 RECORD_KEYS = frozenset({"content", "user_id", "session_id", "agent_id", "chunk_id", "tags", "metadata", "timestamp",
                          "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence",
-                         "status"})
+                         "status", "tier"})
 
 
 class Records:
     """Adding, reading, changing and deleting memories (see the methods of ``BeeWeave``)."""
 
-    def __init__(self, shared: Shared) -> None:
+    def __init__(self, shared: Shared, policy: WritePolicy | None = None) -> None:
         self.shared = shared
+        # Redaction and admission for what callers write directly (ingestion applies its own
+        # and writes with trusted=True); None on a bare Records (tests of the part alone).
+        self.policy = policy
 
     # -- writing -------------------------------------------------------------------------
     def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
             chunk_id: str | None = None, tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
             timestamp: datetime | str | float | None = None, embedding: Sequence[float] | None = None,
-            **fields: Any) -> str:
+            trusted: bool = False, **fields: Any) -> str:
         record: dict[str, Any] = dict(fields, content=content, user_id=user_id, session_id=session_id,
-                                      agent_id=agent_id, chunk_id=chunk_id, tags=tags, metadata=metadata,
+                                      agent_id=agent_id, chunk_id=chunk_id, tags=list(tags) if isinstance(
+                                          tags, (list, tuple, set, frozenset)) else tags, metadata=metadata,
                                       timestamp=timestamp, embedding=embedding)
-        return self.add_many([record], show_progress=False)[0]
+        return self.add_many([record], show_progress=False, trusted=trusted)[0]
 
     def add_many(self, records: Iterable[Mapping[str, Any] | KnowledgeChunk], *, batch_size: int = 512,
-                 show_progress: bool | None = None, link: bool = True) -> list[str]:
+                 show_progress: bool | None = None, link: bool = True, trusted: bool = False) -> list[str]:
         if isinstance(records, (str, bytes, Mapping)) or not isinstance(records, Iterable):
             raise InvalidInputError("add_many takes a list of records (dicts or KnowledgeChunks)")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInputError("batch_size must be a positive integer")
-        items = [self.to_chunk(r) for r in records]
+        if not isinstance(trusted, bool):
+            raise InvalidInputError("trusted must be True or False")
+        policy = None if trusted else self.policy
+        items = [self.to_chunk(r if policy is None else policy.direct(r)) for r in records]
         ids = [c.id for c, _ in items]
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
@@ -125,7 +135,7 @@ class Records:
         metadata = dict(metadata)
         check_json("metadata", metadata)
         extra = {k: r[k] for k in ("entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence",
-                                   "status") if r.get(k) is not None}
+                                   "status", "tier") if r.get(k) is not None}
         for key in ("weight", "confidence"):
             if key in extra:
                 check_number(key, extra[key])

@@ -12,7 +12,7 @@ from ..filters import Filter
 
 __all__ = ["AttributeColumns", "Selection"]
 
-_FIELDS = ("user", "agent", "session", "status", "ctype", "intent")
+_FIELDS = ("user", "agent", "session", "status", "ctype", "intent", "tier")
 
 
 class _Codes:
@@ -158,8 +158,9 @@ class AttributeColumns:
             self._cap = cap
 
     def set(self, slot: int, user: str, agent: str | None, session: str | None, ts: float, status: str,
-            ctype: str, intent: str | None, tags: Sequence[str], entities: Sequence[str] = ()) -> None:
-        codes = [self.codes[f].get(v) for f, v in zip(_FIELDS, (user, agent, session, status, ctype, intent))]
+            ctype: str, intent: str | None, tags: Sequence[str], entities: Sequence[str] = (),
+            tier: str = "long") -> None:
+        codes = [self.codes[f].get(v) for f, v in zip(_FIELDS, (user, agent, session, status, ctype, intent, tier))]
         if (slot < self._cap and all(int(self.arrays[f][slot]) == c for f, c in zip(_FIELDS, codes))
                 and self.ts[slot] == ts and self.tags.values.get(slot, ()) == tuple(dict.fromkeys(tags))
                 and self.entities.values.get(slot, ()) == tuple(dict.fromkeys(entities))):
@@ -177,13 +178,16 @@ class AttributeColumns:
 
     def set_bulk(self, slots: np.ndarray, users: Sequence[str], agents: Sequence[str | None],
                  sessions: Sequence[str | None], ts: np.ndarray, statuses: Sequence[str], ctypes: Sequence[str],
-                 intents: Sequence[str | None], tags_json: Sequence[str], entities_json: Sequence[str]) -> None:
+                 intents: Sequence[str | None], tags_json: Sequence[str], entities_json: Sequence[str],
+                 tiers: Sequence[str] | None = None) -> None:
         """Fill many slots from column lists (tags/entities as stored JSON text)."""
         self.version += 1
         if not len(slots):
             return
         self._grow(int(slots.max()))
-        for f, values in zip(_FIELDS, (users, agents, sessions, statuses, ctypes, intents)):
+        if tiers is None:
+            tiers = ["long"] * len(slots)
+        for f, values in zip(_FIELDS, (users, agents, sessions, statuses, ctypes, intents, tiers)):
             get = self.codes[f].get
             self.arrays[f][slots] = np.fromiter((get(v) for v in values), np.int32, len(slots))
         self.user_slots.add_bulk(self.arrays["user"][slots], slots)
@@ -262,7 +266,7 @@ class AttributeColumns:
         picks out of a full column (the first ``n``, or a few candidates)."""
         fields = (("user", flt.user_ids), ("session", flt.session_ids)) if scope_only else (
             ("user", flt.user_ids), ("agent", flt.agent_ids), ("session", flt.session_ids),
-            ("status", flt.statuses), ("ctype", flt.types), ("intent", flt.intents))
+            ("status", flt.statuses), ("ctype", flt.types), ("intent", flt.intents), ("tier", flt.tiers))
         for field, values in fields:
             if values is not None:
                 keep &= self._in(take(self.arrays[field]), self.codes[field].lookup(values))

@@ -125,7 +125,7 @@ class MemoryIndex:
     def _set_columns(self, slot: int, c: KnowledgeChunk) -> None:
         self.cols.set(slot, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
                       c.processed_content.type.value if c.processed_content else "text",
-                      c.intent.value if c.intent else None, c.tags, c.entities)
+                      c.intent.value if c.intent else None, c.tags, c.entities, c.tier.value)
         self.rank.set(slot, c)
 
     def add(self, entries: Sequence[IndexEntry]) -> None:
@@ -199,7 +199,8 @@ class MemoryIndex:
     def load(self, seqs: Sequence[int], ids: Sequence[str], users: Sequence[str], agents: Sequence[str | None],
              sessions: Sequence[str | None], tss: Sequence[float], statuses: Sequence[str], ctypes: Sequence[str],
              intents: Sequence[str | None], tags: Sequence[str], ents: Sequence[str], lexes: Sequence[bytes],
-             vecs: Sequence[bytes], *, graph: Path | None = None, saved: np.ndarray | None = None) -> None:
+             vecs: Sequence[bytes], tiers: Sequence[str] | None = None, *, graph: Path | None = None,
+             saved: np.ndarray | None = None) -> None:
         """Build the index from every row's columns at once (fast at 1M rows), into an empty index.
 
         ``saved`` is the slot -> seq numbering of the HNSW graph at ``graph``: the slots keep
@@ -240,7 +241,7 @@ class MemoryIndex:
                           lens.astype(np.int64))
         # Filter columns.
         self.cols.set_bulk(slots, users, agents, sessions, np.asarray(tss, np.float64), statuses, ctypes, intents,
-                           tags, ents)
+                           tags, ents, tiers)
         # Session neighbourhoods, computed for all sessions at once.
         user_codes = self.cols.arrays["user"][slots].astype(np.int64)
         session_codes = self.cols.arrays["session"][slots].astype(np.int64)

@@ -3,9 +3,13 @@
 Rules are checked in this order:
 
 1. source rules (:class:`SourceRule`), first match wins: a trusted source is admitted
-   as is (``ACTIVE``), an untrusted one always waits (``PENDING``);
-2. the checks: minimum length, blocked words, positive feedback required, and any
-   custom check; each failed check is a reason, and any reason means ``PENDING``;
+   as is (``ACTIVE``), an untrusted one always waits (``PENDING``); a rule with a
+   minimum confidence or importance holds what is below it from that source for review
+   and lets the rest go on to the checks;
+2. the checks: minimum length (of conversation turns, tool outputs and patterns; a
+   memory a caller writes directly is as long as the caller means it), blocked words,
+   positive feedback required, minimum confidence and importance, and any custom
+   check; each failed check is a reason, and any reason means ``PENDING``;
 3. otherwise ``default`` (``ACTIVE``).
 
 A pending memory is stored with status ``pending`` (search leaves it out) and the
@@ -39,7 +43,9 @@ class Candidate:
     agent_id: str | None = None
     tools: tuple[str, ...] = ()  # the tool of a tool memory, or the tools a turn used
     feedback: float | None = None
-    role: str = "turn"  # "turn", "tool", "document" or "pattern"
+    role: str = "turn"  # "turn", "tool", "document", "pattern" or "manual" (BeeWeave.add)
+    confidence: float | None = None  # in [0, 1]; None: not stated
+    importance: float | None = None  # in [0, 1]; None: not stated
 
 
 @dataclass(frozen=True)
@@ -48,13 +54,25 @@ class SourceRule:
 
     Example: ``SourceRule(agent_id="web-scraper", decision=Admission.PENDING)`` holds
     everything that agent learns for review; ``SourceRule(tool="calculator",
-    decision=Admission.ACTIVE)`` trusts one tool.
+    decision=Admission.ACTIVE)`` trusts one tool; ``SourceRule(role="turn",
+    min_confidence=0.7, min_importance=0.6)`` holds turns extracted with a confidence
+    below 0.7 or an importance below "medium" (an unstated value counts as below).
     """
 
     decision: Admission = Admission.PENDING
     agent_id: str | None = None
     tool: str | None = None
     role: str | None = None
+    min_confidence: float | None = None
+    min_importance: float | None = None
+
+    @property
+    def thresholds(self) -> bool:
+        """A rule with a minimum holds only what is below it; the rest is not decided here."""
+        return self.min_confidence is not None or self.min_importance is not None
+
+    def __post_init__(self) -> None:
+        _check_minimums(self.min_confidence, self.min_importance)
 
     def matches(self, c: Candidate) -> bool:
         return ((self.agent_id is None or c.agent_id == self.agent_id)
@@ -68,6 +86,9 @@ class AdmissionRules:
 
     Attributes:
         min_chars: shorter memories wait for review ("ok", "thanks" are not knowledge).
+        min_chars_roles: the roles ``min_chars`` applies to.
+        min_confidence, min_importance: memories whose stated confidence / importance is
+            below wait for review (a memory that states none is not held by these).
         blocked_words: memories containing one wait (case-insensitive; whole words for
             Latin script, substrings for Chinese).
         require_positive_feedback: only runs rated positively (``KnowledgeEvent.feedback
@@ -78,6 +99,9 @@ class AdmissionRules:
     """
 
     min_chars: int = 20
+    min_chars_roles: frozenset[str] = frozenset({"turn", "tool", "pattern"})
+    min_confidence: float | None = None
+    min_importance: float | None = None
     blocked_words: Sequence[str] = ()
     require_positive_feedback: bool = False
     sources: Sequence[SourceRule] = ()
@@ -88,6 +112,10 @@ class AdmissionRules:
     def __post_init__(self) -> None:
         if not isinstance(self.min_chars, int) or self.min_chars < 0:
             raise InvalidInputError("min_chars must be a non-negative integer")
+        if isinstance(self.min_chars_roles, str):
+            raise InvalidInputError("min_chars_roles must be a set of roles, not one string")
+        object.__setattr__(self, "min_chars_roles", frozenset(self.min_chars_roles))
+        _check_minimums(self.min_confidence, self.min_importance)
         if isinstance(self.blocked_words, str):
             raise InvalidInputError("blocked_words must be a list of words, not one string")
         for r in self.sources:
@@ -100,16 +128,28 @@ class AdmissionRules:
             object.__setattr__(self, "_blocked", re.compile("|".join(parts), re.I))
 
 
+def _check_minimums(*values: float | None) -> None:
+    for v in values:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0):
+            raise InvalidInputError(f"a minimum confidence or importance is a number in [0, 1], got {v!r}")
+
+
 def admit(rules: AdmissionRules, c: Candidate) -> tuple[ChunkStatus, list[str]]:
     """The status for a new memory and the reasons it must wait (empty when active)."""
-    for rule in rules.sources:
-        if rule.matches(c):
-            if rule.decision is Admission.ACTIVE:
-                return ChunkStatus.ACTIVE, []
-            return ChunkStatus.PENDING, [f"source rule: {_describe(rule)}"]
     reasons: list[str] = []
+    for rule in rules.sources:
+        if rule.matches(c) and rule.thresholds:
+            reasons += _below(c, rule.min_confidence, rule.min_importance, strict=True,
+                              why=f" (source rule: {_describe(rule)})")
+            continue
+        if rule.matches(c):
+            if rule.decision is Admission.ACTIVE and not reasons:
+                return ChunkStatus.ACTIVE, []
+            if rule.decision is Admission.PENDING:
+                return ChunkStatus.PENDING, [*reasons, f"source rule: {_describe(rule)}"]
+            break
     size = len(c.text.strip())
-    if size < rules.min_chars:
+    if c.role in rules.min_chars_roles and size < rules.min_chars:
         reasons.append(f"too short ({size} < {rules.min_chars} characters)")
     if rules._blocked is not None:
         hit = rules._blocked.search(c.text)
@@ -117,6 +157,7 @@ def admit(rules: AdmissionRules, c: Candidate) -> tuple[ChunkStatus, list[str]]:
             reasons.append(f"blocked word {hit.group(0)!r}")
     if rules.require_positive_feedback and not (c.feedback is not None and c.feedback > 0):
         reasons.append("no positive feedback")
+    reasons += _below(c, rules.min_confidence, rules.min_importance, strict=False)
     for check in rules.checks:
         reason = check(c)
         if reason:
@@ -124,6 +165,20 @@ def admit(rules: AdmissionRules, c: Candidate) -> tuple[ChunkStatus, list[str]]:
     if reasons or rules.default is Admission.PENDING:
         return ChunkStatus.PENDING, reasons or ["review required by default"]
     return ChunkStatus.ACTIVE, []
+
+
+def _below(c: Candidate, min_confidence: float | None, min_importance: float | None, *, strict: bool,
+           why: str = "") -> list[str]:
+    """Reasons for values under the minimums; ``strict``: an unstated value is under them."""
+    out = []
+    for name, least, value in (("confidence", min_confidence, c.confidence),
+                               ("importance", min_importance, c.importance)):
+        if least is None or (value is None and not strict):
+            continue
+        if value is None or value < least:
+            shown = "not stated" if value is None else f"{value:g}"
+            out.append(f"{name} {shown} < {least:g}{why}")
+    return out
 
 
 def _describe(rule: SourceRule) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import InvalidInputError
+from ..records import MemoryTier
 from .admission import AdmissionRules
 from .redact import PiiKind, PiiPattern
 
@@ -108,6 +109,9 @@ class IngestConfig:
         extractor: an ``Extractor`` (default: the offline one); e.g. ``LLMExtractor(llm)``.
         admission: :class:`AdmissionRules` (active vs pending review).
         patterns: :class:`PatternConfig` (recurring questions).
+        tier: the tier of the memories an event becomes (default short-term: they expire
+            after ``TierConfig.short_ttl`` unless use, feedback or importance promote
+            them; see docs/lifecycle.md). Imported documents are long-term.
         tool_memories: store a tool call's output as its own memory (see ``pipeline``).
         min_tool_output_chars: shorter tool outputs are not memories of their own.
         max_tool_output_chars: longer tool outputs are cut (with a marker) in the memory.
@@ -140,6 +144,7 @@ class IngestConfig:
     extractor: Any = None
     admission: AdmissionRules = field(default_factory=AdmissionRules)
     patterns: PatternConfig = field(default_factory=PatternConfig)
+    tier: MemoryTier = MemoryTier.SHORT
     tool_memories: bool = True
     min_tool_output_chars: int = 20
     max_tool_output_chars: int = 8000
@@ -158,6 +163,10 @@ class IngestConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "when_full", QueueFullPolicy(self.when_full))
+        try:
+            object.__setattr__(self, "tier", MemoryTier(self.tier))
+        except ValueError:
+            raise InvalidInputError(f"tier must be working, short or long; got {self.tier!r}") from None
         for name in ("max_pending", "batch_size", "max_event_chars", "journal_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -30,7 +30,12 @@ _FENCED = re.compile(r"```.*?(```|$)", re.S)
 FILLER = frozenset("""use used using get got make made want need like please thanks thank hello hi yes ok okay
     also just really way ways know tell show help let give one two thing things something anything everything
     would could should can may might must shall will able via etc e g i e vs new good best better well much many
-    lot lots sure kind try trying tried work works working go going see look looking find question answer""".split())
+    lot lots sure kind try trying tried work works working go going see look looking find question answer
+    check checked checking checks ask asked asking say said says think thought wonder wondering seem seems
+    seemed quick quickly fast simple simply basically actually""".split())
+# Chinese tags are nouns and noun-like words (jieba's part-of-speech flags): verbs of asking
+# ("写个"), adverbs ("快速") and pronouns ("哪种") say how something is asked, not what about.
+_CHINESE_TAG_POS = ("n", "nr", "ns", "nt", "nz", "nrt", "nrfg", "vn", "an", "eng", "l", "j")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,9 @@ class Extraction:
     entities: tuple[str, ...] = ()
     intent: Intent = Intent.OTHER
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. which extractor produced it
+    category: str | None = None  # e.g. "preference", "fact", "procedure" (the model's word)
+    confidence: float | None = None  # in [0, 1]; None: not judged
+    importance: float | None = None  # in [0, 1]; None: not judged
 
 
 @runtime_checkable
@@ -192,21 +200,24 @@ def _chinese_keywords(query: str, text: str) -> dict[str, float]:
         return {}
     tfidf, _ = _Jieba.load()
     out: defaultdict[str, float] = defaultdict(float)
-    for word, weight in tfidf.extract_tags(runs, topK=10, withWeight=True):
+    for word, weight in tfidf.extract_tags(runs, topK=10, withWeight=True, allowPOS=_CHINESE_TAG_POS):
         if len(word) >= 2 and word not in CHINESE_STOPWORDS:
             out[word] = float(weight)
     return out
 
 
-def keywords(query: str, text: str, *, k: int = 5) -> list[str]:
-    """Up to ``k`` keywords of a question and its answer, best first."""
+def keywords(query: str, text: str, *, k: int = 5, min_quality: float = 0.0) -> list[str]:
+    """Up to ``k`` keywords of a question and its answer, best first; with ``min_quality``,
+    only those scoring at least that fraction of the best one (fewer, better tags)."""
     query, text = REDACTION_TOKEN.sub(" ", query), REDACTION_TOKEN.sub(" ", _FENCED.sub(" ", text))
     merged: defaultdict[str, float] = defaultdict(float)
     for scores in (_english_keywords(query, text), _chinese_keywords(query, text)):
         top = max(scores.values(), default=0.0)
         for word, s in scores.items():
             merged[word] += s / top  # each language's scores on [0, 1], so neither drowns the other
-    return [w for w, _ in sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+    best = max(merged.values(), default=0.0)
+    ranked = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [w for w, s in ranked if s >= min_quality * best][:k]
 
 
 _ENTITY = re.compile(r"\b(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+|[A-Z]{2,}[0-9]*|[A-Z][0-9]+|[a-z_]\w*\.[a-z_][\w.]*[A-Za-z]"
@@ -259,17 +270,23 @@ def entities(text: str, *, limit: int = 10) -> list[str]:
 class OfflineExtractor:
     """The default extractor: rules and word statistics, no model, deterministic.
 
+    Confidence and importance are not claimed (``None``): rules cannot judge them, and an
+    admission rule that requires a minimum sees them as not stated.
+
     Args:
-        max_tags: at most this many tags (at least 3 when the text has that many words).
+        max_tags: at most this many tags.
+        min_tag_quality: a tag is kept only when its score is at least this fraction of the
+            best tag's, so a short exchange gets its one or two real keywords, not five.
         summary_chars: the summary is cut to this many characters.
     """
 
-    def __init__(self, *, max_tags: int = 5, summary_chars: int = 240) -> None:
+    def __init__(self, *, max_tags: int = 5, min_tag_quality: float = 0.4, summary_chars: int = 240) -> None:
         self.max_tags = max_tags
+        self.min_tag_quality = min_tag_quality
         self.summary_chars = summary_chars
 
     def extract(self, query: str, response: str, *, content: ProcessedContent | None = None) -> Extraction:
-        tags = keywords(query, response, k=self.max_tags)
+        tags = keywords(query, response, k=self.max_tags, min_quality=self.min_tag_quality)
         if content is not None and content.type is ContentType.CODE and content.language:
             lang = content.language.lower()
             tags = [lang] + [t for t in tags if t != lang][: self.max_tags - 1]

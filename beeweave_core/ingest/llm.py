@@ -2,7 +2,10 @@
 
 Structured output is used when the model offers it (LangChain ``with_structured_output``,
 LlamaIndex ``structured_predict``); otherwise the model is asked for JSON and the first
-JSON object in its reply is read. Any failure (an exception, no JSON, no summary) falls
+JSON object in its reply is read. The design's distiller schema
+``{core_summary, entities, category, confidence, raw_excerpt}`` is read as is:
+``core_summary`` is the summary, ``confidence`` and ``importance`` may be words
+(high / medium / low) or numbers in [0, 1], and the excerpt is kept in ``extra``. Any failure (an exception, no JSON, no summary) falls
 back to another extractor, the offline one by default, so extraction never stops the
 pipeline. The model sees redacted text only.
 """
@@ -18,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..records import Intent, ProcessedContent
+from ..validation import confidence_of, importance_of
 from .errors import ExtractionError
 from .extract import Extraction, Extractor, OfflineExtractor, classify_intent, keywords
 
@@ -36,13 +40,21 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
         "entities": {"type": "array", "items": {"type": "string"},
                      "description": "Named people, places, organisations, products or code identifiers."},
         "intent": {"type": "string", "enum": _INTENTS, "description": "What the user wanted."},
+        "category": {"type": "string",
+                     "description": "What kind of knowledge: preference, fact, procedure, event, opinion..."},
+        "confidence": {"type": "string", "enum": ["high", "medium", "low"],
+                       "description": "How sure the exchange is of what it teaches."},
+        "importance": {"type": "string", "enum": ["high", "medium", "low"],
+                       "description": "How much it matters to remember it for later tasks."},
     },
     "required": ["summary", "tags", "intent"],
 }
 PROMPT = """Extract what this exchange between a user and an AI agent teaches.
 Reply with one JSON object and nothing else. Its keys: "summary" (one or two sentences),
 "tags" (a list of 3 to 5 short keywords), "entities" (a list of named people, places,
-organisations, products or code identifiers) and "intent" (one of {intents}).
+organisations, products or code identifiers), "intent" (one of {intents}), "category"
+(preference, fact, procedure, event, opinion...), "confidence" and "importance" (each high,
+medium or low).
 
 Question:
 {query}
@@ -137,14 +149,24 @@ class LLMExtractor:
         data = _as_mapping(answer)
         summary = data.get("summary")
         if not isinstance(summary, str) or not summary.strip():
+            summary = data.get("core_summary")  # the design's distiller schema
+        if not isinstance(summary, str) or not summary.strip():
             raise ExtractionError("the model's answer has no summary")
         tags = _strings(data.get("tags"))[:5]
         if len(tags) < 3:  # the contract is 3-5 tags: complete from the text's own keywords
             tags += [k for k in keywords(query, response, k=5) if k not in tags][: 3 - len(tags)]
         raw_intent = str(data.get("intent") or "").strip().lower().replace(" ", "_").replace("-", "_")
         intent = Intent(raw_intent) if raw_intent in _INTENTS else classify_intent(query, response)
+        extra: dict[str, Any] = {"extractor": "llm"}
+        excerpt = data.get("raw_excerpt")
+        if isinstance(excerpt, str) and excerpt.strip():
+            extra["raw_excerpt"] = excerpt.strip()[:1000]
+        category = data.get("category")
         return Extraction(" ".join(summary.split())[:500], tuple(tags), tuple(_strings(data.get("entities"))[:10]),
-                          intent, {"extractor": "llm"})
+                          intent, extra,
+                          category=" ".join(category.split())[:64] or None if isinstance(category, str) else None,
+                          confidence=confidence_of(data.get("confidence")),
+                          importance=None if data.get("importance") is None else importance_of(data["importance"]))
 
 
 def _strings(value: Any) -> list[str]:
@@ -197,6 +219,9 @@ def _pydantic_model() -> Any:
             tags: list[str] = Field(description="3 to 5 short keywords.")
             entities: list[str] = Field(default_factory=list, description="Named things.")
             intent: str = Field(description="One of " + ", ".join(_INTENTS))
+            category: str | None = Field(default=None, description="preference, fact, procedure, event...")
+            confidence: str | None = Field(default=None, description="high, medium or low")
+            importance: str | None = Field(default=None, description="high, medium or low")
 
         _MODEL = KnowledgeExtraction
     return _MODEL

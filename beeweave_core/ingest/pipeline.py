@@ -15,7 +15,10 @@ How an event becomes memories:
 The caller's ``tags`` come first on every memory of the event, then the extracted ones
 (an extracted tag equal to a caller's one but for case is dropped); ``expires_at``,
 ``pinned``, ``confidence`` and ``importance`` (the starting ``weight``) are the caller's
-when given, and ``category`` is kept in the metadata.
+when given, and ``category`` is kept in the metadata. What the extractor judged is used
+where the caller said nothing: its ``confidence`` becomes the memory's, its ``category``
+and ``importance`` (in [0, 1]) go to ``metadata["category"]`` / ``metadata["importance"]``,
+and admission sees both (``AdmissionRules.min_confidence`` / ``min_importance``).
 
 Ids derive from the event id, so processing an event twice stores nothing twice.
 Redaction runs first, on every text, tool value and metadata value, before anything is
@@ -31,6 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from ..records import ChunkStatus, ContentType, Intent, KnowledgeChunk, ProcessedContent
+from ..validation import importance_of
 from .admission import Candidate, admit
 from .config import IngestConfig
 from .documents import DocChunk
@@ -155,15 +159,27 @@ class Pipeline:
 
     def _chunk(self, out: Prepared, n: int, raw: str, pc: ProcessedContent, ext: Extraction, intent: Intent,
                candidate: Candidate, metadata: dict[str, Any]) -> None:
+        ev = out.event
+        judged: dict[str, Any] = {}
+        if ext.category and "category" not in metadata:
+            metadata["category"] = ext.category
+        if ext.importance is not None and "importance" not in metadata:
+            metadata["importance"] = ext.importance
+        if ext.confidence is not None and ev.confidence is None:
+            judged["confidence"] = ext.confidence
+        if ext.extra.get("raw_excerpt"):
+            metadata["ingest"]["raw_excerpt"] = ext.extra["raw_excerpt"]
+        candidate = replace(candidate, confidence=ev.confidence if ev.confidence is not None else ext.confidence,
+                            importance=importance_of(metadata["importance"]) if "importance" in metadata else None)
         status, reasons = admit(self.config.admission, candidate)
         if reasons:
             metadata["ingest"]["review"] = reasons
-        ev = out.event
         out.chunks.append(KnowledgeChunk(
             raw_content=raw, user_id=ev.user_id, id=f"{ev.id}:{n}", agent_id=ev.agent_id, session_id=ev.session_id,
             processed_content=pc, summary=ext.summary or None,
             entities=[e for e in ext.entities if e.strip()], intent=intent, timestamp=ev.timestamp,
-            status=status, metadata=metadata, **self._caller_fields(ev, list(ext.tags))))
+            status=status, tier=self.config.tier, metadata=metadata,
+            **{**judged, **self._caller_fields(ev, list(ext.tags))}))
 
     def _turn(self, out: Prepared, query: str, response: str, tools: tuple[str, ...],
               redactions: dict[str, int] | None) -> Extraction:

@@ -208,7 +208,9 @@ def _rules() -> list[_Rule]:
         _Rule(*c, re.compile(r"(?<![0-9A-Za-z-])(?:[2-6]\d{12,18}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?"
                              r"|\d{4}[ -]\d{6}[ -]\d{4,5})(?![0-9A-Za-z-])"), check=_card_valid, scope=_NUM),
         _Rule(*p, re.compile(_A + r"(?:\+?86[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}" + _Z), scope=_NUM),
-        _Rule(*p, re.compile(r"(?<![0-9A-Za-z+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}" + _Z),
+        # A group in parentheses only as a whole "(20)": a lone ")" closes the sentence's
+        # parenthesis ("Dana (+1 415 555 0199).") and must stay.
+        _Rule(*p, re.compile(r"(?<![0-9A-Za-z+])\+\d{1,3}(?:[ .-]?(?:\(\d{1,4}\)|\d{1,4})){2,5}" + _Z),
               check=_digit_count(8, 15), scope=_NUM),
         _Rule(*p, re.compile(_A + r"(?:\(\d{3}\)\s?|\d{3}[-.])\d{3}[-.]\d{4}" + _Z), scope=_NUM),
         _Rule(*ip, re.compile(r"(?<![0-9A-Za-z.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}"

@@ -1,4 +1,5 @@
-"""The write policy of memories added one by one (``POST /api/v1/memories``, ``beeweave memory add``).
+"""The write policy of memories written directly: ``BeeWeave.add``/``add_many`` (unless
+``trusted=True``), ``POST /api/v1/memories``, ``beeweave memory add``.
 
 A memory a client adds directly must not bypass what ingestion guarantees: its text, tags
 and metadata are redacted by the same :class:`Redactor` (same PII kinds, custom patterns,
@@ -13,7 +14,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ..records import ChunkStatus
+from ..records import ChunkStatus, KnowledgeChunk
+from ..validation import importance_of
 from .admission import Candidate, admit
 from .config import IngestConfig
 from .redact import Redactor
@@ -71,6 +73,86 @@ class WritePolicy:
         meta["ingest"] = {**(meta.get("ingest") or {}), **info} if isinstance(meta.get("ingest"), Mapping) else info
         out["metadata"] = meta
         return out
+
+    def direct(self, record: Mapping[str, Any] | KnowledgeChunk) -> Mapping[str, Any] | KnowledgeChunk:
+        """A record of ``BeeWeave.add``/``add_many``: redacted, and held for review when
+        admission says so. Unlike :meth:`new_memory`, ``metadata["ingest"]`` is written only
+        when redaction or admission did something (a clean memory is stored as given)."""
+        if isinstance(record, KnowledgeChunk):
+            return self._direct_chunk(record)
+        if not isinstance(record, Mapping):
+            return record  # refused by the records part, with its own message
+        out = dict(record)
+        counts: Counter[str] = Counter()
+        out = self._redact(out, counts)
+        info: dict[str, Any] = {}
+        if out.get("status") is None:
+            status, reasons = admit(self.config.admission, self._candidate(
+                out.get("content"), out.get("user_id"), out.get("agent_id"), out.get("confidence"),
+                out.get("metadata")))
+            if status is not ChunkStatus.ACTIVE:
+                out["status"] = status
+            if reasons:
+                info["review"] = reasons
+        if counts:
+            info["redactions"] = dict(counts)
+        if info:
+            meta = dict(out.get("metadata") or {}) if isinstance(out.get("metadata") or {}, Mapping) else {}
+            old = meta.get("ingest")
+            meta["ingest"] = {**old, **info} if isinstance(old, Mapping) else {"role": "manual", **info}
+            out["metadata"] = meta
+        return out
+
+    def _direct_chunk(self, c: KnowledgeChunk) -> KnowledgeChunk:
+        counts: Counter[str] = Counter()
+        r = self.redactor
+        changes: dict[str, Any] = {}
+        if r.enabled:
+            raw = r.redact(c.raw_content, counts)
+            if raw != c.raw_content:
+                changes["raw_content"] = raw
+                pc = c.processed_content
+                if pc is not None:
+                    changes["processed_content"] = type(pc)(pc.type, r.redact(pc.text), pc.language,
+                                                            r.redact_tree(pc.payload) if pc.payload is not None
+                                                            else None)
+            for name in ("summary",):
+                value = getattr(c, name)
+                if isinstance(value, str) and (red := r.redact(value, counts)) != value:
+                    changes[name] = red
+            for name in ("tags", "entities"):
+                values = getattr(c, name)
+                red_list = [r.redact(v, counts) for v in values]
+                if red_list != values:
+                    changes[name] = red_list
+            meta = r.redact_tree(dict(c.metadata), counts)
+            if meta != c.metadata:
+                changes["metadata"] = meta
+        info: dict[str, Any] = {}
+        if c.status is ChunkStatus.ACTIVE:  # a chunk's status is always set: only "active" is decided here
+            status, reasons = admit(self.config.admission, self._candidate(
+                changes.get("raw_content", c.raw_content), c.user_id, c.agent_id, c.confidence, c.metadata))
+            if status is not ChunkStatus.ACTIVE:
+                changes["status"] = status
+            if reasons:
+                info["review"] = reasons
+        if counts:
+            info["redactions"] = dict(counts)
+        if info:
+            meta = dict(changes.get("metadata", c.metadata))
+            old = meta.get("ingest")
+            meta["ingest"] = {**old, **info} if isinstance(old, Mapping) else {"role": "manual", **info}
+            changes["metadata"] = meta
+        return c.copy(**changes) if changes else c
+
+    @staticmethod
+    def _candidate(content: Any, user_id: Any, agent_id: Any, confidence: Any, metadata: Any) -> Candidate:
+        md = metadata if isinstance(metadata, Mapping) else {}
+        conf = float(confidence) if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) else None
+        return Candidate(content if isinstance(content, str) else "", str(user_id),
+                         agent_id if isinstance(agent_id, str) else None, (), None, "manual",
+                         confidence=conf, importance=importance_of(md.get("importance"))
+                         if md.get("importance") is not None else None)
 
     def changes(self, changes: Mapping[str, Any]) -> dict[str, Any]:
         """An update's changes, with new text, tags and metadata redacted."""

@@ -6,13 +6,24 @@ expiry and forgetting, facts with versions, opinions and conflicts (issue 5).
 stale and expiry penalties) lives in :mod:`beeweave_core.scoring`.
 """
 
-from .config import DEFAULT_EXPIRY_RULES, ExpiryRule, FeedbackSignal, ForgetAction, LifecycleConfig, ReviewDecision
+from .config import (
+    DEFAULT_EXPIRY_RULES,
+    ExpiryRule,
+    FeedbackSignal,
+    ForgetAction,
+    LifecycleConfig,
+    ReviewDecision,
+    SessionConfig,
+    TierConfig,
+)
 from .lifecycle import Lifecycle
 from .reports import MaintenanceReport, MemoryVersion, ReviewItem
 
 __all__ = [
     "Lifecycle",
     "LifecycleConfig",
+    "TierConfig",
+    "SessionConfig",
     "FeedbackSignal",
     "ForgetAction",
     "ReviewDecision",

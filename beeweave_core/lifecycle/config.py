@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -9,9 +10,10 @@ from enum import Enum
 from typing import Any
 
 from ..errors import InvalidInputError
-from ..records import KnowledgeChunk
+from ..records import KnowledgeChunk, MemoryTier
 
-__all__ = ["FeedbackSignal", "ForgetAction", "ReviewDecision", "ExpiryRule", "DEFAULT_EXPIRY_RULES", "LifecycleConfig"]
+__all__ = ["FeedbackSignal", "ForgetAction", "ReviewDecision", "ExpiryRule", "DEFAULT_EXPIRY_RULES", "TierConfig",
+           "SessionConfig", "LifecycleConfig"]
 
 
 class FeedbackSignal(str, Enum):
@@ -106,6 +108,69 @@ def _number(name: str, value: Any, lo: float | None = None, hi: float | None = N
 
 
 @dataclass(frozen=True)
+class TierConfig:
+    """TTLs of the tiers and the promotion score (``beeweave_core.lifecycle.tiers``).
+
+    Attributes:
+        working_ttl: how long a working memory (the current session) lives unpromoted.
+        short_ttl: how long a short-term memory lives unpromoted.
+        promote_at: a score at or above this promotes a memory to long-term.
+        use_weight, feedback_weight, importance_weight, repetition_weight: the terms' weights.
+        demote_below: long-term memories whose eviction score is below this go back to
+            short-term in ``maintain()`` (``None``: never).
+    """
+
+    working_ttl: timedelta = timedelta(hours=2)
+    short_ttl: timedelta = timedelta(hours=24)
+    promote_at: float = 2.0
+    use_weight: float = 1.0
+    feedback_weight: float = 1.0
+    importance_weight: float = 2.0
+    repetition_weight: float = 1.0
+    demote_below: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("working_ttl", "short_ttl"):
+            value = getattr(self, name)
+            if not isinstance(value, timedelta) or value <= timedelta(0):
+                raise InvalidInputError(f"{name} must be a positive timedelta, got {value!r}")
+        for name in ("promote_at", "use_weight", "feedback_weight", "importance_weight", "repetition_weight"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
+        if self.demote_below is not None and (not isinstance(self.demote_below, (int, float))
+                                              or isinstance(self.demote_below, bool)):
+            raise InvalidInputError(f"demote_below must be a number or None, got {self.demote_below!r}")
+
+    def ttl(self, tier: MemoryTier) -> timedelta | None:
+        return {MemoryTier.WORKING: self.working_ttl, MemoryTier.SHORT: self.short_ttl}.get(tier)
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """The working memory of a session (``BeeWeave.add_turn``, ``get_conversation_context``).
+
+    Attributes:
+        max_turns: the buffer holds at most this many latest turns; older ones are folded
+            into the rolling summary.
+        summary_tokens: the summary's budget (words and CJK characters); it never grows past it.
+        summarizer: a LangChain chat model, a LlamaIndex LLM or a function from prompt to
+            text that writes the summary; ``None``: an extractive summary, no model.
+    """
+
+    max_turns: int = 20
+    summary_tokens: int = 300
+    summarizer: Any = None
+
+    def __post_init__(self) -> None:
+        _positive_int("max_turns", self.max_turns)
+        _positive_int("summary_tokens", self.summary_tokens)
+        if self.summarizer is not None and not (callable(self.summarizer) or hasattr(self.summarizer, "invoke")
+                                                or hasattr(self.summarizer, "complete")):
+            raise InvalidInputError("summarizer must be a LangChain chat model, a LlamaIndex LLM or a function")
+
+
+@dataclass(frozen=True)
 class LifecycleConfig:
     """How memories are reinforced, merged, expired and forgotten.
 
@@ -132,6 +197,9 @@ class LifecycleConfig:
         evict_access_weight, evict_age_weight: w1 and w2 of the eviction score
             ln(access_count + 1)·w1 + 1/(age_days + 1)·w2; the lowest go first.
         evict_action: what happens to an evicted memory.
+        tiers: :class:`TierConfig`: the TTLs of the working and short-term tiers and
+            the promotion score.
+        sessions: :class:`SessionConfig`: the session buffer and its rolling summary.
     """
 
     used_delta: float = 0.1
@@ -153,8 +221,14 @@ class LifecycleConfig:
     evict_access_weight: float = 1.0
     evict_age_weight: float = 1.0
     evict_action: ForgetAction = ForgetAction.ARCHIVE
+    tiers: TierConfig = field(default_factory=TierConfig)
+    sessions: SessionConfig = field(default_factory=SessionConfig)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.tiers, TierConfig):
+            raise InvalidInputError("tiers must be a TierConfig")
+        if not isinstance(self.sessions, SessionConfig):
+            raise InvalidInputError("sessions must be a SessionConfig")
         for name in ("used_delta", "up_delta", "down_delta", "evict_access_weight", "evict_age_weight"):
             _number(name, getattr(self, name))
         _number("min_weight", self.min_weight, 0.0)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 
 from ..records import KnowledgeChunk
 from .config import ExpiryRule, LifecycleConfig
 
-__all__ = ["rule_expiry", "eviction_score", "eviction_victims"]
+__all__ = ["rule_expiry", "inherited_expiry", "eviction_score", "eviction_victims"]
 
 
 def rule_expiry(chunk: KnowledgeChunk, rules: Sequence[ExpiryRule]) -> tuple[datetime, str] | None:
@@ -27,6 +27,28 @@ def rule_expiry(chunk: KnowledgeChunk, rules: Sequence[ExpiryRule]) -> tuple[dat
         return chunk.timestamp + rule.ttl, rule.name
     except OverflowError:  # a memory dated at the end of the calendar expires at its end
         return datetime.max.replace(tzinfo=timezone.utc), rule.name
+
+
+def inherited_expiry(chunks: Sequence[KnowledgeChunk],
+                     due: Mapping[str, tuple[datetime, str]]) -> dict[str, tuple[datetime, str]]:
+    """Expiries for the tool memories of an ingested run whose turn a rule made expire: a
+    tool's output answering a time-bound question ("sunny, 21 °C in Lyon" for "today's
+    weather?") is as time-bound as the turn, though its own words carry no cue."""
+    turns: dict[str, tuple[datetime, str]] = {}
+    for c in chunks:
+        info = c.metadata.get("ingest")
+        if c.id in due and isinstance(info, Mapping) and info.get("role") == "turn" and info.get("event_id"):
+            turns[str(info["event_id"])] = due[c.id]
+    out: dict[str, tuple[datetime, str]] = {}
+    for c in chunks:
+        info = c.metadata.get("ingest")
+        if (c.id in due or c.pinned or c.expires_at is not None or not isinstance(info, Mapping)
+                or info.get("role") != "tool"):
+            continue
+        found = turns.get(str(info.get("event_id")))
+        if found is not None:
+            out[c.id] = (found[0], f"{found[1]} (its turn)")
+    return out
 
 
 def eviction_score(chunk: KnowledgeChunk, now: datetime, cfg: LifecycleConfig) -> float:

@@ -3,7 +3,7 @@ memories are stored; it holds the maintenance and facts parts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,13 +17,15 @@ from .access import AccessRecorder, Pending
 from .base import LifecycleContext, changed_fields, retired
 from .config import FeedbackSignal, ReviewDecision
 from .conflicts import order_conflicts
-from .expiry import rule_expiry
+from .expiry import inherited_expiry, rule_expiry
 from .facts import Facts
 from .feedback import FEEDBACK_KEY, STALE_KEY, apply_feedback
 from .history import read_actions, record_action
 from .maintenance import Maintenance
 from .reports import ReviewItem
 from .review import flag, read_queue, unflag
+from .sessions import Sessions
+from .tiers import Tiers
 
 __all__ = ["Lifecycle"]
 
@@ -35,13 +37,15 @@ class Lifecycle:
     ``maintenance`` (expire, merge, evict) and ``facts`` (facts, opinions, conflicts).
     """
 
-    def __init__(self, ctx: LifecycleContext) -> None:
+    def __init__(self, ctx: LifecycleContext, redact: Callable[[str], str] | None = None) -> None:
         self.ctx = ctx
         cfg = ctx.config
         self.access = AccessRecorder(self._write_access, batch=cfg.access_batch,
                                      interval=cfg.access_flush_interval, write_lock=ctx.shared.write_lock)
-        self.maintenance = Maintenance(ctx, self.access.flush)
+        self.tiers = Tiers(ctx)
+        self.maintenance = Maintenance(ctx, self.access.flush, self.tiers)
         self.facts = Facts(ctx)
+        self.sessions = Sessions(ctx, redact)  # working memory: session buffers and their summaries
 
     # -- feedback ----------------------------------------------------------------------------
     def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str) -> list[KnowledgeChunk]:
@@ -84,6 +88,7 @@ class Lifecycle:
                 elif was_stale and not c.metadata.get(STALE_KEY):
                     unflag(self.ctx.backend, c.id, "stale")
                 box.emit(EventType.UPDATED, c, fields=changed_fields(found[c.id], c), feedback=sig.value)
+        self.tiers.after_feedback(ids)  # praise or use may lift a short-term memory to long-term
         return self.ctx.records.get_many(ids)
 
     def effective_weight(self, chunk_id: str) -> float:
@@ -131,6 +136,7 @@ class Lifecycle:
         """Conflicting memories side by side in confidence order; accesses recorded."""
         order_conflicts(hits)
         self.access.record((h.id for h in hits), now)
+        self.tiers.on_search(hits)
 
     def _write_access(self, pending: Pending) -> None:
         with self.ctx.shared.write_lock:
@@ -138,7 +144,8 @@ class Lifecycle:
 
     def on_insert(self, chunks: list[KnowledgeChunk], link: bool) -> None:
         """Expiry rules, merge-on-insert and capacity for freshly stored memories."""
-        self._apply_expiry_rules(chunks)
+        self._apply_expiry_rules(chunks)  # a rule's expiry (today's weather) wins over a tier's TTL
+        self.tiers.on_insert(chunks)
         cfg = self.ctx.config
         if cfg.merge_on_insert:
             self.maintenance.merge_new(chunks)
@@ -155,6 +162,7 @@ class Lifecycle:
     def _apply_expiry_rules(self, chunks: Sequence[KnowledgeChunk]) -> None:
         rules = self.ctx.config.expiry_rules
         due = {c.id: found for c in chunks if (found := rule_expiry(c, rules)) is not None}
+        due.update(inherited_expiry(chunks, due))
         if not due:
             return
         with self.ctx.changes() as box:

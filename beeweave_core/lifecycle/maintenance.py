@@ -19,6 +19,7 @@ from .history import record_action, record_version
 from .merge import dedupable, fold, plan_groups, primary_key, redirect_edges
 from .reports import MaintenanceReport
 from .review import flag
+from .tiers import Tiers
 
 __all__ = ["Maintenance"]
 
@@ -26,14 +27,17 @@ __all__ = ["Maintenance"]
 class Maintenance:
     """Expiry, duplicate merging and capacity, over the whole store or one user's memories."""
 
-    def __init__(self, ctx: LifecycleContext, flush_access: Callable[[], None]) -> None:
+    def __init__(self, ctx: LifecycleContext, flush_access: Callable[[], None], tiers: Tiers) -> None:
         self.ctx = ctx
         self._flush_access = flush_access
+        self.tiers = tiers
 
     def maintain(self, *, user_id: str | None = None) -> MaintenanceReport:
         """Run the lifecycle over active memories (of one user, or all) and report what changed.
 
-        In order: (1) expired memories are archived or deleted (``expired_action``), or put
+        First working/short-term memories whose promotion score is due move to the
+        long-term tier (and cold long-term ones go back to short-term, when
+        ``TierConfig.demote_below`` is set). Then, in order: (1) expired memories are archived or deleted (``expired_action``), or put
         in the review queue when their effective weight is at least ``review_weight``;
         (2) near-duplicates of the same user (cosine ≥ ``merge_threshold``) are merged into
         a primary; (3) users above ``capacity`` lose their lowest-scoring memories.
@@ -44,9 +48,11 @@ class Maintenance:
             raise InvalidInputError("user_id must be a non-empty string")
         self._flush_access()  # eviction reads access counts
         report = MaintenanceReport()
+        self.tiers.promote_due(user_id=user_id, report=report)  # promoted memories do not expire below
         with self.ctx.changes() as box:
             now = self.ctx.now()
             active = list(self.ctx.backend.scan(build_filter(None, user_id=user_id)))
+            active = self.tiers.demote_due(active, now, report, box)
             active = self._expire(active, now, report, box)
             active = self._dedup(active, now, report, box)
             if self.ctx.config.capacity is not None:

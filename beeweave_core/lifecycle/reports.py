@@ -19,6 +19,7 @@ class MaintenanceReport:
     ``archived`` and ``deleted`` say what happened to them (an expired or evicted memory
     is counted once in each pair). ``flagged`` counts memories newly put in the review
     queue; ``merges`` maps each primary to the ids merged into it in this run.
+    ``promoted`` / ``demoted`` count memories that moved to / from the long-term tier.
     """
 
     merged: int = 0
@@ -27,6 +28,8 @@ class MaintenanceReport:
     deleted: int = 0
     flagged: int = 0
     evicted: int = 0
+    promoted: int = 0
+    demoted: int = 0
     merges: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

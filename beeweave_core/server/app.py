@@ -36,6 +36,7 @@ from .observe import Metrics, RequestLog
 from .routes_core import core_router
 from .routes_events import events_router
 from .routes_memories import memories_router
+from .routes_sessions import sessions_router
 from .schemas import HealthOut
 from .service import MemoryService
 from .stores import TenantStores, is_postgres_url, is_tenant_dir, open_memory, tenant_path
@@ -142,6 +143,7 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
 
     app.include_router(core_router(config))
     app.include_router(memories_router())
+    app.include_router(sessions_router())
     app.include_router(events_router(config))
     mount_console(app)  # /ui: pages that call the routes above with the user's own API key
     plain_openapi = app.openapi

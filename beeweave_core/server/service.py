@@ -112,7 +112,8 @@ class MemoryService:
         rec["user_id"] = check_user_id(rec.get("user_id"))
         status = rec.pop("status", None)
         if status is None:
-            chunk_id = self.memory.add(rec.pop("content"), user_id=rec.pop("user_id"), **rec)
+            # The policy ran above (with the service's own bookkeeping): stored as it left it.
+            chunk_id = self.memory.add(rec.pop("content"), user_id=rec.pop("user_id"), trusted=True, **rec)
             return self.memory.get(chunk_id)
         # A status (the caller's, or "pending" from admission) is part of the record when it is
         # first written, never applied by a second write: add_many takes whole KnowledgeChunks.
@@ -125,7 +126,7 @@ class MemoryService:
             chunk = KnowledgeChunk(raw_content=rec["content"], status=ChunkStatus(status), **fields)
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(str(exc)) from None
-        return self.memory.get(self.memory.add_many([chunk], show_progress=False)[0])
+        return self.memory.get(self.memory.add_many([chunk], show_progress=False, trusted=True)[0])
 
     def get_memory(self, chunk_id: str) -> KnowledgeChunk:
         return self.memory.get(chunk_id)

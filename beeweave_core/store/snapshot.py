@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["snapshot_path", "save_snapshot", "load_snapshot", "new_token"]
 
-FORMAT = 3  # 3: rank columns
+FORMAT = 4  # 3: rank columns; 4: the tier column
 logger = logging.getLogger(__name__)
 
 

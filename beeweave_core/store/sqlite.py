@@ -83,6 +83,11 @@ MIGRATIONS: list[tuple[str, str]] = [
             seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, op TEXT NOT NULL, lex BLOB
         );
     """),
+    # Memory tiers (working / short / long, docs/lifecycle.md): a filter column like status.
+    # Rows written before tiers existed were long-term memories.
+    ("0003_tiers", """
+        ALTER TABLE chunks ADD COLUMN tier TEXT NOT NULL DEFAULT 'long';
+    """),
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -448,8 +453,8 @@ class SQLiteStore:
         index.clear()
         index.add_terms({t: i for i, t in self._db.execute("SELECT id, term FROM terms")})
         rows = self._db.execute(
-            "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities, lex, vector "
-            "FROM chunks ORDER BY seq"
+            "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities, lex, vector, "
+            "tier FROM chunks ORDER BY seq"
         ).fetchall()
         if not rows:
             return
@@ -537,7 +542,7 @@ class SQLiteStore:
         return (c.id, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
                 pc.type.value if pc else "text", c.intent.value if c.intent else None,
                 json.dumps(c.tags, ensure_ascii=False), json.dumps(c.entities, ensure_ascii=False),
-                json.dumps(doc, ensure_ascii=False))
+                c.tier.value, json.dumps(doc, ensure_ascii=False))
 
     def _require_new(self, rows: Sequence[ChunkRow]) -> None:
         seen: set[str] = set()
@@ -573,7 +578,7 @@ class SQLiteStore:
         for r, tc in zip(rows, term_counts, strict=True):
             cur = self._db.execute(
                 "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities,"
-                " doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " tier, doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (*self._columns(r.chunk), np.array(list(tc.items()), np.int32).reshape(-1, 2).tobytes(),
                  np.asarray(r.vector, np.float32).tobytes()),
             )
@@ -603,7 +608,7 @@ class SQLiteStore:
             cols = self._columns(c)
             self._db.execute(
                 "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
-                " tags=?, entities=?, doc=? WHERE id=?", (*cols[1:], c.id))
+                " tags=?, entities=?, tier=?, doc=? WHERE id=?", (*cols[1:], c.id))
         self._log([c.id for c in chunks], "w")
         mirror.updated += chunks
 

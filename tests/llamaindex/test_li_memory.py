@@ -90,6 +90,12 @@ async def test_each_finished_turn_is_one_event_with_its_tool_call(memory) -> Non
         def search(self, *args: Any, **kwargs: Any) -> list[Any]:
             return memory.search(*args, **kwargs)
 
+        def add_turn(self, *args: Any, **kwargs: Any) -> Any:  # the session's working memory
+            return memory.add_turn(*args, **kwargs)
+
+        def get_conversation_context(self, *args: Any, **kwargs: Any) -> Any:
+            return memory.get_conversation_context(*args, **kwargs)
+
     recorder = Recorder()
     mem = BeeWeaveMemory.from_client(recorder, context={"user_id": "alice", "agent_id": "helper",
                                                          "session_id": "s1"})
@@ -160,3 +166,28 @@ def test_a_closed_store_is_a_mistake_and_says_so(embedder) -> None:
     mem.put(ChatMessage(role="user", content="hello?"))
     with pytest.raises(StoreClosedError):
         mem.put(ChatMessage(role="assistant", content="hi"))
+
+
+def test_a_session_resumes_after_a_restart_with_a_bounded_summary(tmp_path, embedder) -> None:
+    from beeweave_core.lifecycle import LifecycleConfig, SessionConfig
+    from beeweave_core.lifecycle.sessions import count_tokens
+
+    path = tmp_path / "chat.db"
+    cfg = LifecycleConfig(sessions=SessionConfig(max_turns=6, summary_tokens=80))
+    store = BeeWeave(path, embedder=embedder, lifecycle=cfg)
+    chat = BeeWeaveMemory.from_client(store, context={"user_id": "alice", "session_id": "trip"})
+    for i in range(100):  # 200 turns
+        chat.put(ChatMessage(role="user", content=f"Day {i}: we plan the museum visit number {i} in Lisbon."))
+        chat.put(ChatMessage(role="assistant", content=f"Booked visit {i} at the tile museum."))
+    ctx = store.get_conversation_context("trip", 6, user_id="alice")
+    assert ctx.total_turns == 200 and count_tokens(ctx.summary) <= 80 and ctx.summary
+    store.close()
+    store = BeeWeave(path, embedder=embedder, lifecycle=cfg)  # a restart: a new memory on the session
+    again = BeeWeaveMemory.from_client(store, context={"user_id": "alice", "session_id": "trip"})
+    history = again.get_all()
+    assert [m.content for m in history][-2:] == ["Day 99: we plan the museum visit number 99 in Lisbon.",
+                                                 "Booked visit 99 at the tile museum."]
+    assert len(history) == 6
+    first = again.get()[0]
+    assert first.role == "system" and first.content.startswith("Earlier in this conversation:\n" + ctx.summary)
+    store.close()

@@ -257,6 +257,12 @@ MIGRATIONS: list[tuple[str, str]] = [
                            JOIN vectors nv ON nv.tenant = n.tenant AND nv.seq = n.nb_seq
                            WHERE n.tenant = v.tenant AND n.seq = v.seq) nb ON true;
     """),
+    # Memory tiers (working / short / long, docs/lifecycle.md): a filter column like status;
+    # rows written before tiers existed were long-term memories. (A constant default makes
+    # ADD COLUMN a catalogue change, with no table rewrite.)
+    ("0006_tiers", """
+        ALTER TABLE chunks ADD COLUMN tier text NOT NULL DEFAULT 'long';
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -64,7 +64,7 @@ def filter_sql(flt: Filter | None, alias: str = "c", prefix: str = "f") -> tuple
 
     for column, values in (("user_id", flt.user_ids), ("agent_id", flt.agent_ids),
                            ("session_id", flt.session_ids), ("status", flt.statuses), ("ctype", flt.types),
-                           ("intent", flt.intents), ("id", flt.ids)):
+                           ("intent", flt.intents), ("id", flt.ids), ("tier", flt.tiers)):
         if values is not None:
             parts.append(f"{alias}.{column} = ANY({arg(clean(values))}::text[])")
     if flt.tags_any is not None:

@@ -107,7 +107,7 @@ def _columns(c: KnowledgeChunk) -> tuple[Any, ...]:
     pc = c.processed_content
     return (c.id, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
             pc.type.value if pc else "text", c.intent.value if c.intent else None, list(c.tags), list(c.entities),
-            json.dumps(doc, ensure_ascii=False))
+            c.tier.value, json.dumps(doc, ensure_ascii=False))
 
 
 def _checked(c: KnowledgeChunk) -> tuple[Any, ...]:
@@ -399,8 +399,8 @@ class PostgresStore:
         with conn.cursor() as cur:
             cur.executemany(q(
                 "INSERT INTO @chunks (tenant, seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, "
-                "tags, entities, doc, doc_len) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)"),
+                "tags, entities, tier, doc, doc_len) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)"),
                 [(t, seq, *cols, length) for seq, (cols, _), length in zip(seqs, prepared, lengths, strict=True)])
             cur.executemany(q("INSERT INTO @vectors (tenant, seq, dim, embedding) VALUES (%s, %s, %s, %s)"),
                             [(t, seq, dim, vec) for seq, vec in zip(seqs, vectors, strict=True)])
@@ -486,7 +486,7 @@ class PostgresStore:
         with conn.cursor() as cur:
             cur.executemany(q(
                 "UPDATE @chunks SET user_id = %s, agent_id = %s, session_id = %s, ts = %s, status = %s, ctype = %s, "
-                "intent = %s, tags = %s, entities = %s, doc = %s::json WHERE tenant = %s AND id = %s"),
+                "intent = %s, tags = %s, entities = %s, tier = %s, doc = %s::json WHERE tenant = %s AND id = %s"),
                 [(*cols[1:], t, cid) for cid, (cols, _) in prepared.items()])
         self._set_access(conn, [old[cid][0] for cid in prepared], [c for _, c in prepared.values()])
         changes: pg_index.SessionChanges = {}
