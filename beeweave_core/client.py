@@ -26,6 +26,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -36,6 +37,7 @@ from .ingest import errors as _ingest_errors
 from .lifecycle.reports import MaintenanceReport, ReviewItem
 from .network import ExpandOptions
 from .records import HitSource, KnowledgeChunk, SearchHit, to_datetime, utcnow
+from .timewords import TimeRange
 
 __all__ = ["BeeWeaveClient", "AuthenticationError", "ServerError", "IngestBuffer", "DEFAULT_TIMEOUTS"]
 
@@ -87,7 +89,10 @@ def decode_response(resp: Any) -> Any:
 def _hit(d: Mapping[str, Any]) -> SearchHit:
     sources = {name: HitSource(s["rank"], s["score"], s.get("via"), s.get("from_id"), s.get("hops") or 0)
                for name, s in d["sources"].items()}
-    return SearchHit(_chunk(d["chunk"]), d["score"], sources, d.get("loosened", False))
+    tr = d.get("time_range")
+    when = None if not tr else TimeRange(tr["phrase"], datetime.fromisoformat(tr["start"]),
+                                         datetime.fromisoformat(tr["end"]))
+    return SearchHit(_chunk(d["chunk"]), d["score"], sources, d.get("loosened", False), when)
 
 
 def _chunk(d: Mapping[str, Any]) -> KnowledgeChunk:

@@ -215,6 +215,7 @@ class HitOut(_Out):
     score: float
     sources: dict[str, HitSourceOut]
     loosened: bool
+    time_range: dict[str, str] | None = None
 
 
 class SearchOut(_Out):
