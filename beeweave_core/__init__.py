@@ -61,6 +61,7 @@ from .lifecycle import (
     ForgetAction,
     LifecycleConfig,
     MaintenanceReport,
+    MaintenanceSchedule,
     MemoryVersion,
     ReviewDecision,
     ReviewItem,
@@ -80,6 +81,7 @@ from .records import (
 )
 from .rerank import CrossEncoderReranker, Reranker
 from .scoring import ScoringConfig
+from .timewords import TimeRange
 from .tokenizer import Tokenizer, TokenizerConfig
 
 __version__ = "0.1.0"
@@ -102,6 +104,8 @@ __all__ = [
     "ReviewDecision",
     "ExpiryRule",
     "MaintenanceReport",
+    "MaintenanceSchedule",
+    "TimeRange",
     "MemoryVersion",
     "ReviewItem",
     "EventType",

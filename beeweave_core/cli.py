@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="requests of one tenant running at once (default 4; more wait, then 503)")
     c.add_argument("--webhooks", metavar="FILE",
                    help="JSON list of webhooks: [{url, secret, types?, tenant?}] (signed event deliveries)")
+    c.add_argument("--maintain-every", type=float, metavar="SECONDS",
+                   help="run maintenance (expiry, merging, capacity) in the background every SECONDS")
 
     c = cmd("worker")
     c.add_argument("--rescan", type=float, default=30.0,

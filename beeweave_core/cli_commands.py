@@ -232,7 +232,8 @@ def cmd_serve(args: Any) -> int:
     config = ServerConfig(args.store, keys, embedder=args.embedder, max_body_bytes=args.max_body_bytes,
                           queue_dir=args.queue_dir, read_timeout=args.read_timeout,
                           keep_alive_timeout=args.keep_alive, max_connections=args.max_connections,
-                          tenant_concurrency=args.tenant_concurrency, webhooks=webhooks)
+                          tenant_concurrency=args.tenant_concurrency, webhooks=webhooks,
+                          maintain_interval=args.maintain_every)
     tenants = sorted(config.tenants)
     print(f"beeweave: serving {len(tenants)} tenant(s) ({', '.join(tenants)}) from {args.store} "
           f"on http://{args.host}:{args.port}", file=sys.stderr)

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from .lifecycle.base import LifecycleContext
 from .lifecycle.config import FeedbackSignal, LifecycleConfig, ReviewDecision
 from .lifecycle.lifecycle import Lifecycle
 from .lifecycle.reports import MaintenanceReport, MemoryVersion, ReviewItem
+from .lifecycle.schedule import MaintenanceSchedule
 from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
 from .rerank import Reranker
@@ -369,8 +370,20 @@ class BeeWeave:
         """What the lifecycle did (merged, archived, deleted) and why, oldest first."""
         return self._lifecycle.audit(chunk_id)
 
-    def maintain(self, *, user_id: str | None = None) -> MaintenanceReport:
-        """Expire, merge near-duplicates and enforce capacity now; report what changed."""
+    @overload
+    def maintain(self, *, user_id: str | None = None, interval: None = None) -> MaintenanceReport: ...
+
+    @overload
+    def maintain(self, *, user_id: str | None = None, interval: float) -> MaintenanceSchedule: ...
+
+    def maintain(self, *, user_id: str | None = None,
+                 interval: float | None = None) -> MaintenanceReport | MaintenanceSchedule:
+        """Expire, merge near-duplicates and enforce capacity now, in small batches that let
+        searches and writes proceed; report what changed. With ``interval`` (seconds), run
+        it in the background every ``interval`` instead and return the schedule (``stop()``
+        ends it; ``close()`` does too)."""
+        if interval is not None:
+            return self._lifecycle.schedule.start(interval, user_id)
         return self._lifecycle.maintenance.maintain(user_id=user_id)
 
     def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,

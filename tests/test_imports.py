@@ -33,6 +33,8 @@ EXPECTED_ALL = [
     "ReviewDecision",
     "ExpiryRule",
     "MaintenanceReport",
+    "MaintenanceSchedule",
+    "TimeRange",
     "MemoryVersion",
     "ReviewItem",
     "EventType",

@@ -9,6 +9,7 @@ stale and expiry penalties) lives in :mod:`beeweave_core.scoring`.
 from .config import DEFAULT_EXPIRY_RULES, ExpiryRule, FeedbackSignal, ForgetAction, LifecycleConfig, ReviewDecision
 from .lifecycle import Lifecycle
 from .reports import MaintenanceReport, MemoryVersion, ReviewItem
+from .schedule import MaintenanceSchedule
 
 __all__ = [
     "Lifecycle",
@@ -19,6 +20,7 @@ __all__ = [
     "ExpiryRule",
     "DEFAULT_EXPIRY_RULES",
     "MaintenanceReport",
+    "MaintenanceSchedule",
     "MemoryVersion",
     "ReviewItem",
 ]

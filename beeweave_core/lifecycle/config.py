@@ -132,6 +132,9 @@ class LifecycleConfig:
         evict_access_weight, evict_age_weight: w1 and w2 of the eviction score
             ln(access_count + 1)·w1 + 1/(age_days + 1)·w2; the lowest go first.
         evict_action: what happens to an evicted memory.
+        maintenance_batch: ``maintain()`` works through this many memories at a time and
+            holds the write lock only while it writes one batch's changes, so searches and
+            writes proceed between (and, for searches, during) batches.
     """
 
     used_delta: float = 0.1
@@ -153,6 +156,7 @@ class LifecycleConfig:
     evict_access_weight: float = 1.0
     evict_age_weight: float = 1.0
     evict_action: ForgetAction = ForgetAction.ARCHIVE
+    maintenance_batch: int = 256
 
     def __post_init__(self) -> None:
         for name in ("used_delta", "up_delta", "down_delta", "evict_access_weight", "evict_age_weight"):
@@ -165,6 +169,7 @@ class LifecycleConfig:
         _positive_int("stale_after", self.stale_after)
         _positive_int("access_batch", self.access_batch)
         _positive_int("merge_candidates", self.merge_candidates)
+        _positive_int("maintenance_batch", self.maintenance_batch)
         _positive_int("capacity", self.capacity, allow_none=True)
         rules = tuple(self.expiry_rules)
         if not all(isinstance(r, ExpiryRule) for r in rules):

@@ -24,6 +24,7 @@ from .history import read_actions, record_action
 from .maintenance import Maintenance
 from .reports import ReviewItem
 from .review import flag, read_queue, unflag
+from .schedule import MaintenanceSchedule
 
 __all__ = ["Lifecycle"]
 
@@ -41,6 +42,7 @@ class Lifecycle:
         self.access = AccessRecorder(self._write_access, batch=cfg.access_batch,
                                      interval=cfg.access_flush_interval, write_lock=ctx.shared.write_lock)
         self.maintenance = Maintenance(ctx, self.access.flush)
+        self.schedule = MaintenanceSchedule(lambda user_id: self.maintenance.maintain(user_id=user_id))
         self.facts = Facts(ctx)
 
     # -- feedback ----------------------------------------------------------------------------
@@ -150,6 +152,8 @@ class Lifecycle:
         self.access.flush()
 
     def close(self) -> None:
+        self.maintenance.stopping.set()  # a pass under way stops after its current batch
+        self.schedule.stop()
         self.access.close()
 
     def _apply_expiry_rules(self, chunks: Sequence[KnowledgeChunk]) -> None:

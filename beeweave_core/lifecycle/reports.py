@@ -19,6 +19,8 @@ class MaintenanceReport:
     ``archived`` and ``deleted`` say what happened to them (an expired or evicted memory
     is counted once in each pair). ``flagged`` counts memories newly put in the review
     queue; ``merges`` maps each primary to the ids merged into it in this run.
+    ``ruled`` counts memories an expiry rule gave an ``expires_at`` in this run (rules
+    added or changed since a memory was stored apply to it here).
     """
 
     merged: int = 0
@@ -27,6 +29,7 @@ class MaintenanceReport:
     deleted: int = 0
     flagged: int = 0
     evicted: int = 0
+    ruled: int = 0
     merges: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
