@@ -22,9 +22,11 @@ from .facts import Facts
 from .feedback import FEEDBACK_KEY, STALE_KEY, apply_feedback
 from .history import read_actions, record_action
 from .maintenance import Maintenance
+from .provenance import Provenance
 from .reports import ReviewItem
 from .review import flag, read_queue, unflag
 from .schedule import MaintenanceSchedule
+from .validity import CodeValidity, verified
 
 __all__ = ["Lifecycle"]
 
@@ -44,6 +46,8 @@ class Lifecycle:
         self.maintenance = Maintenance(ctx, self.access.flush)
         self.schedule = MaintenanceSchedule(lambda user_id: self.maintenance.maintain(user_id=user_id))
         self.facts = Facts(ctx)
+        self.provenance = Provenance(ctx)
+        self.validity = CodeValidity(ctx)
 
     # -- feedback ----------------------------------------------------------------------------
     def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str) -> list[KnowledgeChunk]:
@@ -117,8 +121,8 @@ class Lifecycle:
                 else:
                     md = dict(c.metadata, **{FEEDBACK_KEY: dict(c.metadata.get(FEEDBACK_KEY) or {}, down_streak=0)})
                     md.pop(STALE_KEY, None)
-                    new = c.copy(metadata=md, relationships=[],
-                                 expires_at=None if is_expired(c, now) else c.expires_at)
+                    new = verified(c.copy(metadata=md, relationships=[],
+                                          expires_at=None if is_expired(c, now) else c.expires_at))
                 self.ctx.backend.update([new])
                 box.emit(EventType.UPDATED, new, fields=changed_fields(c, new), review=choice.value)
             unflag(self.ctx.backend, c.id)

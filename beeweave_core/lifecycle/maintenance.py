@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..events import EventType
-from ..filters import build_filter
+from ..filters import Filter, build_filter
 from ..records import ChunkStatus, KnowledgeChunk
 from ..scoring import effective_weight, is_expired
 from .base import LifecycleContext, Outbox, retired
@@ -83,8 +83,10 @@ class Maintenance:
         before = backend.get(ids)
         vectors = backend.get_vectors([c.id for c in before.values() if dedupable(c)])
         near: dict[str, list[tuple[str, float]]] = {}
+        scopes: dict[str, Filter] = {}
         for cid, vec in vectors.items():
-            flt = build_filter(None, user_id=before[cid].user_id)
+            user = before[cid].user_id
+            flt = scopes.get(user) or scopes.setdefault(user, build_filter(None, user_id=user))
             found = [(o, float(sim)) for o, sim in backend.vector_search(vec, flt, cfg.merge_candidates + 1)
                      if o != cid and sim >= cfg.merge_threshold]
             if found:
