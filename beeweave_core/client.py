@@ -34,6 +34,7 @@ from . import errors as _errors
 from .errors import BeeWeaveError, InvalidInputError, NotFoundError, StoreUnavailableError
 from .filters import build_filter
 from .ingest import errors as _ingest_errors
+from .lifecycle.provenance import Lineage
 from .lifecycle.reports import MaintenanceReport, ReviewItem
 from .network import ExpandOptions
 from .records import HitSource, KnowledgeChunk, SearchHit, to_datetime, utcnow
@@ -393,6 +394,10 @@ class BeeWeaveClient:
 
     def history(self, chunk_id: str) -> list[dict[str, Any]]:
         return self._call("GET", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}/history")["versions"]
+
+    def lineage(self, chunk_id: str) -> Lineage:
+        """Where a memory came from (``GET /memories/{id}/lineage``)."""
+        return Lineage(**self._call("GET", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}/lineage"))
 
     def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,
                       direction: str = "both") -> list[Any]:

@@ -76,29 +76,39 @@ class Maintenance:
         return report
 
     def _batch(self, ids: list[str], report: MaintenanceReport, gone: set[str]) -> set[str]:
-        """One batch: neighbours looked up unlocked, then re-read, judged and written under
-        the lock. Returns the users seen."""
+        """One batch, read without the lock; the lock is taken only to change something: once
+        for the batch's expiries, once per duplicate group, each re-read before it is judged
+        and written. Returns the users seen."""
         cfg = self.ctx.config
         backend = self.ctx.backend
-        before = backend.get(ids)
-        vectors = backend.get_vectors([c.id for c in before.values() if dedupable(c)])
-        near: dict[str, list[tuple[str, float]]] = {}
+        before = {cid: c for cid, c in backend.get(ids).items() if c.status is ChunkStatus.ACTIVE}
+        now = self.ctx.now()
+        due = [cid for cid, c in before.items()
+               if is_expired(c, now) or rule_expiry(c, cfg.expiry_rules) is not None]
+        if due:
+            with self.ctx.changes() as box:
+                now = self.ctx.now()
+                fresh = [c for c in backend.get(due).values() if c.status is ChunkStatus.ACTIVE]
+                fresh = self._rule_expiry(fresh, report, box)
+                kept = {c.id for c in self._expire(fresh, now, report, box)}
+                gone.update(c.id for c in fresh if c.id not in kept)
+        live = [c for cid, c in before.items() if cid not in gone and dedupable(c) and not is_expired(c, now)]
+        vectors = backend.get_vectors([c.id for c in live])
         scopes: dict[str, Filter] = {}
-        for cid, vec in vectors.items():
-            user = before[cid].user_id
-            flt = scopes.get(user) or scopes.setdefault(user, build_filter(None, user_id=user))
-            found = [(o, float(sim)) for o, sim in backend.vector_search(vec, flt, cfg.merge_candidates + 1)
-                     if o != cid and sim >= cfg.merge_threshold]
-            if found:
-                near[cid] = found
-        with self.ctx.changes() as box:
-            now = self.ctx.now()
-            fresh = [c for c in backend.get(ids).values() if c.status is ChunkStatus.ACTIVE]
-            fresh = self._rule_expiry(fresh, report, box)
-            keep = self._expire(fresh, now, report, box)
-            for c in keep:
-                if c.id in near and c.id not in gone:
-                    self._dedup_one(c, near[c.id], now, report, box, gone)
+        for c in live:
+            vec = vectors.get(c.id)
+            if vec is None or c.id in gone:
+                continue
+            flt = scopes.get(c.user_id) or scopes.setdefault(c.user_id, build_filter(None, user_id=c.user_id))
+            near = [(o, float(sim)) for o, sim in backend.vector_search(vec, flt, cfg.merge_candidates + 1)
+                    if o != c.id and o not in gone and sim >= cfg.merge_threshold]
+            if not near:
+                continue
+            with self.ctx.changes() as box:
+                now = self.ctx.now()
+                fresh = backend.get([c.id]).get(c.id)
+                if fresh is not None and fresh.status is ChunkStatus.ACTIVE and not is_expired(fresh, now):
+                    self._dedup_one(fresh, near, now, report, box, gone)
         return {c.user_id for c in before.values()}
 
     def _rule_expiry(self, chunks: list[KnowledgeChunk], report: MaintenanceReport,

@@ -406,6 +406,22 @@ class HistoryOut(_Out):
     versions: list[VersionOut]
 
 
+class LineageOut(_Out):
+    id: str
+    user_id: str
+    agents: list[str] = []
+    events: list[str] = []
+    tools: list[str] = []
+    sources: list[Any] = []
+    merged_from: list[dict[str, Any]] = []
+    merged_into: str | None = None
+    edits: list[dict[str, Any]] = []
+    actions: list[dict[str, Any]] = []
+    feedback: dict[str, Any] = {}
+    relations: list[dict[str, Any]] = []
+    code: dict[str, Any] | None = None
+
+
 class RelationshipsOut(_Out):
     id: str
     relationships: list[RelationshipOut]

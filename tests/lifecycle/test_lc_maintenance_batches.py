@@ -76,12 +76,21 @@ def test_batches_leave_no_duplicates_and_release_the_lock_between_them():
             vecs = _world(m, 120, seed=3)
             lock = CountingLock()
             m.parts.shared.write_lock = lock  # type: ignore[assignment]
+            inner = m.parts.lifecycle.maintenance._batch
+            free = []
+
+            def watched(ids, report, gone, inner=inner, lock=lock, free=free):
+                free.append(lock.depth == 0)
+                return inner(ids, report, gone)
+
+            m.parts.lifecycle.maintenance._batch = watched  # type: ignore[method-assign]
             report = m.maintain()
             assert report.merged > 10
+            assert len(free) == -(-120 // batch) and all(free)  # the lock is free at every batch start
             _reference_merged(m, vecs, cfg.merge_threshold)
             merged = {c for c, s in _outcome(m).items() if s == "merged"}
             assert merged == {i for ids in report.merges.values() for i in ids}
-            assert lock.taken >= -(-120 // batch)  # at least once per batch: never one hold for the pass
+            assert lock.taken >= len(report.merges)  # one hold per duplicate group, never one for the pass
 
 
 def test_writes_go_on_while_a_pass_runs():
