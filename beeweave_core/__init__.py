@@ -61,6 +61,7 @@ from .lifecycle import (
     ForgetAction,
     LifecycleConfig,
     MaintenanceReport,
+    MaintenanceSchedule,
     MemoryVersion,
     ReviewDecision,
     ReviewItem,
@@ -84,6 +85,7 @@ from .records import (
 )
 from .rerank import CrossEncoderReranker, Reranker
 from .scoring import ScoringConfig
+from .timewords import TimeRange
 from .tokenizer import Tokenizer, TokenizerConfig
 
 __version__ = "0.1.0"
@@ -109,6 +111,8 @@ __all__ = [
     "ReviewDecision",
     "ExpiryRule",
     "MaintenanceReport",
+    "MaintenanceSchedule",
+    "TimeRange",
     "MemoryVersion",
     "ReviewItem",
     "EventType",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from .lifecycle.provenance import Lineage
 from .lifecycle.reports import MaintenanceReport, ReviewItem
 from .lifecycle.sessions import ConversationContext
 from .records import KnowledgeChunk, SearchHit
@@ -51,5 +52,7 @@ class MemoryAPI(Protocol):
     def resolve_review(self, chunk_id: str, decision: Any) -> KnowledgeChunk | None: ...
 
     def maintain(self, *, user_id: str | None = None) -> MaintenanceReport: ...
+
+    def lineage(self, chunk_id: str) -> Lineage: ...
 
     def close(self) -> None: ...

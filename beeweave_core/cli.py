@@ -31,6 +31,7 @@ COMMANDS = {
     "export": "write all of a user's data as JSON",
     "forget": "delete everything of a user",
     "maintain": "merge duplicates, expire and evict now",
+    "invalidate": "mark the memories about changed files 'to verify' (a git post-commit hook)",
     "review": "list memories waiting for review; approve, reject or resolve them",
     "memory": "add, show, list, edit or delete single memories; their history and relationships",
     "dead-letters": "list the events whose processing failed, or queue them again",
@@ -111,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="requests of one tenant running at once (default 4; more wait, then 503)")
     c.add_argument("--webhooks", metavar="FILE",
                    help="JSON list of webhooks: [{url, secret, types?, tenant?}] (signed event deliveries)")
+    c.add_argument("--maintain-every", type=float, metavar="SECONDS",
+                   help="run maintenance (expiry, merging, capacity) in the background every SECONDS")
 
     c = cmd("worker")
     c.add_argument("--rescan", type=float, default=30.0,
@@ -130,6 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--yes", action="store_true", help="confirm: the user's data cannot be restored")
 
     c = cmd("maintain")
+    c.add_argument("--user-id")
+    c.add_argument("--json", action="store_true")
+
+    c = cmd("invalidate")
+    c.add_argument("paths", nargs="*", metavar="PATH", help="changed files (relative to the repository root)")
+    c.add_argument("--from-git", action="store_true",
+                   help="the files changed by the last commit (git diff --name-only HEAD~1 HEAD) and its hash")
+    c.add_argument("--commit", help="the commit that changed them (default with --from-git: HEAD)")
+    c.add_argument("--repo", default=".", help="the git repository for --from-git (default: the current directory)")
     c.add_argument("--user-id")
     c.add_argument("--json", action="store_true")
 

@@ -18,7 +18,7 @@ from typing import Any
 from .errors import InvalidInputError
 
 __all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "worker", "stats", "export", "forget",
-                                 "maintain", "review", "memory", "dead_letters", "report", "openapi", "mcp")]
+                                 "maintain", "invalidate", "review", "memory", "dead_letters", "report", "openapi", "mcp")]
 
 
 def _is_remote(store: str) -> bool:
@@ -232,7 +232,8 @@ def cmd_serve(args: Any) -> int:
     config = ServerConfig(args.store, keys, embedder=args.embedder, max_body_bytes=args.max_body_bytes,
                           queue_dir=args.queue_dir, read_timeout=args.read_timeout,
                           keep_alive_timeout=args.keep_alive, max_connections=args.max_connections,
-                          tenant_concurrency=args.tenant_concurrency, webhooks=webhooks)
+                          tenant_concurrency=args.tenant_concurrency, webhooks=webhooks,
+                          maintain_interval=args.maintain_every)
     tenants = sorted(config.tenants)
     print(f"beeweave: serving {len(tenants)} tenant(s) ({', '.join(tenants)}) from {args.store} "
           f"on http://{args.host}:{args.port}", file=sys.stderr)
@@ -310,6 +311,38 @@ def cmd_maintain(args: Any) -> int:
         _print_json(report)
     else:
         print(", ".join(f"{k} {v}" for k, v in report.items() if k != "merges"))
+    return 0
+
+
+def _git(repo: str, *argv: str) -> str:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", repo, *argv], capture_output=True, text=True, check=True, timeout=60)
+    except FileNotFoundError:
+        raise InvalidInputError("--from-git needs git on the PATH") from None
+    except subprocess.CalledProcessError as exc:
+        raise InvalidInputError(f"git {' '.join(argv)} failed: {exc.stderr.strip()}") from None
+    return done.stdout
+
+
+def cmd_invalidate(args: Any) -> int:
+    paths, commit = list(args.paths), args.commit
+    if args.from_git:
+        # The first commit has no parent: everything in it is new.
+        has_parent = _git(args.repo, "rev-list", "--count", "HEAD").strip() not in ("", "1")
+        diff = ["diff", "--name-only", "HEAD~1", "HEAD"] if has_parent else ["show", "--name-only", "--format=", "HEAD"]
+        paths += [p for p in _git(args.repo, *diff).splitlines() if p.strip()]
+        commit = commit or _git(args.repo, "rev-parse", "HEAD").strip()
+    if not paths:
+        raise InvalidInputError("no paths: name the changed files or pass --from-git")
+    with _local(args, "invalidate") as svc:
+        report = svc.memory.invalidate(paths, commit, user_id=args.user_id).to_dict()
+    if args.json:
+        _print_json(report)
+    else:
+        print(f"{len(report['marked'])} memories marked to verify, {len(report['updated'])} already marked"
+              + (f" (commit {commit})" if commit else ""))
     return 0
 
 

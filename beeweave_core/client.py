@@ -26,6 +26,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -33,10 +34,12 @@ from . import errors as _errors
 from .errors import BeeWeaveError, InvalidInputError, NotFoundError, StoreUnavailableError
 from .filters import build_filter
 from .ingest import errors as _ingest_errors
+from .lifecycle.provenance import Lineage
 from .lifecycle.reports import MaintenanceReport, ReviewItem
 from .lifecycle.sessions import ConversationContext, Turn
 from .network import ExpandOptions
 from .records import HitSource, KnowledgeChunk, SearchHit, to_datetime, utcnow
+from .timewords import TimeRange
 
 __all__ = ["BeeWeaveClient", "AuthenticationError", "ServerError", "IngestBuffer", "DEFAULT_TIMEOUTS"]
 
@@ -88,7 +91,10 @@ def decode_response(resp: Any) -> Any:
 def _hit(d: Mapping[str, Any]) -> SearchHit:
     sources = {name: HitSource(s["rank"], s["score"], s.get("via"), s.get("from_id"), s.get("hops") or 0)
                for name, s in d["sources"].items()}
-    return SearchHit(_chunk(d["chunk"]), d["score"], sources, d.get("loosened", False))
+    tr = d.get("time_range")
+    when = None if not tr else TimeRange(tr["phrase"], datetime.fromisoformat(tr["start"]),
+                                         datetime.fromisoformat(tr["end"]))
+    return SearchHit(_chunk(d["chunk"]), d["score"], sources, d.get("loosened", False), when)
 
 
 def _chunk(d: Mapping[str, Any]) -> KnowledgeChunk:
@@ -389,6 +395,10 @@ class BeeWeaveClient:
 
     def history(self, chunk_id: str) -> list[dict[str, Any]]:
         return self._call("GET", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}/history")["versions"]
+
+    def lineage(self, chunk_id: str) -> Lineage:
+        """Where a memory came from (``GET /memories/{id}/lineage``)."""
+        return Lineage(**self._call("GET", f"/api/v1/memories/{self._seg(chunk_id, 'chunk_id')}/lineage"))
 
     def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,
                       direction: str = "both") -> list[Any]:

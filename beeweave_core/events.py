@@ -30,6 +30,7 @@ class EventType(str, Enum):
     EXPIRED = "memory.expired"
     DELETED = "memory.deleted"
     PATTERN_DETECTED = "pattern.detected"
+    WATCH_MATCHED = "watch.matched"  # a standing query (BeeWeave.watch) matched a new or updated memory
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InvalidInputError, UnknownFilterError
-from .records import ChunkStatus, ContentType, Intent, MemoryTier
+from .records import ChunkStatus, ContentType, Intent, MemoryTier, utcnow
+from .timewords import time_bound
 from .validation import check_timestamp
 
 __all__ = ["Filter", "FILTER_KEYS", "build_filter"]
@@ -64,8 +65,12 @@ def _str_set(key: str, value: Any, allowed: type | None = None) -> frozenset[str
     return frozenset(out)
 
 
-def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = None) -> Filter:
-    """Validate a user's filter dict (plus the ``user_id`` scope) into a :class:`Filter`."""
+def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = None,
+                 now: datetime | None = None) -> Filter:
+    """Validate a user's filter dict (plus the ``user_id`` scope) into a :class:`Filter`.
+
+    ``since``/``until`` also take time words ("last week", "yesterday", "上周", "最近三天"),
+    resolved against ``now`` (the engine's clock; the current UTC time if not given)."""
     if filters is not None and not isinstance(filters, Mapping):
         raise InvalidInputError(f"filters must be a mapping, got {type(filters).__name__}")
     f = dict(filters or {})
@@ -98,7 +103,21 @@ def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = Non
         kw["tags_all"] = _str_set("tags_all", f.pop("tags_all"))
     for key in ("since", "until"):
         if key in f:
-            kw[key] = check_timestamp(f.pop(key), key)
+            kw[key] = _time_value(f.pop(key), key, now)
     if kw.get("since") and kw.get("until") and kw["since"] > kw["until"]:
         raise InvalidInputError("filter 'since' is after 'until'")
     return Filter(**kw)
+
+
+def _time_value(value: Any, key: str, now: datetime | None) -> datetime:
+    if isinstance(value, str):
+        try:
+            return check_timestamp(value, key)
+        except InvalidInputError:
+            bound = time_bound(value, now or utcnow(), key)
+            if bound is None:
+                raise InvalidInputError(
+                    f"filter {key!r}: {value!r} is neither a timestamp nor a time phrase "
+                    "(e.g. 'yesterday', 'last week', 'last 3 days', '上周', '最近三天')") from None
+            return bound
+    return check_timestamp(value, key)

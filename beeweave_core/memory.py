@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from .engine.graph import Graph
 from .engine.records import Records
 from .engine.search import Search
 from .engine.shared import Shared
+from .engine.watch import Watch, Watches
 from .errors import EmbedderMismatchError, InvalidInputError, TokenizerMismatchError
 from .events import EventBus
 from .fusion import FusionMode
@@ -42,8 +43,11 @@ from .ingest.write_policy import WritePolicy
 from .lifecycle.base import LifecycleContext
 from .lifecycle.config import FeedbackSignal, LifecycleConfig, ReviewDecision
 from .lifecycle.lifecycle import Lifecycle
+from .lifecycle.provenance import Lineage
 from .lifecycle.reports import MaintenanceReport, MemoryVersion, ReviewItem
 from .lifecycle.sessions import ConversationContext
+from .lifecycle.schedule import MaintenanceSchedule
+from .lifecycle.validity import InvalidationReport
 from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
 from .rerank import Reranker
@@ -137,10 +141,12 @@ class BeeWeave:
             self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records),
                                         redact=self._records.policy.redactor.redact if self._records.policy else None)
             self._ingestion = Ingestion(shared, self._records, ingest)
+            self._watches = Watches(shared, self._search.embed_query)
             hooks = shared.hooks
             # Order matters: links exist before "created" is announced; lifecycle rules
             # (expiry, merge, capacity) see the linked, announced memories.
-            hooks.on_insert += [self._graph.on_insert, self._records.announce_created, self._lifecycle.on_insert]
+            hooks.on_insert += [self._graph.on_insert, self._records.announce_created, self._lifecycle.on_insert,
+                                self._watches.on_insert]
             hooks.on_search += [self._lifecycle.on_search]
             hooks.on_delete += [self._graph.relink]
             hooks.on_flush += [self._lifecycle.flush]
@@ -357,6 +363,21 @@ class BeeWeave:
         """The latest ``window`` active memories of a session, oldest first."""
         return self._graph.context(session_id, user_id=user_id, window=window)
 
+    # -- standing queries -----------------------------------------------------------------------
+    def watch(self, query: str, *, user_id: str, agent_id: str | None = None, min_relevance: float = 0.5) -> Watch:
+        """A standing query: each new or updated memory of ``user_id`` at least
+        ``min_relevance`` relevant to ``query`` emits a ``watch.matched`` event (to the bus,
+        and from a server to SSE and webhooks) addressed to ``agent_id``."""
+        return self._watches.watch(query, user_id=user_id, agent_id=agent_id, min_relevance=min_relevance)
+
+    def unwatch(self, watch_id: str) -> bool:
+        """End a standing query; False if there was none with this id."""
+        return self._watches.cancel(watch_id)
+
+    def watches(self, *, user_id: str | None = None) -> list[Watch]:
+        """The standing queries of this process (of one user, or all)."""
+        return self._watches.all(user_id=user_id)
+
     # -- lifecycle ------------------------------------------------------------------------------
     def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str) -> list[KnowledgeChunk]:
         """Tell the memory how its memories did: "used", "up" or "down"; return them updated."""
@@ -378,9 +399,32 @@ class BeeWeave:
         """What the lifecycle did (merged, archived, deleted) and why, oldest first."""
         return self._lifecycle.audit(chunk_id)
 
-    def maintain(self, *, user_id: str | None = None) -> MaintenanceReport:
-        """Expire, merge near-duplicates and enforce capacity now; report what changed."""
+    @overload
+    def maintain(self, *, user_id: str | None = None, interval: None = None) -> MaintenanceReport: ...
+
+    @overload
+    def maintain(self, *, user_id: str | None = None, interval: float) -> MaintenanceSchedule: ...
+
+    def maintain(self, *, user_id: str | None = None,
+                 interval: float | None = None) -> MaintenanceReport | MaintenanceSchedule:
+        """Expire, merge near-duplicates and enforce capacity now, in small batches that let
+        searches and writes proceed; report what changed. With ``interval`` (seconds), run
+        it in the background every ``interval`` instead and return the schedule (``stop()``
+        ends it; ``close()`` does too)."""
+        if interval is not None:
+            return self._lifecycle.schedule.start(interval, user_id)
         return self._lifecycle.maintenance.maintain(user_id=user_id)
+
+    def lineage(self, chunk_id: str) -> Lineage:
+        """Where a memory came from: events, agents, tools, sources, merged memories, edits,
+        lifecycle actions, feedback, typed relations and code validity."""
+        return self._lifecycle.provenance.lineage(chunk_id)
+
+    def invalidate(self, paths: Iterable[str], commit: str | None = None, *,
+                   user_id: str | None = None) -> InvalidationReport:
+        """Files changed (e.g. by a commit): mark the memories about them "to verify", lower
+        their weight and queue them for review (``resolve_review(id, "keep")`` restores them)."""
+        return self._lifecycle.validity.invalidate(paths, commit, user_id=user_id)
 
     def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,
                       metadata: Mapping[str, Any] | None = None, tags: Iterable[str] = (), **fields: Any) -> str:

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from .errors import InvalidInputError
+from .timewords import TimeRange
 from .validation import check_chunk, to_datetime
 
 __all__ = [
@@ -315,6 +316,7 @@ class SearchHit:
     score: float
     sources: dict[str, HitSource] = field(default_factory=dict)
     loosened: bool = False  # True when found only after a strict search was relaxed
+    time_range: TimeRange | None = None  # the range a time phrase in the query was resolved to
 
     @property
     def id(self) -> str:
@@ -326,4 +328,5 @@ class SearchHit:
             "score": self.score,
             "sources": {k: v.to_dict() for k, v in self.sources.items()},
             "loosened": self.loosened,
+            "time_range": None if self.time_range is None else self.time_range.to_dict(),
         }

@@ -36,6 +36,8 @@ EXPECTED_ALL = [
     "ReviewDecision",
     "ExpiryRule",
     "MaintenanceReport",
+    "MaintenanceSchedule",
+    "TimeRange",
     "MemoryVersion",
     "ReviewItem",
     "EventType",

@@ -19,6 +19,9 @@ class SearchConfig:
         weights: per-retriever weights ("lexical", "vector").
         candidates: how many candidates each retriever contributes (at least 4·k).
         query_cache_size: how many query embeddings to keep (repeated queries skip the model).
+        time_words: a time phrase in the query ("last week", "上周") becomes a time filter
+            and leaves the query text (see :mod:`beeweave_core.timewords`).
+        contradictions: memories that ``contradicts`` a hit come with it in the results.
     """
 
     fusion: FusionMode = FusionMode.ZSCORE
@@ -26,3 +29,5 @@ class SearchConfig:
     weights: dict[str, float] = field(default_factory=lambda: {"lexical": 1.0, "vector": 1.0})
     candidates: int = 50
     query_cache_size: int = 1024
+    time_words: bool = True
+    contradictions: bool = True

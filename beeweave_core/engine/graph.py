@@ -229,6 +229,46 @@ class Graph:
                 out.append(SearchHit(chunks[cid], score, {"graph": HitSource(rank, score, via, origin, hops)}))
         return out
 
+    def with_contradictions(self, hits: list[SearchHit], flt: Filter) -> list[SearchHit]:
+        """Each hit followed by the memories recorded as contradicting it (``relate(...,
+        "contradicts")``, either direction) that the filter allows, so an answer is never
+        shown without its rival; each carries a "contradicts" source naming the hit. A rival
+        already in the results is marked the same way and moved next to it."""
+        if not hits:
+            return hits
+        edges = self.shared.backend.edges([h.id for h in hits], types=[RelationType.CONTRADICTS.value],
+                                          direction="both")
+        if not edges:
+            return hits
+        rivals: dict[str, list[tuple[str, float]]] = {}
+        for e in edges:
+            rivals.setdefault(e.source_id, []).append((e.target_id, float(e.weight)))
+            rivals.setdefault(e.target_id, []).append((e.source_id, float(e.weight)))
+        by_id = {h.id: h for h in hits}
+        wanted = {cid for h in hits for cid, _ in rivals.get(h.id, ()) if cid not in by_id}
+        allowed = self.shared.backend.matching(list(wanted), flt) if wanted else set()
+        found = self.shared.backend.get([c for c in wanted if c in allowed]) if allowed else {}
+        out: list[SearchHit] = []
+        placed: set[str] = set()
+        for rank, h in enumerate(hits, start=1):
+            if h.id in placed:
+                continue
+            out.append(h)
+            placed.add(h.id)
+            for cid, weight in rivals.get(h.id, ()):
+                if cid in placed:
+                    continue
+                other = by_id.get(cid)
+                chunk = other.chunk if other is not None else found.get(cid)
+                if chunk is None:
+                    continue
+                src = HitSource(rank, h.score * weight, RelationType.CONTRADICTS.value, h.id, 1)
+                base = other if other is not None else SearchHit(chunk, h.score)
+                # Moved up next to its rival: it takes this place's score, so the list stays sorted.
+                out.append(replace(base, score=h.score, sources={**base.sources, "contradicts": src}))
+                placed.add(cid)
+        return out
+
     def postprocess(self, query: str, candidates: Sequence[Candidate], *, user_id: str | None = None,
                     filters: Any = None, rerank: Any = None, mmr: float | None = None,
                     expand: bool | ExpandOptions | None = None, top_n: int | None = None) -> list[SearchHit]:

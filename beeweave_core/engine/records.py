@@ -190,7 +190,7 @@ class Records:
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         if user_id is None and filters is None:
             return self.shared.backend.count(None)
-        return self.shared.backend.count(build_filter(filters, user_id=user_id))
+        return self.shared.backend.count(build_filter(filters, user_id=user_id, now=self.shared.clock()))
 
     # -- deleting ------------------------------------------------------------------------
     def delete(self, chunk_id: str) -> bool:

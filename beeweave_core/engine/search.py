@@ -27,6 +27,7 @@ from ..records import SearchHit
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
 from ..store.base import RetrievesInOneTrip
+from ..timewords import find_time
 from ..validation import check_content, check_count, check_number, check_vector
 from .shared import Shared
 
@@ -77,7 +78,8 @@ class Search:
         except ValueError:
             raise InvalidInputError(
                 f"fusion must be one of {', '.join(m.value for m in FusionMode)}, got {fusion!r}") from None
-        flt = build_filter(filters, user_id=user_id)
+        now = self.shared.clock()
+        flt = build_filter(filters, user_id=user_id, now=now)
         qvec = None
         if query_embedding is not None:
             qvec = self._query_vector(query_embedding)
@@ -87,8 +89,7 @@ class Search:
         check_content(query, "query")
         if k == 0:
             return []
-        now = self.shared.clock()
-        hits = self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr, now)
+        hits = self._timed_search(query, flt, k, qvec, mode, min_score, rerank, mmr, now)
         if loosen and len(hits) < k:
             loose = flt.replace(tags_any=None, tags_all=None, entities=None)
             seen = {h.id for h in hits}
@@ -96,9 +97,30 @@ class Search:
             hits += [replace(h, loosened=True) for h in more if h.id not in seen][: k - len(hits)]
         if opts is not None:
             hits += self.graph.expand(hits, flt, opts, k)
+        if self.shared.config.contradictions:
+            hits = self.graph.with_contradictions(hits, flt)
         for hook in self.shared.hooks.on_search:
             hook(hits, now)
         return hits
+
+    def _timed_search(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
+                      min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
+                      now: datetime) -> list[SearchHit]:
+        """A time phrase in the query ("上周讨论的备份问题") filters to its range and leaves the
+        text; when nothing in that range matches (the phrase was about the conversation's own
+        time, not the clock's), the query is searched as written."""
+        when = find_time(query, now) if self.shared.config.time_words else None
+        if when is not None:
+            r = when.range
+            since = r.start if flt.since is None else max(flt.since, r.start)
+            until = r.until if flt.until is None else min(flt.until, r.until)
+            if since <= until:
+                text = when.text if when.text.strip() else query
+                hits = self._search_once(text, flt.replace(since=since, until=until), k, qvec, mode, min_score,
+                                         rerank, mmr_lambda, now)
+                if hits:
+                    return [replace(h, time_range=r) for h in hits]
+        return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now)
 
     def _query_vector(self, vec: Any) -> np.ndarray:
         return check_vector(vec, self.shared.dim or self.shared.embedder.dim, "query_embedding")

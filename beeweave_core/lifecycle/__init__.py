@@ -18,6 +18,7 @@ from .config import (
 )
 from .lifecycle import Lifecycle
 from .reports import MaintenanceReport, MemoryVersion, ReviewItem
+from .schedule import MaintenanceSchedule
 
 __all__ = [
     "Lifecycle",
@@ -30,6 +31,7 @@ __all__ = [
     "ExpiryRule",
     "DEFAULT_EXPIRY_RULES",
     "MaintenanceReport",
+    "MaintenanceSchedule",
     "MemoryVersion",
     "ReviewItem",
 ]

@@ -200,6 +200,9 @@ class LifecycleConfig:
         tiers: :class:`TierConfig`: the TTLs of the working and short-term tiers and
             the promotion score.
         sessions: :class:`SessionConfig`: the session buffer and its rolling summary.
+        maintenance_batch: ``maintain()`` works through this many memories at a time and
+            holds the write lock only while it writes one batch's changes, so searches and
+            writes proceed between (and, for searches, during) batches.
     """
 
     used_delta: float = 0.1
@@ -223,6 +226,7 @@ class LifecycleConfig:
     evict_action: ForgetAction = ForgetAction.ARCHIVE
     tiers: TierConfig = field(default_factory=TierConfig)
     sessions: SessionConfig = field(default_factory=SessionConfig)
+    maintenance_batch: int = 256
 
     def __post_init__(self) -> None:
         if not isinstance(self.tiers, TierConfig):
@@ -239,6 +243,7 @@ class LifecycleConfig:
         _positive_int("stale_after", self.stale_after)
         _positive_int("access_batch", self.access_batch)
         _positive_int("merge_candidates", self.merge_candidates)
+        _positive_int("maintenance_batch", self.maintenance_batch)
         _positive_int("capacity", self.capacity, allow_none=True)
         rules = tuple(self.expiry_rules)
         if not all(isinstance(r, ExpiryRule) for r in rules):

@@ -22,10 +22,13 @@ from .facts import Facts
 from .feedback import FEEDBACK_KEY, STALE_KEY, apply_feedback
 from .history import read_actions, record_action
 from .maintenance import Maintenance
+from .provenance import Provenance
 from .reports import ReviewItem
 from .review import flag, read_queue, unflag
+from .schedule import MaintenanceSchedule
 from .sessions import Sessions
 from .tiers import Tiers
+from .validity import CodeValidity, verified
 
 __all__ = ["Lifecycle"]
 
@@ -44,8 +47,11 @@ class Lifecycle:
                                      interval=cfg.access_flush_interval, write_lock=ctx.shared.write_lock)
         self.tiers = Tiers(ctx)
         self.maintenance = Maintenance(ctx, self.access.flush, self.tiers)
+        self.schedule = MaintenanceSchedule(lambda user_id: self.maintenance.maintain(user_id=user_id))
         self.facts = Facts(ctx)
         self.sessions = Sessions(ctx, redact)  # working memory: session buffers and their summaries
+        self.provenance = Provenance(ctx)
+        self.validity = CodeValidity(ctx)
 
     # -- feedback ----------------------------------------------------------------------------
     def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str) -> list[KnowledgeChunk]:
@@ -120,8 +126,8 @@ class Lifecycle:
                 else:
                     md = dict(c.metadata, **{FEEDBACK_KEY: dict(c.metadata.get(FEEDBACK_KEY) or {}, down_streak=0)})
                     md.pop(STALE_KEY, None)
-                    new = c.copy(metadata=md, relationships=[],
-                                 expires_at=None if is_expired(c, now) else c.expires_at)
+                    new = verified(c.copy(metadata=md, relationships=[],
+                                          expires_at=None if is_expired(c, now) else c.expires_at))
                 self.ctx.backend.update([new])
                 box.emit(EventType.UPDATED, new, fields=changed_fields(c, new), review=choice.value)
             unflag(self.ctx.backend, c.id)
@@ -157,6 +163,8 @@ class Lifecycle:
         self.access.flush()
 
     def close(self) -> None:
+        self.maintenance.stopping.set()  # a pass under way stops after its current batch
+        self.schedule.stop()
         self.access.close()
 
     def _apply_expiry_rules(self, chunks: Sequence[KnowledgeChunk]) -> None:

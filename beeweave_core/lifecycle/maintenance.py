@@ -1,7 +1,9 @@
-"""``maintain()``: expire, merge duplicates, enforce capacity. Also used at insert time."""
+"""``maintain()``: expire, merge duplicates, enforce capacity, in batches that never hold the
+write lock for a whole pass. Also used at insert time."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
@@ -14,7 +16,7 @@ from ..records import ChunkStatus, KnowledgeChunk
 from ..scoring import effective_weight, is_expired
 from .base import LifecycleContext, Outbox, retired
 from .config import ForgetAction
-from .expiry import eviction_score, eviction_victims
+from .expiry import eviction_score, eviction_victims, rule_expiry
 from .history import record_action, record_version
 from .merge import dedupable, fold, plan_groups, primary_key, redirect_edges
 from .reports import MaintenanceReport
@@ -31,33 +33,127 @@ class Maintenance:
         self.ctx = ctx
         self._flush_access = flush_access
         self.tiers = tiers
+        self.stopping = threading.Event()  # set on close: a running pass stops between batches
 
     def maintain(self, *, user_id: str | None = None) -> MaintenanceReport:
         """Run the lifecycle over active memories (of one user, or all) and report what changed.
 
         First working/short-term memories whose promotion score is due move to the
         long-term tier (and cold long-term ones go back to short-term, when
-        ``TierConfig.demote_below`` is set). Then, in order: (1) expired memories are archived or deleted (``expired_action``), or put
-        in the review queue when their effective weight is at least ``review_weight``;
-        (2) near-duplicates of the same user (cosine ≥ ``merge_threshold``) are merged into
-        a primary; (3) users above ``capacity`` lose their lowest-scoring memories.
-        Pinned memories never expire and are never evicted or merged away. Decay needs no
-        run: effective weights are computed from timestamps whenever they are read.
+        ``TierConfig.demote_below`` is set). Then, for each memory: (1) expiry rules are applied again (a rule added since it was
+        stored applies now); (2) an expired memory is archived or deleted
+        (``expired_action``), or put in the review queue when its effective weight is at
+        least ``review_weight``; (3) its near-duplicates of the same user (cosine ≥
+        ``merge_threshold`` among its ``merge_candidates`` nearest neighbours in the
+        vector index) are merged into the best of the group. Then (4) users above
+        ``capacity`` lose their lowest-scoring memories. Pinned memories never expire and
+        are never evicted or merged away. Decay needs no run: effective weights are
+        computed from timestamps whenever they are read.
+
+        The work goes in batches of ``maintenance_batch`` memories: neighbours are found
+        without any lock, and the write lock is held only while one batch is re-read and
+        written, so searches and writes proceed throughout. A memory changed meanwhile is
+        judged on its state when its batch is written.
         """
         if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
             raise InvalidInputError("user_id must be a non-empty string")
         self._flush_access()  # eviction reads access counts
         report = MaintenanceReport()
         self.tiers.promote_due(user_id=user_id, report=report)  # promoted memories do not expire below
-        with self.ctx.changes() as box:
-            now = self.ctx.now()
-            active = list(self.ctx.backend.scan(build_filter(None, user_id=user_id)))
-            active = self.tiers.demote_due(active, now, report, box)
-            active = self._expire(active, now, report, box)
-            active = self._dedup(active, now, report, box)
-            if self.ctx.config.capacity is not None:
-                self._evict(active, now, report, box)
+        scope = build_filter(None, user_id=user_id)
+        ids = self.ctx.backend.scan_ids(scope)
+        size = self.ctx.config.maintenance_batch
+        gone: set[str] = set()
+        users: set[str] = set()
+        for start in range(0, len(ids), size):
+            if self.stopping.is_set():  # the store is closing: the rest waits for the next run
+                return report
+            batch = [i for i in ids[start:start + size] if i not in gone]
+            users.update(self._batch(batch, report, gone))
+        if self.ctx.config.capacity is not None:
+            for u in sorted(users):
+                if self.stopping.is_set():
+                    break
+                with self.ctx.changes() as box:
+                    flt = build_filter(None, user_id=u)
+                    if self.ctx.backend.count(flt) > self.ctx.config.capacity:
+                        self._evict(list(self.ctx.backend.scan(flt)), self.ctx.now(), report, box)
         return report
+
+    def _batch(self, ids: list[str], report: MaintenanceReport, gone: set[str]) -> set[str]:
+        """One batch, read without the lock; the lock is taken only to change something: once
+        for the batch's expiries, once per duplicate group, each re-read before it is judged
+        and written. Returns the users seen."""
+        cfg = self.ctx.config
+        backend = self.ctx.backend
+        before = {cid: c for cid, c in backend.get(ids).items() if c.status is ChunkStatus.ACTIVE}
+        if self.tiers.config.demote_below is not None and before:
+            with self.ctx.changes() as box:
+                fresh = [c for c in backend.get(list(before)).values() if c.status is ChunkStatus.ACTIVE]
+                before.update((c.id, c) for c in self.tiers.demote_due(fresh, self.ctx.now(), report, box))
+        now = self.ctx.now()
+        due = [cid for cid, c in before.items()
+               if is_expired(c, now) or rule_expiry(c, cfg.expiry_rules) is not None]
+        if due:
+            with self.ctx.changes() as box:
+                now = self.ctx.now()
+                fresh = [c for c in backend.get(due).values() if c.status is ChunkStatus.ACTIVE]
+                fresh = self._rule_expiry(fresh, report, box)
+                kept = {c.id for c in self._expire(fresh, now, report, box)}
+                gone.update(c.id for c in fresh if c.id not in kept)
+        live = [c for cid, c in before.items() if cid not in gone and dedupable(c) and not is_expired(c, now)]
+        vectors = backend.get_vectors([c.id for c in live])
+        scopes: dict[str, Filter] = {}
+        for c in live:
+            vec = vectors.get(c.id)
+            if vec is None or c.id in gone:
+                continue
+            flt = scopes.get(c.user_id) or scopes.setdefault(c.user_id, build_filter(None, user_id=c.user_id))
+            near = [(o, float(sim)) for o, sim in backend.vector_search(vec, flt, cfg.merge_candidates + 1)
+                    if o != c.id and o not in gone and sim >= cfg.merge_threshold]
+            if not near:
+                continue
+            with self.ctx.changes() as box:
+                now = self.ctx.now()
+                fresh = backend.get([c.id]).get(c.id)
+                if fresh is not None and fresh.status is ChunkStatus.ACTIVE and not is_expired(fresh, now):
+                    self._dedup_one(fresh, near, now, report, box, gone)
+        return {c.user_id for c in before.values()}
+
+    def _rule_expiry(self, chunks: list[KnowledgeChunk], report: MaintenanceReport,
+                     box: Outbox) -> list[KnowledgeChunk]:
+        out, changed = [], []
+        for c in chunks:
+            found = rule_expiry(c, self.ctx.config.expiry_rules)
+            if found is not None:
+                c = c.copy(expires_at=found[0], metadata=dict(c.metadata, expiry_rule=found[1]), relationships=[])
+                changed.append(c)
+                box.emit(EventType.UPDATED, c, fields=["expires_at", "metadata"], expiry_rule=found[1])
+            out.append(c)
+        if changed:
+            self.ctx.backend.update(changed)
+            report.ruled += len(changed)
+        return out
+
+    def _dedup_one(self, c: KnowledgeChunk, near: list[tuple[str, float]], now: datetime,
+                   report: MaintenanceReport, box: Outbox, gone: set[str]) -> None:
+        """Merge ``c`` with the neighbours found for it that are still active duplicates."""
+        others = [g for g in self.ctx.backend.get([o for o, _ in near if o not in gone]).values()
+                  if g.status is ChunkStatus.ACTIVE and dedupable(g) and not is_expired(g, now)]
+        if not others:
+            return
+        group = [c, *others]
+        vecs = self.ctx.backend.get_vectors([g.id for g in group])
+        ordered = sorted((g for g in group if g.id in vecs), key=lambda g: primary_key(g, now, self.ctx.shared.scoring))
+
+        def neighbours(p: KnowledgeChunk) -> list[tuple[str, float]]:
+            return [(g.id, float(np.dot(vecs[p.id], vecs[g.id]))) for g in ordered if g.id != p.id]
+
+        for primary, members in plan_groups(ordered, neighbours, self.ctx.config.merge_threshold):
+            self._merge(primary, members, now, box)
+            report.merged += len(members)
+            report.merges.setdefault(primary.id, []).extend(m.id for m, _ in members)
+            gone.update(m.id for m, _ in members)
 
     # -- expiry ------------------------------------------------------------------------------
     def _expire(self, active: list[KnowledgeChunk], now: datetime, report: MaintenanceReport,
@@ -122,31 +218,6 @@ class Maintenance:
                     self._evict(list(self.ctx.backend.scan(flt)), now, report, box)
 
     # -- dedup and merge ---------------------------------------------------------------------
-    def _dedup(self, active: list[KnowledgeChunk], now: datetime, report: MaintenanceReport,
-               box: Outbox) -> list[KnowledgeChunk]:
-        cfg = self.ctx.config
-        by_user: dict[str, list[KnowledgeChunk]] = {}
-        for c in active:
-            if dedupable(c):
-                by_user.setdefault(c.user_id, []).append(c)
-        vectors = self.ctx.backend.get_vectors([c.id for cs in by_user.values() for c in cs])
-        gone: set[str] = set()
-        for user, chunks in by_user.items():
-            flt = build_filter(None, user_id=user)
-
-            # Bound as defaults: the closure is used within this iteration only, and says so.
-            def neighbours(c: KnowledgeChunk, flt: Filter = flt) -> list[tuple[str, float]]:
-                vec = vectors.get(c.id)
-                return [] if vec is None else self.ctx.backend.vector_search(vec, flt, cfg.merge_candidates + 1)
-
-            ordered = sorted(chunks, key=lambda c: primary_key(c, now, self.ctx.shared.scoring))
-            for primary, members in plan_groups(ordered, neighbours, cfg.merge_threshold):
-                self._merge(primary, members, now, box)
-                report.merged += len(members)
-                report.merges[primary.id] = [m.id for m, _ in members]
-                gone.update(m.id for m, _ in members)
-        return [c for c in active if c.id not in gone]
-
     def merge_new(self, chunks: Sequence[KnowledgeChunk]) -> None:
         """Merge freshly added memories with their duplicates (``merge_on_insert``)."""
         cfg = self.ctx.config

@@ -20,6 +20,8 @@ class MaintenanceReport:
     is counted once in each pair). ``flagged`` counts memories newly put in the review
     queue; ``merges`` maps each primary to the ids merged into it in this run.
     ``promoted`` / ``demoted`` count memories that moved to / from the long-term tier.
+    ``ruled`` counts memories an expiry rule gave an ``expires_at`` in this run (rules
+    added or changed since a memory was stored apply to it here).
     """
 
     merged: int = 0
@@ -30,6 +32,7 @@ class MaintenanceReport:
     evicted: int = 0
     promoted: int = 0
     demoted: int = 0
+    ruled: int = 0
     merges: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

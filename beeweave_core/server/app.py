@@ -75,6 +75,8 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
                 webhooks.submit(tenant, {"seq": seq, **ev.to_dict()})
 
         svc.memory.events.subscribe(on_event)
+        if config.maintain_interval is not None:
+            svc.memory.maintain(interval=config.maintain_interval)  # stops when the store closes
         return svc
 
     if stores is None:

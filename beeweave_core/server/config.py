@@ -145,6 +145,8 @@ class ServerConfig:
             (without holding a worker thread), the rest get 503 with Retry-After.
         max_events: the newest events each tenant's event log keeps (SSE resumption window).
         webhooks: ``Webhook`` s (or their dicts: url, secret, types, tenant) to deliver events to.
+        maintain_interval: run each open tenant's ``maintain()`` in the background every
+            this many seconds (``None``: only when asked, ``POST /maintain``).
     """
 
     store: str | Path | None
@@ -163,8 +165,13 @@ class ServerConfig:
     tenant_queue: int = 256
     max_events: int = 100_000
     webhooks: Sequence[Any] = ()
+    maintain_interval: float | None = None
 
     def __post_init__(self) -> None:
+        if self.maintain_interval is not None and (
+                isinstance(self.maintain_interval, bool) or not isinstance(self.maintain_interval, (int, float))
+                or not 0 < self.maintain_interval < float("inf")):
+            raise InvalidInputError("maintain_interval must be a positive number of seconds")
         self.api_keys = _checked(dict(self.api_keys))
         if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1024:
             raise InvalidInputError("max_body_bytes must be an integer of at least 1024")

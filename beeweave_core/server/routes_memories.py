@@ -22,6 +22,7 @@ from .schemas import (
     FactsOut,
     HistoryOut,
     HotPatternsOut,
+    LineageOut,
     MemoryIn,
     MemoryPageOut,
     MemoryPatch,
@@ -131,6 +132,12 @@ def memories_router() -> APIRouter:
         return {"id": mid, "versions": [{"seq": v.seq, "chunk": v.chunk.to_dict(),
                                          "replaced_at": v.replaced_at.isoformat(), "reason": v.reason}
                                         for v in versions]}
+
+    @r.get("/memories/{memory_id}/lineage", response_model=LineageOut, tags=["memories"], responses=NOT_FOUND,
+           summary="Where a memory came from: events, agents, tools, merges, edits, feedback, relations")
+    def lineage(memory_id: str, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        chunk = _owned(c, memory_id)
+        return c.svc.lineage(chunk.id).to_dict()
 
     @r.get("/memories/{memory_id}/relationships", response_model=RelationshipsOut, tags=["memories"],
            responses=NOT_FOUND, summary="Edges touching a memory")

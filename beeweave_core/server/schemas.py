@@ -215,6 +215,7 @@ class HitOut(_Out):
     score: float
     sources: dict[str, HitSourceOut]
     loosened: bool
+    time_range: dict[str, str] | None = None
 
 
 class SearchOut(_Out):
@@ -411,6 +412,22 @@ class VersionOut(_Out):
 class HistoryOut(_Out):
     id: str
     versions: list[VersionOut]
+
+
+class LineageOut(_Out):
+    id: str
+    user_id: str
+    agents: list[str] = []
+    events: list[str] = []
+    tools: list[str] = []
+    sources: list[Any] = []
+    merged_from: list[dict[str, Any]] = []
+    merged_into: str | None = None
+    edits: list[dict[str, Any]] = []
+    actions: list[dict[str, Any]] = []
+    feedback: dict[str, Any] = {}
+    relations: list[dict[str, Any]] = []
+    code: dict[str, Any] | None = None
 
 
 class RelationshipsOut(_Out):

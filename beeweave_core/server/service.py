@@ -146,6 +146,9 @@ class MemoryService:
     def history(self, chunk_id: str) -> list[Any]:
         return self.memory.history(chunk_id)
 
+    def lineage(self, chunk_id: str) -> Any:
+        return self.memory.lineage(chunk_id)
+
     def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,
                       direction: str = "both") -> list[Any]:
         if direction not in ("in", "out", "both"):
