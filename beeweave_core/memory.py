@@ -45,8 +45,8 @@ from .lifecycle.config import FeedbackSignal, LifecycleConfig, ReviewDecision
 from .lifecycle.lifecycle import Lifecycle
 from .lifecycle.provenance import Lineage
 from .lifecycle.reports import MaintenanceReport, MemoryVersion, ReviewItem
-from .lifecycle.sessions import ConversationContext
 from .lifecycle.schedule import MaintenanceSchedule
+from .lifecycle.sessions import ConversationContext
 from .lifecycle.validity import InvalidationReport
 from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
