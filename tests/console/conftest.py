@@ -1,4 +1,7 @@
-"""One seeded server and one Chromium per module; a fresh tab (fresh sessionStorage) per test."""
+"""One seeded server and one Chromium per module; a fresh tab (fresh sessionStorage) per test.
+
+Chromium is per module, not per session: Playwright's sync API keeps an event loop of its
+own while it runs, which must be gone before the suite's asyncio tests run."""
 
 from __future__ import annotations
 
