@@ -1,7 +1,7 @@
 """One seeded server and one Chromium per module; a fresh tab (fresh sessionStorage) per test.
 
-Chromium is per module, not per session: Playwright's sync API keeps an event loop of its
-own while it runs, which must be gone before the suite's asyncio tests run."""
+Chromium is per module, not per session, so that Playwright's sync API (which runs an event
+loop of its own) is closed before the rest of the suite, with its asyncio tests, goes on."""
 
 from __future__ import annotations
 
