@@ -13,7 +13,9 @@ from .render import STATIC, render_page
 
 __all__ = ["mount_console", "PAGES"]
 
-PAGES = ("login", "memories", "memory", "review", "dashboard", "graph")
+# The pages without a memory id; ``memory/{id}`` is the other. The templates and scripts
+# link to ``/ui/...`` directly, so the prefix is fixed.
+PAGES = ("login", "memories", "review", "dashboard", "graph")
 # Nothing but this server's own files: the console must work offline, and a memory's text
 # can never run as script (every value is put in the page as text by the scripts).
 _CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -23,30 +25,31 @@ _CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'
 def _render(request: Request, page: str, **extra: Any) -> HTMLResponse:
     lang = pick_language(request.query_params.get("lang"), request.cookies.get("bw_lang"),
                          request.headers.get("accept-language"))
-    response = HTMLResponse(render_page(page, lang, **extra), headers={"Content-Security-Policy": _CSP, "Cache-Control": "no-store",
-                                           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"})
+    headers = {"Content-Security-Policy": _CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+               "Referrer-Policy": "no-referrer"}
+    response = HTMLResponse(render_page(page, lang, **extra), headers=headers)
     if request.query_params.get("lang") in LANGUAGES:
         response.set_cookie("bw_lang", lang, max_age=365 * 86400, samesite="strict", path="/ui")
     return response
 
 
-def mount_console(app: FastAPI, prefix: str = "/ui") -> None:
-    """Serve the console under ``prefix``; the pages are not part of the OpenAPI spec."""
+def mount_console(app: FastAPI) -> None:
+    """Serve the console under ``/ui``; the pages are not part of the OpenAPI spec."""
 
-    @app.get(prefix, include_in_schema=False)
+    @app.get("/ui", include_in_schema=False)
     def home() -> RedirectResponse:
-        return RedirectResponse(f"{prefix}/memories")
+        return RedirectResponse("/ui/memories")
 
     def page_route(page: str) -> Any:
         def show(request: Request) -> HTMLResponse:
             return _render(request, page)
         return show
 
-    for page in ("login", "memories", "review", "dashboard", "graph"):
-        app.add_api_route(f"{prefix}/{page}", page_route(page), methods=["GET"], include_in_schema=False)
+    for page in PAGES:
+        app.add_api_route(f"/ui/{page}", page_route(page), methods=["GET"], include_in_schema=False)
 
-    @app.get(prefix + "/memory/{memory_id}", include_in_schema=False)
+    @app.get("/ui/memory/{memory_id}", include_in_schema=False)
     def memory(request: Request, memory_id: str) -> HTMLResponse:
         return _render(request, "memory", memory_id=memory_id)
 
-    app.mount(f"{prefix}/static", StaticFiles(directory=STATIC), name="console-static")
+    app.mount("/ui/static", StaticFiles(directory=STATIC), name="console-static")

@@ -10,7 +10,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from .i18n import LANGUAGES, strings
 
-__all__ = ["render_page", "STATIC"]
+__all__ = ["render_page", "script_json", "STATIC"]
 
 _HERE = Path(__file__).parent
 STATIC = _HERE / "static"

@@ -1,4 +1,7 @@
-"""One seeded server and one Chromium per module; a fresh tab (fresh sessionStorage) per test."""
+"""One seeded server and one Chromium per module; a fresh tab (fresh sessionStorage) per test.
+
+Chromium is per module, not per session, so that Playwright's sync API (which runs an event
+loop of its own) is closed before the rest of the suite, with its asyncio tests, goes on."""
 
 from __future__ import annotations
 

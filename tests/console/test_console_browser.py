@@ -243,7 +243,7 @@ def test_the_graph_pans_zooms_has_a_legend_and_opens_a_memory(seeded: Seeded, pa
     nodes = page.eval_on_selector_all("#graph .node", "els => els.map(e => e.dataset.id)")
     assert center in nodes and len(nodes) >= 3
     types = set(page.eval_on_selector_all("#graph path[data-type]", "els => els.map(e => e.dataset.type)"))
-    legend = set(page.eval_on_selector_all("#legend li", "els => els.map(e => e.dataset.type)"))
+    legend = set(page.eval_on_selector_all("#legend li[data-type]", "els => els.map(e => e.dataset.type)"))
     assert types and types == legend
     assert overlapping(text_boxes(page, "#graph .labels")) == []
     shot(page, shots, "graph")

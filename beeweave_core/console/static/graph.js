@@ -223,11 +223,15 @@
   function legend(edges) {
     const counts = new Map();
     for (const e of edges) counts.set(e.type, (counts.get(e.type) || 0) + 1);
-    $("legend").replaceChildren(...[...counts.entries()].sort().map(([type, n]) => {
+    const dot = (fill, label) => el("li", {"data-node": label}, s("svg", {width: 14, height: 14, "aria-hidden": "true"},
+      s("circle", {cx: 7, cy: 7, r: 6, fill})), label);
+    $("legend").replaceChildren(dot("#f0b429", T.node_center), dot("#1d5fa8", T.node_hop1), dot("#7b93ad", T.node_hop2),
+                                ...[...counts.entries()].sort().map(([type, n]) => {
       const [color, dash] = style(type);
       const sw = s("svg", {width: 36, height: 10, "aria-hidden": "true"},
         s("line", {x1: 0, x2: 36, y1: 5, y2: 5, stroke: color, "stroke-width": 3, "stroke-dasharray": dash || null}));
-      return el("li", {"data-type": type}, sw, `${type} (${n})`);
+      const name = T["edge_" + type] && T["edge_" + type] !== type ? `${T["edge_" + type]} · ${type}` : type;
+      return el("li", {"data-type": type}, sw, `${name} (${n})`);
     }));
   }
 
