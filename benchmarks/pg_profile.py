@@ -36,6 +36,41 @@ def _open(url: str, n: int, embedder: Precomputed) -> BeeWeave:
     return BeeWeave.from_url(f"{url}{sep}schema=prof_{n}", tenant="scale", embedder=embedder)
 
 
+def _ab(memory: BeeWeave, queries: list, unscoped: bool, rounds: int = 3) -> None:
+    backend = memory.backend
+    new = list(backend._search_settings)  # noqa: SLF001
+    old = [s for s in new if "hnsw." in s or "citus." in s]
+    times: dict[str, list[float]] = {"planner settings": [], "hnsw settings only": []}
+    for r in range(rounds):
+        for i, q in enumerate(queries):
+            for name, settings in (("planner settings", new), ("hnsw settings only", old))[:: 1 if i % 2 else -1]:
+                backend._search_settings = settings  # noqa: SLF001
+                t0 = time.perf_counter()
+                memory.search(q.text, user_id=None if unscoped else q.user_id, k=10, query_embedding=q.vector)
+                if r:
+                    times[name].append((time.perf_counter() - t0) * 1000)
+    backend._search_settings = new  # noqa: SLF001
+    for name, ts in times.items():
+        ts.sort()
+        print(f"{name}: search p50 {statistics.median(ts):.1f} ms  p95 {ts[int(0.95 * len(ts))]:.1f} ms "
+              f"({len(ts)} searches)", flush=True)
+
+
+def _trips(backend: object, n: int = 300) -> None:
+    one, before = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        backend._search_rows("SELECT 1", {}, 10)  # type: ignore[attr-defined]  # noqa: SLF001
+        one.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        with backend._conn() as conn, conn.pipeline(), conn.transaction():  # type: ignore[attr-defined]  # noqa: SLF001
+            backend._settings(conn, 10)  # type: ignore[attr-defined]  # noqa: SLF001
+            conn.execute("SELECT 1").fetchall()
+        before.append((time.perf_counter() - t0) * 1000)
+    print(f"settings + SELECT 1: one round trip {statistics.median(one):.2f} ms, in conn.transaction() "
+          f"{statistics.median(before):.2f} ms (medians of {n}, interleaved)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
@@ -46,6 +81,12 @@ def main() -> None:
     ap.add_argument("--explain", action="store_true")
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--unscoped", action="store_true")
+    ap.add_argument("--trips", action="store_true",
+                    help="time a trivial search statement with the search settings sent as the store sends "
+                         "them (one round trip) and in psycopg's conn.transaction() (as before), interleaved")
+    ap.add_argument("--ab", action="store_true",
+                    help="time each search with the store's search settings and with only the HNSW ones "
+                         "(as before the planner settings), interleaved, so machine load hits both alike")
     args = ap.parse_args()
 
     corpus = ScaleCorpus.load(Path(args.data))
@@ -76,6 +117,11 @@ def main() -> None:
             times.append((time.perf_counter() - t0) * 1000)
     times.sort()
     print(f"search p50 {statistics.median(times):.1f} ms  p95 {times[int(0.95 * len(times))]:.1f} ms", flush=True)
+
+    if args.ab:
+        _ab(memory, queries, args.unscoped)
+    if args.trips:
+        _trips(memory.backend)
 
     adds = corpus.additions(args.adds, args.n, 1)
     add_vecs = vectors.added(adds)

@@ -31,7 +31,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -289,11 +289,22 @@ class PostgresStore:
             raise StoreUnavailableError(f"the PostgreSQL store failed: {exc}") from exc
 
     @contextmanager
-    def _tx(self, *, write: bool = False) -> Iterator[psycopg.Connection]:
-        """One transaction sent as a pipeline: statements go out without waiting for each
-        other's results; only a result the code reads costs a round trip."""
-        with self._conn(write=write) as conn, conn.pipeline(), conn.transaction():
-            yield conn
+    def _tx(self, *, write: bool = False, read_only: bool = False) -> Iterator[psycopg.Connection]:
+        """One transaction sent as a pipeline: BEGIN and COMMIT travel with the statements, so
+        only a result the code reads costs a round trip (psycopg's ``conn.transaction()``
+        waits for BEGIN and for COMMIT: a search took three round trips instead of one)."""
+        with self._conn(write=write) as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN READ ONLY" if read_only else "BEGIN")
+                    yield conn
+                    conn.execute("COMMIT")
+            except BaseException:
+                # Whatever failed, nothing was committed: close the block before the pool
+                # takes the connection back (a broken connection is discarded by the pool).
+                with suppress(psycopg.Error):
+                    conn.rollback()
+                raise
 
     @contextmanager
     def _write(self) -> Iterator[psycopg.Connection]:
@@ -732,6 +743,15 @@ class PostgresStore:
         for stmt in self._search_settings:
             conn.execute(stmt.format(ef=ef))
 
+    def _search_rows(self, stmt: str, params: Mapping[str, Any], k: int) -> list[tuple[Any, ...]]:
+        """Run a search statement with its settings in one round trip: BEGIN, the SET
+        LOCALs, the statement and COMMIT go out together and the rows are read after the
+        pipeline's single sync."""
+        with self._tx(read_only=True) as conn:
+            self._settings(conn, k)
+            cur = conn.execute(stmt, params)
+        return cur.fetchall()
+
     def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
                        include: Sequence[str] = ()) -> list[tuple[str, float]]:
         self._check()
@@ -751,9 +771,7 @@ class PostgresStore:
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
         stmt, args = self._statement(VECTOR_SQL, flt, d=int(len(q)))
         params = {"t": self.tenant, **self._vector_params(q, flt, k, exact), **args}
-        with self._tx() as conn:
-            self._settings(conn, k)
-            rows = conn.execute(stmt, params).fetchall()
+        rows = self._search_rows(stmt, params, k)
         if rows and params["graph"]:
             self._maybe_index(len(q), int(rows[0][4]))
         hits = [(cid, float(s), path, seq) for cid, s, path, seq, _ in rows if cid is not None]
@@ -789,9 +807,7 @@ class PostgresStore:
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
         stmt, args = self._statement(SEARCH_SQL, flt, d=int(len(q)))
         params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False), **args}
-        with self._tx() as conn:
-            self._settings(conn, k)
-            rows = conn.execute(stmt, params).fetchall()
+        rows = self._search_rows(stmt, params, k)
         if rows and params["graph"]:
             self._maybe_index(len(q), int(rows[0][15]))
         if not rows:
