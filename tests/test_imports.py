@@ -29,6 +29,7 @@ EXPECTED_ALL = [
     "EventBus",
     "LifecycleConfig",
     "TierConfig",
+    "MergeOnInsert",
     "SessionConfig",
     "ConversationContext",
     "FeedbackSignal",

@@ -7,6 +7,16 @@ that only say *how* something is asked ("how", "please", "way", 怎么, 如何..
 "How do I reset my password?", "how can I reset the password" and "Password reset - how?"
 share the key ``information_query|password reset``, as do 怎么重置密码 and 如何重置我的密码.
 
+Paraphrases that word the same question differently still meet: a question whose key is
+new joins an earlier key of the same owner when their *concepts* match (the terms without
+the words that ask about a state, "status", 状态, 为什么, 还没, and without a leading
+negation, 没发 → 发): every concept of the shorter question matches one of the other's
+(equal, a Chinese word inside the other, 发 / 发货, or an English prefix of at least three
+letters, ship / shipment) and they share at least half of the longer one's. Candidates
+are found through a small per-owner index from each concept to the keys holding it. So
+我的订单怎么还没发, 订单发货状态是什么 and 我的订单为什么还没发货 are one pattern, whatever
+intent each was classified with.
+
 Sightings are stored per key through the backend's key-value store (so they survive a
 reopen), each with its event id: seeing the same event twice (a crash repair) changes
 nothing.
@@ -22,6 +32,7 @@ from typing import Any
 
 from ..records import Intent
 from ..tokenizer import BIGRAM_PREFIX, Tokenizer
+from .admission import AdmissionRules, Candidate, admit
 from .config import PatternConfig, PatternScope
 from .extract import FILLER, REDACTION_TOKEN
 
@@ -31,6 +42,51 @@ NAMESPACE = "ingest.patterns"
 _SEP = "\x1f"
 _CHINESE_FILLER = ("请问 请 问 一下 帮 帮忙 帮我 告诉 知道 想 想要 需要 应该 能不能 可不可以 是不是 有没有 "
                    "方法 办法 步骤 一个 该 呀 啦 哈").split()
+INDEX = "ingest.patterns.concepts"  # owner + concept -> the pattern keys holding it
+# Words that ask about the state of something, not what it is: left out of concepts.
+_STATE_WORDS = frozenset(("状态 情况 进度 什么 为什么 怎么 怎么样 怎样 如何 哪 哪里 哪儿 到哪 还 没 没有 未 是 吗 "
+                          "呢 了 啊 status state yet still hasn haven isn doesn didn").split())
+_NEGATION = ("没有", "没", "不", "未")
+_INDEX_KEYS = 64  # keys kept per concept (the newest)
+
+
+def _cjk(term: str) -> bool:
+    return any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in term)
+
+
+def concepts(terms: tuple[str, ...]) -> frozenset[str]:
+    """A question's terms as concepts: state words dropped, a leading negation cut (没发 -> 发)."""
+    out = set()
+    for t in terms:
+        if t in _STATE_WORDS:
+            continue
+        for neg in _NEGATION:
+            if _cjk(t) and t.startswith(neg) and len(t) > len(neg):
+                t = t[len(neg):]
+                break
+        out.add(t)
+    return frozenset(out)
+
+
+def _same(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    if _cjk(a) and _cjk(b):
+        return a in b or b in a
+    if a.isascii() and b.isascii() and min(len(a), len(b)) >= 3:
+        return a.startswith(b) or b.startswith(a)
+    return False
+
+
+def paraphrase(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two questions' concepts say the same thing (see the module docstring)."""
+    if not a or not b:
+        return False
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    if not all(any(_same(s, t) for t in long_) for s in short):
+        return False
+    matched = sum(1 for t in long_ if any(_same(t, s) for s in short))
+    return matched * 2 >= len(long_)
 
 
 @dataclass(frozen=True)
@@ -88,8 +144,9 @@ class PatternTracker:
     """Counts sightings per feature key and reports keys that pass a threshold."""
 
     def __init__(self, backend: Any, tokenizer: Tokenizer, config: PatternConfig,
-                 clock: Callable[[], datetime]) -> None:
+                 clock: Callable[[], datetime], admission: AdmissionRules | None = None) -> None:
         self.backend = backend
+        self.admission = admission or AdmissionRules()
         self.tokenizer = tokenizer
         self.config = config
         self.clock = clock
@@ -144,7 +201,12 @@ class PatternTracker:
             return None
         owner = self.owner(s.user_id)
         kv_key = owner + _SEP + key
-        state = self.backend.kv_get(NAMESPACE, kv_key) or {
+        state = self.backend.kv_get(NAMESPACE, kv_key)
+        if state is None:
+            similar = self._similar(owner, concepts(self.terms(s.query)))
+            if similar is not None:
+                kv_key, state = similar
+        state = state or {
             "user_id": owner, "intent": Intent(s.intent).value, "key": key, "terms": list(self.terms(s.query)),
             "hits": [], "examples": [], "first_seen": _ts(s.at)}
         hits: list[list[Any]] = state["hits"]
@@ -159,12 +221,41 @@ class PatternTracker:
         example = {"query": s.query, "answer": s.answer[:4000], "answer_id": s.answer_id, "at": _ts(s.at),
                    "tags": list(s.tags)}
         state["examples"] = ([e for e in state["examples"] if e["query"] != s.query] + [example])[-self.config.max_examples:]
-        self.backend.kv_put(NAMESPACE, kv_key, state, user_id=None if self.config.scope is PatternScope.GLOBAL else owner)
+        kv_user = None if self.config.scope is PatternScope.GLOBAL else owner
+        if len(hits) == 1:  # a new key: findable by its concepts from now on
+            self._index(owner, kv_key, concepts(tuple(state["terms"])), kv_user)
+        self.backend.kv_put(NAMESPACE, kv_key, state, user_id=kv_user)
         after = self.counts(state["hits"], now)
         if not self.is_hot(after):
             return None
         refresh = len(state["hits"]) % self.config.refresh_every == 0
         return Detection(self._pattern(kv_key, state, after), not self.is_hot(before), kv_key, state, refresh)
+
+    def _similar(self, owner: str, wanted: frozenset[str]) -> tuple[str, dict[str, Any]] | None:
+        """An earlier key of ``owner`` whose question is a paraphrase of one with ``wanted``
+        concepts, and its state (the most seen one when several are)."""
+        seen: set[str] = set()
+        best: tuple[int, str, dict[str, Any]] | None = None
+        for concept in wanted:
+            entry = self.backend.kv_get(INDEX, owner + _SEP + concept)
+            for kv_key in (entry or {}).get("keys", []):
+                if kv_key in seen:
+                    continue
+                seen.add(kv_key)
+                state = self.backend.kv_get(NAMESPACE, kv_key)
+                if state is None or not paraphrase(wanted, concepts(tuple(state["terms"]))):
+                    continue
+                if best is None or len(state["hits"]) > best[0]:
+                    best = (len(state["hits"]), kv_key, state)
+        return None if best is None else (best[1], best[2])
+
+    def _index(self, owner: str, kv_key: str, found: frozenset[str], user_id: str | None) -> None:
+        # Under its exact concepts: a paraphrase is found through any concept the two share
+        # exactly (订单 above); one that shares none is not found (a known limit).
+        for concept in found:
+            key = owner + _SEP + concept
+            keys = [k for k in (self.backend.kv_get(INDEX, key) or {}).get("keys", []) if k != kv_key]
+            self.backend.kv_put(INDEX, key, {"keys": [*keys, kv_key][-_INDEX_KEYS:]}, user_id=user_id)
 
     def _pattern(self, kv_key: str, state: dict[str, Any], counts: dict[str, int]) -> HotPattern:
         examples = state["examples"]
@@ -194,15 +285,21 @@ class PatternTracker:
         content = f"Frequently asked: {p.query}" + (f"\n\n{answer}" if answer else "")
         tags = ["pattern"] + [t for t in (state["examples"][-1].get("tags") or []) if t != "pattern"][:4]
         total = p.counts[max(self.config.windows, key=lambda w: w.span).name]
+        meta: dict[str, Any] = {"source": "ingest.pattern", "pattern_key": p.key, "counts": p.counts,
+                                "examples": list(p.examples), "answer_id": best_id,
+                                "last_seen": p.last_seen.isoformat()}
         fields = dict(tags=tags, weight=float(self.config.weight), intent=p.intent,
                       summary=f"Recurring question (asked {total} times recently): {p.query}"[:300],
-                      metadata={"source": "ingest.pattern", "pattern_key": p.key, "counts": p.counts,
-                                "examples": list(p.examples), "answer_id": best_id,
-                                "last_seen": p.last_seen.isoformat()})
+                      metadata=meta)
         if exists:
             memory.update(p.memory_id, raw_content=content, **fields)
         else:
-            memory.add(content, user_id=p.user_id, chunk_id=p.memory_id, **fields)
+            # A pattern memory is admitted like any other (role "pattern"): a source rule or
+            # a blocked word holds it for review.
+            status, reasons = admit(self.admission, Candidate(content, p.user_id, agent_id, (), None, "pattern"))
+            if reasons:
+                meta["ingest"] = {"role": "pattern", "review": reasons}
+            memory.add(content, user_id=p.user_id, chunk_id=p.memory_id, status=status, **fields)
         if state.get("answer_id") != best_id:
             state["answer_id"] = best_id
             self.backend.kv_put(NAMESPACE, det.kv_key, state,
@@ -252,6 +349,16 @@ class PatternTracker:
         stale = [k for k, st in self._scan(None) if not any(ts > cutoff for ts, _ in st["hits"])]
         for k in stale:
             self.backend.kv_delete(NAMESPACE, k)
+        if stale:
+            gone = set(stale)
+            for key, entry in list(self.backend.kv_scan(INDEX)):
+                keys = [k for k in entry.get("keys", []) if k not in gone]
+                if not keys:
+                    self.backend.kv_delete(INDEX, key)
+                elif len(keys) < len(entry.get("keys", [])):
+                    owner = key.split(_SEP, 1)[0]
+                    user = None if self.config.scope is PatternScope.GLOBAL else owner
+                    self.backend.kv_put(INDEX, key, {"keys": keys}, user_id=user)
         return len(stale)
 
     @property

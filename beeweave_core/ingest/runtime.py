@@ -62,7 +62,8 @@ class IngestRuntime:
         self.memory = memory
         self.config = config
         self.pipeline = Pipeline(config)
-        self.patterns = PatternTracker(memory.backend, memory.tokenizer, config.patterns, memory.clock)
+        self.patterns = PatternTracker(memory.backend, memory.tokenizer, config.patterns, memory.clock,
+                                       admission=config.admission)
         self._queue: EventQueue | None = None
         self._shared: EventQueue | None = None  # the store's own queue (see _shared_queue)
         self._shared_made = False

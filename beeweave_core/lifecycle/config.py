@@ -13,7 +13,7 @@ from ..errors import InvalidInputError
 from ..records import KnowledgeChunk, MemoryTier
 
 __all__ = ["FeedbackSignal", "ForgetAction", "ReviewDecision", "ExpiryRule", "DEFAULT_EXPIRY_RULES", "TierConfig",
-           "SessionConfig", "LifecycleConfig"]
+           "SessionConfig", "MergeOnInsert", "LifecycleConfig"]
 
 
 class FeedbackSignal(str, Enum):
@@ -22,6 +22,21 @@ class FeedbackSignal(str, Enum):
     USED = "used"  # the memory was put to use (also counts as an access)
     UP = "up"  # it was good
     DOWN = "down"  # it was wrong or unhelpful
+
+
+class MergeOnInsert(str, Enum):
+    """Which new memories ``LifecycleConfig.merge_on_insert`` merges with their duplicates.
+
+    - ``INGESTED`` (default): memories ingestion stores (turns and tool outputs), when safe:
+      a near-duplicate by vector that also says nearly the same words (an agent asked the
+      same question twice). A memory written with ``add()`` is the caller's: kept as given.
+    - ``ALL``: every new memory, by vector similarity alone (``True`` means this).
+    - ``OFF``: only ``maintain()`` merges (``False`` means this).
+    """
+
+    OFF = "off"
+    INGESTED = "ingested"
+    ALL = "all"
 
 
 class ForgetAction(str, Enum):
@@ -186,7 +201,9 @@ class LifecycleConfig:
         access_batch: write at once when this many memories wait.
         merge_threshold: cosine at or above which two memories of a user are duplicates.
         merge_candidates: how many nearest neighbours are examined per memory.
-        merge_on_insert: also merge duplicates as they are added, not only in ``maintain()``.
+        merge_on_insert: also merge duplicates as they are added, not only in ``maintain()``
+            (:class:`MergeOnInsert`: ingested memories when safe by default; ``True`` for
+            every memory, ``False`` for none). A merge keeps its history either way.
         expiry_rules: rules that set ``expires_at`` on new memories without one.
         expired_action: what ``maintain()`` does to an expired memory of low weight.
         review_weight: an expired memory whose effective weight is at least this goes to
@@ -215,7 +232,7 @@ class LifecycleConfig:
     access_batch: int = 256
     merge_threshold: float = 0.9
     merge_candidates: int = 10
-    merge_on_insert: bool = False
+    merge_on_insert: MergeOnInsert | bool = MergeOnInsert.INGESTED
     expiry_rules: tuple[ExpiryRule, ...] = DEFAULT_EXPIRY_RULES
     expired_action: ForgetAction = ForgetAction.ARCHIVE
     review_weight: float = 1.5
@@ -229,6 +246,13 @@ class LifecycleConfig:
     maintenance_batch: int = 256
 
     def __post_init__(self) -> None:
+        moi = self.merge_on_insert
+        if isinstance(moi, bool):
+            moi = MergeOnInsert.ALL if moi else MergeOnInsert.OFF
+        try:
+            object.__setattr__(self, "merge_on_insert", MergeOnInsert(moi))
+        except ValueError:
+            raise InvalidInputError(f"merge_on_insert must be off, ingested, all or a bool; got {moi!r}") from None
         if not isinstance(self.tiers, TierConfig):
             raise InvalidInputError("tiers must be a TierConfig")
         if not isinstance(self.sessions, SessionConfig):

@@ -15,7 +15,7 @@ from ..scoring import is_expired
 from ..validation import id_list
 from .access import AccessRecorder, Pending
 from .base import LifecycleContext, changed_fields, retired
-from .config import FeedbackSignal, ReviewDecision
+from .config import FeedbackSignal, MergeOnInsert, ReviewDecision
 from .conflicts import order_conflicts
 from .expiry import inherited_expiry, rule_expiry
 from .facts import Facts
@@ -153,8 +153,13 @@ class Lifecycle:
         self._apply_expiry_rules(chunks)  # a rule's expiry (today's weather) wins over a tier's TTL
         self.tiers.on_insert(chunks)
         cfg = self.ctx.config
-        if cfg.merge_on_insert:
+        if cfg.merge_on_insert is MergeOnInsert.ALL:
             self.maintenance.merge_new(chunks)
+        elif cfg.merge_on_insert is MergeOnInsert.INGESTED:
+            ingested = [c for c in chunks if isinstance(c.metadata.get("ingest"), dict)
+                        and c.metadata["ingest"].get("role") in ("turn", "tool")]
+            if ingested:
+                self.maintenance.merge_new(ingested, same_words=0.8)
         if cfg.capacity is not None and cfg.capacity_on_insert:
             self.maintenance.enforce_capacity(c.user_id for c in chunks)
 

@@ -218,9 +218,12 @@ class Maintenance:
                     self._evict(list(self.ctx.backend.scan(flt)), now, report, box)
 
     # -- dedup and merge ---------------------------------------------------------------------
-    def merge_new(self, chunks: Sequence[KnowledgeChunk]) -> None:
-        """Merge freshly added memories with their duplicates (``merge_on_insert``)."""
+    def merge_new(self, chunks: Sequence[KnowledgeChunk], *, same_words: float | None = None) -> None:
+        """Merge freshly added memories with their duplicates (``merge_on_insert``). With
+        ``same_words``, a duplicate must also share that fraction of its words (Jaccard of
+        the index terms): vectors alone call "turn the lights on" and "... off" duplicates."""
         cfg = self.ctx.config
+        tok = self.ctx.shared.tokenizer
         with self.ctx.changes() as box:
             now = self.ctx.now()
             done: set[str] = set()
@@ -230,9 +233,15 @@ class Maintenance:
                 vec = self.ctx.backend.get_vectors([c.id]).get(c.id)
                 if vec is None:
                     continue
-                found = self.ctx.backend.vector_search(vec, build_filter(None, user_id=c.user_id), cfg.merge_candidates + 1)
+                # A batch may hold many copies of one memory (an agent asked the same question
+                # again and again): look as far as the batch is long.
+                wide = max(cfg.merge_candidates, len(chunks)) + 1
+                found = self.ctx.backend.vector_search(vec, build_filter(None, user_id=c.user_id), wide)
                 ids = [o for o, sim in found if sim >= cfg.merge_threshold and o not in done]
                 group = [g for g in self.ctx.backend.get(ids).values() if dedupable(g)]
+                if same_words is not None:
+                    mine = set(tok(c.content))
+                    group = [g for g in group if g.id == c.id or _jaccard(mine, set(tok(g.content))) >= same_words]
                 if len(group) < 2 or c.id not in {g.id for g in group}:
                     continue
                 vecs = self.ctx.backend.get_vectors([g.id for g in group])
@@ -273,3 +282,7 @@ class Maintenance:
                  reason="merge", merged=[o.id for o in others])
         for o in merged:
             box.emit(EventType.MERGED, o, into=primary.id, similarity=round(sims[o.id], 6))
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0

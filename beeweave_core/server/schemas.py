@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..fusion import FusionMode
 from ..lifecycle.config import FeedbackSignal, ReviewDecision
-from ..records import ChunkStatus, ContentType, Intent, RelationType
+from ..records import ChunkStatus, ContentType, Intent, MemoryTier, RelationType
 from ..stats import MemorySummary
 
 __all__ = [
@@ -134,6 +134,7 @@ class FiltersIn(_In):
     intent: Intent | list[Intent] | None = None
     status: ChunkStatus | list[ChunkStatus] | None = None
     ids: StrOrList | None = None
+    tier: MemoryTier | list[MemoryTier] | None = None
 
     def to_engine(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
@@ -198,6 +199,7 @@ class ChunkOut(_Out):
     expires_at: str | None = None
     pinned: bool
     status: str
+    tier: str = "long"  # a server from before tiers sends none: its memories are long-term
     relationships: list[RelationshipOut] = []
     metadata: dict[str, Any] = {}
 
@@ -365,6 +367,7 @@ class MemoryIn(_In):
                                                                                            max_length=100)
     status: Literal["active", "pending"] | None = Field(
         default=None, description="Default: what the admission rules decide.")
+    tier: MemoryTier | None = Field(default=None, description="Default: long.")
 
     def to_record(self) -> dict[str, Any]:
         data = {k: v for k, v in self.model_dump().items() if v is not None}

@@ -8,7 +8,15 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from beeweave_core import ChunkStatus, MemoryTier
-from beeweave_core.ingest import AdmissionRules, IngestConfig, KnowledgeEvent, LLMExtractor, SourceRule, ToolCall
+from beeweave_core.ingest import (
+    AdmissionRules,
+    IngestConfig,
+    KnowledgeEvent,
+    LLMExtractor,
+    PatternConfig,
+    SourceRule,
+    ToolCall,
+)
 from beeweave_core.ingest.extract import OfflineExtractor
 from tests.ingest.ingest_support import everything
 
@@ -92,3 +100,24 @@ def test_ingest_tier_is_configurable(make_memory) -> None:
     assert m.flush(10)
     assert m.get("t1:0").tier is MemoryTier.LONG and m.get("t1:0").expires_at is None
     assert IngestConfig().tier is MemoryTier.SHORT
+
+
+def test_repeated_turns_merge_at_insert_with_history(make_memory, clock) -> None:
+    m = make_memory(patterns=PatternConfig(enabled=False))
+    for i in range(12):  # the same question and answer, twelve times
+        m.ingest(KnowledgeEvent(user_id="u", id=f"q{i}", timestamp=AT + timedelta(minutes=i),
+                                query="How do I reset the staging database?",
+                                response="Run make reset-db from the ops repository."))
+    m.ingest(KnowledgeEvent(user_id="u", id="other", timestamp=AT, query="How do I reset the production database?",
+                            response="Never: production resets need a change request and two approvals."))
+    assert m.flush(10)
+    active = everything(m, status="active")
+    assert len(active) == 2  # one memory of the twelve, and the different question
+    primary = next(c for c in active if c.id != "other:0")
+    assert len(primary.metadata["merged_from"]) == 11 and m.history(primary.id)
+    merged = everything(m, status="merged")
+    assert len(merged) == 11 and all(c.metadata["merged_into"] == primary.id for c in merged)
+    # A caller's own add() is kept as given: twice the same words are two memories.
+    for _ in range(2):
+        m.add("The deploy freeze starts on Friday at noon.", user_id="v")
+    assert m.count(user_id="v") == 2

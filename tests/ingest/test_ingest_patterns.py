@@ -160,3 +160,43 @@ def test_pattern_windows_are_validated() -> None:
         PatternConfig(windows=[Window(timedelta(0), 3)])
     with pytest.raises(ValueError):
         IngestConfig(patterns={"enabled": False})
+
+
+@pytest.mark.parametrize("questions", [
+    ["我的订单怎么还没发", "订单发货状态是什么", "我的订单为什么还没发货"],  # the design's own paraphrases
+    ["What is the status of my order shipment?", "Why hasn't my order shipped yet?", "my order still not shipped?"],
+])
+def test_paraphrases_worded_differently_become_one_pattern(make_memory, clock, questions) -> None:
+    m = make_memory()
+    tracker = m.parts.ingestion.runtime.patterns
+    assert len({tracker.key(q, Intent.INFORMATION_QUERY) for q in questions}) > 1  # the exact keys differ
+    for i, q in enumerate(questions):
+        ask(m, i, q, "It ships tomorrow from the Lyon warehouse.")
+        clock.advance(minutes=5)
+    (hot,) = m.hot_patterns()
+    assert hot.counts["1h"] == 3 and set(hot.examples) == set(questions)
+    assert m.get(hot.memory_id).status.value == "active"
+
+
+def test_a_different_question_on_the_same_object_stays_apart(make_memory, clock) -> None:
+    m = make_memory()
+    for i, q in enumerate(["我的订单怎么还没发", "怎么取消订单", "订单发货状态是什么", "如何取消我的订单"]):
+        ask(m, i, q, "请稍等，正在查询。")
+        clock.advance(minutes=5)
+    assert m.hot_patterns() == []  # two questions asked twice each: neither reached 3
+    states = [st for _, st in m.backend.kv_scan("ingest.patterns")]
+    assert sorted(len(st["hits"]) for st in states) == [2, 2]
+
+
+def test_pattern_memories_go_through_admission(make_memory, clock) -> None:
+    from beeweave_core.ingest import AdmissionRules, SourceRule
+
+    m = make_memory(admission=AdmissionRules(sources=[SourceRule(role="pattern")]))  # patterns wait for review
+    for i in range(3):
+        ask(m, i, "How do I rotate the API signing key?", "Run keys rotate in the admin console, then redeploy.")
+        clock.advance(minutes=5)
+    (hot,) = m.hot_patterns()
+    memory = m.get(hot.memory_id)
+    assert memory.status.value == "pending"
+    assert memory.metadata["ingest"]["review"] == ["source rule: role='pattern'"]
+    assert memory.id in {c.id for c in m.pending()}

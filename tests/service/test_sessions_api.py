@@ -21,3 +21,13 @@ def test_turns_and_context_over_http(acme, beta) -> None:
         acme.add_turn("http-s1", "robot", "hello", user_id="ann")
     with pytest.raises(InvalidInputError):
         acme.get_conversation_context("http-s1", -1, user_id="ann")
+
+
+def test_tiers_over_http(acme) -> None:
+    short = acme.add("The staging cluster restarts at midnight tonight.", user_id="tia", tier="short")
+    acme.add("The user prefers dark mode in every app.", user_id="tia")
+    assert acme.get(short).tier.value == "short" and acme.get(short).expires_at is not None
+    hits = acme.search("staging cluster midnight", user_id="tia", k=5, filters={"tier": "short"})
+    assert [h.id for h in hits] == [short]
+    with pytest.raises(InvalidInputError):
+        acme.search("x", user_id="tia", filters={"tier": "forever"})
