@@ -8,8 +8,10 @@ stale and expiry penalties) lives in :mod:`beeweave_core.scoring`.
 
 from .config import DEFAULT_EXPIRY_RULES, ExpiryRule, FeedbackSignal, ForgetAction, LifecycleConfig, ReviewDecision
 from .lifecycle import Lifecycle
+from .provenance import Lineage
 from .reports import MaintenanceReport, MemoryVersion, ReviewItem
 from .schedule import MaintenanceSchedule
+from .validity import InvalidationReport
 
 __all__ = [
     "Lifecycle",
@@ -21,6 +23,8 @@ __all__ = [
     "DEFAULT_EXPIRY_RULES",
     "MaintenanceReport",
     "MaintenanceSchedule",
+    "Lineage",
+    "InvalidationReport",
     "MemoryVersion",
     "ReviewItem",
 ]

@@ -4,7 +4,7 @@ and the lineage tells the story. Every step is asserted."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from beeweave_core import BeeWeave, EventType, HashingEmbedder, LifecycleConfig
 from tests.lifecycle.lifecycle_support import Clock
