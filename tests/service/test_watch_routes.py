@@ -6,6 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
+from beeweave_core import InvalidInputError
 from beeweave_core.server import ServerConfig
 from tests.service.service_support import EMBEDDER, start_server
 from tests.service.test_memory_service import ADMIN, _sse
@@ -38,3 +41,25 @@ def test_a_watch_made_over_rest_arrives_on_the_event_stream(tmp_path):
             assert h.get("/api/v1/watches").json()["watches"] == []
     finally:
         s.stop()
+
+
+def test_serve_with_a_maintenance_interval_maintains_each_tenant_in_the_background(tmp_path):
+    s = start_server(ServerConfig(tmp_path, {ADMIN: "acme"}, embedder=EMBEDDER, maintain_interval=0.05))
+    try:
+        with s.http(ADMIN) as h:
+            ids = [h.post("/api/v1/memories", json={"content": "dark mode in the editor please", "user_id": "u",
+                                                    "status": "active"}).json()["id"] for _ in range(2)]
+        svc = s.app.state.stores.opened()["acme"]
+        schedule = svc.memory.parts.lifecycle.schedule
+        runs = schedule.runs
+        assert schedule.running and schedule.wait_runs(runs + 2, timeout=30) and schedule.errors == 0
+        assert sorted(c.status.value for c in svc.memory.get_many(ids)) == ["active", "merged"]
+    finally:
+        s.stop()
+    assert not schedule.running
+
+
+def test_a_maintenance_interval_must_be_positive(tmp_path):
+    for bad in (0, -1, True, float("inf")):
+        with pytest.raises(InvalidInputError, match="maintain_interval"):
+            ServerConfig(tmp_path, {ADMIN: "acme"}, maintain_interval=bad)
