@@ -14,6 +14,7 @@ from .embedders import (
     SentenceTransformerEmbedder,
 )
 from .engine import SearchConfig
+from .engine.watch import Watch
 from .errors import (
     BeeWeaveError,
     DimensionMismatchError,
@@ -59,7 +60,9 @@ from .lifecycle import (
     ExpiryRule,
     FeedbackSignal,
     ForgetAction,
+    InvalidationReport,
     LifecycleConfig,
+    Lineage,
     MaintenanceReport,
     MaintenanceSchedule,
     MemoryVersion,
@@ -115,6 +118,9 @@ __all__ = [
     "MaintenanceReport",
     "MaintenanceSchedule",
     "TimeRange",
+    "Lineage",
+    "InvalidationReport",
+    "Watch",
     "MemoryVersion",
     "ReviewItem",
     "EventType",

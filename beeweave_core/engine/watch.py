@@ -82,6 +82,7 @@ class Watches:
     def cancel(self, watch_id: str) -> bool:
         with self._lock:
             gone = self._watches.pop(watch_id, None)
+            self._seen = {k: v for k, v in self._seen.items() if k[0] != watch_id}
             if not self._watches and self._sub is not None:
                 self.shared.events.unsubscribe(self._sub)
                 self._sub = None

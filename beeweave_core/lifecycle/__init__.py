@@ -18,8 +18,10 @@ from .config import (
     TierConfig,
 )
 from .lifecycle import Lifecycle
+from .provenance import Lineage
 from .reports import MaintenanceReport, MemoryVersion, ReviewItem
 from .schedule import MaintenanceSchedule
+from .validity import InvalidationReport
 
 __all__ = [
     "Lifecycle",
@@ -34,6 +36,8 @@ __all__ = [
     "DEFAULT_EXPIRY_RULES",
     "MaintenanceReport",
     "MaintenanceSchedule",
+    "Lineage",
+    "InvalidationReport",
     "MemoryVersion",
     "ReviewItem",
 ]

@@ -17,7 +17,7 @@ from .config import ServerConfig
 from .deps import ERRORS, Ctx, ctx, unlimited_ctx
 from .event_log import EventFilter, filter_from
 from .routes_core import search_hits
-from .schemas import SemanticSearchIn, SemanticSearchOut
+from .schemas import DeletedOut, SemanticSearchIn, SemanticSearchOut, WatchesOut, WatchIn, WatchOut
 
 __all__ = ["events_router", "design_result"]
 
@@ -57,6 +57,26 @@ def events_router(config: ServerConfig) -> APIRouter:
             filters["tags"] = req.tags
         hits, took = search_hits(c, config, req.query, k=req.top_k, user_id=req.user_id, filters=filters or None)
         return {"results": [design_result(h.chunk, h.score) for h in hits], "took_ms": round(took * 1000, 3)}
+
+    def watch_out(w: Any) -> dict[str, Any]:
+        return {"id": w.id, "query": w.query, "user_id": w.user_id, "agent_id": w.agent_id,
+                "min_relevance": w.min_relevance, "fired": w.fired}
+
+    @r.post("/watches", status_code=201, response_model=WatchOut, tags=["events"],
+            summary="A standing query: new or updated memories that match it emit watch.matched events")
+    def add_watch(req: WatchIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        user = c.access.may_write(req.user_id)
+        return watch_out(c.svc.memory.watch(req.query, user_id=user, agent_id=req.agent_id,
+                                            min_relevance=req.min_relevance))
+
+    @r.get("/watches", response_model=WatchesOut, tags=["events"], summary="The standing queries of this tenant")
+    def list_watches(c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return {"watches": [watch_out(w) for w in c.svc.memory.watches() if c.access.allows(w.user_id)]}
+
+    @r.delete("/watches/{watch_id}", response_model=DeletedOut, tags=["events"], summary="End a standing query")
+    def delete_watch(watch_id: str, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        found = [w for w in c.svc.memory.watches() if w.id == watch_id and c.access.allows(w.user_id)]
+        return {"id": watch_id, "deleted": bool(found) and c.svc.memory.unwatch(watch_id)}
 
     def sse_filter(type: list[str] | None = Query(None, max_length=_N_TYPES, description=_TYPES),
                    tag: list[str] | None = Query(None, max_length=100, description="Any of these tags."),

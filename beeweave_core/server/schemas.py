@@ -500,6 +500,27 @@ class SemanticSearchIn(_In):
         default=None, max_length=100, description="Memories with any of these tags.")
 
 
+class WatchIn(_In):
+    query: str = Field(min_length=1, max_length=10_000)
+    user_id: str = Field(min_length=1, max_length=_MAX_ID)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID,
+                                 description="The agent the watch.matched events are addressed to.")
+    min_relevance: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class WatchOut(_Out):
+    id: str
+    query: str
+    user_id: str
+    agent_id: str | None = None
+    min_relevance: float
+    fired: int = 0
+
+
+class WatchesOut(_Out):
+    watches: list[WatchOut]
+
+
 class SemanticResultOut(_Out):
     id: str
     query: str

@@ -6,17 +6,29 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from beeweave_core import BeeWeave, EventType, HashingEmbedder, LifecycleConfig
 from tests.lifecycle.lifecycle_support import Clock
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 DAY0 = datetime(2025, 1, 6, 9, tzinfo=timezone.utc)  # a Monday
 TEAM = "team-42"
 
 
-def test_ninety_days_of_a_team_memory(tmp_path):
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request, tmp_path):
+    """(location, backend options): a SQLite file, or a PostgreSQL tenant of its own."""
+    if request.param == "sqlite":
+        return str(tmp_path / "team.db"), {}
+    return request.getfixturevalue("pg_url"), {"tenant": new_tenant("trace")}
+
+
+def test_ninety_days_of_a_team_memory(where):
     clock = Clock(DAY0)
-    m = BeeWeave(tmp_path / "team.db", embedder=HashingEmbedder(256), clock=clock,
-                 lifecycle=LifecycleConfig(access_flush_interval=0.0))
+    url, backend_kw = where
+    m = BeeWeave.from_url(url, embedder=HashingEmbedder(256), clock=clock,
+                          lifecycle=LifecycleConfig(access_flush_interval=0.0), **backend_kw)
     pushed = []
     m.events.subscribe(pushed.append, types=[EventType.WATCH_MATCHED])
     try:
