@@ -14,6 +14,11 @@ question. ``prepare_query`` turns such a text into:
 
 A query that is not a dialogue (fewer than ``min_turns`` tagged turns) only loses its
 markup and keeps its plain term counts, so questions are searched as before.
+
+A query that asks several things at once ("What is my cousin's phone number? And which
+appliance do I like?") is split into its questions (``split_questions``): searched as one
+bag of words, the question with the rarer terms takes the whole top k and the other finds
+nothing; searched one by one, each brings its own best memories.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["QueryLimits", "PreparedQuery", "prepare_query", "split_turns", "strip_markup"]
+__all__ = ["QueryLimits", "PreparedQuery", "prepare_query", "split_questions", "split_turns", "strip_markup"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,9 @@ class QueryLimits:
         lexical_chars: characters of the latest turns tokenized (segmenting Chinese costs
             about 15 µs a character: this bounds a long dialogue's lexical cost).
         max_chars: characters of a dialogue read at all (the latest).
+        max_questions: how many questions of one query are searched one by one (a query
+            that asks more is searched whole).
+        question_chars: a query longer than this is not split into questions.
     """
 
     min_turns: int = 3
@@ -49,6 +57,8 @@ class QueryLimits:
     embed_chars: int = 600
     lexical_chars: int = 1000
     max_chars: int = 8000
+    max_questions: int = 4
+    question_chars: int = 400
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,25 @@ def prepare_query(text: str, tokenize: Callable[[str], list[str]], limits: Query
         size += len(picked[-1])
     embed_text = "\n".join(reversed(picked))
     return PreparedQuery(embed_text, _cap(weights, limits.max_terms, order), len(turns))
+
+
+# The end of a question: a question mark (ASCII or full-width), and the blanks after it.
+_QUESTION_END = re.compile(r"(?<=[?？])\s*")
+
+
+def split_questions(text: str, limits: QueryLimits | None = None) -> list[str]:
+    """The questions of a query that asks several, each ending in its question mark (text
+    after the last one stays with it); ``[text]`` when it asks one, is a dialogue, asks
+    more than ``max_questions`` or is longer than ``question_chars``."""
+    limits = limits or QueryLimits()
+    if len(text) > limits.question_chars or ("?" not in text and "？" not in text):
+        return [text]
+    parts = [p for p in _QUESTION_END.split(text.strip()) if p]
+    if parts and parts[-1][-1] not in "?？" and len(parts) > 1:  # a tail that asks nothing
+        parts[-2:] = [parts[-2] + " " + parts[-1]]
+    if not 2 <= len(parts) <= limits.max_questions or len(split_turns(text)) >= 2:
+        return [text]
+    return parts
 
 
 def _has_markup(text: str) -> bool:

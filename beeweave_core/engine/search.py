@@ -22,7 +22,7 @@ from ..filters import Filter, build_filter
 from ..fusion import FusionMode, fuse_scores
 from ..language import embedder_languages, retriever_weights
 from ..network import ExpandOptions, check_ranking
-from ..query import prepare_query
+from ..query import prepare_query, split_questions
 from ..records import SearchHit
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
@@ -93,7 +93,7 @@ class Search:
         if loosen and len(hits) < k:
             loose = flt.replace(tags_any=None, tags_all=None, entities=None)
             seen = {h.id for h in hits}
-            more = self._search_once(query, loose, k, qvec, mode, None, rerank, mmr, now)
+            more = self._timed_search(query, loose, k, qvec, mode, None, rerank, mmr, now)
             hits += [replace(h, loosened=True) for h in more if h.id not in seen][: k - len(hits)]
         if opts is not None:
             hits += self.graph.expand(hits, flt, opts, k)
@@ -116,14 +116,29 @@ class Search:
             until = r.until if flt.until is None else min(flt.until, r.until)
             if since <= until:
                 text = when.text if when.text.strip() else query
-                hits = self._search_once(text, flt.replace(since=since, until=until), k, qvec, mode, min_score,
-                                         rerank, mmr_lambda, now)
+                hits = self._search_questions(text, flt.replace(since=since, until=until), k, qvec, mode, min_score,
+                                              rerank, mmr_lambda, now)
                 if hits:
                     return [replace(h, time_range=r) for h in hits]
-        return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now)
+        return self._search_questions(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now)
 
     def _query_vector(self, vec: Any) -> np.ndarray:
         return check_vector(vec, self.shared.dim or self.shared.embedder.dim, "query_embedding")
+
+    def _search_questions(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
+                          min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
+                          now: datetime) -> list[SearchHit]:
+        """A query that asks several questions is searched question by question (each embedded
+        on its own unless the caller gave the vector); a memory keeps its best score."""
+        parts = split_questions(query)
+        if len(parts) == 1:
+            return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now)
+        best: dict[str, SearchHit] = {}
+        for part in parts:
+            for h in self._search_once(part, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now):
+                if h.id not in best or h.score > best[h.id].score:
+                    best[h.id] = h
+        return sorted(best.values(), key=lambda h: (-h.score, h.id))[:k]
 
     def _search_once(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                      min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
