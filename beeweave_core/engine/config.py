@@ -19,6 +19,9 @@ class SearchConfig:
         weights: per-retriever weights ("lexical", "vector").
         candidates: how many candidates each retriever contributes (at least 4·k).
         query_cache_size: how many query embeddings to keep (repeated queries skip the model).
+        min_relevance: the default floor on a hit's calibrated relevance (None: no floor, every
+            hit is returned; ``beeweave_core.relevance.DEFAULT_MIN_RELEVANCE`` is the tuned
+            threshold the faces use before they inject memories into a prompt).
     """
 
     fusion: FusionMode = FusionMode.ZSCORE
@@ -26,3 +29,4 @@ class SearchConfig:
     weights: dict[str, float] = field(default_factory=lambda: {"lexical": 1.0, "vector": 1.0})
     candidates: int = 50
     query_cache_size: int = 1024
+    min_relevance: float | None = None

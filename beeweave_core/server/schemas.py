@@ -155,6 +155,8 @@ class SearchIn(_In):
     filters: FiltersIn | None = None
     fusion: FusionMode | None = None
     min_score: float | None = None
+    min_relevance: float | None = Field(default=None, ge=0.0, le=1.0,
+                                        description="Drop hits whose calibrated relevance is below this.")
     expand: bool | ExpandIn | None = None
     mmr: float | None = Field(default=None, ge=0.0, le=1.0, description="MMR lambda (1 = relevance only).")
     loosen: bool = False
@@ -215,6 +217,7 @@ class HitOut(_Out):
     score: float
     sources: dict[str, HitSourceOut]
     loosened: bool
+    relevance: float | None = None
 
 
 class SearchOut(_Out):
