@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a filter, e.g. tags=deploy or since=2024-01-01 (repeatable; comma-separated lists)")
     c.add_argument("--fusion", choices=["zscore", "rrf", "weighted"])
     c.add_argument("--min-score", type=float)
+    c.add_argument("--min-relevance", type=float, metavar="P",
+                   help="drop hits whose calibrated relevance (0..1) is below P")
     c.add_argument("--mmr", type=float, metavar="LAMBDA", help="diversify with MMR (0..1; 1 = relevance only)")
     c.add_argument("--expand", action="store_true", help="follow relationships from the hits")
     c.add_argument("--loosen", action="store_true", help="relax tag/entity filters when they leave fewer than k hits")

@@ -182,7 +182,7 @@ def cmd_search(args: Any) -> int:
     with _service(args) as svc:
         hits = svc.search(args.query, user_id=args.user_id, k=args.k, filters=_filters(args.filter),
                           fusion=args.fusion, min_score=args.min_score, mmr=args.mmr, expand=args.expand or None,
-                          loosen=args.loosen)
+                          loosen=args.loosen, min_relevance=args.min_relevance)
     if args.json:
         _print_json([h.to_dict() for h in hits])
         return 0
@@ -190,7 +190,8 @@ def cmd_search(args: Any) -> int:
         print("no memories found")
     for i, h in enumerate(hits, start=1):
         how = ",".join(h.sources)
-        print(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.chunk.user_id}; {how}]")
+        rel = "" if h.relevance is None else f"  relevance {h.relevance:.3f}"
+        print(f"{i:>2}. {h.score:.4f}  {h.id}  [{h.chunk.user_id}; {how}]{rel}")
         print(f"    {_one_line(h.chunk.raw_content)}")
     return 0
 

@@ -94,7 +94,8 @@ def _hit(d: Mapping[str, Any]) -> SearchHit:
     tr = d.get("time_range")
     when = None if not tr else TimeRange(tr["phrase"], datetime.fromisoformat(tr["start"]),
                                          datetime.fromisoformat(tr["end"]))
-    return SearchHit(_chunk(d["chunk"]), d["score"], sources, d.get("loosened", False), when)
+    return SearchHit(_chunk(d["chunk"]), d["score"], sources, d.get("loosened", False), when,
+                     d.get("relevance"))
 
 
 def _chunk(d: Mapping[str, Any]) -> KnowledgeChunk:
@@ -315,7 +316,7 @@ class BeeWeaveClient:
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
                expand: Any = None, rerank: Any = None, mmr: float | None = None,
-               loosen: bool = False) -> list[SearchHit]:
+               loosen: bool = False, min_relevance: float | None = None) -> list[SearchHit]:
         """``BeeWeave.search`` on the server. ``rerank`` (an in-process model) cannot travel: use
         ``mmr`` or run a ``Reranker`` on the returned hits."""
         build_filter(filters, user_id=user_id)  # the engine's errors (UnknownFilterError...) before any request
@@ -329,7 +330,7 @@ class BeeWeaveClient:
             raise InvalidInputError("expand must be a bool or an ExpandOptions")
         body = {"query": query, "user_id": user_id, "k": k, "filters": _plain(filters),
                 "fusion": getattr(fusion, "value", fusion), "min_score": min_score, "expand": expand, "mmr": mmr,
-                "loosen": loosen,
+                "loosen": loosen, "min_relevance": min_relevance,
                 "query_embedding": None if query_embedding is None else [float(x) for x in query_embedding]}
         data = self._call("POST", "/api/v1/search", body={k_: v for k_, v in body.items() if v is not None},
                           timeout=self.search_timeout)

@@ -44,6 +44,8 @@ def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
     an id missing from a list gets that list's lowest normalised score. ``weights``
     default to 1 for every list. Ties are broken by id so results are reproducible.
     ``limit`` keeps only the best ``limit`` (their sources are the only ones built).
+    A hit's sources name only the lists that matched it (a positive raw score: a BM25 of 0
+    shares no term with the query), though every list's normalised score entered its total.
     """
     mode = FusionMode(mode)
     weights = weights or {}
@@ -68,7 +70,7 @@ def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
     for name, ranked in lists.items():
         for rank, (cid, score) in enumerate(ranked, start=1):
             src = sources.get(cid)
-            if src is not None:
+            if src is not None and score > 0:
                 src[name] = HitSource(rank=rank, score=float(score))
     return [(c, total[c], sources[c]) for c in order]
 
@@ -108,5 +110,6 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
     if limit is not None:
         order = order[: max(limit, 0)]
     totals = total.tolist()
-    return [(ids[i], totals[i], {name: HitSource(rank[i], score[i]) for name, (rank, score) in listed.items()})
+    return [(ids[i], totals[i], {name: HitSource(rank[i], score[i]) for name, (rank, score) in listed.items()
+                                 if score[i] > 0})
             for i in order.tolist()]

@@ -294,7 +294,8 @@ class BeeWeave:
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: FusionMode | str | None = None, min_score: float | None = None,
                query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
-               rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False) -> list[SearchHit]:
+               rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
+               min_relevance: float | None = None) -> list[SearchHit]:
         """Hybrid search: BM25 and vector candidates, fused, filtered inside retrieval.
 
         Args:
@@ -313,10 +314,14 @@ class BeeWeave:
             loosen: strict-then-loose: if the filters (tags, entities) and ``min_score``
                 leave fewer than k hits, search again without them; such hits have
                 ``loosened=True``. The user scope is never loosened.
+            min_relevance: drop hits whose calibrated relevance (``SearchHit.relevance``, in
+                [0, 1] whatever the fusion) is below this; ``SearchConfig.min_relevance`` when
+                None (no floor by default; ``beeweave_core.relevance.DEFAULT_MIN_RELEVANCE``
+                is the tuned one).
         """
         return self._search.search(query, user_id=user_id, k=k, filters=filters, fusion=fusion, min_score=min_score,
                                    query_embedding=query_embedding, expand=expand, rerank=rerank, mmr=mmr,
-                                   loosen=loosen)
+                                   loosen=loosen, min_relevance=min_relevance)
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector, from a small LRU cache when the same query was asked before."""

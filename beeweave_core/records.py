@@ -310,13 +310,16 @@ class HitSource:
 
 @dataclass
 class SearchHit:
-    """One search result: the chunk, its final score and which retrievers found it."""
+    """One search result: the chunk, its ranking score, which retrievers found it and its
+    calibrated relevance (``beeweave_core.relevance``: in [0, 1], the same scale whatever the
+    fusion mode or the store's size; None for hits of other retrievers)."""
 
     chunk: KnowledgeChunk
     score: float
     sources: dict[str, HitSource] = field(default_factory=dict)
     loosened: bool = False  # True when found only after a strict search was relaxed
     time_range: TimeRange | None = None  # the range a time phrase in the query was resolved to
+    relevance: float | None = None
 
     @property
     def id(self) -> str:
@@ -329,4 +332,5 @@ class SearchHit:
             "sources": {k: v.to_dict() for k, v in self.sources.items()},
             "loosened": self.loosened,
             "time_range": None if self.time_range is None else self.time_range.to_dict(),
+            "relevance": self.relevance,
         }

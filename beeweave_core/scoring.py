@@ -1,11 +1,18 @@
 """From relevance to the final ranking score: effective weight, recency, confidence.
 
-Weights move with feedback (see the lifecycle) and the earned part decays by
-``decay`` per ``period`` from the moment feedback last changed it, computed from
-timestamps at read time, so correctness never depends on a batch job having run.
-A memory nobody rated sits at the neutral weight 1.0, where every factor is 1:
-plain relevance is untouched until there is feedback. Recency is off by default
-because it hurts plain relevance on long-lived memories (old facts are not worse).
+Weights move with feedback (see the lifecycle) and sink when a memory goes unused, all
+computed from timestamps at read time (from the moment feedback last changed the weight,
+or the memory's timestamp), so correctness never depends on a batch job having run:
+
+    w(t) = floor + (1 - floor) * unused_decay**t + (w - 1) * rate**t
+
+with t in periods and rate = ``decay`` for praise (w > 1), ``penalty_decay`` (slower) for a
+penalty (w < 1). A new memory starts at the neutral weight 1.0 (every factor 1), an unused
+one sinks towards ``floor``, praise fades faster than blame: a memory used again and again
+stays above one used once, and a memory voted down stays below neutral for months. Reading
+a memory (a search hit) is not using it: only feedback refreshes it, so a search never
+changes another search's order. Recency is off by default because it hurts plain relevance
+on long-lived memories (old facts are not worse).
 
 Expiry is also read from timestamps: a memory whose ``expires_at`` has passed is
 ranked down at once, before any maintenance run archives it.
@@ -21,7 +28,7 @@ from typing import NamedTuple
 from .errors import InvalidInputError
 from .records import KnowledgeChunk
 
-__all__ = ["ScoringConfig", "RankFields", "effective_weight", "is_expired", "score_factor", "NEUTRAL_WEIGHT"]
+__all__ = ["ScoringConfig", "RankFields", "effective_weight", "refreshed_weight", "is_expired", "score_factor", "NEUTRAL_WEIGHT"]
 
 NEUTRAL_WEIGHT = 1.0
 STALE = "stale"  # the metadata flag the lifecycle sets after repeated negative feedback
@@ -52,7 +59,12 @@ class ScoringConfig:
 
     Attributes:
         use_weight: multiply relevance by log(1 + w) / log(2) (1.0 at the neutral weight).
-        decay: factor applied to the earned weight (w - 1) per ``period``.
+        decay: factor applied to praise, the earned weight above neutral (w - 1 > 0), per ``period``.
+        penalty_decay: factor applied to a penalty (w - 1 < 0) per ``period``: slower than
+            praise, so a memory voted down stays below neutral.
+        unused_decay: factor per ``period`` by which the neutral part (1 - floor) of an
+            unused memory fades (0.98: half in about 34 days); 1 turns sinking off.
+        floor: where an unused memory's weight settles (the factor log(1 + floor) / log 2).
         period: the decay period.
         recency_half_life: if set, multiply by 0.5 ** (age / half_life); off by default.
         use_confidence: multiply by the memory's confidence (0..1].
@@ -64,6 +76,9 @@ class ScoringConfig:
 
     use_weight: bool = True
     decay: float = 0.95
+    penalty_decay: float = 0.99
+    unused_decay: float = 0.98
+    floor: float = 0.5
     period: timedelta = timedelta(hours=24)
     recency_half_life: timedelta | None = None
     use_confidence: bool = True
@@ -71,8 +86,12 @@ class ScoringConfig:
     expired_penalty: float = 0.1
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.decay, (int, float)) and 0.0 < self.decay <= 1.0):
-            raise InvalidInputError(f"decay must be in (0, 1], got {self.decay!r}")
+        for name in ("decay", "penalty_decay", "unused_decay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
+                raise InvalidInputError(f"{name} must be in (0, 1], got {value!r}")
+        if isinstance(self.floor, bool) or not (isinstance(self.floor, (int, float)) and 0.0 <= self.floor <= 1.0):
+            raise InvalidInputError(f"floor must be a number in [0, 1], got {self.floor!r}")
         for name in ("period", "recency_half_life"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
@@ -84,13 +103,34 @@ class ScoringConfig:
 
 
 def effective_weight(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:
-    """The weight now: the earned part (w - 1) decays since ``reinforced_at``; pinned never decays."""
+    """The weight now (see the module docstring), from ``reinforced_at`` or the timestamp;
+    pinned memories never decay."""
     w = float(chunk.weight)
-    if chunk.pinned or w == NEUTRAL_WEIGHT:
+    if chunk.pinned:
         return w
+    periods = _periods(chunk, now, cfg)
+    earned = w - NEUTRAL_WEIGHT
+    rate = cfg.decay if earned > 0 else cfg.penalty_decay
+    return max(_unused_base(periods, cfg) + earned * rate ** periods, 0.0)
+
+
+def refreshed_weight(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:
+    """The weight now with what going unused took given back: where a memory that is being
+    used (a ``used`` or ``up`` signal) restarts, before the signal's delta is added."""
+    if chunk.pinned:
+        return float(chunk.weight)
+    periods = _periods(chunk, now, cfg)
+    return effective_weight(chunk, now, cfg) + NEUTRAL_WEIGHT - _unused_base(periods, cfg)
+
+
+def _periods(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:
     since = chunk.reinforced_at or chunk.timestamp
-    periods = max((now - since) / cfg.period, 0.0)
-    return NEUTRAL_WEIGHT + (w - NEUTRAL_WEIGHT) * cfg.decay ** periods
+    return max((now - since) / cfg.period, 0.0)
+
+
+def _unused_base(periods: float, cfg: ScoringConfig) -> float:
+    """The neutral weight after ``periods`` unused: 1 at first, ``floor`` in the end."""
+    return cfg.floor + (NEUTRAL_WEIGHT - cfg.floor) * cfg.unused_decay ** periods
 
 
 def is_expired(chunk: KnowledgeChunk | RankFields, now: datetime) -> bool:

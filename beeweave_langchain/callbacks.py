@@ -24,6 +24,7 @@ from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError, NotFoundError
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
+from beeweave_core.lifecycle.attribution import drawn_on, reaction_signal, tool_failed, tool_text
 
 from ._convert import INPUT_KEYS, OUTPUT_KEYS, jsonable, text_of, tool_calls_from_steps
 from .retriever import RETRIEVER_NAME
@@ -66,6 +67,7 @@ class _Run:
     actions: list[ToolCall] = field(default_factory=list)  # from on_agent_action (see on_chain_end)
     retrievals: set[UUID] = field(default_factory=set)  # BeeWeaveRetriever runs
     used: list[str] = field(default_factory=list)  # memory ids those retrievals returned
+    texts: dict[str, str] = field(default_factory=dict)  # their texts, to tell which the answer drew on
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -83,6 +85,12 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
 
     ``user_id``, ``session_id`` and ``agent_id`` come from the run's config metadata when
     it has them, else from the handler's arguments.
+
+    Feedback (rules in ``beeweave_core.lifecycle.attribution``): of the memories a
+    ``BeeWeaveRetriever`` gave the run, those the final answer or a tool call drew on get
+    ``"used"``, those a failed tool call (an error, a non-zero exit code) drew on ``"down"``;
+    the next run of the same user and session rates them from its message ("thanks",
+    "解决了" → ``"up"``; "that's wrong", "不对" → ``"down"``).
 
     Note: LangChain passes constructor callbacks (``AgentExecutor(callbacks=[handler])``)
     to the executor only, not to its tools. The handler then reads tool calls from the
@@ -135,6 +143,7 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
         self._runs: dict[UUID, _Run] = {}  # top-level runs in progress
         self._root_of: dict[UUID, UUID] = {}  # any run in progress -> its top-level run
         self._finished: OrderedDict[UUID, tuple[str, ...]] = OrderedDict()  # run -> memories it used
+        self._last_used: OrderedDict[tuple[str | None, str | None], tuple[str, ...]] = OrderedDict()  # per thread
         self._lock = threading.Lock()  # tools of one run may report from several threads
 
     # Model tokens and custom events carry nothing the event needs: skip them.
@@ -208,6 +217,12 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
                    agent_id=_str_or_none(md.get("agent_id")) or self.agent_id,
                    name=kwargs.get("name") or (serialized or {}).get("name"))
         with self._lock:
+            previous = self._last_used.pop((run.user_id, run.session_id), ())
+        # The user's new message rates what the previous answer in this thread drew on.
+        signal = reaction_signal(run.query) if previous and run.query else None
+        if signal is not None:
+            self._send_feedback(previous, signal.value)
+        with self._lock:
             self._runs[run_id] = run
             self._root_of[run_id] = run_id
             while len(self._runs) > self.keep_runs:  # runs that never ended (abandoned streams)
@@ -232,8 +247,19 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
         answer = text_of(outputs, role="ai", keys=OUTPUT_KEYS)
         if run.query or answer or steps:
             self._ingest(run_id, run, answer, steps)
-        if run.used:
-            self._send_feedback(run.used, "used")
+        # Only what the answer or a tool call drew on was used; what a failed call drew on misled it.
+        used = drawn_on(run.texts, answer, [tool_text(s.tool, s.input) for s in steps]) if run.texts else []
+        failed = [tool_text(s.tool, s.input) for s in steps if tool_failed(s.output, s.error)]
+        misled = drawn_on(run.texts, "", failed) if run.texts and failed else []
+        with self._lock:
+            self._finished[run_id] = tuple(used)
+            self._last_used[(run.user_id, run.session_id)] = tuple(used)
+            while len(self._last_used) > self.keep_runs:
+                self._last_used.popitem(last=False)
+        if used:
+            self._send_feedback(used, "used")
+        if misled:
+            self._send_feedback(misled, "down")
 
     @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
@@ -340,6 +366,7 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
             memory_id = doc.metadata.get("id")
             if isinstance(memory_id, str) and memory_id not in run.used:
                 run.used.append(memory_id)
+                run.texts[memory_id] = doc.page_content
 
     # -- the user's rating ---------------------------------------------------------------
     def feedback(self, run_id: UUID | str, signal: str) -> list[str]:

@@ -16,6 +16,7 @@ from beeweave_core.errors import InvalidInputError
 from beeweave_core.ingest.extract import summarize
 from beeweave_core.ingest.records import KnowledgeEvent
 from beeweave_core.records import SearchHit
+from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 from ._convert import text_of, tool_calls_from_steps
 
@@ -85,6 +86,9 @@ class BeeWeaveMemory(BaseMemory):
     window: int = Field(default=5, ge=0, description="How many recent turns are kept verbatim.")
     long_term_k: int = Field(default=4, ge=0, description="How many long-term memories to retrieve.")
     search_kwargs: dict[str, Any] = Field(default_factory=dict, description="More BeeWeave.search arguments.")
+    min_relevance: float | None = Field(
+        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        description="Long-term memories below this calibrated relevance are left out (None: none are).")
     llm: Any = Field(default=None, description="A LangChain model that summarises older turns.")
     return_messages: bool = Field(default=False, description="Messages for chat prompts instead of text.")
     human_prefix: str = "Human"
@@ -142,7 +146,8 @@ class BeeWeaveMemory(BaseMemory):
         if query.strip() and self.long_term_k:
             none: list[SearchHit] = []
             hits = self._failures.unless_unavailable("memory search", lambda: self.memory.search(
-                query, user_id=self.user_id, k=self.long_term_k, **self.search_kwargs), none)
+                query, user_id=self.user_id, k=self.long_term_k,
+                **{"min_relevance": self.min_relevance, **self.search_kwargs}), none)
             found = [h.chunk.raw_content for h in hits]
         history = self._history()
         long_term = self._long_term(found)

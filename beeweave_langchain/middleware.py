@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Annotated, Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -27,6 +28,8 @@ from typing_extensions import NotRequired
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import BeeWeaveError, InvalidInputError, NotFoundError
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
+from beeweave_core.lifecycle.attribution import AttributionConfig, drawn_on, reaction_signal, tool_failed, tool_text
+from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 from ._convert import _content_text, jsonable
 
@@ -35,17 +38,12 @@ __all__ = ["BeeWeaveMiddleware", "BeeWeaveState", "DEFAULT_HEADER"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_HEADER = "Relevant memories from earlier conversations (use them when they help; they may be outdated):"
-_WORD = re.compile(r"\w{3,}")
 
 
 class BeeWeaveState(AgentState[Any]):
     """The agent state with the run's recalled memories (private, not checkpointed)."""
 
     beeweave_recalled: NotRequired[Annotated[list[dict[str, Any]], UntrackedValue, PrivateStateAttr]]
-
-
-def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
 
 
 def _label(context: Any, name: str) -> str | None:
@@ -90,14 +88,17 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
     Scope: ``user_id`` (or ``runtime.context["user_id"]`` / ``context.user_id`` per run),
     ``agent_id``, and ``session_id`` (default: the run's LangGraph thread id).
 
-    Relevance: a memory is recalled when the search returns it with at least
-    ``min_score`` (BeeWeave's fused score, when given) and it shares a word with the
-    message (BM25) or its vector similarity is at least ``min_similarity``. Memories
-    are added best first while they fit in ``max_chars``; when none is relevant the
-    model gets no memory message at all.
+    Relevance: a memory is recalled when the search returns it with a calibrated relevance
+    (``SearchHit.relevance``) of at least ``min_relevance`` (and a fused score of at least
+    ``min_score``, when given). Memories are added best first while they fit in
+    ``max_chars``; when none is relevant the model gets no memory message at all.
 
-    Feedback: after the run, each recalled memory whose words are at least
-    ``used_overlap`` covered by the final answer gets ``feedback(..., "used")``.
+    Feedback (the rules are ``beeweave_core.lifecycle.attribution``'s): after the run, each
+    recalled memory the final answer or a tool call drew on (at least ``used_overlap`` of its
+    words there, or close in meaning when the store can embed) gets ``feedback(..., "used")``;
+    one a failed tool call (an error, a non-zero exit code) drew on gets ``"down"``. The user's
+    next message in the same thread rates what the previous answer used ("thanks", "解决了" →
+    ``"up"``; "that's wrong", "不对" → ``"down"``; cue lists in ``attribution``).
 
     Failures (a closed store, the server unreachable) are logged and counted in
     ``errors``; they never reach the agent, which then runs without memories.
@@ -106,9 +107,11 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         memory: the BeeWeave store (or a ``BeeWeaveClient``).
         user_id, agent_id, session_id: the scope (see above).
         k: how many memories to consider.
-        min_score, min_similarity: the relevance gates (see above).
+        min_score, min_relevance: the relevance gates (see above).
         max_chars: the budget of the memory message (about 4 characters a token).
         used_overlap: the share of a memory's words the answer must contain to count as used.
+        attribution: an ``AttributionConfig`` (cue lists, the semantic threshold); its
+            ``lexical`` threshold is replaced by ``used_overlap``.
         tools: register ``search_memory``, ``save_memory``, ``update_memory`` and
             ``forget_memory`` for the model (they need ``user_id``).
         capture: ingest each run as a knowledge event.
@@ -119,8 +122,9 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
 
     def __init__(self, memory: Any, *, user_id: str | None = None, agent_id: str | None = None,
                  session_id: str | None = None, k: int = 5, min_score: float | None = None,
-                 min_similarity: float = 0.35, max_chars: int = 2000, used_overlap: float = 0.5,
-                 tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER) -> None:
+                 min_relevance: float | None = DEFAULT_MIN_RELEVANCE, max_chars: int = 2000, used_overlap: float = 0.5,
+                 tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER,
+                 attribution: AttributionConfig | None = None) -> None:
         super().__init__()
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise InvalidInputError("k must be a non-negative integer")
@@ -132,9 +136,12 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             raise InvalidInputError("the memory tools act for one user: pass user_id= with tools=True")
         self.memory = memory
         self.user_id, self.agent_id, self.session_id = user_id, agent_id, session_id
-        self.k, self.min_score, self.min_similarity = k, min_score, min_similarity
+        self.k, self.min_score, self.min_relevance = k, min_score, min_relevance
         self.max_chars, self.used_overlap, self.capture, self.header = max_chars, used_overlap, capture, header
+        self.attribution = replace(attribution or AttributionConfig(), lexical=used_overlap)
+        self._last_used: dict[tuple[str, str | None], list[str]] = {}  # (user, thread) -> what the last answer used
         self._failures = Failures(logger)
+        self._lock = threading.Lock()
         self.tools: list[BaseTool] = _memory_tools(self) if tools else []
 
     @property
@@ -156,10 +163,13 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         user = self._user(runtime)
         query = next((_content_text(m.content) for m in reversed(state.get("messages", []))
                       if isinstance(m, HumanMessage) and _content_text(m.content).strip()), "")
+        if user and query.strip():
+            self._react(user, self._session(runtime), query)
         if not user or not query.strip() or self.k == 0:
             return {"beeweave_recalled": []}
         try:
-            hits = self.memory.search(query, user_id=user, k=self.k, min_score=self.min_score)
+            hits = self.memory.search(query, user_id=user, k=self.k, min_score=self.min_score,
+                                      min_relevance=self.min_relevance)
         except Exception:
             self._failures.record("BeeWeave recall failed; the run goes on without memories",
                                   level=logging.ERROR, exc_info=True)
@@ -167,11 +177,8 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         recalled: list[dict[str, Any]] = []
         used = 0
         for h in hits:
-            lexical, vector = h.sources.get("lexical"), h.sources.get("vector")
-            relevant = (lexical is not None and lexical.score != 0) or \
-                (vector is not None and vector.score >= self.min_similarity)
             text = h.chunk.raw_content or h.chunk.content
-            if not relevant or not text.strip():
+            if not text.strip():
                 continue
             room = self.max_chars - used
             if room <= 0:
@@ -230,13 +237,19 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         answer = next((_content_text(m.content) for m in reversed(messages)
                        if isinstance(m, AIMessage) and _content_text(m.content).strip()), "")
         results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+        calls = [call for m in messages if isinstance(m, AIMessage) for call in m.tool_calls]
         steps = [ToolCall(str(call["name"]), jsonable(call.get("args")),
                           _content_text(results[cid].content) if (cid := call.get("id")) in results else None)
-                 for m in messages if isinstance(m, AIMessage) for call in m.tool_calls]
+                 for call in calls]
+        # A ToolMessage with status "error" is a tool that raised (LangChain caught it for the model).
+        errored = [getattr(results.get(call.get("id") or ""), "status", None) == "error" for call in calls]
         recalled = state.get("beeweave_recalled") or []
-        answer_words = _words(answer)
-        used = [r["id"] for r in recalled
-                if (w := _words(r["text"])) and len(w & answer_words) / len(w) >= self.used_overlap]
+        texts = {r["id"]: r["text"] for r in recalled}
+        embed = getattr(self.memory, "embed_query", None)
+        used = drawn_on(texts, answer, [tool_text(s.tool, s.input) for s in steps], embed=embed,
+                        config=self.attribution) if texts else []
+        failed = [tool_text(s.tool, s.input) for s, err in zip(steps, errored) if err or tool_failed(s.output, s.error)]
+        misled = drawn_on(texts, "", failed, config=self.attribution) if texts and failed else []
         if self.capture and (query or answer or steps):
             info = getattr(runtime, "execution_info", None)
             metadata: dict[str, Any] = {"source": "langchain.middleware"}
@@ -249,6 +262,22 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
                                               intermediate_steps=steps, metadata=metadata))
         if used:
             self._rate(used, "used")
+        if misled:
+            self._rate(misled, "down")
+        with self._lock:
+            self._last_used[(user, self._session(runtime))] = used
+
+    def _react(self, user: str, session: str | None, message: str) -> None:
+        """The user's new message rates what the previous answer in this thread used."""
+        with self._lock:
+            used = self._last_used.pop((user, session), None)
+        signal = reaction_signal(message, self.attribution) if used else None
+        if used and signal is not None:
+            try:
+                self._rate(used, signal.value)
+            except Exception:
+                self._failures.record("BeeWeave implicit feedback failed; the run goes on",
+                                      level=logging.ERROR, exc_info=True)
 
     def _rate(self, ids: list[str], signal: str) -> None:
         try:

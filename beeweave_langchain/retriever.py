@@ -14,6 +14,7 @@ from pydantic import Field, PrivateAttr, SkipValidation
 from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.records import SearchHit
+from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 from ._convert import hit_to_document
 
@@ -73,6 +74,10 @@ class BeeWeaveRetriever(BaseRetriever):
     mmr: float | None = Field(default=None, description="MMR lambda in [0, 1] for diverse results.")
     fusion: str | None = Field(default=None, description='"zscore", "rrf" or "weighted" (store default if None).')
     min_score: float | None = Field(default=None, description="Drop hits whose score is below this.")
+    min_relevance: float | None = Field(
+        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        description="Drop hits whose calibrated relevance is below this (None: keep every hit); "
+                    "when nothing is relevant the retriever returns no documents.")
     loosen: bool = Field(default=False, description="Relax tag/entity filters when they leave fewer than k hits.")
 
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
@@ -90,7 +95,8 @@ class BeeWeaveRetriever(BaseRetriever):
             filters["agent_id"] = self.agent_id
         return {"user_id": self.user_id, "k": self.k if k is None else k, "filters": filters or None,
                 "fusion": self.fusion, "min_score": self.min_score, "expand": self.expand,
-                "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen}
+                "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen,
+                "min_relevance": self.min_relevance}
 
     def _search(self, query: str, k: int | None) -> list[Document]:
         none: list[SearchHit] = []

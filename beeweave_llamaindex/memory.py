@@ -29,6 +29,7 @@ from llama_index.core.memory.types import BaseMemory
 
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError
+from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 from .memory_block import messages_to_events
 
@@ -103,7 +104,7 @@ class BeeWeaveMemory(BaseMemory):
     Args (``context`` keys for ``from_client`` / ``from_config``):
         user_id: whose memories are read and written (required).
         agent_id, session_id: recorded on the ingested turns.
-        similarity_top_k: how many memories to add; min_score: passed to the search.
+        similarity_top_k: how many memories to add; min_score, min_relevance: passed to the search.
     """
 
     user_id: str = Field(description="Whose memories are read and written.")
@@ -111,6 +112,10 @@ class BeeWeaveMemory(BaseMemory):
     session_id: str | None = Field(default=None, description="Recorded on ingested turns as the session.")
     similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to add.")
     min_score: float | None = Field(default=None, description="Memories below this search score are left out.")
+    min_relevance: float | None = Field(
+        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        description="Memories below this calibrated relevance are left out (None: none are); "
+                    "when none passes, no memory message is added.")
     header: str = Field(default=DEFAULT_HEADER, description="The line before the memories.")
     primary_memory: ChatMemoryBuffer = Field(description="The short-term chat history.")
 
@@ -183,7 +188,8 @@ class BeeWeaveMemory(BaseMemory):
         summary = self._summary()
         hits: list[Any] = [] if not query.strip() else self._failures.unless_unavailable(
             "memory search", lambda: self._memory.search(query, user_id=self.user_id, k=self.similarity_top_k,
-                                                         min_score=self.min_score), [])
+                                                         min_score=self.min_score,
+                                                         min_relevance=self.min_relevance), [])
         if not hits and not summary:
             return messages
         lines = [SUMMARY_HEADER, summary] if summary else []

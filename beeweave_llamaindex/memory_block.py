@@ -14,6 +14,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
+from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 __all__ = ["BeeWeaveMemoryBlock", "messages_to_events"]
 
@@ -71,6 +72,10 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     user_id: str = Field(description="Whose memories are written and read.")
     agent_id: str | None = Field(default=None, description="Recorded on ingested events as the agent.")
     similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to return.")
+    min_relevance: float | None = Field(
+        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        description="Memories below this calibrated relevance are left out (None: none are); "
+                    "when none passes the block is empty.")
 
     _memory: MemoryAPI = PrivateAttr()
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
@@ -95,7 +100,7 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
 
     def _search(self, query: str) -> list[Any]:
         return self._failures.unless_unavailable("memory block search", lambda: self._memory.search(
-            query, user_id=self.user_id, k=self.similarity_top_k), [])
+            query, user_id=self.user_id, k=self.similarity_top_k, min_relevance=self.min_relevance), [])
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         for event in messages_to_events(messages, user_id=self.user_id, agent_id=self.agent_id):

@@ -22,6 +22,9 @@ class SearchConfig:
         time_words: a time phrase in the query ("last week", "上周") becomes a time filter
             and leaves the query text (see :mod:`beeweave_core.timewords`).
         contradictions: memories that ``contradicts`` a hit come with it in the results.
+        min_relevance: the default floor on a hit's calibrated relevance (None: no floor, every
+            hit is returned; ``beeweave_core.relevance.DEFAULT_MIN_RELEVANCE`` is the tuned
+            threshold the faces use before they inject memories into a prompt).
     """
 
     fusion: FusionMode = FusionMode.ZSCORE
@@ -31,3 +34,4 @@ class SearchConfig:
     query_cache_size: int = 1024
     time_words: bool = True
     contradictions: bool = True
+    min_relevance: float | None = None

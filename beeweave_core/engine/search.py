@@ -24,6 +24,7 @@ from ..language import embedder_languages, retriever_weights
 from ..network import ExpandOptions, check_ranking
 from ..query import prepare_query, split_questions
 from ..records import SearchHit
+from ..relevance import Evidence, lexical_evidence, relevance, term_coverage
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
 from ..store.base import RetrievesInOneTrip
@@ -69,7 +70,8 @@ class Search:
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: FusionMode | str | None = None, min_score: float | None = None,
                query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
-               rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False) -> list[SearchHit]:
+               rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
+               min_relevance: float | None = None) -> list[SearchHit]:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
         check_count("k", k)
@@ -85,18 +87,22 @@ class Search:
             qvec = self._query_vector(query_embedding)
         if min_score is not None:
             check_number("min_score", min_score)
+        if min_relevance is None:
+            min_relevance = self.shared.config.min_relevance
+        if min_relevance is not None:
+            check_number("min_relevance", min_relevance, low=0.0, high=1.0)
         opts = check_ranking(rerank, mmr, expand)
         check_content(query, "query")
         if k == 0:
             return []
-        hits = self._timed_search(query, flt, k, qvec, mode, min_score, rerank, mmr, now)
+        hits = self._timed_search(query, flt, k, qvec, mode, min_score, rerank, mmr, now, min_relevance)
         if loosen and len(hits) < k:
             loose = flt.replace(tags_any=None, tags_all=None, entities=None)
             seen = {h.id for h in hits}
-            more = self._timed_search(query, loose, k, qvec, mode, None, rerank, mmr, now)
+            more = self._timed_search(query, loose, k, qvec, mode, None, rerank, mmr, now, min_relevance)
             hits += [replace(h, loosened=True) for h in more if h.id not in seen][: k - len(hits)]
         if opts is not None:
-            hits += self.graph.expand(hits, flt, opts, k)
+            hits += self._expanded(hits, self.graph.expand(hits, flt, opts, k), opts, min_relevance)
         if self.shared.config.contradictions:
             hits = self.graph.with_contradictions(hits, flt)
         for hook in self.shared.hooks.on_search:
@@ -105,7 +111,7 @@ class Search:
 
     def _timed_search(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                       min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
-                      now: datetime) -> list[SearchHit]:
+                      now: datetime, min_relevance: float | None = None) -> list[SearchHit]:
         """A time phrase in the query ("上周讨论的备份问题") filters to its range and leaves the
         text; when nothing in that range matches (the phrase was about the conversation's own
         time, not the clock's), the query is searched as written."""
@@ -117,32 +123,59 @@ class Search:
             if since <= until:
                 text = when.text if when.text.strip() else query
                 hits = self._search_questions(text, flt.replace(since=since, until=until), k, qvec, mode, min_score,
-                                              rerank, mmr_lambda, now)
+                                              rerank, mmr_lambda, now, min_relevance)
                 if hits:
                     return [replace(h, time_range=r) for h in hits]
-        return self._search_questions(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now)
+        return self._search_questions(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance)
+
+    @staticmethod
+    def _expanded(hits: list[SearchHit], more: list[SearchHit], opts: ExpandOptions,
+                  min_relevance: float | None) -> list[SearchHit]:
+        """A memory reached over edges is as relevant as the hit it came from, decayed per hop."""
+        origin = {h.id: h.relevance or 0.0 for h in hits}
+        out = []
+        for h in more:
+            g = h.sources.get("graph")
+            rel = origin.get(g.from_id or "", 0.0) * opts.decay ** g.hops if g is not None else 0.0
+            if min_relevance is None or rel >= min_relevance:
+                out.append(replace(h, relevance=rel))
+        return out
+
+    def _relevance(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit]) -> list[SearchHit]:
+        """Each hit with its calibrated relevance (``beeweave_core.relevance``)."""
+        if not hits:
+            return hits
+        lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits])
+        tokenize = self.shared.tokenizer.tokenize
+        out = []
+        for h in hits:
+            vec, ce = h.sources.get("vector"), h.sources.get("rerank")
+            ev = Evidence(vec.score if vec is not None else 0.0, lexical.get(h.id, 0.0),
+                          term_coverage(terms, h.chunk.content, tokenize))
+            out.append(replace(h, relevance=relevance(ev, ce.score if ce is not None else None)))
+        return out
 
     def _query_vector(self, vec: Any) -> np.ndarray:
         return check_vector(vec, self.shared.dim or self.shared.embedder.dim, "query_embedding")
 
     def _search_questions(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                           min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
-                          now: datetime) -> list[SearchHit]:
+                          now: datetime, min_relevance: float | None = None) -> list[SearchHit]:
         """A query that asks several questions is searched question by question (each embedded
         on its own unless the caller gave the vector); a memory keeps its best score."""
         parts = split_questions(query)
         if len(parts) == 1:
-            return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now)
+            return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance)
         best: dict[str, SearchHit] = {}
         for part in parts:
-            for h in self._search_once(part, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now):
+            for h in self._search_once(part, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance):
                 if h.id not in best or h.score > best[h.id].score:
                     best[h.id] = h
         return sorted(best.values(), key=lambda h: (-h.score, h.id))[:k]
 
     def _search_once(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                      min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
-                     now: datetime) -> list[SearchHit]:
+                     now: datetime, min_relevance: float | None = None) -> list[SearchHit]:
         backend = self.shared.backend
         # A dialogue query: its latest turns embedded, recent terms weigh more, cost bounded
         # (a plain question passes through unchanged).
@@ -181,7 +214,10 @@ class Search:
             scored = rerank.rerank(query, scored)
         if mmr_lambda is not None:
             scored = mmr(scored, backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
-        return scored[:k]
+        scored = self._relevance(prepared.terms, flt, scored[:k])
+        if min_relevance is not None:
+            scored = [h for h in scored if h.relevance is not None and h.relevance >= min_relevance]
+        return scored
 
     def _retrieve(self, terms: Mapping[str, int], flt: Filter, k: int,
                   qvec: np.ndarray | None) -> tuple[list[str], dict[str, np.ndarray]]:

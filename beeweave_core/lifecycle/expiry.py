@@ -52,8 +52,11 @@ def inherited_expiry(chunks: Sequence[KnowledgeChunk],
 
 
 def eviction_score(chunk: KnowledgeChunk, now: datetime, cfg: LifecycleConfig) -> float:
-    """ln(access_count + 1)·w1 + 1/(age_days + 1)·w2, where age runs from the memory's timestamp."""
-    age_days = max((now - chunk.timestamp) / timedelta(days=1), 0.0)
+    """ln(access_count + 1)·w1 + 1/(idle_days + 1)·w2, where idle time runs from the last
+    access (a search hit or a ``used`` signal), or from the memory's timestamp if it was never
+    accessed: an old memory read today is as fresh as a new one."""
+    since = chunk.last_accessed if chunk.last_accessed is not None else chunk.timestamp
+    age_days = max((now - since) / timedelta(days=1), 0.0)
     return (math.log(chunk.access_count + 1) * cfg.evict_access_weight
             + cfg.evict_age_weight / (age_days + 1.0))
 

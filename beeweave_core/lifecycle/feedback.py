@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..records import KnowledgeChunk
-from ..scoring import STALE, ScoringConfig, effective_weight
+from ..scoring import STALE, ScoringConfig, effective_weight, refreshed_weight
 from .config import FeedbackSignal, LifecycleConfig
 
 __all__ = ["apply_feedback", "FEEDBACK_KEY", "STALE_KEY"]
@@ -19,14 +19,16 @@ def apply_feedback(chunk: KnowledgeChunk, signal: FeedbackSignal, now: datetime,
     """The memory after ``signal``.
 
     The delta is added to the effective weight now, and ``reinforced_at`` moves to now,
-    so the earned part keeps decaying from the new value. ``down`` signals in a row
+    so the earned part keeps decaying from the new value. ``used`` and ``up`` first give back
+    what going unused took (the memory is in use again); ``down`` does not. ``down`` signals in a row
     mark the memory stale after ``cfg.stale_after``; an ``up`` ends the streak and
     clears the stale mark.
     """
     new = chunk.copy(metadata=dict(chunk.metadata), relationships=[])
     delta = cfg.delta(signal)
     if delta:
-        w = effective_weight(chunk, now, scoring) + delta
+        start = effective_weight if signal is FeedbackSignal.DOWN else refreshed_weight
+        w = start(chunk, now, scoring) + delta
         new.weight = min(max(w, cfg.min_weight), cfg.max_weight)
         new.reinforced_at = now
     counts = dict(new.metadata.get(FEEDBACK_KEY) or {})

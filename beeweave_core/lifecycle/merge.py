@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..records import KnowledgeChunk, Relationship, RelationType
-from ..scoring import ScoringConfig, effective_weight
+from ..scoring import ScoringConfig, effective_weight, refreshed_weight
 
 __all__ = ["dedupable", "primary_key", "plan_groups", "fold", "redirect_edges", "RESERVED_KEYS"]
 
@@ -29,8 +29,9 @@ def dedupable(chunk: KnowledgeChunk) -> bool:
 
 
 def primary_key(chunk: KnowledgeChunk, now: datetime, scoring: ScoringConfig) -> tuple[Any, ...]:
-    """Sort key, best first: pinned, highest effective weight, longest, oldest."""
-    return (not chunk.pinned, -effective_weight(chunk, now, scoring), -len(chunk.raw_content),
+    """Sort key, best first: pinned, highest earned weight (the effective weight without what
+    going unused took, so a newer duplicate does not win by being newer), longest, oldest."""
+    return (not chunk.pinned, -refreshed_weight(chunk, now, scoring), -len(chunk.raw_content),
             chunk.timestamp, chunk.id)
 
 

@@ -54,8 +54,11 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50) -> MCP
     @server.tool(description="Hybrid (keyword + semantic) search of a user's memories, best first.")
     def search_memory(user_id: UserId, query: Annotated[str, Field(min_length=1, description="What to look for.")],
                       k: Annotated[int, Field(ge=1, le=max_k, description="How many memories.")] = 5,
-                      tags: list[str] | None = None, session_id: str | None = None) -> dict[str, Any]:
-        return call(ops.search, user_id, query, k, tags, session_id)
+                      tags: list[str] | None = None, session_id: str | None = None,
+                      min_relevance: Annotated[float | None, Field(
+                          ge=0.0, le=1.0, description="Leave out memories whose relevance (0..1) is below this; "
+                          "an empty answer then means nothing relevant is stored.")] = None) -> dict[str, Any]:
+        return call(ops.search, user_id, query, k, tags, session_id, min_relevance)
 
     @server.tool(description="One memory of the user by id.")
     def get_memory(user_id: UserId, memory_id: MemoryId) -> dict[str, Any]:

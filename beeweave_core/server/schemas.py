@@ -156,6 +156,8 @@ class SearchIn(_In):
     filters: FiltersIn | None = None
     fusion: FusionMode | None = None
     min_score: float | None = None
+    min_relevance: float | None = Field(default=None, ge=0.0, le=1.0,
+                                        description="Drop hits whose calibrated relevance is below this.")
     expand: bool | ExpandIn | None = None
     mmr: float | None = Field(default=None, ge=0.0, le=1.0, description="MMR lambda (1 = relevance only).")
     loosen: bool = False
@@ -218,6 +220,7 @@ class HitOut(_Out):
     sources: dict[str, HitSourceOut]
     loosened: bool
     time_range: dict[str, str] | None = None
+    relevance: float | None = None
 
 
 class SearchOut(_Out):

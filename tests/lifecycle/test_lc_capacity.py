@@ -1,4 +1,4 @@
-"""Capacity: above the per-user limit, the lowest eviction score ln(access+1)·w1 + 1/(age+1)·w2
+"""Capacity: above the per-user limit, the lowest eviction score ln(access+1)·w1 + 1/(idle days+1)·w2
 goes first; pinned memories are never evicted."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ def test_eviction_score_formula(make, clock) -> None:
     a = m.add("alpha", user_id="u", timestamp=clock.now - timedelta(days=4))
     for _ in range(3):
         m.feedback([a], "used")
-    assert eviction_score(m.get(a), clock.now, m.lifecycle) == pytest.approx(math.log(4) * 2 + 3 / 5)
+    # used just now: idle for 0 days, however old the memory is
+    assert eviction_score(m.get(a), clock.now, m.lifecycle) == pytest.approx(math.log(4) * 2 + 3 / 1)
 
 
 def test_maintain_evicts_the_lowest_scores_first(make, clock) -> None:

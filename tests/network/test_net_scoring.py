@@ -66,13 +66,19 @@ def test_confidence_lowers_a_memory(make):
     assert max(after, key=after.get) != top
 
 
-def test_recency_is_off_by_default(make, clock):
-    m = make()
-    m.add("the quarterly budget report", user_id="u", chunk_id="a-old")
+def test_recency_is_off_by_default_only_going_unused_sinks_a_memory(make, clock):
+    m, flat = make(), make(scoring=ScoringConfig(unused_decay=1.0))
+    for store in (m, flat):
+        store.add("the quarterly budget report", user_id="u", chunk_id="a-old")
     clock.advance(days=30)
-    m.add("the quarterly budget report", user_id="u", chunk_id="b-new")
-    hits = _ranked(m, "budget report")
+    for store in (m, flat):
+        store.add("the quarterly budget report", user_id="u", chunk_id="b-new")
+    hits = _ranked(flat, "budget report")
     assert [i for i, _ in hits] == ["a-old", "b-new"] and hits[0][1] == hits[1][1]
+    # By default the memory unused for 30 days has sunk: weight 0.5 + 0.5 * 0.98 ** 30.
+    sunk = dict(_ranked(m, "budget report"))
+    factor = math.log1p(0.5 + 0.5 * 0.98**30) / math.log(2)
+    assert sunk == pytest.approx({"b-new": hits[1][1], "a-old": hits[0][1] * factor}, rel=1e-9)
 
 
 def test_with_a_half_life_older_memories_sink_by_half_per_half_life(make, clock):

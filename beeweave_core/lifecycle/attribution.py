@@ -1,0 +1,179 @@
+"""Which memories an answer drew on, and what the next turn or a tool's result says about them.
+
+An agent is given a handful of memories and uses some. Rating all of them ``used`` teaches the
+store that an irrelevant memory was useful; here a memory counts as used only when the final
+answer or the tool calls carry its evidence (its words, or its meaning when an embedding
+function is given). The user's next message can then rate what was used (thanks → ``up``,
+"that's wrong" → ``down``), and a tool call that failed after drawing on a memory rates that
+memory ``down``. The faces (LangChain middleware and callbacks) call these functions; the
+rules live only here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+from typing import Any
+
+from ..errors import InvalidInputError
+from .config import FeedbackSignal
+
+__all__ = ["AttributionConfig", "Reaction", "drawn_on", "reaction", "reaction_signal", "tool_failed", "tool_text"]
+
+# Cues of the user's next message, English and Chinese; whole words for English, substrings for
+# Chinese (no spaces between words). Checked in this order: a correction beats a thank-you.
+DOWN_CUES = ("that's wrong", "that is wrong", "thats wrong", "not right", "incorrect", "doesn't work",
+             "does not work", "didn't work", "did not work", "still broken", "wrong answer", "not what i asked",
+             "不对", "错了", "不是这样", "不行", "没用", "还是不行")
+INCOMPLETE_CUES = ("and then?", "what else", "what next", "go on", "and then what", "then what", "is that all",
+                   "然后呢", "还有呢", "接下来呢", "继续", "还有吗")
+UP_CUES = ("thanks", "thank you", "thx", "solved", "that worked", "it works", "works now", "perfect",
+           "great, that", "exactly", "谢谢", "多谢", "解决了", "好了", "可以了", "有用", "完美")
+
+
+class Reaction(str, Enum):
+    """What the user's next message says about the previous answer."""
+
+    UP = "up"  # thanks, solved
+    DOWN = "down"  # that's wrong
+    INCOMPLETE = "incomplete"  # and then? (the answer was not wrong, only short)
+
+
+@dataclass(frozen=True)
+class AttributionConfig:
+    """Thresholds and cue lists.
+
+    Attributes:
+        lexical: the share of a memory's terms the answer (and tool calls) must contain.
+        semantic: the cosine between a memory and the answer that also counts as drawing on
+            it (only when an embedding function is given).
+        up_cues, down_cues, incomplete_cues: phrases of the next user message (case is
+            ignored; English phrases match whole words).
+        incomplete_signal: the feedback an "and then?" sends (None: none, the answer was not
+            wrong).
+    """
+
+    lexical: float = 0.5
+    semantic: float = 0.6
+    up_cues: tuple[str, ...] = UP_CUES
+    down_cues: tuple[str, ...] = DOWN_CUES
+    incomplete_cues: tuple[str, ...] = INCOMPLETE_CUES
+    incomplete_signal: FeedbackSignal | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("lexical", "semantic"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
+        for name in ("up_cues", "down_cues", "incomplete_cues"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(c, str) and c.strip() for c in value):
+                raise InvalidInputError(f"{name} must be a tuple of non-empty phrases")
+
+
+@lru_cache(maxsize=1)
+def _tokenizer() -> Any:
+    from ..tokenizer import Tokenizer
+
+    return Tokenizer()
+
+
+def _terms(text: str) -> set[str]:
+    return set(_tokenizer().tokenize(text)) if text.strip() else set()
+
+
+def tool_text(tool: str, input: Any = None) -> str:  # noqa: A002 - the ToolCall field's name
+    """What a tool call says, as text: its name and its input (JSON for structured input)."""
+    if input is None:
+        return tool
+    body = input if isinstance(input, str) else json.dumps(input, ensure_ascii=False, default=str)
+    return f"{tool} {body}"
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = math.fsum(x * y for x, y in zip(a, b))
+    na, nb = math.sqrt(math.fsum(x * x for x in a)), math.sqrt(math.fsum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def drawn_on(memories: Mapping[str, str], answer: str, tool_calls: Sequence[str] = (), *,
+             embed: Callable[[str], Sequence[float]] | None = None,
+             config: AttributionConfig | None = None) -> list[str]:
+    """The ids of ``memories`` (id -> text) whose evidence is in the answer or the tool calls,
+    in the given order: at least ``config.lexical`` of a memory's terms appear there, or, with
+    ``embed``, the memory's vector is within ``config.semantic`` cosine of the answer's."""
+    cfg = config or AttributionConfig()
+    said = " ".join([answer, *tool_calls])
+    said_terms = _terms(said)
+    said_vec = embed(said) if embed is not None and said.strip() else None
+    out = []
+    for cid, text in memories.items():
+        own = _terms(text)
+        if own and len(own & said_terms) / len(own) >= cfg.lexical:
+            out.append(cid)
+        elif said_vec is not None and text.strip() and _cosine(embed(text), said_vec) >= cfg.semantic:  # type: ignore[misc]
+            out.append(cid)
+    return out
+
+
+def _has(text: str, cue: str) -> bool:
+    if cue.isascii():
+        return re.search(r"(?<!\w)" + re.escape(cue.lower()) + r"(?!\w)", text) is not None
+    return cue in text
+
+
+def reaction(text: str, config: AttributionConfig | None = None) -> Reaction | None:
+    """What the user's message says about the previous answer, or None when it says nothing."""
+    cfg = config or AttributionConfig()
+    low = text.lower().replace("’", "'")
+    if any(_has(low, c) for c in cfg.down_cues):
+        return Reaction.DOWN
+    if any(_has(low, c) for c in cfg.incomplete_cues):
+        return Reaction.INCOMPLETE
+    if any(_has(low, c) for c in cfg.up_cues):
+        return Reaction.UP
+    return None
+
+
+def reaction_signal(text: str, config: AttributionConfig | None = None) -> FeedbackSignal | None:
+    """The feedback the user's message sends to the memories the previous answer used."""
+    cfg = config or AttributionConfig()
+    got = reaction(text, cfg)
+    if got is Reaction.UP:
+        return FeedbackSignal.UP
+    if got is Reaction.DOWN:
+        return FeedbackSignal.DOWN
+    if got is Reaction.INCOMPLETE:
+        return cfg.incomplete_signal
+    return None
+
+
+_EXIT = re.compile(r"\b(?:exit(?:ed)?(?:\s+with)?[ _-]?(?:code|status)|return[ _-]?code|returncode)\b"
+                   r"[\"']?\s*[:=]?\s*(-?\d+)", re.IGNORECASE)
+_ERROR = re.compile(r"^\s*(?:error|exception|fatal)\b|Traceback \(most recent call last\)", re.IGNORECASE)
+
+
+def tool_failed(output: Any = None, error: str | None = None) -> bool:
+    """Whether a tool call failed: it raised (``error``), reported a non-zero exit code (in a
+    mapping's ``exit_code`` / ``returncode`` / ``status`` or in its text), or its text starts
+    with an error or holds a Python traceback."""
+    if error:
+        return True
+    if isinstance(output, Mapping):
+        for key in ("exit_code", "returncode", "exit_status", "status_code"):
+            code = output.get(key)
+            if isinstance(code, int) and not isinstance(code, bool):
+                return code != 0 and not (key == "status_code" and 200 <= code < 400)
+        if output.get("error"):
+            return True
+        output = json.dumps(output, ensure_ascii=False, default=str)
+    if not isinstance(output, str):
+        return False
+    if any(m.group(1) != "0" for m in _EXIT.finditer(output)):
+        return True
+    return _ERROR.search(output) is not None

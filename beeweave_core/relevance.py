@@ -1,0 +1,111 @@
+"""Calibrated relevance: how likely a hit holds what the query asks, on one fixed scale.
+
+A hit's ``score`` ranks the candidates of one search and means nothing across searches (a
+sigmoid of z-scores is 0.5 for a store of one memory, RRF scores are ~0.03, weighted fusion
+sums to 2). ``relevance`` is read from evidence that does not depend on the pool or the
+fusion mode:
+
+- ``cosine``: the cosine of the query's vector with the memory's (context) vector;
+- ``lexical``: the memory's BM25 score over the query's terms divided by the sum of each
+  term's best score in the searched scope (the score of a memory that matched every term as
+  well as the best memory matched it). Rare terms weigh more, as in BM25; a term every memory
+  shares (a speaker's name) weighs little;
+- ``coverage``: the share of the query's distinct terms found in the memory's own text (the
+  one lexical evidence left in a store of a few memories, where BM25's idf is 0).
+
+They enter one logistic curve whose coefficients are below. With a cross-encoder reranker
+its probability (the sigmoid of its logit) is averaged with the curve's (not fitted: no
+cross-encoder ships with the library).
+
+How the coefficients were fitted: ``python benchmarks/abstention.py --fit`` on the LoCoMo
+development split (``/work/shared/data/locomo``): every question's top 10 hits in its own
+conversation (label 1 for an evidence turn, 0 otherwise), the same questions asked of the
+other conversations with their speakers' names swapped for this conversation's, and generic
+off-topic questions (all hits label 0); scikit-learn's ``LogisticRegression`` with balanced
+classes. ``DEFAULT_MIN_RELEVANCE`` is the highest threshold that keeps 95 % of the on-topic
+recall@10 there. Nothing here knows the data: the features are general retrieval evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .filters import Filter
+    from .store.base import StoreBackend
+
+__all__ = ["Evidence", "relevance", "lexical_evidence", "term_coverage", "DEFAULT_MIN_RELEVANCE", "RELEVANCE_TERMS"]
+
+# Fitted by `python benchmarks/abstention.py --fit` (see the module docstring).
+COEF_COSINE = 9.0
+COEF_LEXICAL = 4.0
+COEF_COVERAGE = 1.0
+INTERCEPT = -6.0
+# The threshold under which the faces inject nothing (and `min_relevance` defaults to there).
+DEFAULT_MIN_RELEVANCE = 0.5
+
+# A dialogue query may carry 64 terms; the heaviest this many bound the lexical evidence's cost
+# (one index lookup per term).
+RELEVANCE_TERMS = 16
+
+
+class Evidence(NamedTuple):
+    """What relevance is read from, each in [0, 1] (cosine in [-1, 1])."""
+
+    cosine: float
+    lexical: float = 0.0
+    coverage: float = 0.0
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(min(x, 60.0), -60.0)))
+
+
+def relevance(evidence: Evidence, cross_encoder: float | None = None) -> float:
+    """The calibrated relevance in [0, 1] of one hit's evidence (``cross_encoder``: its raw score)."""
+    p = _sigmoid(COEF_COSINE * evidence.cosine + COEF_LEXICAL * evidence.lexical
+                 + COEF_COVERAGE * evidence.coverage + INTERCEPT)
+    if cross_encoder is not None:
+        # A reranker that already outputs a probability is taken as it is; a logit goes through the sigmoid.
+        ce = cross_encoder if 0.0 <= cross_encoder <= 1.0 else _sigmoid(cross_encoder)
+        p = (p + ce) / 2.0
+    return p
+
+
+def _heaviest(terms: Mapping[str, int]) -> list[tuple[str, int]]:
+    return sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:RELEVANCE_TERMS]
+
+
+def term_coverage(terms: Mapping[str, int], text: str, tokenize: Callable[[str], list[str]]) -> float:
+    """The share of the query's (heaviest) distinct terms that ``text`` contains."""
+    heaviest = _heaviest(terms)
+    if not heaviest:
+        return 0.0
+    own = set(tokenize(text))
+    return sum(1 for t, _ in heaviest if t in own) / len(heaviest)
+
+
+def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filter,
+                     ids: Sequence[str]) -> dict[str, float]:
+    """Each id's BM25 score over the query's (heaviest) terms against the sum of each term's
+    best score in the scope ``flt``, in [0, 1]. A term no memory matches adds nothing to the
+    denominator (it is no evidence either way)."""
+    heaviest = _heaviest(terms)
+    matched = dict.fromkeys(ids, 0.0)
+    best_total = 0.0
+    if not heaviest or not ids:
+        return dict.fromkeys(ids, 0.0)
+    for term, count in heaviest:
+        got = backend.lexical_search({term: count}, flt, 1, include=ids)
+        if not got:
+            continue
+        best = max(s for _, s in got)
+        if best <= 0.0:
+            continue
+        best_total += best
+        for cid, s in got:
+            if cid in matched and s > 0.0:
+                matched[cid] += s
+    return {cid: min(matched[cid] / best_total, 1.0) if best_total > 0 else 0.0 for cid in ids}

@@ -1,0 +1,254 @@
+"""Does "nothing relevant" work? Calibrated relevance on the LoCoMo development split.
+
+Usage:
+    python benchmarks/abstention.py [DATA_DIR] [--fit] [--features PATH] [--per-conv N]
+
+One store per conversation (as benchmarks/locomo.py builds them), searched with the default
+settings (k = 10, no floor). Three kinds of query:
+
+- on-topic: the conversation's own questions (categories 1-4 with evidence);
+- swapped: up to ``--per-conv`` (40) questions of each other conversation with that
+  conversation's two speakers' names replaced by this one's (so a shared name is not the
+  giveaway);
+- generic: off-topic questions no chat between friends answers (``GENERIC`` below).
+
+Measured at ``DEFAULT_MIN_RELEVANCE``: (a) the on-topic recall@10 kept (the share of the
+unfloored R@10), (b) the share of off-topic queries that return no memory, and precision /
+recall of "has a relevant memory" (positive: the unfloored top 10 holds an evidence turn;
+predicted: a hit passes the floor). The same is measured for the scores a peer would
+threshold (raw cosine, raw BM25, the old fused score), each at its own threshold chosen by
+the same rule (the highest that keeps 95 % of R@10).
+
+``--fit`` refits the logistic curve of ``beeweave_core/relevance.py`` (hit level: an evidence
+turn of an on-topic question is 1, any other hit 0; balanced classes) and prints the
+constants to paste there. ``--features PATH`` caches the searches' features (JSON) so a refit
+does not search again.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from locomo_data import DEFAULT_DATA_DIR, load_locomo, recall_at_k  # noqa: E402
+
+from beeweave_core import BeeWeave  # noqa: E402
+from beeweave_core.embedders import SentenceTransformerEmbedder  # noqa: E402
+from beeweave_core.filters import build_filter  # noqa: E402
+from beeweave_core.query import prepare_query  # noqa: E402
+from beeweave_core.relevance import (  # noqa: E402
+    DEFAULT_MIN_RELEVANCE,
+    Evidence,
+    lexical_evidence,
+    relevance,
+    term_coverage,
+)
+
+K = 10
+KEEP = 0.95  # the share of R@10 a threshold must keep
+
+# Questions an assistant is asked that a friends' chat does not answer.
+GENERIC = [
+    "recipe for chocolate cake", "how does quicksort work", "what is the capital of Australia",
+    "explain the difference between TCP and UDP", "how do I reset my router password",
+    "what is the boiling point of water at altitude", "convert 50 miles to kilometers",
+    "who wrote the theory of general relativity", "how to fix a segmentation fault in C",
+    "what are the side effects of ibuprofen", "best way to learn linear algebra",
+    "how do vaccines train the immune system", "what is the time complexity of heapsort",
+    "how to file a tax return online", "what causes inflation in an economy",
+    "how many moons does Jupiter have", "write a SQL query to find duplicate rows",
+    "what is the population of Tokyo", "how to change a flat tire", "explain photosynthesis",
+    "what is a Kubernetes pod", "how to install numpy with pip", "translate hello into Japanese",
+    "what is the speed of light in a vacuum", "how do I center a div in CSS",
+    "what year did the Berlin wall fall", "how does a mortgage interest rate work",
+    "what is the chemical formula of table salt", "how to train a neural network with PyTorch",
+    "what is the tallest mountain in Africa", "how to make sourdough starter",
+    "what is the GDP of Germany", "how does garbage collection work in Java",
+    "symptoms of vitamin D deficiency", "how to write a cover letter for a software job",
+    "what is the difference between a virus and a bacterium", "how do solar panels generate electricity",
+    "rules of chess castling", "how to unclog a kitchen sink", "what is quantum entanglement",
+]
+
+
+def _speakers(turns: list[Any]) -> list[str]:
+    return list(dict.fromkeys(t.speaker for t in turns))[:2]
+
+
+def _swap(text: str, old: list[str], new: list[str]) -> str:
+    mapping = dict(zip(old, new))
+    if not mapping:
+        return text
+    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in mapping) + r")\b")
+    return pattern.sub(lambda m: mapping[m.group(1)], text)
+
+
+def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
+    hits = memory.search(query, user_id=user, k=K)
+    search = memory.parts.search
+    terms = prepare_query(query, search.shared.tokenizer).terms
+    lex = lexical_evidence(search.shared.backend, terms, build_filter(None, user_id=user), [h.id for h in hits])
+    out = []
+    for h in hits:
+        vec, bm = h.sources.get("vector"), h.sources.get("lexical")
+        out.append({"id": h.id, "score": h.score, "relevance": h.relevance,
+                    "cosine": vec.score if vec else 0.0, "bm25": bm.score if bm else 0.0, "lexical": lex[h.id],
+                    "coverage": term_coverage(terms, h.chunk.content, search.shared.tokenizer.tokenize)})
+    return out
+
+
+def collect(data_dir: Path, per_conv: int, partial: Path | None = None) -> list[dict[str, Any]]:
+    convs, questions = load_locomo(data_dir)
+    embedder = SentenceTransformerEmbedder()
+    rows: list[dict[str, Any]] = []
+    by_conv = {c.conv_id: [q for q in questions if q.conv_id == c.conv_id] for c in convs}
+    names = {c.conv_id: _speakers(c.turns) for c in convs}
+    for conv in convs:
+        user = f"conv-{conv.conv_id}"
+        with BeeWeave(embedder=embedder) as memory:
+            memory.add_many([{"content": t.content, "user_id": user, "chunk_id": t.dia_id,
+                              "session_id": str(t.session), "timestamp": t.timestamp} for t in conv.turns],
+                            show_progress=False)
+            for q in by_conv[conv.conv_id]:
+                rows.append({"conv": conv.conv_id, "kind": "on-topic", "query": q.question,
+                             "evidence": list(q.evidence), "hits": _hits(memory, user, q.question)})
+            for other in convs:
+                if other.conv_id == conv.conv_id:
+                    continue
+                for q in by_conv[other.conv_id][:per_conv]:
+                    text = _swap(q.question, names[other.conv_id], names[conv.conv_id])
+                    rows.append({"conv": conv.conv_id, "kind": "swapped", "query": text, "evidence": [],
+                                 "hits": _hits(memory, user, text)})
+            for text in GENERIC:
+                rows.append({"conv": conv.conv_id, "kind": "generic", "query": text, "evidence": [],
+                             "hits": _hits(memory, user, text)})
+        print(f"conversation {conv.conv_id}: searched", file=sys.stderr, flush=True)
+        if partial is not None:  # a long run keeps what it has
+            partial.write_text(json.dumps(rows))
+    return rows
+
+
+def fit(rows: list[dict[str, Any]]) -> None:
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = [], []
+    for r in rows:
+        ev = set(r["evidence"])
+        for h in r["hits"]:
+            x.append([h["cosine"], h["lexical"], h["coverage"]])
+            y.append(1 if h["id"] in ev else 0)
+    model = LogisticRegression(class_weight="balanced", C=1.0, max_iter=1000).fit(np.array(x), np.array(y))
+    c = model.coef_[0]
+    print(f"COEF_COSINE = {c[0]:.3f}\nCOEF_LEXICAL = {c[1]:.3f}\nCOEF_COVERAGE = {c[2]:.3f}\n"
+          f"INTERCEPT = {model.intercept_[0]:.3f}")
+    # The threshold: the highest that keeps KEEP of the on-topic R@10 under the refitted curve.
+    for r in rows:
+        for h in r["hits"]:
+            h["relevance"] = float(model.predict_proba([[h["cosine"], h["lexical"], h["coverage"]]])[0, 1])
+    print(f"DEFAULT_MIN_RELEVANCE = {tune(rows, 'relevance'):.3f}")
+
+
+def _kept_recall(rows: list[dict[str, Any]], key: str, t: float) -> float:
+    on = [r for r in rows if r["kind"] == "on-topic"]
+    full = sum(recall_at_k([h["id"] for h in r["hits"]], r["evidence"], K) for r in on)
+    kept = sum(recall_at_k([h["id"] for h in r["hits"] if h[key] >= t], r["evidence"], K) for r in on)
+    return kept / full if full else 0.0
+
+
+def tune(rows: list[dict[str, Any]], key: str) -> float:
+    """The highest threshold (among the observed values) that keeps KEEP of the on-topic R@10."""
+    values = sorted({h[key] for r in rows if r["kind"] == "on-topic" for h in r["hits"]})
+    lo, hi = 0, len(values) - 1
+    while lo < hi:  # kept recall falls as the threshold rises: bisect for the last that keeps KEEP
+        mid = (lo + hi + 1) // 2
+        if _kept_recall(rows, key, values[mid]) >= KEEP:
+            lo = mid
+        else:
+            hi = mid - 1
+    return values[lo]
+
+
+def measure(rows: list[dict[str, Any]], key: str, t: float) -> dict[str, float]:
+    off = [r for r in rows if r["kind"] != "on-topic"]
+    tp = fp = fn = 0
+    for r in rows:
+        ev = set(r["evidence"])
+        truth = any(h["id"] in ev for h in r["hits"])
+        said = any(h[key] >= t for h in r["hits"])
+        tp += truth and said
+        fp += said and not truth
+        fn += truth and not said
+    silent = {kind: sum(not any(h[key] >= t for h in r["hits"]) for r in off if r["kind"] == kind) /
+              max(1, sum(r["kind"] == kind for r in off)) for kind in ("swapped", "generic")}
+    return {"threshold": t, "kept_r10": _kept_recall(rows, key, t),
+            "silent_off": sum(not any(h[key] >= t for h in r["hits"]) for r in off) / len(off),
+            "silent_swapped": silent["swapped"], "silent_generic": silent["generic"],
+            "precision": tp / (tp + fp) if tp + fp else 0.0, "recall": tp / (tp + fn) if tp + fn else 0.0}
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    counts = {kind: sum(r["kind"] == kind for r in rows) for kind in ("on-topic", "swapped", "generic")}
+    print(f"queries: {counts}")
+    print("| score | threshold | on-topic R@10 kept | off-topic silent | swapped silent | generic silent "
+          "| precision | recall |")
+    print("|---|---|---|---|---|---|---|---|")
+    lines = [("relevance (default floor)", "relevance", DEFAULT_MIN_RELEVANCE),
+             ("relevance (tuned here)", "relevance", None), ("raw cosine", "cosine", None),
+             ("raw BM25", "bm25", None), ("old fused score", "score", None)]
+    for label, key, t in lines:
+        m = measure(rows, key, tune(rows, key) if t is None else t)
+        print(f"| {label} | {m['threshold']:.3f} | {m['kept_r10']:.3f} | {m['silent_off']:.3f} | "
+              f"{m['silent_swapped']:.3f} | {m['silent_generic']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} |")
+
+
+def main(argv: list[str]) -> None:
+    args = list(argv)
+    do_fit = "--fit" in args
+    if do_fit:
+        args.remove("--fit")
+    cache = None
+    per_conv = 40
+    if "--features" in args:
+        i = args.index("--features")
+        cache = Path(args[i + 1])
+        del args[i : i + 2]
+    if "--per-conv" in args:
+        i = args.index("--per-conv")
+        per_conv = int(args[i + 1])
+        del args[i : i + 2]
+    data_dir = Path(args[0]) if args else DEFAULT_DATA_DIR
+    fresh = cache is None or not cache.exists()
+    if not fresh:
+        assert cache is not None
+        rows = json.loads(cache.read_text())
+        for r in rows:  # cached under an older curve, maybe: read it again from the features
+            for h in r["hits"]:
+                h["relevance"] = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"]))
+    else:
+        rows = collect(data_dir, per_conv, cache)
+        if cache is not None:
+            cache.write_text(json.dumps(rows))
+    if do_fit:
+        fit(rows)
+        return
+    # The engine's relevance must be the curve's on these features (no drift between the two).
+    for r in rows if fresh else []:
+        for h in r["hits"]:
+            want = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"]))
+            assert abs(want - h["relevance"]) < 1e-9, (r["query"], h)
+    report(rows)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

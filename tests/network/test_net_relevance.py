@@ -1,0 +1,124 @@
+"""Calibrated relevance: read from absolute evidence, so it means the same in a store of one
+memory or many and under every fusion mode; ``min_relevance`` turns "nothing relevant" into
+an empty answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from beeweave_core import BeeWeave, HashingEmbedder, InvalidInputError
+from beeweave_core.engine.config import SearchConfig
+from beeweave_core.fusion import FusionMode
+from beeweave_core.query import prepare_query
+from beeweave_core.relevance import Evidence, relevance, term_coverage
+
+DEPLOY = "Deploy the staging cluster with make release on the build host"
+CAKE = "Grandma's chocolate cake needs three eggs and dark cocoa"
+
+
+def _store(*texts: str, **kw) -> BeeWeave:
+    m = BeeWeave(embedder=HashingEmbedder(64), **kw)
+    for t in texts:
+        m.add(t, user_id="u")
+    return m
+
+
+def _evidence(m: BeeWeave, query: str, hit) -> Evidence:
+    """The evidence as the definition reads it: the hit's cosine, its terms, the curve's inputs."""
+    shared = m.parts.shared
+    terms = prepare_query(query, shared.tokenizer).terms
+    vec = m.backend.vector_scores(m.embed_query(query), [hit.id])[hit.id]
+    cover = term_coverage(terms, hit.chunk.content, shared.tokenizer.tokenize)
+    own = set(shared.tokenizer.tokenize(hit.chunk.content))
+    assert cover == sum(t in own for t in terms) / len(terms)
+    return Evidence(max(vec, 0.0), 0.0, cover)
+
+
+def test_one_memory_store_relevance_tracks_the_evidence_not_the_pool() -> None:
+    with _store(DEPLOY) as m:
+        on = m.search("how do I deploy staging with make release", user_id="u")[0]
+        off = m.search("chocolate cake recipe", user_id="u")[0]
+        assert on.score == pytest.approx(0.5) and off.score == pytest.approx(0.5)  # a pool of one says nothing
+        assert on.relevance > 0.5 > 0.05 > off.relevance
+        # In a store of one, BM25's idf is 0: coverage and the cosine carry the evidence.
+        assert on.relevance == pytest.approx(relevance(_evidence(m, "how do I deploy staging with make release", on)))
+
+
+def test_two_memory_store_each_hit_gets_its_own_evidence() -> None:
+    with _store(DEPLOY, CAKE) as m:
+        hits = {h.id: h for h in m.search("deploy staging with make release", user_id="u", k=2)}
+        deploy, cake = sorted(hits.values(), key=lambda h: -h.score)
+        assert deploy.chunk.content == DEPLOY and deploy.score > 0.7 and cake.score < 0.3
+        assert deploy.relevance > 0.5 and cake.relevance < 0.1
+        # The relevance of the deploy memory is what it was alone: the other memory does not move it.
+        with _store(DEPLOY) as alone:
+            assert alone.search("deploy staging with make release", user_id="u")[0].relevance == \
+                pytest.approx(deploy.relevance, abs=0.02)
+
+
+def test_more_matching_evidence_means_more_relevance() -> None:
+    with _store(DEPLOY, CAKE, "The build host is in rack 4", "Make sure release notes are written") as m:
+        rel = [m.search(q, user_id="u", k=1)[0].relevance
+               for q in ("cluster", "staging cluster", "deploy staging cluster", "deploy staging cluster with make release")]
+        assert rel == sorted(rel) and rel[-1] > rel[0]
+
+
+@pytest.mark.parametrize("floor", [0.2, 0.5])
+def test_the_same_min_relevance_gives_the_same_hits_under_every_fusion(floor: float) -> None:
+    texts = [DEPLOY, CAKE, "The build host is in rack 4", "Release notes go in the wiki", "Cocoa powder is bitter"]
+    with _store(*texts) as m:
+        for query in ("deploy the staging cluster", "chocolate cake eggs", "quantum field theory"):
+            got = {}
+            for mode in FusionMode:
+                hits = m.search(query, user_id="u", k=5, fusion=mode, min_relevance=floor)
+                got[mode] = {h.id: round(h.relevance, 12) for h in hits}
+                assert all(h.relevance >= floor for h in hits)
+            assert got[FusionMode.ZSCORE] == got[FusionMode.RRF] == got[FusionMode.WEIGHTED]
+
+
+def test_an_off_topic_query_returns_nothing_at_the_default_floor() -> None:
+    from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
+
+    with _store(DEPLOY, CAKE) as m:
+        assert m.search("what is the capital of Australia", user_id="u", min_relevance=DEFAULT_MIN_RELEVANCE) == []
+        assert len(m.search("what is the capital of Australia", user_id="u")) == 2  # no floor: unchanged
+        assert [h.chunk.content for h in m.search("chocolate cake with eggs", user_id="u",
+                                                  min_relevance=DEFAULT_MIN_RELEVANCE)] == [CAKE]
+
+
+def test_search_config_sets_the_default_floor_and_a_call_overrides_it() -> None:
+    with _store(DEPLOY, CAKE, search=SearchConfig(min_relevance=0.5)) as m:
+        assert m.search("what is the capital of Australia", user_id="u") == []
+        assert len(m.search("what is the capital of Australia", user_id="u", min_relevance=0.0)) == 2
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "0.5", True])
+def test_bad_min_relevance_is_refused(bad) -> None:
+    with _store(DEPLOY) as m, pytest.raises(InvalidInputError):
+        m.search("deploy", user_id="u", min_relevance=bad)
+
+
+def test_sources_name_only_the_retrievers_that_matched() -> None:
+    with _store(DEPLOY, CAKE, "Cocoa powder is bitter") as m:
+        hits = m.search("deploy staging", user_id="u", k=3)
+        assert "lexical" in hits[0].sources and hits[0].sources["lexical"].score > 0
+        for h in hits[1:]:
+            assert "lexical" not in h.sources  # no shared term: BM25 did not find it
+            assert all(s.score > 0 for s in h.sources.values())
+
+
+def test_expanded_hits_are_no_more_relevant_than_where_they_came_from() -> None:
+    with BeeWeave(embedder=HashingEmbedder(64)) as m:
+        m.add(DEPLOY, user_id="u", session_id="s")
+        m.add("Afterwards check the dashboard for errors", user_id="u", session_id="s")
+        hits = m.search("deploy staging make release", user_id="u", k=1, expand=True)
+        assert len(hits) == 2 and "graph" in hits[1].sources
+        assert hits[1].relevance == pytest.approx(hits[0].relevance * 0.5)  # ExpandOptions.decay
+        assert m.search("deploy staging make release", user_id="u", k=1, expand=True,
+                        min_relevance=hits[0].relevance * 0.6) == hits[:1]
+
+
+def test_relevance_travels_in_to_dict() -> None:
+    with _store(DEPLOY) as m:
+        hit = m.search("deploy", user_id="u")[0]
+        assert hit.to_dict()["relevance"] == hit.relevance
