@@ -193,7 +193,7 @@ class PostgresStore:
         tenant: whose memory this is; every query is scoped to it.
         schema: the PostgreSQL schema holding the tables (created if missing).
         exact_limit: up to this many filtered candidates, dense search is an exact scan
-            (default 2,000; past it the HNSW graph is built and used).
+            (default 2,000; the first search past it builds the HNSW graph, used once valid).
         ef_search: the HNSW search beam before widening for selective filters.
         timeout: seconds to wait for the database or a free pooled connection.
         read_only: open without writing anything (e.g. on a read replica): searches and
