@@ -284,7 +284,7 @@ def test_filters_must_be_a_mapping(memory) -> None:
 
 def test_filter_keys_are_the_documented_ones() -> None:
     assert set(FILTER_KEYS) == {"user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "entities",
-                                "since", "until", "type", "intent", "status", "ids"}
+                                "since", "until", "type", "intent", "status", "ids", "tier"}
 
 
 def test_scan_with_all_statuses_sees_every_live_chunk(world) -> None:

@@ -75,7 +75,7 @@ class Records:
         if not isinstance(trusted, bool):
             raise InvalidInputError("trusted must be True or False")
         policy = None if trusted else self.policy
-        items = [self.to_chunk(r if policy is None else policy.direct(r)) for r in records]
+        items = [self.to_chunk(r) if policy is None else self._policed(r, policy) for r in records]
         ids = [c.id for c, _ in items]
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
@@ -108,6 +108,13 @@ class Records:
             if progress is not None:
                 progress.close()
         return ids
+
+    def _policed(self, r: Mapping[str, Any] | KnowledgeChunk,
+                 policy: WritePolicy) -> tuple[KnowledgeChunk, np.ndarray | None]:
+        # Checked as given first: redaction rewrites values (a set in the metadata would come
+        # out as text), and bad input must be refused, not repaired.
+        self.to_chunk(r)
+        return self.to_chunk(policy.direct(r))
 
     def announce_created(self, chunks: list[KnowledgeChunk], link: bool) -> None:
         """The ``on_insert`` hook that sends ``memory.created``."""
