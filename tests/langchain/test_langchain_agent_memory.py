@@ -117,7 +117,8 @@ def test_the_memory_message_keeps_to_its_budget(memory) -> None:
     for i in range(5):
         memory.add(f"Alice's project number {i} is called Teal {i} " + "x" * 60, user_id="alice")
     model = RecordingChatModel(responses=[AIMessage("ok")])
-    create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", max_chars=200, capture=False)]
+    create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", max_chars=200, capture=False,
+                                                          min_relevance=None)]
                  ).invoke(user_says("Which projects are called Teal?"))
     [system] = model.system_texts()
     recalled = [line for line in system.splitlines() if line.startswith("- ")]
