@@ -109,9 +109,9 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         k: how many memories to consider.
         min_score, min_relevance: the relevance gates (see above).
         max_chars: the budget of the memory message (about 4 characters a token).
-        used_overlap: the share of a memory's words the answer must contain to count as used.
-        attribution: an ``AttributionConfig`` (cue lists, the semantic threshold); its
-            ``lexical`` threshold is replaced by ``used_overlap``.
+        used_overlap: the share of a memory's words the answer must contain to count as used
+            (replaces ``attribution.lexical``, 0.6, when given).
+        attribution: an ``AttributionConfig`` (the thresholds, the cue lists).
         tools: register ``search_memory``, ``save_memory``, ``update_memory`` and
             ``forget_memory`` for the model (they need ``user_id``).
         capture: ingest each run as a knowledge event.
@@ -122,7 +122,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
 
     def __init__(self, memory: Any, *, user_id: str | None = None, agent_id: str | None = None,
                  session_id: str | None = None, k: int = 5, min_score: float | None = None,
-                 min_relevance: float | None = DEFAULT_MIN_RELEVANCE, max_chars: int = 2000, used_overlap: float = 0.5,
+                 min_relevance: float | None = DEFAULT_MIN_RELEVANCE, max_chars: int = 2000, used_overlap: float | None = None,
                  tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER,
                  attribution: AttributionConfig | None = None) -> None:
         super().__init__()
@@ -130,7 +130,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             raise InvalidInputError("k must be a non-negative integer")
         if not isinstance(max_chars, int) or max_chars <= 0:
             raise InvalidInputError("max_chars must be a positive integer")
-        if not 0.0 <= used_overlap <= 1.0:
+        if used_overlap is not None and not 0.0 <= used_overlap <= 1.0:
             raise InvalidInputError("used_overlap is a share between 0 and 1")
         if tools and not user_id:
             raise InvalidInputError("the memory tools act for one user: pass user_id= with tools=True")
@@ -138,7 +138,9 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         self.user_id, self.agent_id, self.session_id = user_id, agent_id, session_id
         self.k, self.min_score, self.min_relevance = k, min_score, min_relevance
         self.max_chars, self.used_overlap, self.capture, self.header = max_chars, used_overlap, capture, header
-        self.attribution = replace(attribution or AttributionConfig(), lexical=used_overlap)
+        self.attribution = attribution or AttributionConfig()
+        if used_overlap is not None:
+            self.attribution = replace(self.attribution, lexical=used_overlap)
         self._last_used: dict[tuple[str, str | None], list[str]] = {}  # (user, thread) -> what the last answer used
         self._failures = Failures(logger)
         self._lock = threading.Lock()

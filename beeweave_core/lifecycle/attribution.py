@@ -58,8 +58,8 @@ class AttributionConfig:
             wrong).
     """
 
-    lexical: float = 0.5
-    semantic: float = 0.6
+    lexical: float = 0.6
+    semantic: float = 0.8
     up_cues: tuple[str, ...] = UP_CUES
     down_cues: tuple[str, ...] = DOWN_CUES
     incomplete_cues: tuple[str, ...] = INCOMPLETE_CUES

@@ -117,7 +117,8 @@ def test_the_memory_message_keeps_to_its_budget(memory) -> None:
     for i in range(5):
         memory.add(f"Alice's project number {i} is called Teal {i} " + "x" * 60, user_id="alice")
     model = RecordingChatModel(responses=[AIMessage("ok")])
-    create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", max_chars=200, capture=False)]
+    create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", max_chars=200, capture=False,
+                                                          min_relevance=None)]
                  ).invoke(user_says("Which projects are called Teal?"))
     [system] = model.system_texts()
     recalled = [line for line in system.splitlines() if line.startswith("- ")]
@@ -215,3 +216,33 @@ def test_with_the_default_model_only_relevant_memories_are_recalled() -> None:
                 user_says(question))
             [system] = model.system_texts()
             assert (expected in system) if expected else system == "", (question, system)
+
+
+def test_the_next_message_in_the_thread_rates_what_the_previous_answer_used(memory) -> None:
+    drawn = memory.add("Alice's favourite colour is teal.", user_id="alice")
+    model = RecordingChatModel(responses=[AIMessage("Alice's favourite colour is teal."), AIMessage("Glad to help."),
+                                          AIMessage("Alice's favourite colour is teal."), AIMessage("Sorry.")])
+    graph = create_agent(model, [], checkpointer=InMemorySaver(),
+                         middleware=[BeeWeaveMiddleware(memory, user_id="alice", min_relevance=None, capture=False)])
+    graph.invoke(user_says("What is Alice's favourite colour?"), thread("t1"))
+    graph.invoke(user_says("Thanks, that solved it!"), thread("t1"))
+    assert memory.get(drawn).metadata["feedback"] == {"used": 1, "up": 1, "down_streak": 0}
+    graph.invoke(user_says("What is Alice's favourite colour?"), thread("t2"))
+    graph.invoke(user_says("不对"), thread("t2"))
+    assert memory.get(drawn).metadata["feedback"] == {"used": 2, "up": 1, "down": 1, "down_streak": 1}
+
+
+def test_a_failed_tool_call_rates_the_memory_it_drew_on_down(memory) -> None:
+    @tool
+    def shell(cmd: str) -> str:
+        """Run a shell command."""
+        return "make: *** No rule to make target 'release'.\nexit code 2"
+
+    howto = memory.add("Deploy with make release on the build host", user_id="alice")
+    other = memory.add("Alice's favourite colour is teal.", user_id="alice")
+    model = RecordingChatModel(responses=[tool_call("shell", cmd="make release on build host"),
+                                          AIMessage("The deploy failed.")])
+    create_agent(model, [shell], middleware=[BeeWeaveMiddleware(memory, user_id="alice", min_relevance=None,
+                                                                capture=False)]).invoke(user_says("Deploy it"))
+    assert memory.get(howto).metadata["feedback"]["down"] == 1
+    assert "feedback" not in memory.get(other).metadata

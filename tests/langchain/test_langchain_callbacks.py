@@ -201,10 +201,12 @@ def test_memories_a_beeweave_retriever_returned_get_used_then_rated(memory) -> N
                            {"content": "Production listens on 5432.", "user_id": "alice"}])
     store = Recorder()
     handler = BeeWeaveCallbackHandler(store, user_id="alice")
-    recall_agent(memory, user_id="alice", k=2).invoke(user_says(QUESTION), config={"callbacks": [handler]})
+    recall_agent(memory, user_id="alice", k=2, min_relevance=None).invoke(user_says(QUESTION),
+                                                                  config={"callbacks": [handler]})
     [(used, signal)] = store.feedbacks
-    assert signal == "used" and sorted(used) == sorted(ids)
-    assert only_event(store).metadata["used_memories"] == used
+    # Both were retrieved; only the one the answer drew on was used.
+    assert signal == "used" and used == [ids[0]]
+    assert sorted(only_event(store).metadata["used_memories"]) == sorted(ids)
     assert handler.feedback(str(handler.last_run_id), "down") == used
     assert store.feedbacks[-1] == (used, "down")
 

@@ -56,6 +56,7 @@ def test_every_turn_is_handed_to_ingest(store) -> None:
 
 def test_long_term_in_its_own_variable_and_messages(store) -> None:
     mem = BeeWeaveMemory(memory=store, user_id="alice", memory_key="chat_history", long_term_key="long_term",
+                         min_relevance=None,
                          return_messages=True, window=1)
     assert mem.memory_variables == ["chat_history", "long_term"]
     for human, ai in TURNS[:2]:
@@ -70,7 +71,7 @@ def test_long_term_in_its_own_variable_and_messages(store) -> None:
 
 def test_separate_long_term_text_works_in_a_custom_prompt(store) -> None:
     prompt = PromptTemplate.from_template("{long_term}\n{history}\nHuman: {input}\nAI:")
-    mem = BeeWeaveMemory(memory=store, user_id="alice", long_term_key="long_term")
+    mem = BeeWeaveMemory(memory=store, user_id="alice", long_term_key="long_term", min_relevance=None)
     out = conversation(mem, ["Avoid peanuts."], prompt).invoke({"input": "what should I avoid eating"})
     assert out["long_term"].startswith("Relevant memories:\n- Alice is allergic to peanuts.")
     assert out["history"] == ""

@@ -40,7 +40,9 @@ class TestBeeWeaveRetrieverStandard(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
-        return {"memory": _store["memory"], "user_id": "alice"}
+        # The suite checks that k documents come back for its query; on the hashing embedder the
+        # relevance floor (fitted for MiniLM) would leave some out, so it is off here.
+        return {"memory": _store["memory"], "user_id": "alice", "min_relevance": None}
 
     @property
     def retriever_query_example(self) -> str:

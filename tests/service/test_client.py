@@ -39,8 +39,10 @@ def test_search_returns_engine_types(acme, seeded):
     top = hits[0]
     assert top.id == "cl-port:0" and top.chunk.user_id == "alice" and top.chunk.session_id == "c1"
     assert top.chunk.status.value == "active" and top.chunk.timestamp.tzinfo is not None
-    assert top.sources["lexical"].rank >= 1 and isinstance(top.score, float)
-    again = SearchHit(top.chunk, top.score, top.sources, top.loosened).to_dict()
+    # Only retrievers that matched are listed (in a store this small BM25's idf may be 0).
+    assert top.sources and all(s.rank >= 1 and s.score > 0 for s in top.sources.values())
+    assert isinstance(top.score, float) and 0.0 <= top.relevance <= 1.0  # the relevance travels too
+    again = SearchHit(top.chunk, top.score, top.sources, top.loosened, top.relevance).to_dict()
     assert again == top.to_dict()
 
 
@@ -102,9 +104,10 @@ def test_error_mapping(status, body, err):
 def test_langchain_retriever_and_memory_on_a_server(acme, seeded):
     from beeweave_langchain import BeeWeaveMemory, BeeWeaveRetriever
 
-    docs = BeeWeaveRetriever(memory=acme, user_id="alice", k=1).invoke("billing owner")
+    # The server's hashing embedder is not the model the relevance floor was fitted on: off.
+    docs = BeeWeaveRetriever(memory=acme, user_id="alice", k=1, min_relevance=None).invoke("billing owner")
     assert [d.metadata["id"] for d in docs] == ["cl-owner:0"]
-    mem = BeeWeaveMemory(memory=acme, user_id="henry", session_id="lc")
+    mem = BeeWeaveMemory(memory=acme, user_id="henry", session_id="lc", min_relevance=None)
     mem.save_context({"input": "My favourite colour is teal."}, {"output": "Noted: teal."})
     assert acme.flush(20)
     found = mem.load_memory_variables({"input": "what is my favourite colour"})
