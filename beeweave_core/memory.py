@@ -303,7 +303,9 @@ class BeeWeave:
             user_id: restrict to one user's memories (never returns another user's).
             k: how many hits (graph expansion may add up to ``ExpandOptions.limit`` more).
             filters: user_id, agent_id, session_id, tags / tags_any / tags_all, entities,
-                since, until, type, intent, status, ids, tier.
+                since, until (timestamps, or time words: "last week", "上周"), type, intent,
+                status, ids, tier. A time phrase in ``query`` itself filters to its range (see
+                ``SearchHit.time_range``).
             fusion: "zscore" (default), "rrf" or "weighted".
             min_score: drop hits whose final score is below this.
             query_embedding: a precomputed query vector (skips the model).

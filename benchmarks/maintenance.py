@@ -3,7 +3,7 @@ how the time of a run grows with the store.
 
 Usage:
     python benchmarks/maintenance.py [--sizes 10000,40000,100000] [--users 10] [--dup 0.05]
-                                     [--batch 256] [--searches 300] [--seed 0]
+                                     [--batch 256] [--searches 300] [--seed 0] [--alone]
 
 For each size, a fresh embedded store (a SQLite file in a temporary directory) gets N
 memories of ``--users`` users: random words with seeded random unit vectors (dim 384), a
@@ -17,7 +17,8 @@ run has real merges to do. Vectors are given (no model runs). Then:
   50 ms; the search p50/p99 over the searches that ran during the pass, the longest feedback
   wait, and the run's time.
 
-"added p99" is the p99 during minus the p99 idle. The machine is shared: run it alone.
+"added p99" is the p99 during minus the p99 idle. ``--alone`` times ``maintain()`` with no
+other thread instead (the growth of its time with N). The machine is shared: run it alone.
 """
 
 from __future__ import annotations
@@ -123,6 +124,17 @@ def run(n: int, args: argparse.Namespace) -> dict[str, float]:
             "maintain_s": took, "merged": report[0].merged}
 
 
+def run_alone(n: int, args: argparse.Namespace) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as d:
+        m, vecs = build(Path(d) / "m.db", n, args.users, args.dup, args.seed, args.batch)
+        m.search("warm up", user_id="u1", k=10, query_embedding=vecs[0].tolist())
+        t = time.perf_counter()
+        report = m.maintain()
+        took = time.perf_counter() - t
+        m.close()
+    return took, report.merged
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,40000,100000")
@@ -131,7 +143,14 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--searches", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--alone", action="store_true", help="time maintain() with no concurrent searches or writes")
     args = ap.parse_args()
+    if args.alone:
+        print("| memories | maintain() s alone | merged |\n|---:|---:|---:|")
+        for n in (int(s) for s in args.sizes.split(",")):
+            took, merged = run_alone(n, args)
+            print(f"| {n:,} | {took:.1f} | {merged:,} |", flush=True)
+        return
     print("| memories | maintain() s | merged | search p50 / p99 idle (ms) | during (ms) | added p99 (ms) "
           "| searches during | feedback wait p50 / max (ms) | build s |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
