@@ -16,7 +16,6 @@ from beeweave_core.errors import InvalidInputError
 from beeweave_core.ingest.extract import summarize
 from beeweave_core.ingest.records import KnowledgeEvent
 from beeweave_core.records import SearchHit
-from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 from ._convert import text_of, tool_calls_from_steps
 
@@ -87,7 +86,7 @@ class BeeWeaveMemory(BaseMemory):
     long_term_k: int = Field(default=4, ge=0, description="How many long-term memories to retrieve.")
     search_kwargs: dict[str, Any] = Field(default_factory=dict, description="More BeeWeave.search arguments.")
     min_relevance: float | None = Field(
-        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        default=None, ge=0.0, le=1.0,
         description="Long-term memories below this calibrated relevance are left out (None: none are).")
     llm: Any = Field(default=None, description="A LangChain model that summarises older turns.")
     return_messages: bool = Field(default=False, description="Messages for chat prompts instead of text.")

@@ -29,7 +29,6 @@ from beeweave_core.degrade import Failures
 from beeweave_core.errors import BeeWeaveError, InvalidInputError, NotFoundError
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 from beeweave_core.lifecycle.attribution import AttributionConfig, drawn_on, reaction_signal, tool_failed, tool_text
-from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 from ._convert import _content_text, jsonable
 
@@ -122,7 +121,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
 
     def __init__(self, memory: Any, *, user_id: str | None = None, agent_id: str | None = None,
                  session_id: str | None = None, k: int = 5, min_score: float | None = None,
-                 min_relevance: float | None = DEFAULT_MIN_RELEVANCE, max_chars: int = 2000, used_overlap: float | None = None,
+                 min_relevance: float | None = None, max_chars: int = 2000, used_overlap: float | None = None,
                  tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER,
                  attribution: AttributionConfig | None = None) -> None:
         super().__init__()

@@ -14,7 +14,6 @@ from pydantic import Field, PrivateAttr, SkipValidation
 from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.records import SearchHit
-from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 from ._convert import hit_to_document
 
@@ -75,7 +74,7 @@ class BeeWeaveRetriever(BaseRetriever):
     fusion: str | None = Field(default=None, description='"zscore", "rrf" or "weighted" (store default if None).')
     min_score: float | None = Field(default=None, description="Drop hits whose score is below this.")
     min_relevance: float | None = Field(
-        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        default=None, ge=0.0, le=1.0,
         description="Drop hits whose calibrated relevance is below this (None: keep every hit); "
                     "when nothing is relevant the retriever returns no documents.")
     loosen: bool = Field(default=False, description="Relax tag/entity filters when they leave fewer than k hits.")

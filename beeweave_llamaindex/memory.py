@@ -29,7 +29,6 @@ from llama_index.core.memory.types import BaseMemory
 
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError
-from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 from .memory_block import messages_to_events
 
@@ -113,7 +112,7 @@ class BeeWeaveMemory(BaseMemory):
     similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to add.")
     min_score: float | None = Field(default=None, description="Memories below this search score are left out.")
     min_relevance: float | None = Field(
-        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        default=None, ge=0.0, le=1.0,
         description="Memories below this calibrated relevance are left out (None: none are); "
                     "when none passes, no memory message is added.")
     header: str = Field(default=DEFAULT_HEADER, description="The line before the memories.")

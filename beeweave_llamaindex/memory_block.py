@@ -14,7 +14,6 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
-from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 
 __all__ = ["BeeWeaveMemoryBlock", "messages_to_events"]
 
@@ -73,7 +72,7 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     agent_id: str | None = Field(default=None, description="Recorded on ingested events as the agent.")
     similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to return.")
     min_relevance: float | None = Field(
-        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        default=None, ge=0.0, le=1.0,
         description="Memories below this calibrated relevance are left out (None: none are); "
                     "when none passes the block is empty.")
 

@@ -159,3 +159,12 @@ class Recording(HashingEmbedder):
     def embed_query(self, text: str) -> np.ndarray:
         self.seen.append(text)
         return super().embed_query(text)
+
+
+def frozen_clock() -> datetime:
+    """A clock that never moves, for tests that compare scores across calls: weights decay
+    continuously from timestamps, so the same search a millisecond later scores differently."""
+    return FROZEN_NOW
+
+
+FROZEN_NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)

@@ -12,6 +12,7 @@ import pytest
 
 from beeweave_core.filters import build_filter
 from beeweave_core.index.columns import AttributeColumns, Selection
+from tests.support import frozen_clock
 
 USERS = [f"u{i}" for i in range(40)]
 
@@ -85,7 +86,7 @@ def test_one_user_searches_are_the_same_without_the_narrow_path(monkeypatch) -> 
 
     rnd = random.Random(5)
     words = "alpha beta gamma delta python memory agent tool cache index vector graph".split()
-    m = BeeWeave(embedder=HashingEmbedder(32))
+    m = BeeWeave(embedder=HashingEmbedder(32), clock=frozen_clock)
     try:
         m.add_many([{"content": " ".join(rnd.choices(words, k=6)), "user_id": f"u{i % 30}",
                      "session_id": f"s{i % 60}", "chunk_id": f"c{i}"} for i in range(900)], show_progress=False)

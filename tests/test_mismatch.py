@@ -18,11 +18,12 @@ from beeweave_core import (
     TokenizerConfig,
     TokenizerMismatchError,
 )
+from tests.support import frozen_clock
 
 
 @pytest.fixture
 def store_path(db_path: Path) -> Path:
-    m = BeeWeave(db_path, embedder=HashingEmbedder(16), tokenizer=TokenizerConfig(stemmer="english"))
+    m = BeeWeave(db_path, embedder=HashingEmbedder(16), clock=frozen_clock, tokenizer=TokenizerConfig(stemmer="english"))
     m.add("running agents remember preferences", user_id="u", chunk_id="one")
     m.close()
     return db_path
@@ -44,7 +45,7 @@ def test_other_embedder_is_refused_with_a_fix(store_path: Path, other) -> None:
 def test_store_still_opens_with_its_own_embedder_after_a_refusal(store_path: Path) -> None:
     with pytest.raises(EmbedderMismatchError):
         BeeWeave(store_path, embedder=HashingEmbedder(32))
-    with BeeWeave(store_path, embedder=HashingEmbedder(16)) as m:
+    with BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock) as m:
         assert [h.id for h in m.search("agent", k=1)] == ["one"]
 
 
@@ -65,44 +66,44 @@ def test_following_the_mismatch_hint_opens_a_working_store(store_path: Path) -> 
 
 def test_other_tokenizer_is_refused(store_path: Path) -> None:
     with pytest.raises(TokenizerMismatchError) as info:
-        BeeWeave(store_path, embedder=HashingEmbedder(16), tokenizer=TokenizerConfig(stemmer=None))
+        BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock, tokenizer=TokenizerConfig(stemmer=None))
     assert isinstance(info.value, BeeWeaveError)
     assert "tokenizer" in str(info.value)
     with pytest.raises(TokenizerMismatchError):
-        BeeWeave(store_path, embedder=HashingEmbedder(16), tokenizer=TokenizerConfig(chinese=False))
+        BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock, tokenizer=TokenizerConfig(chinese=False))
 
 
 def test_stored_tokenizer_is_used_when_none_is_given(store_path: Path) -> None:
-    with BeeWeave(store_path, embedder=HashingEmbedder(16)) as m:
+    with BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock) as m:
         assert m.tokenizer.config == TokenizerConfig(stemmer="english")
         # Same config passed explicitly is fine.
-    with BeeWeave(store_path, embedder=HashingEmbedder(16), tokenizer=TokenizerConfig()) as m:
+    with BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock, tokenizer=TokenizerConfig()) as m:
         assert m.search("run", k=1)[0].id == "one"
 
 
 def test_new_store_remembers_a_custom_tokenizer(db_path: Path) -> None:
     cfg = TokenizerConfig(stemmer=None, stopwords=False)
-    with BeeWeave(db_path, embedder=HashingEmbedder(16), tokenizer=cfg) as m:
+    with BeeWeave(db_path, embedder=HashingEmbedder(16), clock=frozen_clock, tokenizer=cfg) as m:
         m.add("the running dogs", user_id="u")
         assert m.tokenizer("the running dogs") == ["the", "running", "dogs"]
-    with BeeWeave(db_path, embedder=HashingEmbedder(16)) as m:
+    with BeeWeave(db_path, embedder=HashingEmbedder(16), clock=frozen_clock) as m:
         assert m.tokenizer.config == cfg
     with pytest.raises(TokenizerMismatchError):
-        BeeWeave(db_path, embedder=HashingEmbedder(16), tokenizer=TokenizerConfig())
+        BeeWeave(db_path, embedder=HashingEmbedder(16), clock=frozen_clock, tokenizer=TokenizerConfig())
 
 
 def test_other_index_config_is_refused_with_a_fix(store_path: Path) -> None:
     from beeweave_core import IndexConfig
 
-    with BeeWeave(store_path, embedder=HashingEmbedder(16)) as m:
+    with BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock) as m:
         stored = m.backend.index_config
         before = [(h.id, h.score) for h in m.search("agent", k=3)]
     with pytest.raises(BeeWeaveError) as info:
-        BeeWeave(store_path, embedder=HashingEmbedder(16), index=IndexConfig(k1=stored.k1 + 0.5))
+        BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock, index=IndexConfig(k1=stored.k1 + 0.5))
     # The fix names the argument the caller actually passed to BeeWeave.
     assert "index=" in str(info.value), str(info.value)
-    with BeeWeave(store_path, embedder=HashingEmbedder(16)) as m:
+    with BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock) as m:
         assert m.backend.index_config == stored
         assert [(h.id, h.score) for h in m.search("agent", k=3)] == before
-    with BeeWeave(store_path, embedder=HashingEmbedder(16), index=stored) as m:  # the same config is fine
+    with BeeWeave(store_path, embedder=HashingEmbedder(16), clock=frozen_clock, index=stored) as m:  # the same config is fine
         assert m.count() == 1

@@ -17,14 +17,22 @@ from beeweave_core import BeeWeave, BeeWeaveError, HashingEmbedder, KnowledgeChu
 from beeweave_core.filters import build_filter
 from beeweave_core.index.vectors import VectorIndex
 from beeweave_core.store.base import SCHEMA_VERSION, ChunkRow
-from tests.support import faiss_single_thread, search_results, sentence, snapshot, stable_dict, unit_vectors
+from tests.support import (
+    faiss_single_thread,
+    frozen_clock,
+    search_results,
+    sentence,
+    snapshot,
+    stable_dict,
+    unit_vectors,
+)
 
 DIM = 16
 QUERIES = ["python memory", "deploy kubernetes cluster", "coffee morning meeting", "running runner", "invoice"]
 
 
 def _open(path: Path) -> BeeWeave:
-    return BeeWeave(path, embedder=HashingEmbedder(DIM))
+    return BeeWeave(path, embedder=HashingEmbedder(DIM), clock=frozen_clock)
 
 
 def _fill(m: BeeWeave, n: int, seed: int) -> list[str]:

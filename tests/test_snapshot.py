@@ -17,7 +17,7 @@ from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.filters import build_filter
 from beeweave_core.index.vectors import VectorIndex
 from beeweave_core.store.snapshot import snapshot_path
-from tests.support import faiss_single_thread, search_results, sentence, unit_vectors
+from tests.support import faiss_single_thread, frozen_clock, search_results, sentence, unit_vectors
 
 DIM = 16
 QUERIES = ["python memory", "deploy kubernetes cluster", "coffee morning meeting", "running runner", "invoice"]
@@ -32,7 +32,7 @@ def small_graph(monkeypatch):
 
 
 def _open(path: Path) -> BeeWeave:
-    return BeeWeave(path, embedder=HashingEmbedder(DIM))
+    return BeeWeave(path, embedder=HashingEmbedder(DIM), clock=frozen_clock)
 
 
 def _fill(m: BeeWeave, n: int, seed: int) -> list[str]:

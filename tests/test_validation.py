@@ -24,7 +24,7 @@ from beeweave_core import (
     StoreClosedError,
     UnknownFilterError,
 )
-from tests.support import sentence, snapshot
+from tests.support import frozen_clock, sentence, snapshot
 
 DIM = 32
 
@@ -37,9 +37,12 @@ def _seed(m: BeeWeave) -> list[str]:
 
 
 @pytest.fixture
-def seeded(memory):
+def seeded(embedder):
+    # A frozen clock: weights decay from timestamps, so "changes nothing" compares at one instant.
+    memory = BeeWeave(embedder=embedder, clock=frozen_clock)
     _seed(memory)
-    return memory
+    yield memory
+    memory.close()
 
 
 def good(**kw):
@@ -147,14 +150,14 @@ def test_bad_input_is_rejected_and_changes_nothing(seeded, name, call, error) ->
 
 def test_a_rejected_batch_writes_nothing_to_disk(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    m = BeeWeave(path, embedder=HashingEmbedder(DIM))
+    m = BeeWeave(path, embedder=HashingEmbedder(DIM), clock=frozen_clock)
     _seed(m)
     before = snapshot(m)
     batch = [good(chunk_id=f"fresh{i}") for i in range(7)] + [good(chunk_id="id0")]
     with pytest.raises(DuplicateIdError):
         m.add_many(batch, batch_size=3)
     m.close()
-    m = BeeWeave(path, embedder=HashingEmbedder(DIM))
+    m = BeeWeave(path, embedder=HashingEmbedder(DIM), clock=frozen_clock)
     try:
         assert snapshot(m) == before
         assert not m.backend.contains([f"fresh{i}" for i in range(7)])

@@ -16,6 +16,7 @@ from langchain_models import tool_call
 from langgraph.checkpoint.memory import InMemorySaver
 from typing_extensions import TypedDict
 
+from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 from beeweave_core import BeeWeave
 from beeweave_langchain import BeeWeaveMiddleware, BeeWeaveStore
 from beeweave_langchain.store import item_id
@@ -108,7 +109,8 @@ def test_nothing_relevant_means_no_memory_message(memory) -> None:
     memory.add("The staging database listens on port 5433.", user_id="alice")
     memory.add("Bob's favourite colour is red.", user_id="bob")  # another user's memory is never recalled
     model = RecordingChatModel(responses=[AIMessage("Hello!")])
-    create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", capture=False)]).invoke(
+    create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", capture=False,
+                                                        min_relevance=DEFAULT_MIN_RELEVANCE)]).invoke(
         user_says("Tell me a joke about penguins"))
     assert model.system_texts() == [""]
 
@@ -212,7 +214,8 @@ def test_with_the_default_model_only_relevant_memories_are_recalled() -> None:
         for question, expected in [("What colour do I like?", "teal"), ("Tell me a joke about penguins", None),
                                    ("What's the weather in Paris tomorrow?", None)]:
             model = RecordingChatModel(responses=[AIMessage("ok")])
-            create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", capture=False)]).invoke(
+            create_agent(model, [], middleware=[BeeWeaveMiddleware(memory, user_id="alice", capture=False,
+                                                                    min_relevance=DEFAULT_MIN_RELEVANCE)]).invoke(
                 user_says(question))
             [system] = model.system_texts()
             assert (expected in system) if expected else system == "", (question, system)

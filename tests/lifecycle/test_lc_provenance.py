@@ -17,7 +17,8 @@ def test_lineage_gathers_events_agents_tools_merges_edits_feedback_and_relations
     mem.feedback(a, "up")
     clock.advance(hours=1)
     report = mem.maintain()
-    primary = next(iter(report.merges))
+    # The two near-identical ingested turns merge at insert (the default) or in maintain().
+    primary = next(iter(report.merges), None) or next(x for x in (a, b) if mem.get(x).status.value == "active")
     other = b if primary == a else a
     mem.relate(c, primary, "contradicts", note="release day changed")
     lin = mem.lineage(primary)

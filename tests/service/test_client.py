@@ -42,7 +42,7 @@ def test_search_returns_engine_types(acme, seeded):
     # Only retrievers that matched are listed (in a store this small BM25's idf may be 0).
     assert top.sources and all(s.rank >= 1 and s.score > 0 for s in top.sources.values())
     assert isinstance(top.score, float) and 0.0 <= top.relevance <= 1.0  # the relevance travels too
-    again = SearchHit(top.chunk, top.score, top.sources, top.loosened, top.relevance).to_dict()
+    again = SearchHit(top.chunk, top.score, top.sources, top.loosened, top.time_range, top.relevance).to_dict()
     assert again == top.to_dict()
 
 
