@@ -16,8 +16,8 @@ from langchain_models import tool_call
 from langgraph.checkpoint.memory import InMemorySaver
 from typing_extensions import TypedDict
 
-from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 from beeweave_core import BeeWeave
+from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 from beeweave_langchain import BeeWeaveMiddleware, BeeWeaveStore
 from beeweave_langchain.store import item_id
 from tests.langchain.lc_support import Recorder, RecordingChatModel, user_says
