@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from .errors import InvalidInputError, UnknownFilterError
+from .fields import field_values
 from .records import ChunkStatus, ContentType, Intent, MemoryTier, utcnow
 from .timewords import time_bound
 from .validation import check_timestamp
@@ -38,6 +39,8 @@ class Filter:
     statuses: frozenset[str] | None = frozenset({ChunkStatus.ACTIVE.value})
     ids: frozenset[str] | None = None
     tiers: frozenset[str] | None = None  # working / short / long
+    # declared metadata fields (beeweave_core.fields): ((name, type, values any of), ...), sorted
+    fields: tuple[tuple[str, str, tuple[Any, ...]], ...] | None = None
 
     def replace(self, **changes: Any) -> Filter:
         from dataclasses import replace
@@ -65,19 +68,32 @@ def _str_set(key: str, value: Any, allowed: type | None = None) -> frozenset[str
     return frozenset(out)
 
 
+Declared = Mapping[str, str] | Callable[[], Mapping[str, str]] | None
+
+
 def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = None,
-                 now: datetime | None = None) -> Filter:
+                 now: datetime | None = None, declared: Declared = None) -> Filter:
     """Validate a user's filter dict (plus the ``user_id`` scope) into a :class:`Filter`.
 
     ``since``/``until`` also take time words ("last week", "yesterday", "上周", "最近三天"),
-    resolved against ``now`` (the engine's clock; the current UTC time if not given)."""
+    resolved against ``now`` (the engine's clock; the current UTC time if not given).
+    Any other key must be a declared metadata field (``declared``: the store's fields, or a
+    callable read only when such a key appears)."""
     if filters is not None and not isinstance(filters, Mapping):
         raise InvalidInputError(f"filters must be a mapping, got {type(filters).__name__}")
     f = dict(filters or {})
     unknown = sorted(k for k in f if k not in FILTER_KEYS)
-    if unknown:
-        raise UnknownFilterError(f"unknown filter key(s) {unknown}; known keys: {', '.join(FILTER_KEYS)}")
     kw: dict[str, Any] = {}
+    if unknown:
+        types = dict((declared() if callable(declared) else declared) or {})
+        missing = [k for k in unknown if k not in types]
+        if missing:
+            raise UnknownFilterError(
+                f"unknown filter key(s) {missing}; known keys: {', '.join(FILTER_KEYS)}"
+                + (f", declared fields: {', '.join(sorted(types))}" if types else "")
+                + "; to filter on a metadata key, declare it first, e.g. "
+                "memory.declare_fields({'project_id': 'str'})")
+        kw["fields"] = tuple((k, types[k], field_values(k, types[k], f.pop(k))) for k in unknown)
     if user_id is not None:
         scope = _str_set("user_id", user_id)
         if "user_id" in f:

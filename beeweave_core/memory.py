@@ -32,6 +32,7 @@ from .engine.shared import Shared
 from .engine.watch import Watch, Watches
 from .errors import EmbedderMismatchError, InvalidInputError, TokenizerMismatchError
 from .events import EventBus
+from .fields import declare_fields
 from .fusion import FusionMode
 from .index.context import IndexConfig
 from .ingest.api import Ingestion
@@ -285,6 +286,14 @@ class BeeWeave:
 
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         return self._records.count(user_id=user_id, filters=filters)
+
+    def declare_fields(self, fields: Mapping[str, str]) -> dict[str, str]:
+        """Make ``metadata`` keys filterable, ``{"project_id": "str", "priority": "int"}``
+        (types str, int, float, bool); kept in the store. Returns every declared field."""
+        return declare_fields(self._shared.backend, fields)
+
+    def declared_fields(self) -> dict[str, str]:
+        return self._shared.declared_fields()
 
     def reembed(self, embedder: Any, *, batch_size: int = 256) -> None:
         """Move the store to another embedding model: every vector is recomputed."""

@@ -34,6 +34,7 @@ from beeweave_core import (
     DuplicateIdError,
     IndexConfig,
     Intent,
+    InvalidInputError,
     KnowledgeChunk,
     NotFoundError,
     ProcessedContent,
@@ -110,6 +111,25 @@ FILTERS = [
 
 # Index configurations the suite builds backends with: rank_bm25's own constants with
 # no session context (so scores must equal BM25Okapi's), and one with context on.
+# Declared metadata fields: values that look alike in another type (1, 1.0, True, "1")
+# must be told apart as the slow reading (tests.support.matches) does.
+FIELD_TYPES_OF_TEST = {"project_id": "str", "priority": "int", "score": "float", "done": "bool"}
+FIELDED = [
+    row(f"m{i}", "note text", metadata=meta) for i, meta in enumerate([
+        {"project_id": "p1", "priority": 1, "score": 0.5, "done": True},
+        {"project_id": "p2", "priority": 2, "score": 1.0, "done": False},
+        {"project_id": "1", "priority": True, "score": 1, "done": 1},
+        {"project_id": "p1", "priority": 1.0, "done": False, "other": "p1"},
+        {"priority": "2", "score": "0.5"},
+        {"project_id": "p3'; --", "priority": 10**12},
+        {},
+    ])]
+FIELD_FILTERS = [
+    {"project_id": "p1"}, {"project_id": ["p1", "p2"]}, {"project_id": "1"}, {"project_id": "nope"},
+    {"project_id": "p3'; --"}, {"priority": 1}, {"priority": [2, 10**12]}, {"score": 1.0}, {"score": 0.5},
+    {"done": True}, {"done": False}, {"project_id": "p1", "done": False}, {"project_id": "p1", "priority": 1},
+]
+
 PLAIN = IndexConfig(k1=1.5, b=0.75, epsilon=0.25, context_radius=0)
 CONTEXT = IndexConfig(k1=1.2, b=0.5, epsilon=0.25, context_radius=1, lexical_context_weight=0.4,
                       vector_context_weight=0.5)
@@ -507,6 +527,27 @@ class BackendConformance:
         k = max(len(want) - 1, 1)
         assert len(world.lexical_search(terms, f, k)) == min(k, len(want))
         assert len(world.vector_search(vec(1), f, k)) == min(k, len(want))
+
+    @pytest.mark.parametrize("flt", FIELD_FILTERS, ids=[str(sorted(f.items())) for f in FIELD_FILTERS])
+    def test_declared_field_filters_in_every_read(self, backend, flt) -> None:
+        for name in FIELD_TYPES_OF_TEST:
+            backend.index_field(name)
+            backend.index_field(name)  # again: harmless
+        backend.insert(FIELDED)
+        want = {r.chunk.id for r in FIELDED if matches(r.chunk, flt)}
+        f = build_filter(flt, declared=FIELD_TYPES_OF_TEST)
+        assert backend.count(f) == len(want)
+        assert {c.id for c in backend.scan(f)} == want
+        assert backend.scan_ids(f) == [c.id for c in backend.scan(f)]
+        assert backend.matching([r.chunk.id for r in FIELDED], f) == want
+        assert set(_ids(backend.lexical_search({"note": 1}, f, 100))) == want
+        for exact in (True, False):
+            assert set(_ids(backend.vector_search(vec(1), f, 100, exact=exact))) == want
+
+    def test_index_field_refuses_a_name_that_is_not_an_identifier(self, backend) -> None:
+        for bad in ("a b", "x'); DROP TABLE chunks; --", "1abc", "", "a" * 41):
+            with pytest.raises(InvalidInputError):
+                backend.index_field(bad)
 
     # -- retrieval ---------------------------------------------------------------------------
     def test_lexical_search_is_bm25_over_every_live_record(self, world) -> None:

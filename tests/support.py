@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from beeweave_core import BeeWeave, ChunkStatus, HashingEmbedder, KnowledgeChunk
-from beeweave_core.filters import build_filter
+from beeweave_core.filters import FILTER_KEYS, build_filter
 from beeweave_core.records import to_datetime
 
 # English words with stop words and inflections, so the tokenizer's stemming and
@@ -81,6 +81,9 @@ def snapshot(m: BeeWeave, queries: Sequence[str] = ("python memory", "deploy kub
     }
 
 
+_ABSENT = object()  # a metadata key a memory does not have
+
+
 def matches(chunk: KnowledgeChunk, filters: Mapping[str, Any] | None, user_id: str | None = None) -> bool:
     """A slow, obviously-correct reading of the filter semantics, for one chunk."""
     f = dict(filters or {})
@@ -123,6 +126,14 @@ def matches(chunk: KnowledgeChunk, filters: Mapping[str, Any] | None, user_id: s
         return False
     if "tier" in f and chunk.tier.value not in as_set(f["tier"]):
         return False
+    for key, want in f.items():  # any other key is a declared metadata field: equal to one of
+        if key in FILTER_KEYS:
+            continue
+        have = chunk.metadata.get(key, _ABSENT)
+        if not any(w == have and isinstance(w, bool) == isinstance(have, bool)
+                   and isinstance(w, str) == isinstance(have, str)
+                   for w in (want if isinstance(want, (list, tuple, set)) else [want])):
+            return False
     return True
 
 

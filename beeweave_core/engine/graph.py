@@ -283,7 +283,7 @@ class Graph:
         if top_n is not None:
             check_count("top_n", top_n)
         opts = check_ranking(rerank, mmr, expand)
-        flt = build_filter(filters, user_id=user_id)
+        flt = build_filter(filters, user_id=user_id, declared=self.shared.declared_fields)
         backend = self.shared.backend
         embedder = self.shared.embedder
         now = self.shared.clock()

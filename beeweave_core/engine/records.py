@@ -197,7 +197,8 @@ class Records:
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         if user_id is None and filters is None:
             return self.shared.backend.count(None)
-        return self.shared.backend.count(build_filter(filters, user_id=user_id, now=self.shared.clock()))
+        return self.shared.backend.count(build_filter(filters, user_id=user_id, now=self.shared.clock(),
+                                                       declared=self.shared.declared_fields))
 
     # -- deleting ------------------------------------------------------------------------
     def delete(self, chunk_id: str) -> bool:

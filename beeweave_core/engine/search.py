@@ -81,7 +81,7 @@ class Search:
             raise InvalidInputError(
                 f"fusion must be one of {', '.join(m.value for m in FusionMode)}, got {fusion!r}") from None
         now = self.shared.clock()
-        flt = build_filter(filters, user_id=user_id, now=now)
+        flt = build_filter(filters, user_id=user_id, now=now, declared=self.shared.declared_fields)
         qvec = None
         if query_embedding is not None:
             qvec = self._query_vector(query_embedding)

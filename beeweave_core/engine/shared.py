@@ -17,6 +17,7 @@ from typing import Any
 from ..embedders import Embedder
 from ..errors import DimensionMismatchError
 from ..events import EventBus, EventType, MemoryEvent
+from ..fields import declared_fields
 from ..records import KnowledgeChunk, SearchHit
 from ..scoring import ScoringConfig
 from ..store.base import StoreBackend
@@ -75,6 +76,11 @@ class Shared:
             stored = self.backend.get_meta("embedder")
             self._dim = json.loads(stored)["dim"] if stored else None
         return self._dim
+
+    def declared_fields(self) -> dict[str, str]:
+        """The store's declared metadata fields, read from the backend each time (another
+        process may declare one); filters only ask when a key is not built in."""
+        return declared_fields(self.backend)
 
     def record_embedder(self, dim: int) -> None:
         """Remember the model and dimension with the first vectors; refuse another dimension."""

@@ -74,6 +74,10 @@ class StoreBackend(Protocol):
 
     def set_meta(self, key: str, value: str) -> None: ...
 
+    def index_field(self, name: str) -> None:
+        """Index ``metadata[name]`` for filters on a declared field (beeweave_core.fields;
+        ``name`` is an identifier, checked there). Idempotent; safe while others write."""
+
     # -- records -----------------------------------------------------------------
     def insert(self, rows: Sequence[ChunkRow]) -> None:
         """Insert atomically: all rows or none. Raises DuplicateIdError first if an id exists."""

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DuplicateIdError, SchemaVersionError, StoreClosedError, StoreUnavailableError
+from ..errors import DuplicateIdError, InvalidInputError, SchemaVersionError, StoreClosedError, StoreUnavailableError
+from ..fields import FIELD_NAME
 from ..filters import Filter
 from ..index.context import IndexConfig
 from ..index.memory_index import IndexEntry, MemoryIndex, lex_counts
@@ -507,6 +508,40 @@ class SQLiteStore:
             with self._tx():
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    def index_field(self, name: str) -> None:
+        if not FIELD_NAME.match(name):  # it becomes part of a statement
+            raise InvalidInputError(f"field name {name!r} must be an identifier")
+        with self._lock:
+            self._check()
+            with self._tx():
+                self._db.execute(f"CREATE INDEX IF NOT EXISTS chunks_field_{name} ON chunks "
+                                 f"(json_extract(doc, '$.metadata.{name}'))")
+
+    def _resolved(self, flt: Filter) -> Filter:
+        """The filter with its declared-field conditions turned into the ids that meet them
+        (read from the rows, where metadata lives; the in-memory columns do not hold it)."""
+        if not flt.fields:
+            return flt
+        where, args = [], []
+        for name, _kind, values in flt.fields:
+            if not FIELD_NAME.match(name):
+                raise InvalidInputError(f"field name {name!r} must be an identifier")
+            path = f"'$.metadata.{name}'"
+            ors = []
+            for v in values:
+                if isinstance(v, bool):  # JSON true/false read as 1/0: tell them by their JSON type
+                    ors.append(f"json_type(doc, {path}) = ?")
+                    args.append("true" if v else "false")
+                elif isinstance(v, str):
+                    ors.append(f"(json_type(doc, {path}) = 'text' AND json_extract(doc, {path}) = ?)")
+                    args.append(v)
+                else:
+                    ors.append(f"(json_type(doc, {path}) IN ('integer', 'real') AND json_extract(doc, {path}) = ?)")
+                    args.append(v)
+            where.append("(" + " OR ".join(ors) + ")")
+        ids = {r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE {' AND '.join(where)}", args)}
+        return flt.replace(fields=None, ids=frozenset(ids if flt.ids is None else ids & flt.ids))
+
     # -- writes --------------------------------------------------------------------
     # Each public write is one transaction: inside it the statements (``_put_rows``,
     # ``_drop_rows``, ``_write_records``) and their change-log entries; after the commit the
@@ -741,29 +776,29 @@ class SQLiteStore:
                  descending: bool = False) -> list[str]:
         with self._lock:
             self._check()
-            return self.index.scan_ids(flt, order=order, limit=limit, descending=descending)
+            return self.index.scan_ids(self._resolved(flt), order=order, limit=limit, descending=descending)
 
     def count(self, flt: Filter | None = None) -> int:
         with self._lock:
             self._check()
-            return self.index.count(flt)
+            return self.index.count(None if flt is None else self._resolved(flt))
 
     def matching(self, ids: Sequence[str], flt: Filter) -> set[str]:
         with self._lock:
             self._check()
-            return self.index.matching(ids, flt)
+            return self.index.matching(ids, self._resolved(flt))
 
     # -- retrieval -----------------------------------------------------------------
     def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
                        include: Sequence[str] = ()) -> list[tuple[str, float]]:
         with self._lock:
             self._check()
-            return self.index.lexical_search(terms, flt, k, include=include)
+            return self.index.lexical_search(terms, self._resolved(flt), k, include=include)
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
         with self._lock:
             self._check()
-            return self.index.vector_search(vector, flt, k, exact=exact)
+            return self.index.vector_search(vector, self._resolved(flt), k, exact=exact)
 
     def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""

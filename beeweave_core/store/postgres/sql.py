@@ -10,10 +10,13 @@ record's context length, term counts spread to session neighbours.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
+from ...errors import InvalidInputError
+from ...fields import FIELD_NAME
 from ...filters import Filter
 
 __all__ = ["one", "filter_sql", "split_filter", "clean", "qualify", "LEXICAL_SQL", "VECTOR_SQL", "VECTOR_SCORES_SQL",
@@ -81,9 +84,25 @@ def filter_sql(flt: Filter | None, alias: str = "c", prefix: str = "f") -> tuple
         parts.append(f"{alias}.ts >= {arg(flt.since.timestamp())}")
     if flt.until is not None:
         parts.append(f"{alias}.ts <= {arg(flt.until.timestamp())}")
+    for name, _kind, wanted in flt.fields or ():
+        # jsonb equality is the filter's reading (fields.field_matches): numbers as numbers,
+        # never equal to booleans or strings; a text value with NUL is never stored
+        kept = [json.dumps(v) for v in wanted if not (isinstance(v, str) and "\x00" in v)]
+        if not kept:
+            parts.append("false")
+        else:
+            parts.append(f"{field_expr(name, alias)} IN ({', '.join(arg(v) + '::jsonb' for v in kept)})")
     return "".join(f" AND {p}" for p in parts), args
 
 
+
+
+def field_expr(name: str, alias: str = "") -> str:
+    """``metadata[name]`` of a chunk as jsonb, spelled exactly as its index (store.index_field)
+    so the planner uses it: the name is a literal there, hence the identifier check."""
+    if not FIELD_NAME.match(name):
+        raise InvalidInputError(f"field name {name!r} must be an identifier")
+    return f"(({alias + '.' if alias else ''}doc -> 'metadata' -> '{name}')::jsonb)"
 
 
 def split_filter(flt: Filter | None) -> tuple[str, str, dict[str, Any]]:

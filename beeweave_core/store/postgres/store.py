@@ -78,6 +78,7 @@ from .sql import (
     VECTOR_SCORES_SQL,
     VECTOR_SQL,
     clean,
+    field_expr,
     filter_sql,
     one,
     qualify,
@@ -366,6 +367,11 @@ class PostgresStore:
             conn.execute(self._q("INSERT INTO @meta (tenant, key, value) VALUES (%s, %s, %s) "
                                  "ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value"),
                          (self.tenant, key, value))
+
+    def index_field(self, name: str) -> None:
+        expr = field_expr(name)
+        with self._conn(write=True) as conn:
+            conn.execute(self._q(f"CREATE INDEX IF NOT EXISTS chunks_field_{name} ON @chunks (tenant, {expr})"))
 
     # -- writes ----------------------------------------------------------------------------
     def insert(self, rows: Sequence[ChunkRow]) -> None:
