@@ -313,7 +313,7 @@ class BeeWeave:
             k: how many hits (graph expansion may add up to ``ExpandOptions.limit`` more).
             filters: user_id, agent_id, session_id, tags / tags_any / tags_all, entities,
                 since, until (timestamps, or time words: "last week", "上周"), type, intent,
-                status, ids, tier. A time phrase in ``query`` itself filters to its range (see
+                status, ids, tier, and any declared metadata field (``declare_fields``). A time phrase in ``query`` itself filters to its range (see
                 ``SearchHit.time_range``).
             fusion: "zscore" (default), "rrf" or "weighted".
             min_score: drop hits whose final score is below this.

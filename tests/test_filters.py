@@ -290,3 +290,77 @@ def test_filter_keys_are_the_documented_ones() -> None:
 def test_scan_with_all_statuses_sees_every_live_chunk(world) -> None:
     m, live, _ = world
     assert {c.id for c in m.backend.scan(all_statuses_filter())} == {c.id for c in live}
+
+
+# -- declared metadata fields ---------------------------------------------------------------
+def _fielded(m: BeeWeave) -> dict[str, dict]:
+    metas = {"p1-high": {"project_id": "p1", "priority": 3, "urgent": True},
+             "p1-low": {"project_id": "p1", "priority": 1, "urgent": False},
+             "p2": {"project_id": "p2", "priority": 3},
+             "none": {}}
+    for name, meta in metas.items():
+        m.add(f"apple note {name}", user_id="ann", chunk_id=name, metadata=meta)
+    return metas
+
+
+@pytest.mark.parametrize("flt", [{"project_id": "p1"}, {"project_id": ["p1", "p2"]}, {"priority": 3},
+                                 {"urgent": False}, {"project_id": "p1", "priority": 3}, {"project_id": "p9"}])
+def test_declared_fields_filter_search_count_and_scan(memory, flt) -> None:
+    _fielded(memory)
+    memory.declare_fields({"project_id": "str", "priority": "int", "urgent": "bool"})
+    want = {c.id for c in memory.backend.scan(all_statuses_filter()) if matches(c, flt)}
+    assert {h.chunk.id for h in memory.search("apple note", filters=flt, k=10)} == want
+    assert memory.count(filters=flt) == len(want)
+    declared = memory.declared_fields()
+    assert {c.id for c in memory.backend.scan(build_filter(flt, declared=declared))} == want
+
+
+def test_undeclared_metadata_key_says_how_to_declare(memory) -> None:
+    _fielded(memory)
+    with pytest.raises(UnknownFilterError, match="declare_fields"):
+        memory.search("apple", filters={"project_id": "p1"})
+    memory.declare_fields({"priority": "int"})
+    with pytest.raises(UnknownFilterError, match="declared fields: priority"):
+        memory.count(filters={"project_id": "p1"})
+
+
+def test_declared_fields_persist_and_reach_another_handle(db_path) -> None:
+    first = BeeWeave(db_path, embedder=HashingEmbedder())
+    _fielded(first)
+    other = BeeWeave(db_path, embedder=HashingEmbedder())
+    try:
+        assert first.declare_fields({"project_id": "str"}) == {"project_id": "str"}
+        assert other.count(filters={"project_id": "p1"}) == 2  # declared after it opened
+    finally:
+        other.close()
+        first.close()
+    again = BeeWeave(db_path, embedder=HashingEmbedder())
+    try:
+        assert again.declared_fields() == {"project_id": "str"}
+        assert again.count(filters={"project_id": ["p1", "p2"]}) == 3
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize("bad", [{}, {"a b": "str"}, {"x'--": "str"}, {"user_id": "str"}, {"n": "date"},
+                                 {"n": int}, {"a" * 41: "str"}])
+def test_bad_declarations_are_rejected_and_change_nothing(memory, bad) -> None:
+    with pytest.raises(InvalidInputError):
+        memory.declare_fields(bad)
+    assert memory.declared_fields() == {}
+
+
+def test_redeclaring_keeps_the_type(memory) -> None:
+    memory.declare_fields({"n": "int"})
+    assert memory.declare_fields({"n": "int", "s": "str"}) == {"n": "int", "s": "str"}
+    with pytest.raises(InvalidInputError):
+        memory.declare_fields({"n": "str"})
+    assert memory.declared_fields() == {"n": "int", "s": "str"}
+
+
+@pytest.mark.parametrize("bad", [{"priority": "3"}, {"priority": True}, {"priority": 1.5}, {"project_id": 1},
+                                 {"urgent": 1}, {"project_id": []}])
+def test_declared_field_values_must_have_its_type(memory, bad) -> None:
+    memory.declare_fields({"project_id": "str", "priority": "int", "urgent": "bool"})
+    with pytest.raises(InvalidInputError):
+        memory.search("apple", filters=bad)
