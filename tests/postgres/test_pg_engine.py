@@ -97,3 +97,27 @@ def test_events_reach_another_store_as_memory_events(pg_url) -> None:  # noqa: F
         assert remote == [(EventType.CREATED, "e1"), (EventType.DELETED, "e1"), (EventType.CREATED, "e4")]
         assert local == [(EventType.CREATED, "e3")]
         assert got[[e.chunk_id for e in got].index("e1")].tags == ("t",)
+
+
+def test_declared_fields_reach_another_handle_and_filter(pg_url) -> None:  # noqa: F811
+    tenant = new_tenant()
+    first, other = _open(pg_url, tenant), None
+    try:
+        for i, p in enumerate(["p1", "p2", "p1", None]):
+            first.add(f"apple note {i}", user_id="ann", chunk_id=f"c{i}",
+                      metadata={} if p is None else {"project_id": p})
+        other = _open(pg_url, tenant)  # opened before the declaration
+        first.declare_fields({"project_id": "str"})
+        assert other.declared_fields() == {"project_id": "str"}
+        hits = other.search("apple note", user_id="ann", filters={"project_id": "p1"}, k=10)
+        assert sorted(h.chunk.id for h in hits) == ["c0", "c2"]
+        assert other.count(filters={"project_id": ["p1", "p2"]}) == 3
+        fresh = _open(pg_url, new_tenant())
+        try:
+            assert fresh.declared_fields() == {}  # per tenant, as the store's meta
+        finally:
+            fresh.close()
+    finally:
+        first.close()
+        if other is not None:
+            other.close()
