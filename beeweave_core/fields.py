@@ -72,17 +72,3 @@ def field_values(name: str, kind: str, value: Any) -> tuple[Any, ...]:
         out.append(float(v) if kind == "float" else v)
     return tuple(sorted(set(out), key=repr))
 
-
-def field_matches(stored: Any, values: tuple[Any, ...]) -> bool:
-    """Whether a memory's ``metadata`` value equals one of ``values`` — the reading every
-    backend follows: numbers compare as numbers (1 == 1.0), never with booleans or strings."""
-    for v in values:
-        if isinstance(v, bool) or isinstance(stored, bool):
-            if isinstance(v, bool) and isinstance(stored, bool) and v == stored:
-                return True
-        elif isinstance(v, str) or isinstance(stored, str):
-            if isinstance(v, str) and isinstance(stored, str) and v == stored:
-                return True
-        elif isinstance(stored, (int, float)) and stored == v:
-            return True
-    return False

@@ -85,7 +85,7 @@ def filter_sql(flt: Filter | None, alias: str = "c", prefix: str = "f") -> tuple
     if flt.until is not None:
         parts.append(f"{alias}.ts <= {arg(flt.until.timestamp())}")
     for name, _kind, wanted in flt.fields or ():
-        # jsonb equality is the filter's reading (fields.field_matches): numbers as numbers,
+        # jsonb equality is the filter's reading (docs/retrieval.md): numbers as numbers,
         # never equal to booleans or strings; a text value with NUL is never stored
         kept = [json.dumps(v) for v in wanted if not (isinstance(v, str) and "\x00" in v)]
         if not kept:
