@@ -85,22 +85,14 @@ class WritePolicy:
         out = dict(record)
         counts: Counter[str] = Counter()
         out = self._redact(out, counts)
-        info: dict[str, Any] = {}
-        if out.get("status") is None:
-            status, reasons = admit(self.config.admission, self._candidate(
-                out.get("content"), out.get("user_id"), out.get("agent_id"), out.get("confidence"),
-                out.get("metadata")))
-            if status is not ChunkStatus.ACTIVE:
-                out["status"] = status
-            if reasons:
-                info["review"] = reasons
-        if counts:
-            info["redactions"] = dict(counts)
+        candidate = None if out.get("status") is not None else self._candidate(
+            out.get("content"), out.get("user_id"), out.get("agent_id"), out.get("confidence"), out.get("metadata"))
+        status, info = self._admitted(candidate, counts)
+        if status is not ChunkStatus.ACTIVE:
+            out["status"] = status
         if info:
             meta = dict(out.get("metadata") or {}) if isinstance(out.get("metadata") or {}, Mapping) else {}
-            old = meta.get("ingest")
-            meta["ingest"] = {**old, **info} if isinstance(old, Mapping) else {"role": "manual", **info}
-            out["metadata"] = meta
+            out["metadata"] = self._noted(meta, info)
         return out
 
     def _direct_chunk(self, c: KnowledgeChunk) -> KnowledgeChunk:
@@ -128,22 +120,35 @@ class WritePolicy:
             meta = r.redact_tree(dict(c.metadata), counts)
             if meta != c.metadata:
                 changes["metadata"] = meta
+        # A chunk's status is always set: only "active" is decided here.
+        candidate = None if c.status is not ChunkStatus.ACTIVE else self._candidate(
+            changes.get("raw_content", c.raw_content), c.user_id, c.agent_id, c.confidence, c.metadata)
+        status, info = self._admitted(candidate, counts)
+        if status is not ChunkStatus.ACTIVE:
+            changes["status"] = status
+        if info:
+            changes["metadata"] = self._noted(dict(changes.get("metadata", c.metadata)), info)
+        return c.copy(**changes) if changes else c
+
+    def _admitted(self, candidate: Candidate | None, counts: Counter[str]) -> tuple[ChunkStatus, dict[str, Any]]:
+        """Admission's verdict on a direct write (active when there is nothing to judge) and
+        what ``metadata["ingest"]`` records of it and of the redactions."""
+        status = ChunkStatus.ACTIVE
         info: dict[str, Any] = {}
-        if c.status is ChunkStatus.ACTIVE:  # a chunk's status is always set: only "active" is decided here
-            status, reasons = admit(self.config.admission, self._candidate(
-                changes.get("raw_content", c.raw_content), c.user_id, c.agent_id, c.confidence, c.metadata))
-            if status is not ChunkStatus.ACTIVE:
-                changes["status"] = status
+        if candidate is not None:
+            status, reasons = admit(self.config.admission, candidate)
             if reasons:
                 info["review"] = reasons
         if counts:
             info["redactions"] = dict(counts)
-        if info:
-            meta = dict(changes.get("metadata", c.metadata))
-            old = meta.get("ingest")
-            meta["ingest"] = {**old, **info} if isinstance(old, Mapping) else {"role": "manual", **info}
-            changes["metadata"] = meta
-        return c.copy(**changes) if changes else c
+        return status, info
+
+    @staticmethod
+    def _noted(meta: dict[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
+        """``meta`` with ``info`` added to its ``ingest`` notes (a direct write's role: manual)."""
+        old = meta.get("ingest")
+        meta["ingest"] = {**old, **info} if isinstance(old, Mapping) else {"role": "manual", **info}
+        return meta
 
     @staticmethod
     def _candidate(content: Any, user_id: Any, agent_id: Any, confidence: Any, metadata: Any) -> Candidate:
