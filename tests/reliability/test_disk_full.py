@@ -35,15 +35,19 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _fill(path: Path) -> None:
-    """Write ``path`` until the disk is full."""
+    """Write ``path`` until the disk is full.
+
+    Unbuffered on purpose: a buffered file keeps the unwritten tail of a short write and its
+    close() raises ENOSPC again when it flushes, outside any handler."""
     block = os.urandom(64 << 10)
-    with open(path, "wb") as f:
-        try:
-            while True:
-                f.write(block)
-                f.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while True:
+            os.write(fd, block)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
 
 
 def test_a_full_disk_refuses_cleanly_and_loses_nothing_acknowledged(small_disk: Path) -> None:
