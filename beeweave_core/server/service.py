@@ -138,7 +138,7 @@ class MemoryService:
             raise InvalidInputError(f"these fields cannot be edited: {unknown}; editable: {', '.join(EDITABLE)}")
         if not changes:
             return self.memory.get(chunk_id)
-        return self.memory.update(chunk_id, **self.policy.changes(changes))
+        return self.memory.update(chunk_id, trusted=True, **self.policy.changes(changes))  # redacted just now
 
     def delete_memory(self, chunk_id: str) -> bool:
         return self.memory.delete(chunk_id)
