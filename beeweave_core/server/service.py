@@ -236,6 +236,12 @@ class MemoryService:
             raise InvalidInputError("session_id must be a non-empty string")
         return self.memory.trace(session_id, user_id=None if user_id is None else check_user_id(user_id))
 
+    def declared_fields(self) -> dict[str, str]:
+        return self.memory.declared_fields()
+
+    def declare_fields(self, fields: Mapping[str, str]) -> dict[str, str]:
+        return self.memory.declare_fields(fields)
+
     def stats(self, *, user_id: str | None = None, top: int = 10) -> MemoryStats:
         return compute_stats(self.memory, user_id=None if user_id is None else check_user_id(user_id), top=top,
                              recorder=self.recorder)
