@@ -294,6 +294,7 @@ class ExportOut(_Out):
     review: list[ReviewItemOut]
     hot_patterns: list[dict[str, Any]]
     searches: list[dict[str, Any]]
+    watches: list[dict[str, Any]] = Field(default_factory=list)
 
 
 # -- stats and health -----------------------------------------------------------------------------------

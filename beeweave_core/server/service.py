@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from ..engine.watch import WATCHES
 from ..errors import InvalidInputError
 from ..filters import build_filter
 from ..ingest.write_policy import WritePolicy
@@ -294,6 +295,7 @@ class MemoryService:
             "review": [review_dict(r) for r in m.review_queue(user_id=user)],
             "hot_patterns": [_jsonable(vars(p)) for p in m.hot_patterns(user_id=user)],
             "searches": [v for _, v in backend.kv_scan(SEARCHES) if v.get("user_id") == user],
+            "watches": [{"id": k, **v} for k, v in backend.kv_scan(WATCHES) if v.get("user_id") == user],
         }
 
     def forget_user(self, user_id: str, flush_timeout: float | None = None) -> int:
