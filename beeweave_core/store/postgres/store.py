@@ -921,6 +921,27 @@ class PostgresStore:
                                (self.tenant, namespace, key))
             return cur.rowcount > 0
 
+    def kv_update(self, namespace: str, key: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None],
+                  *, user_id: str | None = None) -> dict[str, Any] | None:
+        _no_nul("namespace, key or user", [namespace, key, user_id])
+        with self._tx(write=True) as conn:
+            # A lock on the key's name, not its row: it also serialises the first write of a key
+            # that does not exist yet (FOR UPDATE would lock nothing). Held until COMMIT.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                         (f"beeweave.kv\x1f{self.tenant}\x1f{namespace}\x1f{key}",))
+            row = conn.execute(self._q("SELECT value FROM @kv WHERE tenant = %s AND ns = %s AND key = %s"),
+                               (self.tenant, namespace, key)).fetchone()
+            new = change(None if row is None else row[0])
+            if new is None:
+                conn.execute(self._q("DELETE FROM @kv WHERE tenant = %s AND ns = %s AND key = %s"),
+                             (self.tenant, namespace, key))
+            else:
+                conn.execute(self._q("INSERT INTO @kv (tenant, ns, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) "
+                                     "ON CONFLICT (tenant, ns, key) DO UPDATE SET value = excluded.value, "
+                                     "user_id = excluded.user_id"),
+                             (self.tenant, namespace, key, json.dumps(new, ensure_ascii=False), user_id))
+        return new
+
     def kv_scan(self, namespace: str, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
         if "\x00" in namespace + prefix:
             self._check()
