@@ -29,7 +29,7 @@ from scale_data import DEFAULT_CACHE_DIR, Precomputed, ScaleCorpus, Vectors, ens
 
 from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.filters import Filter  # noqa: E402
-from beeweave_core.store.postgres.sql import SEARCH_SQL  # noqa: E402
+from beeweave_core.store.postgres.sql import SEARCH_SQL, narrowed  # noqa: E402
 
 BLOCK = 8192
 
@@ -190,7 +190,7 @@ def main() -> None:
         params = {**backend._lexical_params(terms), "k": k, **backend._vector_params(q.vector.astype(np.float32), flt,
                                                                                      k, False), **fargs}
         with backend._tx() as conn:
-            backend._settings(conn, k)
+            backend._settings(conn, k, narrowed(flt))  # noqa: SLF001
             plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()
         print("\n".join(r[0] for r in plan))
     memory.close()
