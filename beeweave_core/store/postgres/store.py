@@ -775,7 +775,10 @@ class PostgresStore:
         falling back to the exact scan (0.57 s for an agent's 12.5k of 100k)."""
         ef = max(int(self.ef_search), 2 * int(k), 1)
         if narrowed and not any("iterative_scan" in s for s in self._search_settings):
-            ef = max(ef, min(10 * ef, HNSW_EF_CAP))
+            ef *= 10
+        # pgvector refuses more (a search for k > 500 failed); a walk capped short of k
+        # is answered by the exact scan
+        ef = min(ef, HNSW_EF_CAP)
         for stmt in self._search_settings:
             conn.execute(stmt.format(ef=ef))
 
@@ -794,8 +797,10 @@ class PostgresStore:
         stmt, args = self._statement(LEXICAL_SQL, flt)
         params = {**self._lexical_params(terms), "k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))),
                   **args}
-        with self._conn() as conn:
-            rows = conn.execute(stmt, params).fetchall()
+        # With the search settings: the statement's join order as written (sql.LEX_FILTERED
+        # reads the passing records, then their postings), which the planner, misjudging
+        # the postings of a term, abandoned for reading every posting of the terms.
+        rows = self._search_rows(stmt, params, k)
         return sorted(((i, float(s)) for i, s in rows), key=lambda kv: (-kv[1], kv[0]))
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
