@@ -70,6 +70,28 @@ def _filtered(memory: BeeWeave, corpus: ScaleCorpus, queries: list, n: int) -> N
               f"({len(ts)} searches, {hits[name] / max(len(ts), 1):.1f} hits each)", flush=True)
 
 
+def _lexical_paths(memory: BeeWeave, corpus: ScaleCorpus, queries: list, n: int) -> None:
+    """Both paths of a filtered lexical search (sql.LEX_FILTERED), each forced, interleaved."""
+    from beeweave_core.filters import build_filter
+    from beeweave_core.query import prepare_query
+
+    backend = memory.backend
+    chosen = backend.key_lookup_cost
+    for name in ("session", "tag", "agent"):
+        times: dict[str, list[float]] = {"by key": [], "through the postings": []}
+        for i, q in enumerate(queries):
+            flt = build_filter({"user_id": q.user_id, **_filters(corpus, n, i)[name]})
+            terms = prepare_query(q.text, memory._shared.tokenizer).terms  # noqa: SLF001
+            for path, cost in (("by key", 0.0), ("through the postings", 1e12))[:: 1 if i % 2 else -1]:
+                backend.key_lookup_cost = cost
+                t0 = time.perf_counter()
+                backend.lexical_search(terms, flt, 40)
+                times[path].append((time.perf_counter() - t0) * 1000)
+        print(f"lexical_search filtered by {name}: " + ", ".join(
+            f"{path} p50 {statistics.median(ts):.1f} ms" for path, ts in times.items()), flush=True)
+    backend.key_lookup_cost = chosen
+
+
 def _ab(memory: BeeWeave, queries: list, unscoped: bool, rounds: int = 3) -> None:
     backend = memory.backend
     new = list(backend._search_settings)  # noqa: SLF001
@@ -122,6 +144,8 @@ def main() -> None:
                     help="what --explain's search is narrowed by besides the user")
     ap.add_argument("--filtered", action="store_true",
                     help="time one-user searches also narrowed by session, tag and agent, interleaved")
+    ap.add_argument("--lexical-paths", action="store_true",
+                    help="time both paths of a filtered lexical search (by key, through the postings), forced")
     ap.add_argument("--ab", action="store_true",
                     help="time each search with the store's search settings and with only the HNSW ones "
                          "(as before the planner settings), interleaved, so machine load hits both alike")
@@ -159,6 +183,8 @@ def main() -> None:
 
     if args.filtered:
         _filtered(memory, corpus, queries, args.n)
+    if args.lexical_paths:
+        _lexical_paths(memory, corpus, queries, args.n)
     if args.ab:
         _ab(memory, queries, args.unscoped)
     if args.trips:
