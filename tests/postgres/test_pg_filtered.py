@@ -83,10 +83,12 @@ def test_filtered_lexical_equals_sqlite_and_the_reference(stores, path) -> None:
         rnd = random.Random(4)
         for flt in FILTERS:
             f = build_filter(flt)
+            found = 0
             for _ in range(6):
-                q = term_counts(sentence(rnd, 1, 5, WORDS[:55]))
+                q = term_counts(sentence(rnd, 1, 5, WORDS[:55]).split())
                 want = ref.lexical(q, flt)
                 got = pg.lexical_search(q, f, N)
+                found += len(got)
                 assert {i for i, _ in got} == set(want), (flt, q)  # every match, none outside the filter
                 for i, s in got:
                     assert s == pytest.approx(want[i], abs=1e-6)
@@ -94,6 +96,8 @@ def test_filtered_lexical_equals_sqlite_and_the_reference(stores, path) -> None:
                     top, lite_top = pg.lexical_search(q, f, k), lite.lexical_search(q, f, k)
                     assert [i for i, _ in top] == [i for i, _ in lite_top], (flt, q, k)
                     np.testing.assert_allclose([s for _, s in top], [s for _, s in lite_top], rtol=0, atol=1e-6)
+            # the queries match something wherever a record passes the filter
+            assert (found > 0) == any(matches(r.chunk, flt) for r in rows), flt
     finally:
         pg.key_lookup_cost = KEY_LOOKUP_COST
 
@@ -114,7 +118,7 @@ def _check_retrieve(pg, lite, rows) -> None:
     for flt in FILTERS:
         f = build_filter(flt)
         passing = [r for r in rows if matches(r.chunk, flt)]
-        q = term_counts(sentence(rnd, 1, 5, WORDS[:55]))
+        q = term_counts(sentence(rnd, 1, 5, WORDS[:55]).split())
         qvec = unit_vectors(rng, 1, DIM)[0]
         got = pg.retrieve(q, qvec, f, 8)
         top = pg.vector_search(qvec, f, 8)
@@ -151,7 +155,7 @@ def test_a_graph_walk_the_filter_empties_still_returns_every_match(pg_url, monke
             got = pg.vector_search(qvec, build_filter(flt), k)
             assert pg.last_vector_path in ("hnsw", "hnsw+exact")  # the graph was asked ("hnsw": pgvector 0.8)
             assert [i for i, _ in got] == [f"m{i}" for i in order]
-            cands = pg.retrieve(term_counts("x"), qvec, build_filter(flt), k)
+            cands = pg.retrieve(term_counts(["memory", "agent"]), qvec, build_filter(flt), k)
             assert {f"m{i}" for i in order} <= set(cands.ids)
     finally:
         pg.close()
