@@ -32,6 +32,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from .store.base import SearchesTermsInOneTrip
+
 if TYPE_CHECKING:
     from .filters import Filter
     from .store.base import StoreBackend
@@ -97,8 +99,12 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
     best_total = 0.0
     if not heaviest or not ids:
         return dict.fromkeys(ids, 0.0)
-    for term, count in heaviest:
-        got = backend.lexical_search({term: count}, flt, 1, include=ids)
+    queries = [{term: count} for term, count in heaviest]
+    if isinstance(backend, SearchesTermsInOneTrip):  # PostgreSQL: one round trip, not one per term
+        results = backend.lexical_searches(queries, flt, 1, include=ids)
+    else:
+        results = [backend.lexical_search(q, flt, 1, include=ids) for q in queries]
+    for got in results:
         if not got:
             continue
         best = max(s for _, s in got)

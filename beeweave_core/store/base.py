@@ -233,3 +233,12 @@ class RetrievesInOneTrip(Protocol):
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int) -> Candidates: ...
 
+
+@runtime_checkable
+class SearchesTermsInOneTrip(Protocol):
+    """An optional capability: several ``lexical_search`` calls (same filter, ``k`` and
+    ``include``) answered in one round trip (PostgreSQL), each result equal to its own call.
+    Calibrated relevance asks one per query term."""
+
+    def lexical_searches(self, queries: Sequence[Mapping[str, int]], flt: Filter, k: int, *,
+                         include: Sequence[str] = ()) -> list[list[tuple[str, float]]]: ...

@@ -112,6 +112,26 @@ def test_filtered_retrieve_equals_the_separate_calls(stores, path) -> None:
         pg.key_lookup_cost = KEY_LOOKUP_COST
 
 
+@pytest.mark.parametrize("path", list(PATHS))
+def test_many_term_searches_in_one_trip_equal_the_separate_calls(stores, path) -> None:
+    """lexical_searches (one round trip, what calibrated relevance asks per query term) gives
+    exactly what each lexical_search gives, with the filter, k and include applied."""
+    pg, _, _, rows = stores
+    pg.key_lookup_cost = PATHS[path]
+    try:
+        rnd = random.Random(12)
+        for flt in [*FILTERS, {"user_id": "ann"}]:
+            f = build_filter(flt)
+            queries = [{w: 1} for w in rnd.sample(WORDS[:55], 6)] + [term_counts(sentence(rnd, 2, 4, WORDS[:55]).split())]
+            include = [r.chunk.id for r in rnd.sample(rows, 12)]
+            for k in (1, 5):
+                got = pg.lexical_searches(queries, f, k, include=include)
+                assert got == [pg.lexical_search(q, f, k, include=include) for q in queries], (flt, k)
+        assert pg.lexical_searches([], build_filter({}), 3) == []
+    finally:
+        pg.key_lookup_cost = KEY_LOOKUP_COST
+
+
 def _check_retrieve(pg, lite, rows) -> None:
     rng = np.random.default_rng(9)
     rnd = random.Random(9)

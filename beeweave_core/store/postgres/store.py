@@ -803,6 +803,19 @@ class PostgresStore:
         rows = self._search_rows(stmt, params, k)
         return sorted(((i, float(s)) for i, s in rows), key=lambda kv: (-kv[1], kv[0]))
 
+    def lexical_searches(self, queries: Sequence[Mapping[str, int]], flt: Filter, k: int, *,
+                         include: Sequence[str] = ()) -> list[list[tuple[str, float]]]:
+        """``lexical_search`` of each of ``queries`` in one round trip (one pipelined transaction)."""
+        self._check()
+        if not queries:
+            return []
+        stmt, args = self._statement(LEXICAL_SQL, flt)
+        common = {"k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))), **args}
+        with self._tx(read_only=True) as conn:
+            self._settings(conn, k, False)
+            cursors = [conn.execute(stmt, {**self._lexical_params(terms), **common}) for terms in queries]
+        return [sorted(((i, float(s)) for i, s in cur.fetchall()), key=lambda kv: (-kv[1], kv[0])) for cur in cursors]
+
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
         self._check()
         q = np.asarray(vector, np.float32)
