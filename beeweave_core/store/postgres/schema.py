@@ -263,6 +263,11 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0006_tiers", """
         ALTER TABLE chunks ADD COLUMN tier text NOT NULL DEFAULT 'long';
     """),
+    # Whether a record takes part in session context (index/turns.py), decided when it is
+    # written; rows written before had context whenever they had a session.
+    ("0007_turns", """
+        ALTER TABLE chunks ADD COLUMN turn boolean NOT NULL DEFAULT true;
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 
