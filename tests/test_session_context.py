@@ -146,6 +146,8 @@ def _chunk(text: str, **kw) -> KnowledgeChunk:
     (_chunk("To reset your password, open Settings."), False),
     (_chunk("Q: how do I reset my password? A: open Settings."), False),  # a label, not a speaker
     (_chunk("问：怎么重置密码？答：打开设置。"), False),
+    (_chunk("客服小王：您好"), True),
+    (_chunk("银行柜员招聘会的主要内容是招聘会：分享职业经验。"), False),  # a clause, not a name
     (_chunk("At 10:30 the train leaves."), False),
     (_chunk("plain words", metadata={"speaker": ""}), False),
     (_chunk("plain words", metadata={"ingest": {"role": "document"}}), False),

@@ -13,7 +13,8 @@ themselves. The evidence is read from the memory when it is written:
 * its metadata names who said it (a ``speaker`` or ``role`` key, as chat messages carry);
 * its text opens with a speaker tag ("Caroline: ...", "用户：...", "[user] ..."). A tag
   of one character ("Q:", "A:", "问：") is taken for a label of a question-answer pair,
-  not for a speaker.
+  not for a speaker, and a Chinese or Japanese tag longer than four characters for a
+  clause, not a name.
 
 Anything else (``add``/``add_many`` of plain records, document chunks, derived
 memories) is a fact scored on its own text. ``SessionContext.ALL`` gives every memory
@@ -54,6 +55,9 @@ _SPEAKER_TAG = re.compile(
     r"|[^\W\d](?:[\w.'-]{1,20}|[\w.'-]{0,20}(?: [^\W\d][\w.'-]{0,20}){1,2})[ \t]*[:：])"
 )
 
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+_CJK_NAME = 4  # characters
+
 
 def is_turn(chunk: KnowledgeChunk) -> bool:
     """Whether the memory shows it is a turn of a conversation (see the module docstring)."""
@@ -63,7 +67,10 @@ def is_turn(chunk: KnowledgeChunk) -> bool:
         return True
     if any(isinstance(meta.get(k), str) and meta[k].strip() for k in _SPEAKER_KEYS):
         return True
-    return _SPEAKER_TAG.match(chunk.raw_content) is not None
+    m = _SPEAKER_TAG.match(chunk.raw_content)
+    # Chinese and Japanese write without spaces: a clause before a full-width colon
+    # ("活动的主要内容是：...") is no name; names and roles (用户, 客服, 张三丰) are short.
+    return m is not None and not (_CJK.search(m.group()) and len(m.group().strip(" \t:：")) > _CJK_NAME)
 
 
 def lends_context(chunk: KnowledgeChunk, mode: SessionContext) -> bool:
