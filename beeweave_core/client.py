@@ -319,7 +319,9 @@ class BeeWeaveClient:
                loosen: bool = False, min_relevance: float | None = None) -> list[SearchHit]:
         """``BeeWeave.search`` on the server. ``rerank`` (an in-process model) cannot travel: use
         ``mmr`` or run a ``Reranker`` on the returned hits."""
-        build_filter(filters, user_id=user_id)  # the engine's errors (UnknownFilterError...) before any request
+        # The engine's errors (UnknownFilterError...) before any request; the server's declared
+        # fields are asked for only when a key is not a built-in one.
+        build_filter(filters, user_id=user_id, declared=self.declared_fields)
         if rerank is not None:
             raise InvalidInputError("a Reranker runs in-process and cannot be sent to a server: "
                                     "call reranker.rerank(query, hits) on the returned hits")
@@ -479,6 +481,15 @@ class BeeWeaveClient:
 
     def maintain(self, *, user_id: str | None = None) -> MaintenanceReport:
         return MaintenanceReport(**self._call("POST", "/api/v1/maintain", params={"user_id": user_id}))
+
+    def declare_fields(self, fields: Mapping[str, str]) -> dict[str, str]:
+        """``BeeWeave.declare_fields`` on the server (admin key); returns every declared field."""
+        if not isinstance(fields, Mapping):
+            raise InvalidInputError("declare_fields takes a non-empty mapping of field name to type")
+        return dict(self._call("POST", "/api/v1/fields", body={"fields": dict(fields)})["fields"])
+
+    def declared_fields(self) -> dict[str, str]:
+        return dict(self._call("GET", "/api/v1/fields")["fields"])
 
     # -- service methods (not on the engine) ---------------------------------------------------------
     def export_user(self, user_id: str) -> dict[str, Any]:

@@ -129,12 +129,14 @@ class StatsRecorder:
             for cid, (at, user) in used.items():
                 backend.kv_put(USED, cid, {"at": at}, user_id=user)
             if searches:
-                state = backend.kv_get(_STATE, "ring") or {"next": 0}
-                slot = int(state["next"])
+                # Claim the slots atomically: two processes recording at once must not write
+                # their searches over each other's.
+                claimed = backend.kv_update(_STATE, "ring", lambda st: {
+                    "next": (int((st or {"next": 0})["next"]) + len(searches)) % self.capacity})
+                slot = (int((claimed or {"next": 0})["next"]) - len(searches)) % self.capacity
                 for entry in searches:
                     backend.kv_put(SEARCHES, f"{slot % self.capacity:07d}", entry, user_id=entry["user_id"])
                     slot += 1
-                backend.kv_put(_STATE, "ring", {"next": slot % self.capacity})
 
     def close(self) -> None:
         """Write what is pending and stop listening; later searches are not recorded."""

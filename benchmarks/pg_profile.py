@@ -2,11 +2,13 @@
 and EXPLAIN (ANALYZE, BUFFERS) of the one search statement, on a store built from the
 scale benchmark's corpus (benchmarks/scale_data.py) on a running server.
 
-    python benchmarks/pg_profile.py URL --n 10000 [--explain] [--queries 50] [--adds 10]
+    python benchmarks/pg_profile.py URL --n 10000 [--explain] [--queries 50] [--adds 10] [--filtered]
 
 The store (schema ``prof_<n>``, tenant ``scale``) is built on first use and reused, so
 a change of the search SQL is measured in seconds. A change of the schema needs
-``--rebuild``.
+``--rebuild``. Memory ``i`` is written by agent ``agent-{i % 8}`` with the tag
+``topic-{i % 64}``, so ``--filtered`` times searches narrowed by session (one of ~5,000),
+tag (1/64 of the store) and agent (1/8) beside the one-user search, interleaved.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -26,7 +29,7 @@ from scale_data import DEFAULT_CACHE_DIR, Precomputed, ScaleCorpus, Vectors, ens
 
 from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.filters import Filter  # noqa: E402
-from beeweave_core.store.postgres.sql import SEARCH_SQL  # noqa: E402
+from beeweave_core.store.postgres.sql import SEARCH_SQL, narrowed  # noqa: E402
 
 BLOCK = 8192
 
@@ -34,6 +37,59 @@ BLOCK = 8192
 def _open(url: str, n: int, embedder: Precomputed) -> BeeWeave:
     sep = "&" if "?" in url else "?"
     return BeeWeave.from_url(f"{url}{sep}schema=prof_{n}", tenant="scale", embedder=embedder)
+
+
+AGENTS, TOPICS = 8, 64
+
+
+def _labelled(i: int, record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "agent_id": f"agent-{i % AGENTS}", "tags": [f"topic-{i % TOPICS}"]}
+
+
+def _filters(corpus: ScaleCorpus, n: int, i: int) -> dict[str, dict[str, Any]]:
+    """The filters query ``i`` is timed with (spread over sessions, tags and agents)."""
+    j = (i * 7919) % n
+    return {"user only": {}, "session": {"session_id": corpus.memory_at(j, 1).session_id},
+            "tag": {"tags": [f"topic-{j % TOPICS}"]}, "agent": {"agent_id": f"agent-{j % AGENTS}"}}
+
+
+def _filtered(memory: BeeWeave, corpus: ScaleCorpus, queries: list, n: int) -> None:
+    times: dict[str, list[float]] = {name: [] for name in _filters(corpus, n, 0)}
+    hits: dict[str, int] = dict.fromkeys(times, 0)
+    for i, q in enumerate(queries):
+        flts = list(_filters(corpus, n, i).items())
+        for name, flt in flts[:: 1 if i % 2 else -1]:  # alternate the order, so load hits all alike
+            t0 = time.perf_counter()
+            found = memory.search(q.text, user_id=q.user_id, k=10, query_embedding=q.vector, filters=flt or None)
+            if i >= 5:
+                times[name].append((time.perf_counter() - t0) * 1000)
+                hits[name] += len(found)
+    for name, ts in times.items():
+        ts.sort()
+        print(f"filtered by {name}: search p50 {statistics.median(ts):.1f} ms  p95 {ts[int(0.95 * len(ts))]:.1f} ms "
+              f"({len(ts)} searches, {hits[name] / max(len(ts), 1):.1f} hits each)", flush=True)
+
+
+def _lexical_paths(memory: BeeWeave, corpus: ScaleCorpus, queries: list, n: int) -> None:
+    """Both paths of a filtered lexical search (sql.LEX_FILTERED), each forced, interleaved."""
+    from beeweave_core.filters import build_filter
+    from beeweave_core.query import prepare_query
+
+    backend = memory.backend
+    chosen = backend.key_lookup_cost
+    for name in ("session", "tag", "agent"):
+        times: dict[str, list[float]] = {"by key": [], "through the postings": []}
+        for i, q in enumerate(queries):
+            flt = build_filter({"user_id": q.user_id, **_filters(corpus, n, i)[name]})
+            terms = prepare_query(q.text, memory._shared.tokenizer).terms  # noqa: SLF001
+            for path, cost in (("by key", 0.0), ("through the postings", 1e12))[:: 1 if i % 2 else -1]:
+                backend.key_lookup_cost = cost
+                t0 = time.perf_counter()
+                backend.lexical_search(terms, flt, 40)
+                times[path].append((time.perf_counter() - t0) * 1000)
+        print(f"lexical_search filtered by {name}: " + ", ".join(
+            f"{path} p50 {statistics.median(ts):.1f} ms" for path, ts in times.items()), flush=True)
+    backend.key_lookup_cost = chosen
 
 
 def _ab(memory: BeeWeave, queries: list, unscoped: bool, rounds: int = 3) -> None:
@@ -84,6 +140,12 @@ def main() -> None:
     ap.add_argument("--trips", action="store_true",
                     help="time a trivial search statement with the search settings sent as the store sends "
                          "them (one round trip) and in psycopg's conn.transaction() (as before), interleaved")
+    ap.add_argument("--explain-filter", choices=("user only", "session", "tag", "agent"), default="user only",
+                    help="what --explain's search is narrowed by besides the user")
+    ap.add_argument("--filtered", action="store_true",
+                    help="time one-user searches also narrowed by session, tag and agent, interleaved")
+    ap.add_argument("--lexical-paths", action="store_true",
+                    help="time both paths of a filtered lexical search (by key, through the postings), forced")
     ap.add_argument("--ab", action="store_true",
                     help="time each search with the store's search settings and with only the HNSW ones "
                          "(as before the planner settings), interleaved, so machine load hits both alike")
@@ -102,7 +164,8 @@ def main() -> None:
         start = time.perf_counter()
         for lo in range(memory.backend.count(None), args.n, BLOCK):
             hi = min(args.n, lo + BLOCK)
-            memory.add_many([m.record(v) for m, v in zip(corpus.memories(lo, hi, 1), vectors.store(lo, hi))],
+            memory.add_many([_labelled(i, m.record(v)) for i, m, v in
+                             zip(range(lo, hi), corpus.memories(lo, hi, 1), vectors.store(lo, hi))],
                             link=False, show_progress=False)
         if memory.backend.count(None) > memory.backend.exact_limit:
             memory.backend.ensure_vector_index()
@@ -118,6 +181,10 @@ def main() -> None:
     times.sort()
     print(f"search p50 {statistics.median(times):.1f} ms  p95 {times[int(0.95 * len(times))]:.1f} ms", flush=True)
 
+    if args.filtered:
+        _filtered(memory, corpus, queries, args.n)
+    if args.lexical_paths:
+        _lexical_paths(memory, corpus, queries, args.n)
     if args.ab:
         _ab(memory, queries, args.unscoped)
     if args.trips:
@@ -140,12 +207,16 @@ def main() -> None:
 
         terms = prepare_query(q.text, memory._shared.tokenizer).terms  # noqa: SLF001
         flt = Filter() if args.unscoped else Filter(user_ids=[q.user_id])
+        narrow = _filters(corpus, args.n, 7)[args.explain_filter]
+        flt = flt.replace(session_ids=[narrow["session_id"]] if "session_id" in narrow else None,
+                          tags_any=narrow.get("tags"), agent_ids=[narrow["agent_id"]] if "agent_id" in narrow else None)
+        print(f"EXPLAIN of one search with {flt}", flush=True)
         k = 40
         stmt, fargs = backend._statement(SEARCH_SQL, flt, d=384)
         params = {**backend._lexical_params(terms), "k": k, **backend._vector_params(q.vector.astype(np.float32), flt,
                                                                                      k, False), **fargs}
         with backend._tx() as conn:
-            backend._settings(conn, k)
+            backend._settings(conn, k, narrowed(flt))  # noqa: SLF001
             plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()
         print("\n".join(r[0] for r in plan))
     memory.close()

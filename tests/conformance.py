@@ -19,6 +19,7 @@ never through ``BeeWeave``, so it checks exactly what the engine relies on.
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -763,6 +764,36 @@ class BackendConformance:
         assert backend.kv_delete("ns", "a") is False
         assert backend.kv_get("ns", "a") is None
         assert backend.kv_get("other", "a") == {"v": "other namespace"}
+
+    def test_kv_update(self, backend) -> None:
+        seen = []
+
+        def bump(cur):
+            seen.append(cur)
+            return {"n": (cur or {"n": 0})["n"] + 1}
+
+        assert backend.kv_update("ns", "c", bump, user_id="u") == {"n": 1}
+        assert backend.kv_update("ns", "c", bump, user_id="u") == {"n": 2}
+        assert seen == [None, {"n": 1}] and backend.kv_get("ns", "c") == {"n": 2}
+
+        def broken(cur):
+            raise ValueError("no")
+
+        with pytest.raises(ValueError):
+            backend.kv_update("ns", "c", broken)
+        assert backend.kv_get("ns", "c") == {"n": 2}  # a failed change changes nothing
+        assert backend.kv_update("ns", "c", lambda cur: None) is None
+        assert backend.kv_get("ns", "c") is None
+        backend.kv_update("ns", "d", bump, user_id="gone")
+        backend.delete_user("gone")  # the user given is the value's owner, as with kv_put
+        assert backend.kv_get("ns", "d") is None
+        threads = [threading.Thread(target=lambda: [backend.kv_update("ns", "t", bump) for _ in range(25)])
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert backend.kv_get("ns", "t") == {"n": 100}  # no increment lost
 
     def test_log(self, backend) -> None:
         seqs = [backend.log_append("versions", key, {"n": i}) for i, key in enumerate(["c1", "c2", "c1", "c1"])]

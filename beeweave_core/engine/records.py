@@ -216,9 +216,14 @@ class Records:
         return gone
 
     # -- changing ------------------------------------------------------------------------
-    def update(self, chunk_id: str, **changes: Any) -> KnowledgeChunk:
+    def update(self, chunk_id: str, *, trusted: bool = False, **changes: Any) -> KnowledgeChunk:
         if "id" in changes:
             raise InvalidInputError("a chunk's id cannot change")
+        if not isinstance(trusted, bool):
+            raise InvalidInputError("trusted must be True or False")
+        if not trusted and self.policy is not None:
+            # An edit must not store what add() would have redacted.
+            changes = self.policy.changes(changes)
         if "content" in changes:
             changes["raw_content"] = changes.pop("content")
         pc = changes.get("processed_content")

@@ -2,13 +2,17 @@
 the event bus (``watch.matched``), when a new or updated memory of that user matches it.
 
 The event goes wherever bus events go: in-process subscribers, and a server's SSE stream
-and webhooks. Watches live in the process that made them.
+and webhooks. Watches are kept in the store (kv namespace ``engine.watches``, one entry per
+watch, owned by its user so forgetting the user removes them): a reopened store keeps them,
+and another process on the same store sees them within ``REFRESH_SECONDS`` and checks its own
+writes against them (the event is emitted where the write happened).
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,8 +23,10 @@ from ..records import ChunkStatus, KnowledgeChunk
 from ..validation import check_content, check_id, check_number
 from .shared import Shared
 
-__all__ = ["Watch", "Watches", "watch_relevance"]
+__all__ = ["Watch", "Watches", "watch_relevance", "WATCHES", "REFRESH_SECONDS"]
 
+WATCHES = "engine.watches"  # kv: watch id -> {"query", "user_id", "agent_id", "min_relevance"}
+REFRESH_SECONDS = 1.0  # how stale this process's view of other processes' watches may be
 _CONTENT_FIELDS = {"raw_content", "summary", "processed_content"}
 
 
@@ -43,8 +49,8 @@ class Watch:
     user_id: str
     agent_id: str | None
     min_relevance: float
-    vector: np.ndarray = field(repr=False)
-    fired: int = 0
+    vector: np.ndarray | None = field(default=None, repr=False)  # embedded when first needed
+    fired: int = 0  # matches seen by this process
     _owner: Watches | None = field(default=None, repr=False)
 
     def cancel(self) -> None:
@@ -53,16 +59,16 @@ class Watch:
 
 
 class Watches:
-    """The watches of one memory; an ``on_insert`` hook and, while any exist, a bus subscriber."""
+    """The watches of one store; an ``on_insert`` hook and, while any exist, a bus subscriber."""
 
     def __init__(self, shared: Shared, embed_query: object) -> None:
         self.shared = shared
         self._embed = embed_query
         self._watches: dict[str, Watch] = {}
-        self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._sub: Subscription | None = None
         self._seen: dict[tuple[str, str], str] = {}  # (watch, memory) -> content it fired for
+        self._loaded_at: float | None = None  # monotonic time of the last read of the store
 
     def watch(self, query: str, *, user_id: str, agent_id: str | None = None,
               min_relevance: float = 0.5) -> Watch:
@@ -72,28 +78,53 @@ class Watches:
             check_id(agent_id, "agent_id")
         check_number("min_relevance", min_relevance, low=0.0, high=1.0)
         vec = np.asarray(self._embed(query), dtype=np.float32)  # type: ignore[operator]
-        w = Watch(f"w{next(self._ids)}", query, user_id, agent_id, float(min_relevance), vec, _owner=self)
+        # A random id: watches of several processes share one namespace.
+        w = Watch(f"w{uuid.uuid4().hex[:12]}", query, user_id, agent_id, float(min_relevance), vec, _owner=self)
+        self.shared.backend.kv_put(WATCHES, w.id, {"query": w.query, "user_id": w.user_id, "agent_id": w.agent_id,
+                                                   "min_relevance": w.min_relevance}, user_id=user_id)
+        self._refresh(force=True)
         with self._lock:
             self._watches[w.id] = w
-            if self._sub is None:
-                self._sub = self.shared.events.subscribe(self._on_event, types=[EventType.UPDATED])
         return w
 
     def cancel(self, watch_id: str) -> bool:
-        with self._lock:
-            gone = self._watches.pop(watch_id, None)
-            self._seen = {k: v for k, v in self._seen.items() if k[0] != watch_id}
-            if not self._watches and self._sub is not None:
-                self.shared.events.unsubscribe(self._sub)
-                self._sub = None
-        return gone is not None
+        gone = self.shared.backend.kv_delete(WATCHES, watch_id) if isinstance(watch_id, str) else False
+        self._refresh(force=True)
+        return gone
 
     def all(self, *, user_id: str | None = None) -> list[Watch]:
+        self._refresh()
         with self._lock:
             return [w for w in self._watches.values() if user_id is None or w.user_id == user_id]
 
+    def _refresh(self, *, force: bool = False) -> None:
+        """Bring this process's watches in line with the store's (at most every
+        ``REFRESH_SECONDS`` unless forced); a watch known here keeps its vector and count."""
+        now = time.monotonic()
+        if not force and self._loaded_at is not None and now - self._loaded_at < REFRESH_SECONDS:
+            return
+        stored = dict(self.shared.backend.kv_scan(WATCHES))
+        with self._lock:
+            self._loaded_at = now
+            known = self._watches
+            self._watches = {wid: known.get(wid) or Watch(wid, v["query"], v["user_id"], v.get("agent_id"),
+                                                          float(v["min_relevance"]), _owner=self)
+                             for wid, v in stored.items()}
+            self._seen = {k: v for k, v in self._seen.items() if k[0] in self._watches}
+            if self._watches and self._sub is None:
+                self._sub = self.shared.events.subscribe(self._on_event, types=[EventType.UPDATED])
+            elif not self._watches and self._sub is not None:
+                self.shared.events.unsubscribe(self._sub)
+                self._sub = None
+
+    def _vector(self, w: Watch) -> np.ndarray:
+        if w.vector is None:  # a watch made by another process, or before this one opened the store
+            w.vector = np.asarray(self._embed(w.query), dtype=np.float32)  # type: ignore[operator]
+        return w.vector
+
     # -- hooks -------------------------------------------------------------------------------
     def on_insert(self, chunks: list[KnowledgeChunk], link: bool) -> None:
+        self._refresh()
         if self._watches:
             self._check(chunks, "created")
 
@@ -117,9 +148,12 @@ class Watches:
             if vec is None:
                 continue
             for w in watches:
-                if w.user_id != c.user_id or w.vector.shape != vec.shape:
+                if w.user_id != c.user_id:
                     continue
-                rel = watch_relevance(w.vector, vec)
+                wvec = self._vector(w)
+                if wvec.shape != vec.shape:
+                    continue
+                rel = watch_relevance(wvec, vec)
                 key = (w.id, c.id)
                 if rel < w.min_relevance or self._seen.get(key) == c.raw_content:
                     continue

@@ -156,7 +156,7 @@ class Ingestion:
         for c in chunks:
             meta = dict(c.metadata)
             meta["ingest"] = {**meta.get("ingest", {}), "reviewed": {"decision": "approved", "at": at}}
-            self.records.update(c.id, status=ChunkStatus.ACTIVE, metadata=meta)
+            self.records.update(c.id, status=ChunkStatus.ACTIVE, metadata=meta, trusted=True)  # stored text, unchanged
         return [c.id for c in chunks]
 
     def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]:

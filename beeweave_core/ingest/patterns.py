@@ -201,35 +201,44 @@ class PatternTracker:
             return None
         owner = self.owner(s.user_id)
         kv_key = owner + _SEP + key
-        state = self.backend.kv_get(NAMESPACE, kv_key)
-        if state is None:
+        if self.backend.kv_get(NAMESPACE, kv_key) is None:
             similar = self._similar(owner, concepts(self.terms(s.query)))
             if similar is not None:
-                kv_key, state = similar
-        state = state or {
-            "user_id": owner, "intent": Intent(s.intent).value, "key": key, "terms": list(self.terms(s.query)),
-            "hits": [], "examples": [], "first_seen": _ts(s.at)}
-        hits: list[list[Any]] = state["hits"]
-        if any(eid == s.event_id for _, eid in hits):
-            return None  # already counted (the event was processed before a crash)
+                kv_key = similar[0]
         now = self.clock()
-        before = self.counts(hits, now)
-        hits.append([_ts(s.at), s.event_id])
-        hits.sort(key=lambda h: h[0])
         cutoff = _ts(now - self._longest)
-        state["hits"] = [h for h in hits if h[0] > cutoff][-self.config.max_hits:]
         example = {"query": s.query, "answer": s.answer[:4000], "answer_id": s.answer_id, "at": _ts(s.at),
                    "tags": list(s.tags)}
-        state["examples"] = ([e for e in state["examples"] if e["query"] != s.query] + [example])[-self.config.max_examples:]
+        seen: dict[str, Any] = {}
+
+        def count(state: dict[str, Any] | None) -> dict[str, Any]:
+            # Atomic (kv_update): sightings of one question in several processes all count.
+            state = state or {"user_id": owner, "intent": Intent(s.intent).value, "key": key,
+                              "terms": list(self.terms(s.query)), "hits": [], "examples": [],
+                              "first_seen": _ts(s.at)}
+            hits: list[list[Any]] = state["hits"]
+            seen.update(again=any(eid == s.event_id for _, eid in hits), before=self.counts(hits, now),
+                        new=not hits)
+            if seen["again"]:
+                return state  # already counted (the event was processed before a crash)
+            hits = sorted([*hits, [_ts(s.at), s.event_id]], key=lambda h: h[0])
+            state["hits"] = [h for h in hits if h[0] > cutoff][-self.config.max_hits:]
+            state["examples"] = ([e for e in state["examples"] if e["query"] != s.query]
+                                 + [example])[-self.config.max_examples:]
+            return state
+
         kv_user = None if self.config.scope is PatternScope.GLOBAL else owner
-        if len(hits) == 1:  # a new key: findable by its concepts from now on
+        state = self.backend.kv_update(NAMESPACE, kv_key, count, user_id=kv_user)
+        assert state is not None
+        if seen["again"]:
+            return None
+        if seen["new"]:  # a new key: findable by its concepts from now on
             self._index(owner, kv_key, concepts(tuple(state["terms"])), kv_user)
-        self.backend.kv_put(NAMESPACE, kv_key, state, user_id=kv_user)
         after = self.counts(state["hits"], now)
         if not self.is_hot(after):
             return None
         refresh = len(state["hits"]) % self.config.refresh_every == 0
-        return Detection(self._pattern(kv_key, state, after), not self.is_hot(before), kv_key, state, refresh)
+        return Detection(self._pattern(kv_key, state, after), not self.is_hot(seen["before"]), kv_key, state, refresh)
 
     def _similar(self, owner: str, wanted: frozenset[str]) -> tuple[str, dict[str, Any]] | None:
         """An earlier key of ``owner`` whose question is a paraphrase of one with ``wanted``
@@ -252,10 +261,12 @@ class PatternTracker:
     def _index(self, owner: str, kv_key: str, found: frozenset[str], user_id: str | None) -> None:
         # Under its exact concepts: a paraphrase is found through any concept the two share
         # exactly (订单 above); one that shares none is not found (a known limit).
+        def add(entry: dict[str, Any] | None) -> dict[str, Any]:
+            keys = [k for k in (entry or {}).get("keys", []) if k != kv_key]
+            return {"keys": [*keys, kv_key][-_INDEX_KEYS:]}
+
         for concept in found:
-            key = owner + _SEP + concept
-            keys = [k for k in (self.backend.kv_get(INDEX, key) or {}).get("keys", []) if k != kv_key]
-            self.backend.kv_put(INDEX, key, {"keys": [*keys, kv_key][-_INDEX_KEYS:]}, user_id=user_id)
+            self.backend.kv_update(INDEX, owner + _SEP + concept, add, user_id=user_id)
 
     def _pattern(self, kv_key: str, state: dict[str, Any], counts: dict[str, int]) -> HotPattern:
         examples = state["examples"]

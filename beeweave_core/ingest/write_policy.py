@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ..records import ChunkStatus, KnowledgeChunk
+from ..records import ChunkStatus, KnowledgeChunk, ProcessedContent
 from ..validation import importance_of
 from .admission import Candidate, admit
 from .config import IngestConfig
@@ -22,7 +22,7 @@ from .redact import Redactor
 
 __all__ = ["WritePolicy"]
 
-_TEXT_FIELDS = ("content", "summary")
+_TEXT_FIELDS = ("content", "raw_content", "summary")  # raw_content: the name update() also takes
 
 
 class WritePolicy:
@@ -160,5 +160,13 @@ class WritePolicy:
                          if md.get("importance") is not None else None)
 
     def changes(self, changes: Mapping[str, Any]) -> dict[str, Any]:
-        """An update's changes, with new text, tags and metadata redacted."""
-        return self._redact(dict(changes), Counter())
+        """An update's changes, with new text, tags, metadata and processed content redacted."""
+        out = self._redact(dict(changes), Counter())
+        pc = out.get("processed_content")
+        r = self.redactor
+        if r.enabled and isinstance(pc, ProcessedContent):
+            out["processed_content"] = type(pc)(pc.type, r.redact(pc.text), pc.language,
+                                                r.redact_tree(pc.payload) if pc.payload is not None else None)
+        elif r.enabled and isinstance(pc, Mapping):
+            out["processed_content"] = r.redact_tree(dict(pc))
+        return out

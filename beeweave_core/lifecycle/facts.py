@@ -3,10 +3,11 @@ each with its source and confidence) and conflict groups."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import InvalidInputError, NotFoundError
+from ..errors import DuplicateIdError, InvalidInputError, NotFoundError
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk, new_id
 from ..validation import check_text, id_list
@@ -21,6 +22,12 @@ __all__ = ["Facts", "FACTS", "CONFLICTS"]
 
 FACTS = "lifecycle.facts"  # kv: "<user>\x1f<subject key>" -> {"chunk_id", "subject_key"}
 CONFLICTS = "lifecycle.conflicts"  # kv: "<user>\x1f<group>" -> {"ids": [...]}
+
+
+def _fact_id(key: str, before: str) -> str:
+    """A new fact's id: the same in every process that saw the same ``before`` (the id of the
+    subject's previous, deleted memory, or ""), so a fact deleted and stated anew gets a new id."""
+    return "fact-" + hashlib.sha256(f"{key}\x1f{before}".encode()).hexdigest()[:24]
 
 
 def _key(user_id: str, name: str) -> str:
@@ -62,10 +69,20 @@ class Facts:
             entry = self.ctx.backend.kv_get(FACTS, key)
             current = self.ctx.backend.get([entry["chunk_id"]]).get(entry["chunk_id"]) if entry else None
             if current is None:
-                md.update(kind="fact", fact_key=subject_key, version=1)
-                cid = self.ctx.records.add(content, user_id=user_id, tags=tags, metadata=md, **fields)
+                # The id follows from user, subject and what was before, so two processes stating
+                # a new fact at once make one memory: the later add is refused and revises it.
+                cid = fields.pop("chunk_id", None) or _fact_id(key, entry["chunk_id"] if entry else "")
+                try:
+                    cid = self.ctx.records.add(content, user_id=user_id, tags=tags, chunk_id=cid,
+                                               metadata=dict(md, kind="fact", fact_key=subject_key, version=1),
+                                               **fields)
+                except DuplicateIdError:
+                    current = self.ctx.backend.get([cid]).get(cid)
+                    if current is None or current.user_id != user_id:
+                        raise
                 self.ctx.backend.kv_put(FACTS, key, {"chunk_id": cid, "subject_key": subject_key}, user_id=user_id)
-                return cid
+                if current is None:
+                    return cid
             return self._revise_fact(current, content, md, list(tags), fields)
 
     def _revise_fact(self, current: KnowledgeChunk, content: str, md: dict[str, Any], tags: list[str],

@@ -9,6 +9,7 @@ archived), are dropped when the queue is read.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from ..filters import build_filter
 from ..records import ChunkStatus, KnowledgeChunk, to_datetime
@@ -22,26 +23,33 @@ _LIVE = build_filter({"status": [ChunkStatus.ACTIVE.value, ChunkStatus.PENDING.v
 
 
 def flag(backend: StoreBackend, chunk: KnowledgeChunk, reason: str, now: datetime) -> bool:
-    """Put a memory in the queue for ``reason``; False if it was already there for it."""
-    entry = backend.kv_get(REVIEW, chunk.id) or {"user_id": chunk.user_id, "reasons": [],
-                                                 "flagged_at": now.isoformat()}
-    if reason in entry["reasons"]:
-        return False
-    entry["reasons"] = [*entry["reasons"], reason]
-    backend.kv_put(REVIEW, chunk.id, entry, user_id=chunk.user_id)
-    return True
+    """Put a memory in the queue for ``reason``; False if it was already there for it.
+    Atomic (``kv_update``): two processes flagging one memory keep both reasons."""
+    added = False
+
+    def change(entry: dict[str, Any] | None) -> dict[str, Any]:
+        nonlocal added
+        entry = entry or {"user_id": chunk.user_id, "reasons": [], "flagged_at": now.isoformat()}
+        added = reason not in entry["reasons"]
+        return dict(entry, reasons=[*entry["reasons"], reason]) if added else entry
+
+    backend.kv_update(REVIEW, chunk.id, change, user_id=chunk.user_id)
+    return added
 
 
 def unflag(backend: StoreBackend, chunk_id: str, reason: str | None = None) -> None:
     """Take a memory out of the queue (only for ``reason``, if given)."""
-    entry = backend.kv_get(REVIEW, chunk_id)
-    if entry is None:
-        return
-    reasons = [] if reason is None else [r for r in entry["reasons"] if r != reason]
-    if reasons:
-        backend.kv_put(REVIEW, chunk_id, dict(entry, reasons=reasons), user_id=entry.get("user_id"))
-    else:
-        backend.kv_delete(REVIEW, chunk_id)
+    found = backend.kv_get(REVIEW, chunk_id)
+    if found is None:
+        return  # the common case, without a write
+
+    def change(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+        if entry is None:
+            return None
+        reasons = [] if reason is None else [r for r in entry["reasons"] if r != reason]
+        return dict(entry, reasons=reasons) if reasons else None
+
+    backend.kv_update(REVIEW, chunk_id, change, user_id=found.get("user_id"))
 
 
 def read_queue(backend: StoreBackend, user_id: str | None = None) -> list[ReviewItem]:

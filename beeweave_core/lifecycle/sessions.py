@@ -156,6 +156,13 @@ def _ask(model: Any) -> Callable[[str], str]:
     raise InvalidInputError("summarizer must be a LangChain chat model, a LlamaIndex LLM or a function")
 
 
+_OPTIMISTIC_TRIES = 5
+
+
+class _Raced(Exception):
+    """Another turn was written between the read and the write (internal; retried)."""
+
+
 class Sessions:
     """The session buffers of one store (see the module docstring)."""
 
@@ -185,20 +192,45 @@ class Sessions:
         when = timestamp or self.ctx.now()
         turn = Turn(role, self.redact(content.strip()), when)
         key = self._key(user_id, session_id)
-        with self.ctx.shared.write_lock:
-            state = self.ctx.backend.kv_get(NAMESPACE, key) or {"summary": "", "turns": [], "total": 0,
-                                                                 "summarized": 0, "summarizer": "extractive"}
-            turns = [Turn.from_dict(t) for t in state["turns"]] + [turn]
-            summary, how = state["summary"], state.get("summarizer", "extractive")
-            over = len(turns) - self.config.max_turns
-            if over > 0:
-                folded, turns = turns[:over], turns[over:]
-                summary, how = self._fold(summary, folded, turns)
-                state["summarized"] = int(state["summarized"]) + len(folded)
-            state.update(summary=summary, summarizer=how, turns=[t.to_dict() for t in turns],
-                         total=int(state["total"]) + 1)
-            self.ctx.backend.kv_put(NAMESPACE, key, state, user_id=user_id)
+        # Atomic against other processes (kv_update). A fold may ask an LLM, which must not run
+        # while the store is locked: the new state is built from a read, and written only if
+        # no other turn landed meanwhile (else built again); after a few lost races it is built
+        # under the lock, so a busy session still makes progress.
+        for attempt in range(_OPTIMISTIC_TRIES + 1):
+            locked = attempt == _OPTIMISTIC_TRIES
+            seen = None if locked else self.ctx.backend.kv_get(NAMESPACE, key)
+            built = None if locked else self._appended(seen, turn)
+
+            def change(cur: dict[str, Any] | None, seen: dict[str, Any] | None = seen,
+                       built: dict[str, Any] | None = built) -> dict[str, Any]:
+                if built is None:
+                    return self._appended(cur, turn)
+                if cur != seen:
+                    raise _Raced
+                return built
+            try:
+                state = self.ctx.backend.kv_update(NAMESPACE, key, change, user_id=user_id)
+                break
+            except _Raced:
+                continue
+        assert state is not None
+        turns = state["turns"]
         return self._context(session_id, user_id, state, len(turns))
+
+    def _appended(self, state: dict[str, Any] | None, turn: Turn) -> dict[str, Any]:
+        """The buffer ``state`` (None: a new session) with ``turn`` appended and, when full,
+        its oldest turns folded into the summary."""
+        state = dict(state or {"summary": "", "turns": [], "total": 0, "summarized": 0, "summarizer": "extractive"})
+        turns = [Turn.from_dict(t) for t in state["turns"]] + [turn]
+        summary, how = state["summary"], state.get("summarizer", "extractive")
+        over = len(turns) - self.config.max_turns
+        if over > 0:
+            folded, turns = turns[:over], turns[over:]
+            summary, how = self._fold(summary, folded, turns)
+            state["summarized"] = int(state["summarized"]) + len(folded)
+        state.update(summary=summary, summarizer=how, turns=[t.to_dict() for t in turns],
+                     total=int(state["total"]) + 1)
+        return state
 
     def get(self, session_id: str, *, user_id: str, window: int = 10) -> ConversationContext:
         """The summary and the latest ``window`` turns of a session (empty if it has none)."""

@@ -23,6 +23,8 @@ from .schemas import (
     EventIn,
     ExportOut,
     FeedbackIn,
+    FieldsIn,
+    FieldsOut,
     FlushOut,
     ForgetOut,
     IdsIn,
@@ -192,6 +194,17 @@ def core_router(config: ServerConfig) -> APIRouter:
     def maintain(user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         c.access.must_admin("maintenance")
         return c.svc.maintain(user_id=c.access.one_user(user_id)).to_dict()
+
+    @r.get("/fields", response_model=FieldsOut, tags=["search"],
+           summary="The declared metadata fields, usable as keys of a search's filters")
+    def fields(c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return {"fields": c.svc.declared_fields()}
+
+    @r.post("/fields", response_model=FieldsOut, tags=["search"],
+            summary="Declare metadata fields as filters, with their types; returns all of them (admin key)")
+    def declare(req: FieldsIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        c.access.must_admin("declare fields")
+        return {"fields": c.svc.declare_fields(req.fields)}
 
     @r.get("/stats", response_model=StatsOut, tags=["stats"],
            summary="Hottest and newest memories, distributions, growth, search latency, dead letters")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
 from ..fusion import FusionMode
 from ..lifecycle.config import FeedbackSignal, ReviewDecision
@@ -28,6 +28,7 @@ _MAX_LIST = 1000
 
 Id = Field(min_length=1, max_length=_MAX_ID)
 StrOrList = str | list[str]
+FieldValue = StrictBool | StrictInt | StrictFloat | StrictStr  # a declared field's value: never coerced
 DateLike = str | float
 
 
@@ -135,6 +136,10 @@ class FiltersIn(_In):
     status: ChunkStatus | list[ChunkStatus] | None = None
     ids: StrOrList | None = None
     tier: MemoryTier | list[MemoryTier] | None = None
+    # Any other key is a declared metadata field (GET /api/v1/fields); the engine refuses the
+    # undeclared ones with the list of known keys, as it does in the library.
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    __pydantic_extra__: dict[str, FieldValue | list[FieldValue]]
 
     def to_engine(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
@@ -289,6 +294,7 @@ class ExportOut(_Out):
     review: list[ReviewItemOut]
     hot_patterns: list[dict[str, Any]]
     searches: list[dict[str, Any]]
+    watches: list[dict[str, Any]] = Field(default_factory=list)
 
 
 # -- stats and health -----------------------------------------------------------------------------------
@@ -332,6 +338,22 @@ class AccessOut(_Out):
     tenant: str
     users: list[str] | None = Field(description="The users the key may touch; null: every user of the tenant.")
     admin: bool
+
+
+FieldType = Literal["str", "int", "float", "bool"]  # fields.FIELD_TYPES
+
+
+class FieldsIn(_In):
+    """Metadata fields to declare as filters (``BeeWeave.declare_fields``)."""
+
+    fields: dict[str, FieldType] = Field(min_length=1, max_length=100,
+                                         description="Field name (an identifier) to its type.")
+
+
+class FieldsOut(_Out):
+    """The store's declared metadata fields, usable as keys of ``filters``."""
+
+    fields: dict[str, FieldType]
 
 
 class HealthOut(_Out):

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from ..engine.watch import WATCHES
 from ..errors import InvalidInputError
 from ..filters import build_filter
 from ..ingest.write_policy import WritePolicy
@@ -138,7 +139,7 @@ class MemoryService:
             raise InvalidInputError(f"these fields cannot be edited: {unknown}; editable: {', '.join(EDITABLE)}")
         if not changes:
             return self.memory.get(chunk_id)
-        return self.memory.update(chunk_id, **self.policy.changes(changes))
+        return self.memory.update(chunk_id, trusted=True, **self.policy.changes(changes))  # redacted just now
 
     def delete_memory(self, chunk_id: str) -> bool:
         return self.memory.delete(chunk_id)
@@ -236,6 +237,12 @@ class MemoryService:
             raise InvalidInputError("session_id must be a non-empty string")
         return self.memory.trace(session_id, user_id=None if user_id is None else check_user_id(user_id))
 
+    def declared_fields(self) -> dict[str, str]:
+        return self.memory.declared_fields()
+
+    def declare_fields(self, fields: Mapping[str, str]) -> dict[str, str]:
+        return self.memory.declare_fields(fields)
+
     def stats(self, *, user_id: str | None = None, top: int = 10) -> MemoryStats:
         return compute_stats(self.memory, user_id=None if user_id is None else check_user_id(user_id), top=top,
                              recorder=self.recorder)
@@ -288,6 +295,7 @@ class MemoryService:
             "review": [review_dict(r) for r in m.review_queue(user_id=user)],
             "hot_patterns": [_jsonable(vars(p)) for p in m.hot_patterns(user_id=user)],
             "searches": [v for _, v in backend.kv_scan(SEARCHES) if v.get("user_id") == user],
+            "watches": [{"id": k, **v} for k, v in backend.kv_scan(WATCHES) if v.get("user_id") == user],
         }
 
     def forget_user(self, user_id: str, flush_timeout: float | None = None) -> int:

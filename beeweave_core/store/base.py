@@ -169,6 +169,12 @@ class StoreBackend(Protocol):
 
     def kv_delete(self, namespace: str, key: str) -> bool: ...
 
+    def kv_update(self, namespace: str, key: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None],
+                  *, user_id: str | None = None) -> dict[str, Any] | None:
+        """Read-modify-write one value atomically, also against other processes and hosts:
+        ``change(current or None)`` returns the new value (None: delete it), which is written
+        and returned. If ``change`` raises, nothing changes."""
+
     def kv_scan(self, namespace: str, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
         """Every (key, value) of a namespace whose key starts with ``prefix``, in key order."""
 

@@ -893,6 +893,20 @@ class SQLiteStore:
                 cur = self._db.execute("DELETE FROM kv WHERE ns=? AND key=?", (namespace, key))
             return cur.rowcount > 0
 
+    def kv_update(self, namespace: str, key: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None],
+                  *, user_id: str | None = None) -> dict[str, Any] | None:
+        with self._lock:
+            self._check()
+            with self._tx():  # BEGIN IMMEDIATE: no other process writes between the read and the write
+                row = self._db.execute("SELECT value FROM kv WHERE ns=? AND key=?", (namespace, key)).fetchone()
+                new = change(None if row is None else json.loads(row[0]))
+                if new is None:
+                    self._db.execute("DELETE FROM kv WHERE ns=? AND key=?", (namespace, key))
+                else:
+                    self._db.execute("INSERT OR REPLACE INTO kv VALUES (?,?,?,?)",
+                                     (namespace, key, json.dumps(new, ensure_ascii=False), user_id))
+        return new
+
     def kv_scan(self, namespace: str, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
         with self._lock:
             self._check()

@@ -48,6 +48,23 @@ def test_add_many_redacts_dicts_and_chunks(make_memory) -> None:
     assert b.metadata["ingest"]["redactions"] == {"email": 3, "phone": 1}
 
 
+def test_update_redacts_what_add_would_have(make_memory) -> None:
+    m = make_memory()
+    cid = m.add("The user prefers green tea.", user_id="u")
+    for field in ("content", "raw_content"):
+        c = m.update(cid, **{field: SECRET}, tags=["dana@example.com"], metadata={"note": "13812345678"})
+        assert c.raw_content == "Call me at [EMAIL] or [PHONE]." and c.content == c.raw_content
+        assert c.tags == ["[EMAIL]"] and c.metadata["note"] == "[PHONE]"
+    c = m.update(cid, summary="mail dana@example.com", entities=["dana@example.com"],
+                 processed_content={"type": "text", "text": SECRET})
+    assert c.summary == "mail [EMAIL]" and c.entities == ["[EMAIL]"] and "dana@" not in c.content
+    assert all("dana@" not in h.chunk.content for h in m.search("dana@example.com", user_id="u", k=5))
+    assert m.update(cid, content=SECRET, trusted=True).raw_content == SECRET
+    with pytest.raises(InvalidInputError):
+        m.update(cid, content="x", trusted="yes")
+    assert m.get(cid).raw_content == SECRET  # the refused update changed nothing
+
+
 def test_redaction_keeps_the_text_around_it() -> None:
     r = Redactor()
     assert r.redact("Dana (+1 415 555 0199).") == "Dana ([PHONE])."

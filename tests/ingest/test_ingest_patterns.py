@@ -200,3 +200,39 @@ def test_pattern_memories_go_through_admission(make_memory, clock) -> None:
     assert memory.status.value == "pending"
     assert memory.metadata["ingest"]["review"] == ["source rule: role='pattern'"]
     assert memory.id in {c.id for c in m.pending()}
+
+
+def test_sightings_in_two_processes_at_once_all_count(tmp_path, monkeypatch) -> None:
+    """Two stores on one file (as two processes have) see the same question at once: every
+    sighting counts once, none lost to the other's write."""
+    import threading
+    import time
+    from datetime import datetime, timezone
+
+    from beeweave_core.ingest.patterns import Sighting
+
+    stores = [BeeWeave(tmp_path / "p.db", embedder=HashingEmbedder(32)) for _ in range(2)]
+    try:
+        trackers = [m.parts.ingestion.runtime.patterns for m in stores]
+        for m in stores:  # widen the window between a read and the write after it, as a busy host has
+            def slow_get(ns: str, key: str, get=m.backend.kv_get) -> dict | None:
+                found = get(ns, key)
+                time.sleep(0.002)
+                return found
+            monkeypatch.setattr(m.backend, "kv_get", slow_get)
+        at = datetime.now(timezone.utc)
+
+        def ask(t: PatternTracker, who: int) -> None:
+            for i in range(15):
+                t.observe(Sighting(f"ev-{who}-{i}", "u", None, "How do I reset my password?", Intent.INFORMATION_QUERY, at))
+
+        threads = [threading.Thread(target=ask, args=(t, n)) for n, t in enumerate(trackers)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        hot = stores[0].hot_patterns(user_id="u")
+        assert len(hot) == 1 and hot[0].counts["1h"] == 30, [p.counts for p in hot]
+    finally:
+        for m in stores:
+            m.close()

@@ -82,7 +82,7 @@ def random_filters(rnd: random.Random) -> list[dict]:
 
 
 def queries(rnd: random.Random) -> list[dict[str, int]]:
-    return [term_counts(sentence(rnd, 1, 5, WORDS[:45])) for _ in range(8)]
+    return [term_counts(sentence(rnd, 1, 5, WORDS[:45]).split()) for _ in range(8)]
 
 
 def assert_same_lexical(pg, lite, qs, filters) -> None:

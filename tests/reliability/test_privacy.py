@@ -170,7 +170,7 @@ ALICE_WORDS = "zorblax quintessa flibbertigibbet"  # words nobody else uses
 def lived_in(m: BeeWeave) -> MemoryService:
     """Two users with everything the lifecycle keeps about a user: memories of every status,
     relationships, feedback, stale flags in the review queue, merged duplicates with versions
-    and audit entries, facts and conflicts, hot question patterns, recorded searches."""
+    and audit entries, facts and conflicts, hot question patterns, recorded searches, standing queries."""
     svc = MemoryService(m)
     for user, words in (("alice", ALICE_WORDS), ("bob", "plain ordinary words")):
         for i in range(6):
@@ -186,6 +186,7 @@ def lived_in(m: BeeWeave) -> MemoryService:
         for _ in range(3):
             m.feedback([odd, ids[0]], "down")  # stale: into the review queue
         svc.search(f"{words} password", user_id=user)
+        m.watch(f"{words} password changes", user_id=user)  # a standing query is the user's too
     m.maintain()  # merges the duplicates: versions and audit entries
     svc.flush()
     return svc
@@ -212,6 +213,7 @@ def _check_export(svc: MemoryService, user: str, other: str, all_ids: dict[str, 
     text = json.dumps(data, ensure_ascii=False)
     assert {c["id"] for c in data["chunks"]} == all_ids[user]
     assert data["versions"] and data["audit"] and data["facts"] and data["review"] and data["searches"]
+    assert [w["user_id"] for w in data["watches"]] == [user]
     assert other not in text and not any(i in text for i in all_ids[other])
 
 

@@ -168,7 +168,10 @@ def test_a_noisy_neighbour_cannot_starve_a_quiet_tenant(tmp_path):
         print(f"\nnoisy neighbour: quiet tenant search p50 idle {idle:.1f} ms, with 200 of the noisy tenant's "
               f"searches in flight {busy:.1f} ms (x{busy / idle:.1f}), p95 {p95:.1f} ms; noisy got "
               f"{out.decode().strip()}")
-        assert busy <= max(5 * idle, idle + 15), (idle, busy)
+        # Starved, the quiet search would wait behind the noisy queue (~200 searches: seconds);
+        # fairly scheduled it only shares the two cores with them. The bound tells the two apart
+        # also when other jobs load the machine (x5.7 was seen under load, with fair scheduling).
+        assert busy <= max(8 * idle, idle + 100), (idle, busy)
     finally:
         _stop(proc)
 

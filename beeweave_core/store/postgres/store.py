@@ -71,16 +71,22 @@ from .events import RemoteListener, channel_name, event_payloads
 from .schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
 from .search import Candidates, decode_record, rank_fields_of
 from .sql import (
+    EST_FILTERED,
+    EST_USERS,
+    EXACT_FROM_FILTERED,
+    EXACT_FROM_USERS,
+    FILTERED_CTES,
     GET_SQL,
+    LEX_FILTERED,
+    LEX_PLAIN,
     LEXICAL_SQL,
-    LTOP_FILTERED,
-    LTOP_PLAIN,
     SEARCH_SQL,
     VECTOR_SCORES_SQL,
     VECTOR_SQL,
     clean,
     field_expr,
     filter_sql,
+    narrowed,
     one,
     qualify,
     split_filter,
@@ -95,6 +101,15 @@ logger = logging.getLogger(__name__)
 # buffers and joins them (a 10k scan measured 55-100 ms on the loaded development machine,
 # against 2-7 ms for the embedded numpy scan), while the graph answers in ~1 ms.
 EXACT_LIMIT = 2_000
+
+
+# A filtered lexical search reads each passing record's context postings by key when
+# that costs less than reading every posting of the query terms: one lookup per (record,
+# term) counted as this many postings read in order (sql.LEX_FILTERED). Tests set the
+# store's ``key_lookup_cost`` to 0 or to a huge value to force either path.
+KEY_LOOKUP_COST = 4.0
+
+HNSW_EF_CAP = 1_000  # the largest hnsw.ef_search pgvector accepts
 
 
 def _no_nul(what: str, values: Sequence[str | None]) -> None:
@@ -226,6 +241,7 @@ class PostgresStore:
         self.read_only = bool(read_only)
         self.listen_url = _split_url(listen_url, self.schema)[0] if listen_url else self.url
         self.exact_limit, self.ef_search = exact_limit, ef_search
+        self.key_lookup_cost = KEY_LOOKUP_COST
         self.origin = uuid.uuid4().hex  # tells this store's own notifications from others'
         self.channel = channel_name(self.schema, tenant)
         self._lock_key = lock_key("beeweave-tenant", self.schema, tenant)
@@ -730,14 +746,21 @@ class PostgresStore:
         query = {t: c for t, c in terms.items() if "\x00" not in t}
         cfg = self.index_config
         return {"t": self.tenant, "terms": list(query), "qtfs": [float(c) for c in query.values()],
-                "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon)}
+                "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon),
+                "by_key": float(self.key_lookup_cost * max(len(query), 1))}
 
     def _statement(self, template: str, flt: Filter | None, **fmt: Any) -> tuple[str, dict[str, Any]]:
-        """A search statement with the filter's conditions in place, and their parameters."""
+        """A search statement with the filter's conditions in place, and their parameters.
+        A filter beyond user and status is applied where the candidates are generated
+        (sql.FILTERED_CTES)."""
         cpf, rest, args = split_filter(flt)
         where, fargs = filter_sql(flt)
-        ltop = LTOP_FILTERED.replace("{rest}", rest) if rest else LTOP_PLAIN
-        return self._q(template.replace("{ltop}", ltop).format(cpf=cpf, rest=rest, flt=where, **fmt)), {**args, **fargs}
+        parts = {"{fs}": FILTERED_CTES, "{lex}": LEX_FILTERED, "{est}": EST_FILTERED,
+                 "{exact_from}": EXACT_FROM_FILTERED} if rest else \
+            {"{fs}": "", "{lex}": LEX_PLAIN, "{est}": EST_USERS, "{exact_from}": EXACT_FROM_USERS}
+        for slot, text in parts.items():
+            template = template.replace(slot, text)
+        return self._q(template.format(cpf=cpf, flt=where, **fmt)), {**args, **fargs}
 
     def _vector_params(self, q: np.ndarray, flt: Filter, k: int, exact: bool) -> dict[str, Any]:
         # The graph is pointless when the filter names few enough ids; otherwise the
@@ -746,18 +769,28 @@ class PostgresStore:
         return {"q": q, "vk": max(int(k), 0), "graph": not (exact or few_ids), "exact_limit": int(self.exact_limit),
                 "users": None if flt.user_ids is None else clean(flt.user_ids), "vw": self._vw}
 
-    def _settings(self, conn: psycopg.Connection, k: int) -> None:
-        """The search's transaction-local settings (see ``_search_settings``)."""
+    def _settings(self, conn: psycopg.Connection, k: int, narrowed: bool = False) -> None:
+        """The search's transaction-local settings (see ``_search_settings``). Under a
+        filter beyond user and status (``narrowed``) the graph is walked only when more
+        than ``exact_limit`` records pass it, yet it may keep few of them: without
+        pgvector 0.8's iterative scans the beam is widened tenfold (to pgvector's cap of
+        1,000), so a filter keeping a tenth of the records still fills the walk instead of
+        falling back to the exact scan (0.57 s for an agent's 12.5k of 100k)."""
         ef = max(int(self.ef_search), 2 * int(k), 1)
+        if narrowed and not any("iterative_scan" in s for s in self._search_settings):
+            ef *= 10
+        # pgvector refuses more (a search for k > 500 failed); a walk capped short of k
+        # is answered by the exact scan
+        ef = min(ef, HNSW_EF_CAP)
         for stmt in self._search_settings:
             conn.execute(stmt.format(ef=ef))
 
-    def _search_rows(self, stmt: str, params: Mapping[str, Any], k: int) -> list[tuple[Any, ...]]:
+    def _search_rows(self, stmt: str, params: Mapping[str, Any], k: int, narrowed: bool = False) -> list[tuple[Any, ...]]:
         """Run a search statement with its settings in one round trip: BEGIN, the SET
         LOCALs, the statement and COMMIT go out together and the rows are read after the
         pipeline's single sync."""
         with self._tx(read_only=True) as conn:
-            self._settings(conn, k)
+            self._settings(conn, k, narrowed)
             cur = conn.execute(stmt, params)
         return cur.fetchall()
 
@@ -767,8 +800,10 @@ class PostgresStore:
         stmt, args = self._statement(LEXICAL_SQL, flt)
         params = {**self._lexical_params(terms), "k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))),
                   **args}
-        with self._conn() as conn:
-            rows = conn.execute(stmt, params).fetchall()
+        # With the search settings: the statement's join order as written (sql.LEX_FILTERED
+        # reads the passing records, then their postings), which the planner, misjudging
+        # the postings of a term, abandoned for reading every posting of the terms.
+        rows = self._search_rows(stmt, params, k)
         return sorted(((i, float(s)) for i, s in rows), key=lambda kv: (-kv[1], kv[0]))
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
@@ -780,7 +815,7 @@ class PostgresStore:
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
         stmt, args = self._statement(VECTOR_SQL, flt, d=int(len(q)))
         params = {"t": self.tenant, **self._vector_params(q, flt, k, exact), **args}
-        rows = self._search_rows(stmt, params, k)
+        rows = self._search_rows(stmt, params, k, narrowed(flt))
         if rows and params["graph"]:
             self._maybe_index(len(q), int(rows[0][4]))
         hits = [(cid, float(s), path, seq) for cid, s, path, seq, _ in rows if cid is not None]
@@ -816,7 +851,7 @@ class PostgresStore:
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
         stmt, args = self._statement(SEARCH_SQL, flt, d=int(len(q)))
         params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False), **args}
-        rows = self._search_rows(stmt, params, k)
+        rows = self._search_rows(stmt, params, k, narrowed(flt))
         if rows and params["graph"]:
             self._maybe_index(len(q), int(rows[0][15]))
         if not rows:
@@ -923,6 +958,27 @@ class PostgresStore:
             cur = conn.execute(self._q("DELETE FROM @kv WHERE tenant = %s AND ns = %s AND key = %s"),
                                (self.tenant, namespace, key))
             return cur.rowcount > 0
+
+    def kv_update(self, namespace: str, key: str, change: Callable[[dict[str, Any] | None], dict[str, Any] | None],
+                  *, user_id: str | None = None) -> dict[str, Any] | None:
+        _no_nul("namespace, key or user", [namespace, key, user_id])
+        with self._tx(write=True) as conn:
+            # A lock on the key's name, not its row: it also serialises the first write of a key
+            # that does not exist yet (FOR UPDATE would lock nothing). Held until COMMIT.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                         (f"beeweave.kv\x1f{self.tenant}\x1f{namespace}\x1f{key}",))
+            row = conn.execute(self._q("SELECT value FROM @kv WHERE tenant = %s AND ns = %s AND key = %s"),
+                               (self.tenant, namespace, key)).fetchone()
+            new = change(None if row is None else row[0])
+            if new is None:
+                conn.execute(self._q("DELETE FROM @kv WHERE tenant = %s AND ns = %s AND key = %s"),
+                             (self.tenant, namespace, key))
+            else:
+                conn.execute(self._q("INSERT INTO @kv (tenant, ns, key, value, user_id) VALUES (%s, %s, %s, %s::json, %s) "
+                                     "ON CONFLICT (tenant, ns, key) DO UPDATE SET value = excluded.value, "
+                                     "user_id = excluded.user_id"),
+                             (self.tenant, namespace, key, json.dumps(new, ensure_ascii=False), user_id))
+        return new
 
     def kv_scan(self, namespace: str, prefix: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
         if "\x00" in namespace + prefix:
