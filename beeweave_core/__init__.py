@@ -36,6 +36,7 @@ from .events import EventBus, EventType, MemoryEvent
 from .filters import Filter
 from .fusion import FusionMode
 from .index.context import IndexConfig
+from .index.turns import SessionContext
 from .ingest import (
     AdmissionRules,
     DeadLetter,
@@ -99,6 +100,7 @@ __all__ = [
     "MemoryAPI",
     "SearchConfig",
     "IndexConfig",
+    "SessionContext",
     "ScoringConfig",
     "NetworkConfig",
     "ExpandOptions",

@@ -3,7 +3,7 @@
 Usage:
     python benchmarks/locomo.py [DATA_DIR] [--systems beeweave,bm25,faiss,langchain,llamaindex]
                                 [--limit-convs N] [--backend embedded|postgres]
-                                [--embedder torch|onnx|onnx-int8]
+                                [--embedder torch|onnx|onnx-int8] [--as-notes]
 
 DATA_DIR defaults to ../shared/data/locomo (the development split; its README defines the
 measure). Every turn is one memory: id = dia_id, user = the conversation, session = the
@@ -12,6 +12,12 @@ are asked; recall@k is the share of a question's evidence turns in the top k. Qu
 include the query's embedding for every system. ``--embedder`` runs BeeWeave with the
 default model on another backend: ``onnx`` (the same float weights in onnxruntime) or
 ``onnx-int8`` (int8-quantized; pip install beeweave[onnx]).
+
+``--as-notes`` is the check that unrelated memories sharing a session are not folded into
+each other: BeeWeave gets each conversation's turns as a batch of notes, shuffled (seed 0),
+every one under one session id with one timestamp, the speaker's name after the text
+instead of a speaker tag before it. Neighbours in that session are unrelated turns, so
+session context may only hurt; the peers are unchanged (they have no sessions).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -65,7 +72,8 @@ class BeeWeaveDefault:
 
     name = "beeweave"
 
-    def __init__(self, backend: str = "embedded", embedder: str = "torch") -> None:
+    def __init__(self, backend: str = "embedded", embedder: str = "torch", as_notes: bool = False) -> None:
+        self._as_notes = as_notes
         # the default model, loaded once for all stores
         self._embedder = SentenceTransformerEmbedder(backend="onnx" if embedder.startswith("onnx") else "torch",
                                                      quantize=embedder == "onnx-int8")
@@ -76,6 +84,8 @@ class BeeWeaveDefault:
         where = "PostgreSQL + pgvector" if backend == "postgres" else "embedded"
         model = "MiniLM" if embedder == "torch" else f"MiniLM {embedder}"
         self.label = f"BeeWeave {where} (default: BM25 + {model}, session context, z-score fusion)"
+        if as_notes:
+            self.label += "; turns as notes in one session"
 
     def index(self, turns: Sequence[Turn]) -> None:
         if self._memory is not None:
@@ -86,9 +96,13 @@ class BeeWeaveDefault:
         else:
             self._memory = BeeWeave(embedder=self._embedder)
         self._user = f"conv-{turns[0].conv_id}" if turns else "empty"
+        records = [{"content": t.content, "user_id": self._user, "chunk_id": t.dia_id, "session_id": str(t.session),
+                    "timestamp": t.timestamp} for t in turns]
+        if self._as_notes:
+            records = [_as_note(r) for r in records]
+            random.Random(0).shuffle(records)
         self._memory.add_many(
-            [{"content": t.content, "user_id": self._user, "chunk_id": t.dia_id, "session_id": str(t.session),
-              "timestamp": t.timestamp} for t in turns],
+            records,
             show_progress=False,
             trusted=True,  # an import of the dataset as it is: no redaction or admission changes it
         )
@@ -96,6 +110,11 @@ class BeeWeaveDefault:
     def query(self, text: str, k: int) -> list[str]:
         assert self._memory is not None
         return [h.id for h in self._memory.search(text, user_id=self._user, k=k)]
+
+
+def _as_note(record: dict) -> dict:
+    speaker, _, text = record["content"].partition(": ")
+    return {**record, "content": f"{text} ({speaker})", "session_id": "notes", "timestamp": 0.0}
 
 
 def main() -> None:
@@ -115,7 +134,11 @@ def main() -> None:
         del argv[i : i + 2]
         if embedder not in ("torch", "onnx", "onnx-int8"):
             sys.exit("--embedder must be 'torch', 'onnx' or 'onnx-int8'")
-    locomo_peers.SYSTEMS = {"beeweave": lambda enc: BeeWeaveDefault(backend, embedder), **locomo_peers.SYSTEMS}
+    as_notes = "--as-notes" in argv
+    if as_notes:
+        argv.remove("--as-notes")
+    locomo_peers.SYSTEMS = {"beeweave": lambda enc: BeeWeaveDefault(backend, embedder, as_notes),
+                            **locomo_peers.SYSTEMS}
     locomo_peers.main(argv)
 
 

@@ -3,11 +3,14 @@
 Usage:
     python benchmarks/memdaily.py [DATA_DIR] [--systems beeweave,bm25-jieba,faiss,langchain,llamaindex]
                                   [--files 01_simple_events,...] [--lofo] [--vectors CACHE.pkl]
+                                  [--one-session]
 
 DATA_DIR defaults to ../shared/data/memdaily (the development split; its README defines the
 measure, ``memdaily_data`` implements it). One store per file, one user per file, every
 message one memory with its time as timestamp and no session. Query times include the
-query's embedding for every system.
+query's embedding for every system. ``--one-session`` gives BeeWeave every message of a file
+under one session id (a batch of notes sharing a session): session context must not fold
+them into each other, so recall should equal the run without it.
 
 ``--lofo`` adds the leave-one-file-out check: for each of the 10 files, the setting of the
 grid below that does best (mean R@10) on the other 9 files is measured on the held-out
@@ -57,7 +60,8 @@ class BeeWeaveDefault:
     label = "BeeWeave default configuration (BM25 + MiniLM, z-score fusion)"
 
     def __init__(self, embedder: Any = None, config: SearchConfig | None = None,
-                 vectors: dict[str, np.ndarray] | None = None) -> None:
+                 vectors: dict[str, np.ndarray] | None = None, session: str | None = None) -> None:
+        self._session = session
         self._embedder = embedder or SentenceTransformerEmbedder()
         self._config = config
         self._vectors = vectors  # precomputed memory/query vectors (the tuning grid reuses them)
@@ -72,7 +76,7 @@ class BeeWeaveDefault:
         records: list[dict[str, Any]] = []
         for t in turns:
             rec: dict[str, Any] = {"content": t.content, "user_id": self._user, "chunk_id": t.dia_id,
-                                   "timestamp": t.timestamp}
+                                   "timestamp": t.timestamp, "session_id": self._session}
             if self._vectors is not None:
                 rec["embedding"] = self._vectors[t.content]
             records.append(rec)
@@ -208,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--files", default=None, help="comma-separated file stems (default: all)")
     parser.add_argument("--lofo", action="store_true", help="add the leave-one-file-out check")
     parser.add_argument("--vectors", type=Path, default=None, help="a cache of the default model's vectors")
+    parser.add_argument("--one-session", action="store_true", help="BeeWeave: every message of a file in one session")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.systems.split(",") if n.strip()]
     unknown = [n for n in names if n not in SYSTEMS]
@@ -226,9 +231,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         return encoder
 
     systems = [SYSTEMS[n](shared_encoder) for n in names]
-    if args.vectors is not None and "beeweave" in names:
-        vecs = model_vectors(files, questions, args.vectors)
-        systems[names.index("beeweave")] = BeeWeaveDefault(None, None, vecs)
+    if "beeweave" in names and (args.vectors is not None or args.one_session):
+        vecs = model_vectors(files, questions, args.vectors) if args.vectors is not None else None
+        bw = BeeWeaveDefault(None, None, vecs, session="notes" if args.one_session else None)
+        if args.one_session:
+            bw.label += "; every message of a file in one session"
+        systems[names.index("beeweave")] = bw
     for s in systems:
         s.label = LABELS.get(s.name, s.label)
     if systems:

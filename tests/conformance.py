@@ -41,9 +41,11 @@ from beeweave_core import (
     ProcessedContent,
     Relationship,
     RelationType,
+    SessionContext,
     StoreClosedError,
 )
 from beeweave_core.filters import build_filter
+from beeweave_core.index.turns import is_turn
 from beeweave_core.scoring import RankFields
 from beeweave_core.store.base import ChunkRow, StoreBackend
 from tests.support import dt, matches
@@ -133,7 +135,10 @@ FIELD_FILTERS = [
 
 PLAIN = IndexConfig(k1=1.5, b=0.75, epsilon=0.25, context_radius=0)
 CONTEXT = IndexConfig(k1=1.2, b=0.5, epsilon=0.25, context_radius=1, lexical_context_weight=0.4,
-                      vector_context_weight=0.5)
+                      vector_context_weight=0.5, session_context=SessionContext.ALL)
+# The default choice: context only among the memories that are conversation turns.
+TURNS = IndexConfig(k1=1.2, b=0.5, epsilon=0.25, context_radius=1, lexical_context_weight=0.4,
+                    vector_context_weight=0.5, session_context=SessionContext.AUTO)
 
 # One conversation (ann, chat) with tied timestamps, the same session name under another
 # user (a different conversation), and a memory with no session (no context).
@@ -153,6 +158,14 @@ SESSION = [
         ("kiwi mango lime", "ann", None, 4),
     ])
 ]
+
+
+# SESSION with some memories marked as turns (a speaker, or ingested from an agent run)
+# and the rest plain facts in the same sessions.
+_TURN_META = {"t0": {"speaker": "ann"}, "t1": {"role": "user"}, "t3": {"speaker": "bot"},
+              "t5": {"ingest": {"role": "turn"}}, "t6": {"speaker": "ann"}, "t8": {"speaker": "bob"},
+              "t9": {"ingest": {"role": "tool"}}, "t10": {"speaker": "ann"}}
+MIXED = [ChunkRow(r.chunk.copy(metadata=_TURN_META.get(r.chunk.id, {})), r.vector, r.terms) for r in SESSION]
 
 
 class Reference:
@@ -193,7 +206,8 @@ class Reference:
     def neighbours(self) -> dict[str, list[str]]:
         groups: dict[tuple[str, str], list[str]] = {}
         for i, r in self.rows.items():
-            if r.chunk.session_id is not None:
+            if r.chunk.session_id is not None and (
+                    self.cfg.session_context is SessionContext.ALL or is_turn(r.chunk)):
                 groups.setdefault((r.chunk.user_id, r.chunk.session_id), []).append(i)
         out: dict[str, list[str]] = {i: [] for i in self.rows}
         rad = self.cfg.context_radius
@@ -625,6 +639,31 @@ class BackendConformance:
         ref.replace(new)
         more = [row("t11", "kiwi quince", user_id="ann", session_id="chat", timestamp=dt(2024, 1, 1, 1)),
                 row("t12", "lime", user_id="bob", session_id="chat", timestamp=dt(2024, 1, 1, 2))]
+        b.insert(more)
+        ref.insert(more)
+        self._check_context(b, ref)
+
+    def test_session_context_only_among_conversation_turns(self, make) -> None:
+        """By default a memory lends and takes context only when it is a conversation turn:
+        facts that share a session with turns are scored on their own text."""
+        b, ref = make(TURNS), Reference(TURNS)
+        for rows in (WORLD, MIXED):
+            b.insert(rows)
+            ref.insert(rows)
+        assert {i for i, nb in ref.neighbours().items() if nb} == {"t0", "t1", "t3", "t5", "t6", "t8", "t9"}
+        self._check_context(b, ref)
+        # A fact that becomes a turn joins the conversation; a turn that loses its speaker leaves it.
+        changed = [b.get(["t2"])["t2"].copy(metadata={"speaker": "ann"}), b.get(["t0"])["t0"].copy(metadata={}),
+                   b.get(["t4"])["t4"].copy(timestamp=dt(2024, 1, 1, 2))]
+        b.update(changed)
+        ref.update(changed)
+        self._check_context(b, ref)
+        b.delete(["t3", "t7"])
+        ref.delete(["t3", "t7"])
+        self._check_context(b, ref)
+        more = [row("t11", "kiwi quince", user_id="ann", session_id="chat", timestamp=dt(2024, 1, 1, 1),
+                    metadata={"speaker": "ann"}),
+                row("t12", "lime", user_id="ann", session_id="chat", timestamp=dt(2024, 1, 1, 2))]
         b.insert(more)
         ref.insert(more)
         self._check_context(b, ref)

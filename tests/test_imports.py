@@ -20,6 +20,7 @@ EXPECTED_ALL = [
     "BeeWeave",
     "SearchConfig",
     "IndexConfig",
+    "SessionContext",
     "ScoringConfig",
     "NetworkConfig",
     "ExpandOptions",

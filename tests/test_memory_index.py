@@ -15,6 +15,7 @@ import pytest
 from beeweave_core.filters import build_filter
 from beeweave_core.index.context import IndexConfig
 from beeweave_core.index.memory_index import IndexEntry, MemoryIndex, lex_counts
+from beeweave_core.index.turns import SessionContext, lends_context
 from beeweave_core.records import ChunkStatus, KnowledgeChunk
 
 DIM = 8
@@ -29,7 +30,8 @@ def _entry(rnd: random.Random, i: int, terms: dict[str, int], index: MemoryIndex
         tid = terms.setdefault(w, len(terms))
         counts[tid] = counts.get(tid, 0) + 1
     chunk = KnowledgeChunk(" ".join(words), user_id=f"u{i % 3}", id=f"m{i}", session_id=f"s{i % 4}",
-                           timestamp=T0 + timedelta(minutes=rnd.randint(0, 500)), tags=[f"t{i % 2}"])
+                           timestamp=T0 + timedelta(minutes=rnd.randint(0, 500)), tags=[f"t{i % 2}"],
+                           metadata={"speaker": "ann"} if i % 3 else {})  # the rest are facts: no context
     vec = np.asarray([rnd.gauss(0, 1) for _ in range(DIM)], np.float32)
     return IndexEntry(chunk, vec / np.linalg.norm(vec), counts, seq=i + 1)
 
@@ -107,7 +109,8 @@ def test_state_restore_and_bulk_load_answer_the_same(built: tuple[MemoryIndex, d
     loaded.add_terms(index.term_ids)
     cols = [(e.seq, e.chunk.id, e.chunk.user_id, e.chunk.agent_id, e.chunk.session_id, e.chunk.timestamp.timestamp(),
              e.chunk.status.value, "text", None, json.dumps(e.chunk.tags), json.dumps(e.chunk.entities),
-             np.array(list(e.term_counts.items()), np.int32).tobytes(), e.vector.tobytes()) for e in rows]
+             np.array(list(e.term_counts.items()), np.int32).tobytes(), e.vector.tobytes(), None,
+             lends_context(e.chunk, SessionContext.AUTO)) for e in rows]
     loaded.load(*zip(*cols, strict=False))  # type: ignore[arg-type]
     # Slots differ (the bulk load packs them), the answers do not.
     assert _answers(loaded, random.Random(1)) == expected

@@ -5,7 +5,9 @@ sits in the turns around it. Each memory therefore gets the memories within
 ``radius`` positions of it in the same (user, session), ordered by timestamp and
 then by insertion. The lexical index folds the neighbours' terms in at a lower
 weight and the vector score mixes in the neighbours' vectors (see ``IndexConfig``).
-Memories without a session have no neighbours and are scored on their own text.
+Memories without a session have no neighbours and are scored on their own text, and by
+default so are memories that are not conversation turns (``turns.py``): unrelated facts
+that share a session must not fold into each other.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
+from .turns import SessionContext
 
 __all__ = ["IndexConfig", "SessionOrder", "canonical_rows"]
 
@@ -32,6 +35,9 @@ class IndexConfig:
             as a memory's context (0 turns context off).
         lexical_context_weight: weight of a neighbour's terms in a memory's term counts.
         vector_context_weight: weight of a neighbour's vector in a memory's vector score.
+        session_context: which memories with a session get context: ``"auto"``
+            conversation turns only (see ``turns.py``), ``"all"`` every one. A store saved
+            before this setting existed reads back as ``"all"``, as it was built.
     """
 
     k1: float = 1.2
@@ -40,20 +46,28 @@ class IndexConfig:
     context_radius: int = 2
     lexical_context_weight: float = 0.3
     vector_context_weight: float = 0.3
+    session_context: SessionContext = SessionContext.AUTO
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "session_context", SessionContext(self.session_context))
+        except ValueError:
+            raise InvalidInputError(f"session_context must be one of {[m.value for m in SessionContext]}, "
+                                    f"got {self.session_context!r}") from None
         if self.k1 < 0 or not 0 <= self.b <= 1 or self.context_radius < 0:
             raise InvalidInputError(f"invalid index configuration {self}")
         if self.lexical_context_weight < 0 or self.vector_context_weight < 0:
             raise InvalidInputError("context weights must be non-negative")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["session_context"] = self.session_context.value
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IndexConfig:
         try:
-            return cls(**data)
+            return cls(**{"session_context": SessionContext.ALL, **data})
         except TypeError as exc:
             raise InvalidInputError(f"not an index configuration: {data!r}") from exc
 
@@ -132,6 +146,10 @@ class SessionOrder:
             del self._lists[key]
             return []
         return lst[max(0, pos - self.radius) : pos + self.radius]
+
+    def placed(self, slot: int) -> bool:
+        """Whether the slot is in a session's order (it has a session and takes context)."""
+        return self._position(slot) is not None
 
     def neighbours(self, slot: int) -> list[int]:
         found = self._position(slot)

@@ -30,6 +30,7 @@ from .bm25 import BM25Index, scores_at, top_k
 from .columns import AttributeColumns, Selection
 from .context import IndexConfig, SessionOrder
 from .rank_columns import RankColumns
+from .turns import lends_context
 from .vectors import VectorIndex, matvec
 
 __all__ = ["IndexEntry", "MemoryIndex", "lex_counts"]
@@ -113,8 +114,8 @@ class MemoryIndex:
         return {t: i for t, i in self.term_ids.items() if i >= len(df) or df[i] <= 0}
 
     # -- writes (of committed rows) -------------------------------------------------
-    def _order_key(self, slot: int, session: str | None) -> tuple[int, int] | None:
-        if session is None:
+    def _order_key(self, slot: int, c: KnowledgeChunk) -> tuple[int, int] | None:
+        if not lends_context(c, self.config.session_context):
             return None
         return (int(self.cols.arrays["user"][slot]), int(self.cols.arrays["session"][slot]))
 
@@ -152,7 +153,7 @@ class MemoryIndex:
             self.slot_of[c.id] = slot
             self.lex.add(slot, e.term_counts)
             self._set_columns(slot, c)
-            touched += self.order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(), e.seq)
+            touched += self.order.add(slot, self._order_key(slot, c), c.timestamp.timestamp(), e.seq)
         self._refresh_neighbours(touched)
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
@@ -161,14 +162,15 @@ class MemoryIndex:
         cols = self.cols
         for c in chunks:
             slot = self.slot_of[c.id]
-            before = (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot])
+            before = (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot], self.order.placed(slot))
             self._set_columns(slot, c)
-            if before == (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot]):
+            after = (cols.arrays["user"][slot], cols.arrays["session"][slot], cols.ts[slot],
+                     lends_context(c, self.config.session_context))
+            if before == after:
                 continue  # same place in the same session (e.g. counts or tags changed): no neighbour moved
             touched.append(slot)  # its own neighbours change too (e.g. it left its session)
             touched += self.order.remove(slot)
-            touched += self.order.add(slot, self._order_key(slot, c.session_id), c.timestamp.timestamp(),
-                                      self.seqs[slot])
+            touched += self.order.add(slot, self._order_key(slot, c), c.timestamp.timestamp(), self.seqs[slot])
         self._refresh_neighbours(touched)
 
     def remove(self, term_counts: Mapping[str, Mapping[int, int]]) -> list[str]:
@@ -199,9 +201,12 @@ class MemoryIndex:
     def load(self, seqs: Sequence[int], ids: Sequence[str], users: Sequence[str], agents: Sequence[str | None],
              sessions: Sequence[str | None], tss: Sequence[float], statuses: Sequence[str], ctypes: Sequence[str],
              intents: Sequence[str | None], tags: Sequence[str], ents: Sequence[str], lexes: Sequence[bytes],
-             vecs: Sequence[bytes], tiers: Sequence[str] | None = None, *, graph: Path | None = None,
-             saved: np.ndarray | None = None) -> None:
+             vecs: Sequence[bytes], tiers: Sequence[str] | None = None, turns: Sequence[int] | None = None, *,
+             graph: Path | None = None, saved: np.ndarray | None = None) -> None:
         """Build the index from every row's columns at once (fast at 1M rows), into an empty index.
+
+        ``turns`` says which rows take part in session context (``turns.lends_context`` when
+        they were written; None: every row with a session).
 
         ``saved`` is the slot -> seq numbering of the HNSW graph at ``graph``: the slots keep
         it so the graph can be reused as is."""
@@ -245,6 +250,8 @@ class MemoryIndex:
         # Session neighbourhoods, computed for all sessions at once.
         user_codes = self.cols.arrays["user"][slots].astype(np.int64)
         session_codes = self.cols.arrays["session"][slots].astype(np.int64)
+        if turns is not None:
+            session_codes = np.where(np.asarray(turns, bool), session_codes, 0)
         nb = self.order.add_bulk(slots, user_codes, session_codes, np.asarray(tss, np.float64), seq_arr)
         self.lex.set_neighbours_bulk(slots, nb)
         if graph is not None and saved is not None:

@@ -22,7 +22,7 @@ from ..scoring import RankFields
 __all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport", "records_in_order", "split_changes"]
 
 # Bumped by every named migration; a store newer than the code refuses to open.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @dataclass

@@ -24,6 +24,7 @@ from ..fields import FIELD_NAME
 from ..filters import Filter
 from ..index.context import IndexConfig
 from ..index.memory_index import IndexEntry, MemoryIndex, lex_counts
+from ..index.turns import lends_context
 from ..index.vectors import VectorIndex
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
@@ -88,6 +89,11 @@ MIGRATIONS: list[tuple[str, str]] = [
     # Rows written before tiers existed were long-term memories.
     ("0003_tiers", """
         ALTER TABLE chunks ADD COLUMN tier TEXT NOT NULL DEFAULT 'long';
+    """),
+    # Whether a record takes part in session context (index/turns.py), decided when it is
+    # written. Rows written before had context whenever they had a session.
+    ("0004_turns", """
+        ALTER TABLE chunks ADD COLUMN turn INTEGER NOT NULL DEFAULT 1;
     """),
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -455,7 +461,7 @@ class SQLiteStore:
         index.add_terms({t: i for i, t in self._db.execute("SELECT id, term FROM terms")})
         rows = self._db.execute(
             "SELECT seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities, lex, vector, "
-            "tier FROM chunks ORDER BY seq"
+            "tier, turn FROM chunks ORDER BY seq"
         ).fetchall()
         if not rows:
             return
@@ -569,15 +575,15 @@ class SQLiteStore:
         ids = known if not new_terms else {**known, **new_terms}
         return [{ids[t]: c for t, c in w.items()} for w in words], new_terms
 
-    @staticmethod
-    def _columns(c: KnowledgeChunk) -> tuple[Any, ...]:
+    def _columns(self, c: KnowledgeChunk) -> tuple[Any, ...]:
         doc = c.to_dict()
         doc.pop("relationships")  # edges live in their own table
         pc = c.processed_content
         return (c.id, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
                 pc.type.value if pc else "text", c.intent.value if c.intent else None,
                 json.dumps(c.tags, ensure_ascii=False), json.dumps(c.entities, ensure_ascii=False),
-                c.tier.value, json.dumps(doc, ensure_ascii=False))
+                c.tier.value, json.dumps(doc, ensure_ascii=False),
+                int(lends_context(c, self.index.config.session_context)))
 
     def _require_new(self, rows: Sequence[ChunkRow]) -> None:
         seen: set[str] = set()
@@ -613,7 +619,7 @@ class SQLiteStore:
         for r, tc in zip(rows, term_counts, strict=True):
             cur = self._db.execute(
                 "INSERT INTO chunks (id, user_id, agent_id, session_id, ts, status, ctype, intent, tags, entities,"
-                " tier, doc, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " tier, doc, turn, lex, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (*self._columns(r.chunk), np.array(list(tc.items()), np.int32).reshape(-1, 2).tobytes(),
                  np.asarray(r.vector, np.float32).tobytes()),
             )
@@ -643,7 +649,7 @@ class SQLiteStore:
             cols = self._columns(c)
             self._db.execute(
                 "UPDATE chunks SET user_id=?, agent_id=?, session_id=?, ts=?, status=?, ctype=?, intent=?,"
-                " tags=?, entities=?, tier=?, doc=? WHERE id=?", (*cols[1:], c.id))
+                " tags=?, entities=?, tier=?, doc=?, turn=? WHERE id=?", (*cols[1:], c.id))
         self._log([c.id for c in chunks], "w")
         mirror.updated += chunks
 

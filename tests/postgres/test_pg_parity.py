@@ -1,5 +1,5 @@
 """PostgresStore against the embedded SQLiteStore on the same random data: BM25 scores
-to 1e-6 (with and without session context, after deletes, moves and new text), the same
+to 1e-6 (with and without session context, among turns or every memory, after deletes, moves and new text), the same
 filter results everywhere, vector search equal to an exact numpy scan, and the HNSW path
 with recall close to exact."""
 
@@ -12,7 +12,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from beeweave_core import ChunkStatus, IndexConfig, KnowledgeChunk
+from beeweave_core import ChunkStatus, IndexConfig, KnowledgeChunk, SessionContext
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
@@ -27,7 +27,8 @@ SESSIONS = ["s1", "s2", "s3", None]
 TAGS = ["x", "y", "z", "w"]
 CONFIGS = {
     "plain": IndexConfig(k1=1.5, b=0.75, epsilon=0.25, context_radius=0),
-    "context": IndexConfig(),  # the defaults: radius 2, lexical 0.3, vector 0.3
+    "context": IndexConfig(),  # the defaults: radius 2, lexical 0.3, vector 0.3, context among turns
+    "all": IndexConfig(session_context=SessionContext.ALL),  # every memory with a session has context
     "wide": IndexConfig(k1=1.2, b=0.5, context_radius=3, lexical_context_weight=0.6, vector_context_weight=0.2),
 }
 EVERY_STATUS = {"status": [s.value for s in ChunkStatus]}
@@ -43,9 +44,15 @@ def make_rows(rnd: random.Random, rng: np.random.Generator, n: int, start: int =
             agent_id=rnd.choice(["a1", "a2", None]), tags=rnd.sample(TAGS, rnd.randint(0, 2)),
             timestamp=dt(2024, 1, 1) + timedelta(hours=rnd.randint(0, 30)),  # many ties
             status=rnd.choice([ChunkStatus.ACTIVE] * 4 + [ChunkStatus.ARCHIVED]),
-            entities=rnd.sample(["paris", "rome"], rnd.randint(0, 1)))
+            entities=rnd.sample(["paris", "rome"], rnd.randint(0, 1)), metadata=_speaker(rnd))
         rows.append(ChunkRow(chunk, vecs[i], text.split()))
     return rows
+
+
+def _speaker(rnd: random.Random) -> dict:
+    """Most memories are conversation turns (a speaker), the rest facts in the same sessions."""
+    who = rnd.choice(["ann", "bot", None])
+    return {"speaker": who} if who else {}
 
 
 def random_filters(rnd: random.Random) -> list[dict]:
@@ -132,7 +139,7 @@ def test_bm25_and_reads_equal_the_embedded_backend(pg_url, cfg_name) -> None:  #
             c = lite.get([cid])[cid]
             moved.append(c.copy(timestamp=c.timestamp + timedelta(hours=rnd.randint(-5, 5)),
                                 session_id=rnd.choice(["s1", "s2", "s3", "s4"]), user_id=rnd.choice(USERS),
-                                tags=["moved"], status=ChunkStatus.ACTIVE))
+                                tags=["moved"], status=ChunkStatus.ACTIVE, metadata=_speaker(rnd)))
         pg.update(moved)
         lite.update(moved)
         fresh = make_rows(random.Random(8), np.random.default_rng(8), 40, start=1000)

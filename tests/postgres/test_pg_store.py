@@ -171,7 +171,9 @@ def test_a_read_only_store_reads_like_the_primary_and_refuses_writes(pg_url) -> 
 
 
 def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # noqa: F811
-    store = PostgresStore(pg_url, tenant=new_tenant(), index_config=IndexConfig(context_radius=2))
+    # Every memory with a session has context, so every derived table has rows to damage.
+    store = PostgresStore(pg_url, tenant=new_tenant(), index_config=IndexConfig(context_radius=2,
+                                                                                  session_context="all"))
     try:
         store.insert([_row(f"v{i}", f"apple {'pie ' * (i % 3)}tart{i}", session_id="s" if i % 4 else None, seed=i,
                            timestamp=1_700_000_000 + i // 2) for i in range(30)])

@@ -10,8 +10,8 @@ What the lexical search reads is kept exact and cheap:
 * ``stats`` — N and the integer sums of own and neighbour lengths, so the average
   context length is exact (no floating-point drift however many writes);
 * ``neighbours`` and ``chunks.nb_len`` — each record's session neighbours (``radius``
-  before and after it in its (user, session), by timestamp then insertion) and the sum
-  of their lengths;
+  before and after it among the records of its (user, session) that take part in
+  context, ``chunks.turn``, by timestamp then insertion) and the sum of their lengths;
 * ``cpost`` — each record's context postings (what the search reads): for every term of
   the record or its neighbours, f = tf + w * (the neighbours' tf), with the record's
   context length, user and status. A write refreshes the rows of every record whose
@@ -95,15 +95,15 @@ FROM unnest(%(u)s::text[], %(s)s::text[], %(lts)s::float8[], %(lseq)s::bigint[],
             %(hseq)s::bigint[]) WITH ORDINALITY AS k(u, s, lts, lseq, hts, hseq, i)
 CROSS JOIN LATERAL (
     (SELECT 0 AS part, c.ts, c.seq, c.doc_len, c.nb_len FROM @chunks c
-     WHERE c.tenant = %(t)s AND c.user_id = k.u AND c.session_id = k.s AND (c.ts, c.seq) < (k.lts, k.lseq)
+     WHERE c.tenant = %(t)s AND c.user_id = k.u AND c.session_id = k.s AND c.turn AND (c.ts, c.seq) < (k.lts, k.lseq)
      ORDER BY c.ts DESC, c.seq DESC LIMIT %(lim)s)
     UNION ALL
     (SELECT 1, c.ts, c.seq, c.doc_len, c.nb_len FROM @chunks c
-     WHERE c.tenant = %(t)s AND c.user_id = k.u AND c.session_id = k.s
+     WHERE c.tenant = %(t)s AND c.user_id = k.u AND c.session_id = k.s AND c.turn
        AND (c.ts, c.seq) >= (k.lts, k.lseq) AND (c.ts, c.seq) <= (k.hts, k.hseq))
     UNION ALL
     (SELECT 2, c.ts, c.seq, c.doc_len, c.nb_len FROM @chunks c
-     WHERE c.tenant = %(t)s AND c.user_id = k.u AND c.session_id = k.s AND (c.ts, c.seq) > (k.hts, k.hseq)
+     WHERE c.tenant = %(t)s AND c.user_id = k.u AND c.session_id = k.s AND c.turn AND (c.ts, c.seq) > (k.hts, k.hseq)
      ORDER BY c.ts, c.seq LIMIT %(lim)s)
 ) AS x
 """

@@ -271,6 +271,11 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0007_agent_index", """
         CREATE INDEX chunks_agent ON chunks (tenant, agent_id, user_id, status, seq);
     """),
+    # Whether a record takes part in session context (index/turns.py), decided when it is
+    # written; rows written before had context whenever they had a session.
+    ("0008_turns", """
+        ALTER TABLE chunks ADD COLUMN turn boolean NOT NULL DEFAULT true;
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -50,6 +50,7 @@ from ...errors import (
 from ...events import EventType
 from ...filters import Filter
 from ...index.context import IndexConfig
+from ...index.turns import SessionContext, lends_context
 from ...records import KnowledgeChunk, Relationship, to_datetime
 from ...scoring import RankFields
 from ..base import ChunkRow, VerifyReport, records_in_order, split_changes
@@ -117,17 +118,17 @@ def _no_nul(what: str, values: Sequence[str | None]) -> None:
             raise InvalidInputError(f"{what} {v!r} contains a NUL character, which PostgreSQL text cannot hold")
 
 
-def _columns(c: KnowledgeChunk) -> tuple[Any, ...]:
+def _columns(c: KnowledgeChunk, mode: SessionContext) -> tuple[Any, ...]:
     doc = c.to_dict()
     doc.pop("relationships")  # edges live in their own table
     pc = c.processed_content
     return (c.id, c.user_id, c.agent_id, c.session_id, c.timestamp.timestamp(), c.status.value,
             pc.type.value if pc else "text", c.intent.value if c.intent else None, list(c.tags), list(c.entities),
-            c.tier.value, json.dumps(doc, ensure_ascii=False))
+            c.tier.value, json.dumps(doc, ensure_ascii=False), lends_context(c, mode))
 
 
-def _checked(c: KnowledgeChunk) -> tuple[Any, ...]:
-    cols = _columns(c)
+def _checked(c: KnowledgeChunk, mode: SessionContext) -> tuple[Any, ...]:
+    cols = _columns(c, mode)
     _no_nul("id, user, agent or session", cols[:4])
     _no_nul("tag or entity", [*c.tags, *c.entities])
     return cols
@@ -400,7 +401,7 @@ class PostgresStore:
             seen.add(r.chunk.id)
         if not rows:
             return
-        prepared = [(_checked(r.chunk), r) for r in rows]
+        prepared = [(_checked(r.chunk, self.index_config.session_context), r) for r in rows]
         with self._write() as conn:
             self._insert(conn, prepared, EventType.CREATED)
 
@@ -432,8 +433,8 @@ class PostgresStore:
         with conn.cursor() as cur:
             cur.executemany(q(
                 "INSERT INTO @chunks (tenant, seq, id, user_id, agent_id, session_id, ts, status, ctype, intent, "
-                "tags, entities, tier, doc, doc_len) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)"),
+                "tags, entities, tier, doc, turn, doc_len) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s)"),
                 [(t, seq, *cols, length) for seq, (cols, _), length in zip(seqs, prepared, lengths, strict=True)])
             cur.executemany(q("INSERT INTO @vectors (tenant, seq, dim, embedding) VALUES (%s, %s, %s, %s)"),
                             [(t, seq, dim, vec) for seq, vec in zip(seqs, vectors, strict=True)])
@@ -442,7 +443,7 @@ class PostgresStore:
         pg_index.add_postings(conn, q, t, seqs, counts)
         changes: pg_index.SessionChanges = {}
         for seq, (cols, _) in zip(seqs, prepared, strict=True):
-            if cols[3] is not None:
+            if cols[12]:  # a record with a session that takes part in its context
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
         pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
@@ -502,7 +503,7 @@ class PostgresStore:
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         self._check()
         latest = {c.id: c for c in chunks}  # the last version of an id wins, as written in order
-        prepared = {cid: (_checked(c), c) for cid, c in latest.items()}
+        prepared = {cid: (_checked(c, self.index_config.session_context), c) for cid, c in latest.items()}
         if not prepared:
             return
         with self._write() as conn:
@@ -511,7 +512,8 @@ class PostgresStore:
     def _update(self, conn: psycopg.Connection, prepared: dict[str, tuple[tuple[Any, ...], KnowledgeChunk]]) -> None:
         t, q = self.tenant, self._q
         old = {r[0]: r[1:] for r in conn.execute(q(
-            "SELECT id, seq, user_id, session_id, ts, nb_len, status FROM @chunks WHERE tenant = %s AND id = ANY(%s)"),
+            "SELECT id, seq, user_id, session_id, ts, nb_len, status, turn FROM @chunks "
+            "WHERE tenant = %s AND id = ANY(%s)"),
             (t, list(prepared)))}
         missing = [i for i in prepared if i not in old]
         if missing:
@@ -519,25 +521,26 @@ class PostgresStore:
         with conn.cursor() as cur:
             cur.executemany(q(
                 "UPDATE @chunks SET user_id = %s, agent_id = %s, session_id = %s, ts = %s, status = %s, ctype = %s, "
-                "intent = %s, tags = %s, entities = %s, tier = %s, doc = %s::json WHERE tenant = %s AND id = %s"),
+                "intent = %s, tags = %s, entities = %s, tier = %s, doc = %s::json, turn = %s "
+                "WHERE tenant = %s AND id = %s"),
                 [(*cols[1:], t, cid) for cid, (cols, _) in prepared.items()])
         self._set_access(conn, [old[cid][0] for cid in prepared], [c for _, c in prepared.values()])
         changes: pg_index.SessionChanges = {}
         moved, dirty, nb = [], [], 0
         users: Counter[str] = Counter()
         for cid, (cols, _) in prepared.items():
-            seq, user, session, ts, nb_len, status = old[cid]
+            seq, user, session, ts, nb_len, status, turn = old[cid]
             if (user, status) != (cols[1], cols[5]):
                 dirty.append(seq)  # its context postings carry user and status
                 users[user] -= 1
                 users[cols[1]] += 1
-            if (user, session, ts) == (cols[1], cols[3], cols[4]):
+            if (user, session, ts, turn) == (cols[1], cols[3], cols[4], cols[12]):
                 continue
             moved.append(seq)
             nb -= nb_len
-            if session is not None:
+            if turn:
                 changes.setdefault((user, session), []).append((ts, seq))
-            if cols[3] is not None:
+            if cols[12]:
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
         pg_index.count_users(conn, q, t, users)
         if moved and self.index_config.context_radius:
@@ -564,12 +567,11 @@ class PostgresStore:
             if meta:
                 self._set_meta(conn, meta)
 
-    @staticmethod
-    def _prepare_rows(rows: list[ChunkRow]) -> list[tuple[tuple[Any, ...], ChunkRow]]:
+    def _prepare_rows(self, rows: list[ChunkRow]) -> list[tuple[tuple[Any, ...], ChunkRow]]:
         ids = [r.chunk.id for r in rows]
         if len(set(ids)) != len(ids):
             raise DuplicateIdError("replace got the same id twice")
-        return [(_checked(r.chunk), r) for r in rows]
+        return [(_checked(r.chunk, self.index_config.session_context), r) for r in rows]
 
     def _replace(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]]) -> None:
         # A changed text means new postings and a new vector: delete and re-insert under
@@ -596,7 +598,7 @@ class PostgresStore:
                 (self.tenant, ids))}
             chunks, rows = split_changes(change(current), current)
             if chunks:
-                self._update(conn, {c.id: (_checked(c), c) for c in chunks})
+                self._update(conn, {c.id: (_checked(c, self.index_config.session_context), c) for c in chunks})
             if rows:
                 self._replace(conn, self._prepare_rows(rows))
 
@@ -632,7 +634,8 @@ class PostgresStore:
         t, q = self.tenant, self._q
         gone = conn.execute(q(
             "DELETE FROM @chunks WHERE tenant = %s AND id = ANY(%s) "
-            "RETURNING id, seq, user_id, agent_id, session_id, ts, tags, doc_len, nb_len"), (t, list(ids))).fetchall()
+            "RETURNING id, seq, user_id, agent_id, session_id, ts, tags, doc_len, nb_len, turn"),
+            (t, list(ids))).fetchall()
         if not gone:
             return []
         seqs = [g[1] for g in gone]
@@ -643,8 +646,8 @@ class PostgresStore:
         changes: pg_index.SessionChanges = {}
         if self.index_config.context_radius:
             conn.execute(q("DELETE FROM @neighbours WHERE tenant = %s AND seq = ANY(%s)"), (t, seqs))
-            for _, seq, user, _, session, ts, *_ in gone:
-                if session is not None:
+            for _, seq, user, _, session, ts, *_, turn in gone:
+                if turn:
                     changes.setdefault((user, session), []).append((ts, seq))
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
         pg_index.refresh_context(conn, q, t, self._w, around, self._vw)

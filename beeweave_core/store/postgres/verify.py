@@ -18,11 +18,12 @@ from .sql import one
 __all__ = ["problems", "rebuild"]
 
 # Each memory's neighbours, from scratch: the records within ``r`` positions in its
-# (user, session), ordered by timestamp then insertion.
+# (user, session) among those that take part in context (``turn``), ordered by timestamp
+# then insertion.
 _EXPECTED_NEIGHBOURS = """
 WITH o AS (
     SELECT seq, user_id, session_id, row_number() OVER (PARTITION BY user_id, session_id ORDER BY ts, seq) AS pos
-    FROM chunks WHERE tenant = %(t)s AND session_id IS NOT NULL AND %(r)s > 0
+    FROM chunks WHERE tenant = %(t)s AND session_id IS NOT NULL AND turn AND %(r)s > 0
 ), expected AS (
     SELECT a.seq, b.seq AS nb_seq FROM o a JOIN o b ON a.user_id = b.user_id AND a.session_id = b.session_id
         AND b.pos BETWEEN a.pos - %(r)s AND a.pos + %(r)s AND b.seq <> a.seq
