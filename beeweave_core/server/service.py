@@ -139,7 +139,7 @@ class MemoryService:
             raise InvalidInputError(f"these fields cannot be edited: {unknown}; editable: {', '.join(EDITABLE)}")
         if not changes:
             return self.memory.get(chunk_id)
-        return self.memory.update(chunk_id, trusted=True, **self.policy.changes(changes))  # redacted just now
+        return self.memory.update(chunk_id, **changes)  # redacted there, as the library's edits are
 
     def delete_memory(self, chunk_id: str) -> bool:
         return self.memory.delete(chunk_id)
