@@ -11,6 +11,7 @@ import pytest
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.lifecycle import LifecycleConfig
 from tests.lifecycle.lifecycle_support import DIM, Clock
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 
 @pytest.fixture
@@ -44,3 +45,14 @@ def make(clock: Clock) -> Iterator[Callable[..., BeeWeave]]:
 @pytest.fixture
 def mem(make: Callable[..., BeeWeave]) -> BeeWeave:
     return make()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def reopen(request: pytest.FixtureRequest, make: Callable[..., BeeWeave], tmp_path: Path) -> Callable[..., BeeWeave]:
+    """Opens the same store (a SQLite file, or a PostgreSQL tenant) each time it is called:
+    after a close (a restart), or while another is open (a second process or host)."""
+    if request.param == "sqlite":
+        path = tmp_path / "memory.db"
+        return lambda **options: make(path, **options)
+    url, tenant = request.getfixturevalue("pg_url"), new_tenant("lifecycle")
+    return lambda **options: make(url, tenant=tenant, **options)

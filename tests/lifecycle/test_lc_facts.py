@@ -9,7 +9,6 @@ import pytest
 
 from beeweave_core import ChunkStatus, InvalidInputError, NotFoundError, ScoringConfig
 from beeweave_core.filters import build_filter
-from tests.postgres.pg_support import pg_url  # noqa: F401
 
 
 def test_a_fact_update_replaces_content_and_keeps_versions(mem, clock) -> None:
@@ -182,41 +181,27 @@ def test_saying_an_archived_fact_again_makes_it_current(mem) -> None:
     assert mem.get(cid).status is ChunkStatus.ACTIVE and mem.history(cid) == []
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_processes_stating_a_new_fact_at_once_make_one_memory(backend, tmp_path, request) -> None:
+def test_processes_stating_a_new_fact_at_once_make_one_memory(reopen) -> None:
     """Two stores on the same data (two processes or hosts) state the same new fact at once:
     one memory holds it, whichever wrote last, and both are told its id."""
     import threading
 
-    from beeweave_core import BeeWeave, HashingEmbedder
-    from tests.postgres.pg_support import new_tenant
+    stores = [reopen(), reopen()]
+    for round_ in range(5):  # the race is not hit every time: five subjects
+        ids: list[str] = []
+        gate = threading.Barrier(2)
 
-    def both() -> list[BeeWeave]:
-        if backend == "sqlite":
-            return [BeeWeave(tmp_path / "f.db", embedder=HashingEmbedder(32)) for _ in range(2)]
-        url, tenant = request.getfixturevalue("pg_url"), new_tenant("facts")
-        return [BeeWeave.from_url(url, embedder=HashingEmbedder(32), tenant=tenant) for _ in range(2)]
+        def state(m, n: int, subject: str = f"home{round_}", gate: threading.Barrier = gate,
+                  ids: list[str] = ids) -> None:
+            gate.wait()
+            ids.append(m.remember_fact(subject, f"lives in city {n}", user_id="u"))
 
-    stores = both()
-    try:
-        for round_ in range(5):  # the race is not hit every time: five subjects
-            ids: list[str] = []
-            gate = threading.Barrier(2)
-
-            def state(m: BeeWeave, n: int, subject: str = f"home{round_}", gate: threading.Barrier = gate,
-                      ids: list[str] = ids) -> None:
-                gate.wait()
-                ids.append(m.remember_fact(subject, f"lives in city {n}", user_id="u"))
-
-            threads = [threading.Thread(target=state, args=(m, n)) for n, m in enumerate(stores)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            found = [c for c in stores[0].backend.scan(build_filter({"user_id": "u"}))
-                     if c.metadata.get("fact_key") == f"home{round_}"]
-            assert len(found) == 1 and ids == [found[0].id] * 2, (ids, [c.raw_content for c in found])
-            assert stores[1].fact(f"home{round_}", user_id="u").id == found[0].id
-    finally:
-        for m in stores:
-            m.close()
+        threads = [threading.Thread(target=state, args=(m, n)) for n, m in enumerate(stores)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        found = [c for c in stores[0].backend.scan(build_filter({"user_id": "u"}))
+                 if c.metadata.get("fact_key") == f"home{round_}"]
+        assert len(found) == 1 and ids == [found[0].id] * 2, (ids, [c.raw_content for c in found])
+        assert stores[1].fact(f"home{round_}", user_id="u").id == found[0].id

@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import pytest
-
-from beeweave_core import BeeWeave, ChunkStatus, RelationType
+from beeweave_core import ChunkStatus, RelationType
 from tests.lifecycle.lifecycle_support import unit
-from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def reopen(request, make, tmp_path) -> Callable[..., BeeWeave]:
-    """Opens the same store (a SQLite file, or a PostgreSQL tenant) each time it is called."""
-    if request.param == "sqlite":
-        path = tmp_path / "memory.db"
-        return lambda **options: make(path, **options)
-    url, tenant = request.getfixturevalue("pg_url"), new_tenant("lifecycle")
-    return lambda **options: make(url, tenant=tenant, **options)
 
 
 def test_lifecycle_state_survives_close_and_reopen(reopen, clock) -> None:

@@ -3,6 +3,7 @@ model, with a fallback) and get_conversation_context, across restarts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,6 @@ from beeweave_core import BeeWeave, HashingEmbedder, InvalidInputError
 from beeweave_core.lifecycle import LifecycleConfig, SessionConfig
 from beeweave_core.lifecycle.sessions import count_tokens
 from tests.lifecycle.lifecycle_support import DIM, Clock
-from tests.postgres.pg_support import pg_url  # noqa: F401
 
 
 def _open(path: Path | None, clock: Clock, **session: object) -> BeeWeave:
@@ -94,38 +94,26 @@ def test_chinese_turns_count_characters() -> None:
     m.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_turns_from_several_processes_are_all_kept(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_turns_from_several_processes_are_all_kept(reopen: Callable[..., BeeWeave]) -> None:
     """Two stores on the same data (as two processes or hosts have) append to one session at
     once: every turn is counted and the buffer holds the latest ones, none lost to a race."""
     import threading
 
-    from tests.postgres.pg_support import new_tenant
+    stores = [reopen(sessions=SessionConfig(max_turns=6, summary_tokens=80)) for _ in range(2)]
 
-    cfg = LifecycleConfig(sessions=SessionConfig(max_turns=6, summary_tokens=80))
-    if backend == "sqlite":
-        stores = [BeeWeave(tmp_path / "s.db", embedder=HashingEmbedder(DIM), lifecycle=cfg) for _ in range(2)]
-    else:
-        url, tenant = request.getfixturevalue("pg_url"), new_tenant("sessions")
-        stores = [BeeWeave.from_url(url, embedder=HashingEmbedder(DIM), tenant=tenant, lifecycle=cfg)
-                  for _ in range(2)]
-    try:
-        def talk(m: BeeWeave, who: str) -> None:
-            for i in range(20):
-                m.add_turn("chat", "user", f"{who} says thing {i}.", user_id="u")
+    def talk(m: BeeWeave, who: str) -> None:
+        for i in range(20):
+            m.add_turn("chat", "user", f"{who} says thing {i}.", user_id="u")
 
-        threads = [threading.Thread(target=talk, args=(m, f"p{n}")) for n, m in enumerate(stores)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        ctx = stores[1].get_conversation_context("chat", window=6, user_id="u")
-        assert ctx.total_turns == 40 and ctx.summarized_turns == 34 and len(ctx.turns) == 6
-        said = [t.content for t in ctx.turns]
-        assert said[-1] in {"p0 says thing 19.", "p1 says thing 19."}
-        for who in ("p0", "p1"):  # each writer's turns in the order it wrote them
-            mine = [int(x.rsplit(" ", 1)[1].rstrip(".")) for x in said if x.startswith(who)]
-            assert mine == sorted(mine)
-    finally:
-        for m in stores:
-            m.close()
+    threads = [threading.Thread(target=talk, args=(m, f"p{n}")) for n, m in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ctx = stores[1].get_conversation_context("chat", window=6, user_id="u")
+    assert ctx.total_turns == 40 and ctx.summarized_turns == 34 and len(ctx.turns) == 6
+    said = [t.content for t in ctx.turns]
+    assert said[-1] in {"p0 says thing 19.", "p1 says thing 19."}
+    for who in ("p0", "p1"):  # each writer's turns in the order it wrote them
+        mine = [int(x.rsplit(" ", 1)[1].rstrip(".")) for x in said if x.startswith(who)]
+        assert mine == sorted(mine)

@@ -3,25 +3,14 @@ maintenance, the tier filter in search and counts, and the tier surviving a reop
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 
-from beeweave_core import BeeWeave, ChunkStatus, InvalidInputError, MemoryTier, TierConfig
+from beeweave_core import ChunkStatus, InvalidInputError, MemoryTier, TierConfig
 from beeweave_core.filters import build_filter
 from beeweave_core.lifecycle.tiers import promotion_score
 from tests.lifecycle.lifecycle_support import unit
-from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def reopen(request, make, tmp_path) -> Callable[..., BeeWeave]:
-    if request.param == "sqlite":
-        path = tmp_path / "memory.db"
-        return lambda **options: make(path, **options)
-    url, tenant = request.getfixturevalue("pg_url"), new_tenant("tiers")
-    return lambda **options: make(url, tenant=tenant, **options)
 
 
 def test_tiers_on_every_backend(reopen, clock) -> None:

@@ -5,29 +5,16 @@ a user removes theirs. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
+from contextlib import contextmanager
 
 import pytest
 
-from beeweave_core import BeeWeave, EventType, HashingEmbedder
+from beeweave_core import BeeWeave, EventType
 from beeweave_core.engine import watch as watch_module
-from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401
 
-Opener = Callable[[], AbstractContextManager[BeeWeave]]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
-    if request.param == "sqlite":
-        def sqlite() -> AbstractContextManager[BeeWeave]:
-            return BeeWeave(tmp_path / "m.db", embedder=HashingEmbedder(32))
-        return sqlite
-    url, tenant = request.getfixturevalue("pg_url"), new_tenant("watch")
-
-    def postgres() -> AbstractContextManager[BeeWeave]:
-        return BeeWeave.from_url(url, embedder=HashingEmbedder(32), tenant=tenant)
-    return postgres
+# ``reopen`` (tests/lifecycle/conftest.py) opens the same SQLite file or PostgreSQL tenant
+# each time: after a close, or beside another open store (as another process has it).
+Opener = Callable[..., BeeWeave]
 
 
 @contextmanager
@@ -39,10 +26,11 @@ def matches(memory: BeeWeave) -> Iterator[list[tuple[str | None, str]]]:
     memory.events.unsubscribe(sub)
 
 
-def test_a_watch_survives_a_reopen(opener: Opener) -> None:
-    with opener() as a:
-        w = a.watch("nightly database backup", user_id="u", agent_id="ops", min_relevance=0.9)
-    with opener() as b:
+def test_a_watch_survives_a_reopen(reopen: Opener) -> None:
+    a = reopen()
+    w = a.watch("nightly database backup", user_id="u", agent_id="ops", min_relevance=0.9)
+    a.close()
+    with reopen() as b:
         assert [(x.id, x.query, x.user_id, x.agent_id, x.min_relevance) for x in b.watches()] == [
             (w.id, "nightly database backup", "u", "ops", 0.9)]
         with matches(b) as seen:
@@ -51,8 +39,8 @@ def test_a_watch_survives_a_reopen(opener: Opener) -> None:
         assert seen == [(hit, w.id)]
 
 
-def test_another_process_sees_watches_and_their_end(opener: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
-    with opener() as a, opener() as b:
+def test_another_process_sees_watches_and_their_end(reopen: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
+    with reopen() as a, reopen() as b:
         assert b.watches() == []  # b has looked: its view is now fresh
         w = a.watch("nightly database backup", user_id="u", min_relevance=0.9)
         monkeypatch.setattr(watch_module, "REFRESH_SECONDS", 0.0)  # instead of waiting a second
@@ -66,11 +54,11 @@ def test_another_process_sees_watches_and_their_end(opener: Opener, monkeypatch:
         assert seen == []
 
 
-def test_forgetting_a_user_removes_their_watches(opener: Opener) -> None:
-    with opener() as m:
+def test_forgetting_a_user_removes_their_watches(reopen: Opener) -> None:
+    with reopen() as m:
         m.watch("nightly database backup", user_id="u")
         kept = m.watch("nightly database backup", user_id="v")
         m.add("something", user_id="u")
         m.backend.delete_user("u")
-    with opener() as m:
+    with reopen() as m:
         assert [w.id for w in m.watches()] == [kept.id]
