@@ -796,24 +796,20 @@ class PostgresStore:
 
     def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
                        include: Sequence[str] = ()) -> list[tuple[str, float]]:
-        self._check()
-        stmt, args = self._statement(LEXICAL_SQL, flt)
-        params = {**self._lexical_params(terms), "k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))),
-                  **args}
-        # With the search settings: the statement's join order as written (sql.LEX_FILTERED
-        # reads the passing records, then their postings), which the planner, misjudging
-        # the postings of a term, abandoned for reading every posting of the terms.
-        rows = self._search_rows(stmt, params, k)
-        return sorted(((i, float(s)) for i, s in rows), key=lambda kv: (-kv[1], kv[0]))
+        return self.lexical_searches([terms], flt, k, include=include)[0]
 
     def lexical_searches(self, queries: Sequence[Mapping[str, int]], flt: Filter, k: int, *,
                          include: Sequence[str] = ()) -> list[list[tuple[str, float]]]:
-        """``lexical_search`` of each of ``queries`` in one round trip (one pipelined transaction)."""
+        """``lexical_search`` of each of ``queries`` in one round trip (one pipelined
+        transaction: BEGIN, the SET LOCALs, the statements and COMMIT go out together)."""
         self._check()
         if not queries:
             return []
         stmt, args = self._statement(LEXICAL_SQL, flt)
         common = {"k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))), **args}
+        # With the search settings: the statement's join order as written (sql.LEX_FILTERED
+        # reads the passing records, then their postings), which the planner, misjudging
+        # the postings of a term, abandoned for reading every posting of the terms.
         with self._tx(read_only=True) as conn:
             self._settings(conn, k, False)
             cursors = [conn.execute(stmt, {**self._lexical_params(terms), **common}) for terms in queries]
