@@ -202,9 +202,7 @@ class PatternTracker:
         owner = self.owner(s.user_id)
         kv_key = owner + _SEP + key
         if self.backend.kv_get(NAMESPACE, kv_key) is None:
-            similar = self._similar(owner, concepts(self.terms(s.query)))
-            if similar is not None:
-                kv_key = similar[0]
+            kv_key = self._similar(owner, concepts(self.terms(s.query))) or kv_key
         now = self.clock()
         cutoff = _ts(now - self._longest)
         example = {"query": s.query, "answer": s.answer[:4000], "answer_id": s.answer_id, "at": _ts(s.at),
@@ -240,11 +238,11 @@ class PatternTracker:
         refresh = len(state["hits"]) % self.config.refresh_every == 0
         return Detection(self._pattern(kv_key, state, after), not self.is_hot(seen["before"]), kv_key, state, refresh)
 
-    def _similar(self, owner: str, wanted: frozenset[str]) -> tuple[str, dict[str, Any]] | None:
+    def _similar(self, owner: str, wanted: frozenset[str]) -> str | None:
         """An earlier key of ``owner`` whose question is a paraphrase of one with ``wanted``
-        concepts, and its state (the most seen one when several are)."""
+        concepts (the most seen one when several are)."""
         seen: set[str] = set()
-        best: tuple[int, str, dict[str, Any]] | None = None
+        best: tuple[int, str] | None = None
         for concept in wanted:
             entry = self.backend.kv_get(INDEX, owner + _SEP + concept)
             for kv_key in (entry or {}).get("keys", []):
@@ -255,8 +253,8 @@ class PatternTracker:
                 if state is None or not paraphrase(wanted, concepts(tuple(state["terms"]))):
                     continue
                 if best is None or len(state["hits"]) > best[0]:
-                    best = (len(state["hits"]), kv_key, state)
-        return None if best is None else (best[1], best[2])
+                    best = (len(state["hits"]), kv_key)
+        return None if best is None else best[1]
 
     def _index(self, owner: str, kv_key: str, found: frozenset[str], user_id: str | None) -> None:
         # Under its exact concepts: a paraphrase is found through any concept the two share
