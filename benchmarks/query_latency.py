@@ -2,6 +2,7 @@
 
 Usage:
     python benchmarks/query_latency.py [DATA_DIR] [--size 10000] [--queries 200] [--dialogues 50]
+        [--runtimes auto,torch]
 
 DATA_DIR defaults to ../shared/data/locomo (the development split). A store of ``--size``
 memories is built as ``scale_data`` builds one (LoCoMo turns replayed, sessions kept, one
@@ -20,7 +21,9 @@ Every query is searched once untimed first (loading the model and jieba, and bui
 query term's context postings, which a store does once per term), then timed.
 
 The targets of issue 24: question p50 ≤ 30 ms at 10k memories, a 2,000-character dialogue
-≤ 60 ms. Times depend on the machine's load; compare rows from one run.
+≤ 60 ms. ``--runtimes`` runs the same queries with the embedder on each backend in turn
+(default ``auto,torch``: the default, which is onnxruntime where it works, beside torch).
+Times depend on the machine's load; compare rows from one run.
 """
 
 from __future__ import annotations
@@ -112,26 +115,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=10_000, help="memories in the store (default 10,000)")
     parser.add_argument("--queries", type=int, default=200, help="timed questions (default 200)")
     parser.add_argument("--dialogues", type=int, default=50, help="timed dialogues per language (default 50)")
+    parser.add_argument("--runtimes", default="auto,torch",
+                        help="the embedder's backends, side by side (default auto,torch; auto is the default)")
     args = parser.parse_args(argv)
     corpus = ScaleCorpus.load(args.data_dir)
-    memory = BeeWeave(embedder=SentenceTransformerEmbedder())
     vectors = unit_vectors(7, 0, args.size)
-    memory.add_many([m.record(vectors[i]) for i, m in enumerate(corpus.memories(0, args.size, users=1))],
-                    show_progress=False, link=False)
+    records = [m.record(vectors[i]) for i, m in enumerate(corpus.memories(0, args.size, users=1))]
     user = "user-0"
-    clear = memory._search._cache.clear  # every timed search pays for its query's embedding
     questions = [q.question for q in corpus.questions[: args.queries]]
     rows = [("question", questions), ("dialogue, English, ~2,000 chars", english_dialogues(corpus.convs, args.dialogues)),
             ("dialogue, Chinese, ~2,000 chars", chinese_dialogues(args.dialogues))]
     print(f"{args.size} memories, one user; query embedding included (bundled MiniLM)")
-    print("| query | n | mean chars | p50 ms | p95 ms |")
-    print("|---|---|---|---|---|")
-    for label, queries in rows:
-        times = timed(memory, user, queries, clear)
-        p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
-        chars = statistics.mean(len(q) for q in queries)
-        print(f"| {label} | {len(times)} | {chars:.0f} | {statistics.median(times):.1f} | {p95:.1f} |")
-    memory.close()
+    print("| runtime | query | n | mean chars | p50 ms | p95 ms |")
+    print("|---|---|---|---|---|---|")
+    for runtime in args.runtimes.split(","):
+        embedder = SentenceTransformerEmbedder(backend=runtime)
+        memory = BeeWeave(embedder=embedder)
+        memory.add_many(records, show_progress=False, link=False)
+        clear = memory._search._cache.clear  # every timed search pays for its query's embedding
+        for label, queries in rows:
+            times = timed(memory, user, queries, clear)
+            p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
+            chars = statistics.mean(len(q) for q in queries)
+            print(f"| {runtime} ({embedder.runtime}) | {label} | {len(times)} | {chars:.0f} | "
+                  f"{statistics.median(times):.1f} | {p95:.1f} |")
+        memory.close()
 
 
 if __name__ == "__main__":

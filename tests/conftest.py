@@ -18,6 +18,9 @@ _ROOT = Path(__file__).resolve().parents[1]
 # modules of the ``tests`` package (``tests.support``...), each imported under one name.
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
+# The default embedder exports its model to ONNX once and caches the file: in the checkout's
+# pytest cache (kept between local runs, never in the user's home), also for the subprocesses.
+os.environ.setdefault("BEEWEAVE_CACHE", str(_ROOT / ".pytest_cache" / "beeweave"))
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

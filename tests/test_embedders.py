@@ -12,7 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from beeweave_core import BeeWeave, EmbedderMismatchError, HashingEmbedder, InvalidInputError, SearchConfig
+from beeweave_core import (
+    BeeWeave,
+    EmbedderMismatchError,
+    HashingEmbedder,
+    InvalidInputError,
+    ModelLoadError,
+    SearchConfig,
+)
 from beeweave_core.embedders import DEFAULT_MODEL_NAME, SentenceTransformerEmbedder, as_embedder
 
 TEXTS = ["the cat sat on the mat", "a much longer sentence about deploying services to a Kubernetes cluster "
@@ -168,7 +175,54 @@ def test_the_int8_name_of_the_default_model_means_the_bundled_model():
     assert emb._model_arg is None and emb.quantize and emb.name == DEFAULT_MODEL_NAME + "@onnx-int8"
 
 
-@pytest.mark.parametrize("kwargs", [{"quantize": True}, {"backend": "tensorrt"}, {"backend": "onnx", "device": "cuda"}])
+# -- the default runtime: ONNX where it works, torch where not ----------------------------------------
+@onnx_deps
+def test_auto_runs_onnx_with_torchs_vectors(tiny_model, tmp_path):
+    auto = SentenceTransformerEmbedder(tiny_model, cache_dir=tmp_path)
+    plain = SentenceTransformerEmbedder(tiny_model, backend="torch", cache_dir=tmp_path)
+    assert auto.backend == "auto" and auto.name == plain.name == tiny_model
+    np.testing.assert_allclose(auto.embed_documents(TEXTS), plain.embed_documents(TEXTS), atol=1e-5)
+    assert auto.runtime == "onnx" and plain.runtime == "torch"
+    assert len(list((tmp_path / "onnx").glob("*.onnx"))) == 1  # torch wrote nothing
+
+
+@onnx_deps
+def test_auto_falls_back_to_torch_when_the_export_fails_and_says_so(tiny_model, tmp_path, monkeypatch, caplog):
+    import torch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("exporter cannot trace this model")
+
+    monkeypatch.setattr(torch.onnx, "export", broken)
+    auto = SentenceTransformerEmbedder(tiny_model, cache_dir=tmp_path)
+    with caplog.at_level("WARNING", logger="beeweave_core.embedders"):
+        got = auto.embed_query("coffee")
+    assert auto.runtime == "torch"
+    assert "exporter cannot trace this model" in caplog.text
+    np.testing.assert_allclose(got, SentenceTransformerEmbedder(tiny_model, backend="torch").embed_query("coffee"),
+                               atol=1e-6)
+    with pytest.raises(ModelLoadError):  # asked for by name, the failure is an error
+        SentenceTransformerEmbedder(tiny_model, backend="onnx", cache_dir=tmp_path).embed_query("coffee")
+
+
+def test_auto_uses_torch_without_onnxruntime(tiny_model, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    auto = SentenceTransformerEmbedder(tiny_model, cache_dir=tmp_path)
+    assert auto.embed_query("coffee").shape == (32,) and auto.runtime == "torch"
+    assert not (tmp_path / "onnx").exists()
+
+
+@onnx_deps
+def test_quantize_alone_means_the_onnx_runtime(tiny_model, tmp_path):
+    q = SentenceTransformerEmbedder(tiny_model, quantize=True, cache_dir=tmp_path)
+    assert q.backend == "onnx" and q.name == tiny_model + "@onnx-int8" and q.runtime == "onnx"
+
+
+@pytest.mark.parametrize("kwargs", [{"quantize": True, "backend": "torch"}, {"backend": "tensorrt"},
+                                    {"backend": "onnx", "device": "cuda"}])
 def test_bad_backend_options_are_refused(kwargs):
     with pytest.raises(InvalidInputError):
         SentenceTransformerEmbedder(**kwargs)
