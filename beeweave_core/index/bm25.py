@@ -572,6 +572,10 @@ class BM25Index:
             part_scores.append(idf[terms[i][0]] * terms[i][1] * sat)
             if 2 * sum(len(p) for p in part_slots) > total:
                 return None  # most of the postings are read anyway: nothing to gain
+            if j & (j - 1) and j != len(order) - 1:
+                # The threshold is tried after 1, 2, 4, 8... terms (and the last): a query of
+                # many terms (a dialogue) would otherwise merge and look up every term per term.
+                continue
             cand, partial = _sum_runs(part_slots, part_scores)
             if allowed is not None:
                 keep = allowed[cand]
