@@ -20,6 +20,7 @@ for path in (ROOT, ROOT / "examples"):  # the package from the checkout; the exa
         sys.path.insert(0, str(path))
 
 from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
+from tests.support import frozen_clock  # noqa: E402
 
 
 @pytest.fixture
@@ -29,8 +30,9 @@ def embedder() -> HashingEmbedder:
 
 @pytest.fixture
 def memory(embedder: HashingEmbedder) -> Iterator[BeeWeave]:
-    """An in-memory store with the instant hashing embedder."""
-    m = BeeWeave(embedder=embedder)
+    """An in-memory store with the instant hashing embedder; the clock stands still, so two
+    calls of one search score alike (weights decay continuously)."""
+    m = BeeWeave(embedder=embedder, clock=frozen_clock)
     yield m
     m.close()
 

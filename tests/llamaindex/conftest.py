@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from beeweave_core import BeeWeave, KnowledgeChunk, ProcessedContent
+from tests.support import frozen_clock
 
 # id, user, agent, session, tags, entities, intent, type, status, year
 ROWS = [
@@ -40,8 +41,9 @@ def chunks() -> list[KnowledgeChunk]:
 
 @pytest.fixture
 def store(embedder) -> BeeWeave:
-    """Six memories of two users (one archived), one per year from 2021."""
-    m = BeeWeave(embedder=embedder)
+    """Six memories of two users (one archived), one per year from 2021; the clock stands
+    still, so two calls of one search score alike (weights decay continuously)."""
+    m = BeeWeave(embedder=embedder, clock=frozen_clock)
     m.add_many(chunks())
     yield m
     m.close()
