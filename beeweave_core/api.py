@@ -34,7 +34,8 @@ class MemoryAPI(Protocol):
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
                expand: Any = None, rerank: Any = None, mmr: float | None = None,
-               loosen: bool = False, min_relevance: float | None = None) -> list[SearchHit]: ...
+               loosen: bool = False, min_relevance: float | None = None,
+               abstain_below: float | None = None) -> list[SearchHit]: ...
 
     def feedback(self, chunk_ids: str | Iterable[str], signal: Any) -> list[KnowledgeChunk]: ...
 

@@ -316,7 +316,8 @@ class BeeWeaveClient:
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
                expand: Any = None, rerank: Any = None, mmr: float | None = None,
-               loosen: bool = False, min_relevance: float | None = None) -> list[SearchHit]:
+               loosen: bool = False, min_relevance: float | None = None,
+               abstain_below: float | None = None) -> list[SearchHit]:
         """``BeeWeave.search`` on the server. ``rerank`` (an in-process model) cannot travel: use
         ``mmr`` or run a ``Reranker`` on the returned hits."""
         # The engine's errors (UnknownFilterError...) before any request; the server's declared
@@ -332,7 +333,7 @@ class BeeWeaveClient:
             raise InvalidInputError("expand must be a bool or an ExpandOptions")
         body = {"query": query, "user_id": user_id, "k": k, "filters": _plain(filters),
                 "fusion": getattr(fusion, "value", fusion), "min_score": min_score, "expand": expand, "mmr": mmr,
-                "loosen": loosen, "min_relevance": min_relevance,
+                "loosen": loosen, "min_relevance": min_relevance, "abstain_below": abstain_below,
                 "query_embedding": None if query_embedding is None else [float(x) for x in query_embedding]}
         data = self._call("POST", "/api/v1/search", body={k_: v for k_, v in body.items() if v is not None},
                           timeout=self.search_timeout)

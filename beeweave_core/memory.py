@@ -305,7 +305,7 @@ class BeeWeave:
                fusion: FusionMode | str | None = None, min_score: float | None = None,
                query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
                rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
-               min_relevance: float | None = None) -> list[SearchHit]:
+               min_relevance: float | None = None, abstain_below: float | None = None) -> list[SearchHit]:
         """Hybrid search: BM25 and vector candidates, fused, filtered inside retrieval.
 
         Args:
@@ -330,10 +330,15 @@ class BeeWeave:
                 [0, 1] whatever the fusion) is below this; ``SearchConfig.min_relevance`` when
                 None (no floor by default; ``beeweave_core.relevance.DEFAULT_MIN_RELEVANCE``
                 is the tuned one).
+            abstain_below: when no hit's relevance reaches this, return no hit at all (nothing
+                relevant: the no-memory path); otherwise the hits as ranked, the less relevant
+                ones beside the relevant. ``SearchConfig.abstain_below`` when None (no gate by
+                default; ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the tuned gate,
+                the faces' default).
         """
         return self._search.search(query, user_id=user_id, k=k, filters=filters, fusion=fusion, min_score=min_score,
                                    query_embedding=query_embedding, expand=expand, rerank=rerank, mmr=mmr,
-                                   loosen=loosen, min_relevance=min_relevance)
+                                   loosen=loosen, min_relevance=min_relevance, abstain_below=abstain_below)
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector, from a small LRU cache when the same query was asked before."""

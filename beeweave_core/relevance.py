@@ -23,13 +23,14 @@ conversation (label 1 for an evidence turn, 0 otherwise), the same questions ask
 other conversations with their speakers' names swapped for this conversation's, and generic
 off-topic questions (all hits label 0); scikit-learn's ``LogisticRegression`` with balanced
 classes. ``DEFAULT_MIN_RELEVANCE`` is the highest threshold that keeps 95 % of the on-topic
-recall@10 there. Nothing here knows the data: the features are general retrieval evidence.
+recall@10 there, and ``DEFAULT_ABSTAIN_BELOW`` the highest gate on a search's best hit that
+does. Nothing here knows the data: the features are general retrieval evidence.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from .store.base import SearchesTermsInOneTrip
@@ -38,15 +39,23 @@ if TYPE_CHECKING:
     from .filters import Filter
     from .store.base import StoreBackend
 
-__all__ = ["Evidence", "relevance", "lexical_evidence", "term_coverage", "DEFAULT_MIN_RELEVANCE", "RELEVANCE_TERMS"]
+__all__ = ["Evidence", "relevance", "lexical_evidence", "term_coverage", "DEFAULT_MIN_RELEVANCE",
+           "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
 # Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations.
 COEF_COSINE = 5.420
 COEF_LEXICAL = 1.991
 COEF_COVERAGE = 2.664
 INTERCEPT = -5.001
-# The threshold under which the faces inject nothing (and `min_relevance` defaults to there).
+# The per-hit floor: the highest that keeps 95 % of the on-topic recall@10 when every hit
+# below it is dropped (`min_relevance`; no floor by default).
 DEFAULT_MIN_RELEVANCE = 0.257
+# The faces' "nothing relevant" gate (`abstain_below`): a search whose best hit is below it
+# returns nothing, one that has a hit above it returns its hits as ranked (an indirectly
+# useful memory, "allergic to peanuts" for "a dessert for my dinner party", stays beside the
+# relevant one). The highest gate that keeps 95 % of the on-topic recall@10 (a gate loses a
+# query's recall only when it silences the whole query, so it can sit higher than the floor).
+DEFAULT_ABSTAIN_BELOW = 0.44
 
 # A dialogue query may carry 64 terms; the heaviest this many bound the lexical evidence's cost
 # (one index lookup per term).
@@ -80,20 +89,24 @@ def _heaviest(terms: Mapping[str, int]) -> list[tuple[str, int]]:
     return sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:RELEVANCE_TERMS]
 
 
-def term_coverage(terms: Mapping[str, int], text: str, tokenize: Callable[[str], list[str]]) -> float:
-    """The share of the query's (heaviest) distinct terms that ``text`` contains."""
+def term_coverage(terms: Mapping[str, int], own: set[str]) -> float:
+    """The share of the query's (heaviest) distinct terms that a memory's own terms ``own`` hold."""
     heaviest = _heaviest(terms)
     if not heaviest:
         return 0.0
-    own = set(tokenize(text))
     return sum(1 for t, _ in heaviest if t in own) / len(heaviest)
 
 
 def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filter,
-                     ids: Sequence[str]) -> dict[str, float]:
+                     ids: Sequence[str], own: Mapping[str, set[str]] | None = None) -> dict[str, float]:
     """Each id's BM25 score over the query's (heaviest) terms against the sum of each term's
     best score in the scope ``flt``, in [0, 1]. A term no memory matches adds nothing to the
-    denominator (it is no evidence either way)."""
+    denominator (it is no evidence either way).
+
+    Where no term scores at all (a store of one or two memories, or terms every memory has:
+    BM25's idf is then 0), ``own`` (each id's own terms) gives the evidence instead: the share
+    of the query's terms found in some hit that this hit has. Otherwise "tea" asked of a new
+    user's two memories, one about tea, would be no evidence for either."""
     heaviest = _heaviest(terms)
     matched = dict.fromkeys(ids, 0.0)
     best_total = 0.0
@@ -114,4 +127,8 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
         for cid, s in got:
             if cid in matched and s > 0.0:
                 matched[cid] += s
+    if best_total <= 0.0 and own is not None:
+        present = [t for t, _ in heaviest if any(t in own.get(cid, ()) for cid in ids)]
+        if present:
+            return {cid: sum(t in own.get(cid, ()) for t in present) / len(present) for cid in ids}
     return {cid: min(matched[cid] / best_total, 1.0) if best_total > 0 else 0.0 for cid in ids}

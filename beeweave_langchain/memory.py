@@ -88,6 +88,10 @@ class BeeWeaveMemory(BaseMemory):
     min_relevance: float | None = Field(
         default=None, ge=0.0, le=1.0,
         description="Long-term memories below this calibrated relevance are left out (None: none are).")
+    abstain_below: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="No long-term memories when none reaches this calibrated relevance (None: always the "
+                    "top ones; DEFAULT_ABSTAIN_BELOW is the tuned \"nothing relevant\" gate).")
     llm: Any = Field(default=None, description="A LangChain model that summarises older turns.")
     return_messages: bool = Field(default=False, description="Messages for chat prompts instead of text.")
     human_prefix: str = "Human"
@@ -146,7 +150,7 @@ class BeeWeaveMemory(BaseMemory):
             none: list[SearchHit] = []
             hits = self._failures.unless_unavailable("memory search", lambda: self.memory.search(
                 query, user_id=self.user_id, k=self.long_term_k,
-                **{"min_relevance": self.min_relevance, **self.search_kwargs}), none)
+                **{"min_relevance": self.min_relevance, "abstain_below": self.abstain_below, **self.search_kwargs}), none)
             found = [h.chunk.raw_content for h in hits]
         history = self._history()
         long_term = self._long_term(found)

@@ -87,10 +87,12 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
     Scope: ``user_id`` (or ``runtime.context["user_id"]`` / ``context.user_id`` per run),
     ``agent_id``, and ``session_id`` (default: the run's LangGraph thread id).
 
-    Relevance: a memory is recalled when the search returns it with a calibrated relevance
-    (``SearchHit.relevance``) of at least ``min_relevance`` (and a fused score of at least
-    ``min_score``, when given). Memories are added best first while they fit in
-    ``max_chars``; when none is relevant the model gets no memory message at all.
+    Relevance: with ``abstain_below`` (e.g. ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW``,
+    tuned so that most off-topic requests get nothing), when no memory reaches that calibrated
+    relevance (``SearchHit.relevance``) the model gets no memory message at all; otherwise the
+    top ``k`` are recalled, less relevant ones beside the relevant (optionally each at least
+    ``min_relevance`` and of a fused score of at least ``min_score``), best first while they
+    fit in ``max_chars``; when none is recalled there is no memory message.
 
     Feedback (the rules are ``beeweave_core.lifecycle.attribution``'s): after the run, each
     recalled memory the final answer or a tool call drew on (at least ``used_overlap`` of its
@@ -106,7 +108,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         memory: the BeeWeave store (or a ``BeeWeaveClient``).
         user_id, agent_id, session_id: the scope (see above).
         k: how many memories to consider.
-        min_score, min_relevance: the relevance gates (see above).
+        min_score, min_relevance, abstain_below: the relevance gates (see above).
         max_chars: the budget of the memory message (about 4 characters a token).
         used_overlap: the share of a memory's words the answer must contain to count as used
             (replaces ``attribution.lexical``, 0.6, when given).
@@ -121,7 +123,8 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
 
     def __init__(self, memory: Any, *, user_id: str | None = None, agent_id: str | None = None,
                  session_id: str | None = None, k: int = 5, min_score: float | None = None,
-                 min_relevance: float | None = None, max_chars: int = 2000, used_overlap: float | None = None,
+                 min_relevance: float | None = None, abstain_below: float | None = None,
+                 max_chars: int = 2000, used_overlap: float | None = None,
                  tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER,
                  attribution: AttributionConfig | None = None) -> None:
         super().__init__()
@@ -135,7 +138,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             raise InvalidInputError("the memory tools act for one user: pass user_id= with tools=True")
         self.memory = memory
         self.user_id, self.agent_id, self.session_id = user_id, agent_id, session_id
-        self.k, self.min_score, self.min_relevance = k, min_score, min_relevance
+        self.k, self.min_score, self.min_relevance, self.abstain_below = k, min_score, min_relevance, abstain_below
         self.max_chars, self.used_overlap, self.capture, self.header = max_chars, used_overlap, capture, header
         self.attribution = attribution or AttributionConfig()
         if used_overlap is not None:
@@ -170,7 +173,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             return {"beeweave_recalled": []}
         try:
             hits = self.memory.search(query, user_id=user, k=self.k, min_score=self.min_score,
-                                      min_relevance=self.min_relevance)
+                                      min_relevance=self.min_relevance, abstain_below=self.abstain_below)
         except Exception:
             self._failures.record("BeeWeave recall failed; the run goes on without memories",
                                   level=logging.ERROR, exc_info=True)

@@ -77,6 +77,10 @@ class BeeWeaveRetriever(BaseRetriever):
         default=None, ge=0.0, le=1.0,
         description="Drop hits whose calibrated relevance is below this (None: keep every hit); "
                     "when nothing is relevant the retriever returns no documents.")
+    abstain_below: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="No documents when no hit reaches this calibrated relevance (None: always the top k; "
+                    "beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW is the tuned 'nothing relevant' gate).")
     loosen: bool = Field(default=False, description="Relax tag/entity filters when they leave fewer than k hits.")
 
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
@@ -95,7 +99,7 @@ class BeeWeaveRetriever(BaseRetriever):
         return {"user_id": self.user_id, "k": self.k if k is None else k, "filters": filters or None,
                 "fusion": self.fusion, "min_score": self.min_score, "expand": self.expand,
                 "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen,
-                "min_relevance": self.min_relevance}
+                "min_relevance": self.min_relevance, "abstain_below": self.abstain_below}
 
     def _search(self, query: str, k: int | None) -> list[Document]:
         none: list[SearchHit] = []

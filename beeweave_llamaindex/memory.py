@@ -103,7 +103,8 @@ class BeeWeaveMemory(BaseMemory):
     Args (``context`` keys for ``from_client`` / ``from_config``):
         user_id: whose memories are read and written (required).
         agent_id, session_id: recorded on the ingested turns.
-        similarity_top_k: how many memories to add; min_score, min_relevance: passed to the search.
+        similarity_top_k: how many memories to add; min_score, min_relevance, abstain_below: passed
+            to the search (``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the tuned gate).
     """
 
     user_id: str = Field(description="Whose memories are read and written.")
@@ -115,6 +116,10 @@ class BeeWeaveMemory(BaseMemory):
         default=None, ge=0.0, le=1.0,
         description="Memories below this calibrated relevance are left out (None: none are); "
                     "when none passes, no memory message is added.")
+    abstain_below: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="No memory message when no memory reaches this calibrated relevance (None: always the "
+                    "top ones; DEFAULT_ABSTAIN_BELOW is the tuned \"nothing relevant\" gate).")
     header: str = Field(default=DEFAULT_HEADER, description="The line before the memories.")
     primary_memory: ChatMemoryBuffer = Field(description="The short-term chat history.")
 
@@ -188,7 +193,8 @@ class BeeWeaveMemory(BaseMemory):
         hits: list[Any] = [] if not query.strip() else self._failures.unless_unavailable(
             "memory search", lambda: self._memory.search(query, user_id=self.user_id, k=self.similarity_top_k,
                                                          min_score=self.min_score,
-                                                         min_relevance=self.min_relevance), [])
+                                                         min_relevance=self.min_relevance,
+                                                         abstain_below=self.abstain_below), [])
         if not hits and not summary:
             return messages
         lines = [SUMMARY_HEADER, summary] if summary else []

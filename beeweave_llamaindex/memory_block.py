@@ -75,6 +75,10 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
         default=None, ge=0.0, le=1.0,
         description="Memories below this calibrated relevance are left out (None: none are); "
                     "when none passes the block is empty.")
+    abstain_below: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="The block is empty when no memory reaches this calibrated relevance (None: always the "
+                    "top ones; DEFAULT_ABSTAIN_BELOW is the tuned \"nothing relevant\" gate).")
 
     _memory: MemoryAPI = PrivateAttr()
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
@@ -99,7 +103,8 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
 
     def _search(self, query: str) -> list[Any]:
         return self._failures.unless_unavailable("memory block search", lambda: self._memory.search(
-            query, user_id=self.user_id, k=self.similarity_top_k, min_relevance=self.min_relevance), [])
+            query, user_id=self.user_id, k=self.similarity_top_k, min_relevance=self.min_relevance,
+            abstain_below=self.abstain_below), [])
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         for event in messages_to_events(messages, user_id=self.user_id, agent_id=self.agent_id):

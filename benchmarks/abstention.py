@@ -12,12 +12,14 @@ settings (k = 10, no floor). Three kinds of query:
   giveaway);
 - generic: off-topic questions no chat between friends answers (``GENERIC`` below).
 
-Measured at ``DEFAULT_MIN_RELEVANCE``: (a) the on-topic recall@10 kept (the share of the
-unfloored R@10), (b) the share of off-topic queries that return no memory, and precision /
-recall of "has a relevant memory" (positive: the unfloored top 10 holds an evidence turn;
-predicted: a hit passes the floor). The same is measured for the scores a peer would
-threshold (raw cosine, raw BM25, the old fused score), each at its own threshold chosen by
-the same rule (the highest that keeps 95 % of R@10).
+Measured at ``DEFAULT_ABSTAIN_BELOW`` (the faces' gate: a search whose best hit is below it
+returns nothing, otherwise all its hits) and at ``DEFAULT_MIN_RELEVANCE`` (a floor: each hit
+below it is dropped): (a) the on-topic recall@10 kept (the share of the unthresholded R@10),
+(b) the share of off-topic queries that return no memory, and precision / recall of "has a
+relevant memory" (positive: the unthresholded top 10 holds an evidence turn; predicted: a hit
+reaches the threshold). The same is measured for the scores a peer would threshold (raw
+cosine, raw BM25, the old fused score), each at its own floor chosen by the same rule (the
+highest that keeps 95 % of R@10).
 
 ``--fit`` refits the logistic curve of ``beeweave_core/relevance.py`` (hit level: an evidence
 turn of an on-topic question is 1, any other hit 0; balanced classes) and prints the
@@ -48,12 +50,14 @@ from beeweave_core.embedders import SentenceTransformerEmbedder  # noqa: E402
 from beeweave_core.filters import build_filter  # noqa: E402
 from beeweave_core.query import prepare_query  # noqa: E402
 from beeweave_core.relevance import (  # noqa: E402
+    DEFAULT_ABSTAIN_BELOW,
     DEFAULT_MIN_RELEVANCE,
     Evidence,
     lexical_evidence,
     relevance,
     term_coverage,
 )
+from beeweave_core.timewords import find_time  # noqa: E402
 
 K = 10
 KEEP = 0.95  # the share of R@10 a threshold must keep
@@ -96,14 +100,18 @@ def _swap(text: str, old: list[str], new: list[str]) -> str:
 def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
     hits = memory.search(query, user_id=user, k=K)
     search = memory.parts.search
-    terms = prepare_query(query, search.shared.tokenizer).terms
-    lex = lexical_evidence(search.shared.backend, terms, build_filter(None, user_id=user), [h.id for h in hits])
+    # A time phrase ("4 years ago") filtered the search and left the query: read that text's terms.
+    when = find_time(query, search.shared.clock()) if hits and hits[0].time_range is not None else None
+    text = when.text if when is not None and when.text.strip() else query
+    terms = prepare_query(text, search.shared.tokenizer).terms
+    own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
+    lex = lexical_evidence(search.shared.backend, terms, build_filter(None, user_id=user), [h.id for h in hits], own)
     out = []
     for h in hits:
         vec, bm = h.sources.get("vector"), h.sources.get("lexical")
         out.append({"id": h.id, "score": h.score, "relevance": h.relevance,
                     "cosine": vec.score if vec else 0.0, "bm25": bm.score if bm else 0.0, "lexical": lex[h.id],
-                    "coverage": term_coverage(terms, h.chunk.content, search.shared.tokenizer.tokenize)})
+                    "coverage": term_coverage(terms, own[h.id])})
     return out
 
 
@@ -157,29 +165,36 @@ def fit(rows: list[dict[str, Any]]) -> None:
         for h in r["hits"]:
             h["relevance"] = float(model.predict_proba([[h["cosine"], h["lexical"], h["coverage"]]])[0, 1])
     print(f"DEFAULT_MIN_RELEVANCE = {tune(rows, 'relevance'):.3f}")
+    print(f"DEFAULT_ABSTAIN_BELOW = {tune(rows, 'relevance', gate=True):.3f}")
 
 
-def _kept_recall(rows: list[dict[str, Any]], key: str, t: float) -> float:
+def _kept_recall(rows: list[dict[str, Any]], key: str, t: float, gate: bool = False) -> float:
+    """The share of the on-topic R@10 left: hits below ``t`` dropped (a floor), or, with
+    ``gate``, a query's hits all dropped when none reaches ``t`` and all kept otherwise."""
     on = [r for r in rows if r["kind"] == "on-topic"]
     full = sum(recall_at_k([h["id"] for h in r["hits"]], r["evidence"], K) for r in on)
-    kept = sum(recall_at_k([h["id"] for h in r["hits"] if h[key] >= t], r["evidence"], K) for r in on)
+    if gate:
+        kept = sum(recall_at_k([h["id"] for h in r["hits"]], r["evidence"], K) for r in on
+                   if any(h[key] >= t for h in r["hits"]))
+    else:
+        kept = sum(recall_at_k([h["id"] for h in r["hits"] if h[key] >= t], r["evidence"], K) for r in on)
     return kept / full if full else 0.0
 
 
-def tune(rows: list[dict[str, Any]], key: str) -> float:
+def tune(rows: list[dict[str, Any]], key: str, gate: bool = False) -> float:
     """The highest threshold (among the observed values) that keeps KEEP of the on-topic R@10."""
     values = sorted({h[key] for r in rows if r["kind"] == "on-topic" for h in r["hits"]})
     lo, hi = 0, len(values) - 1
     while lo < hi:  # kept recall falls as the threshold rises: bisect for the last that keeps KEEP
         mid = (lo + hi + 1) // 2
-        if _kept_recall(rows, key, values[mid]) >= KEEP:
+        if _kept_recall(rows, key, values[mid], gate) >= KEEP:
             lo = mid
         else:
             hi = mid - 1
     return values[lo]
 
 
-def measure(rows: list[dict[str, Any]], key: str, t: float) -> dict[str, float]:
+def measure(rows: list[dict[str, Any]], key: str, t: float, gate: bool = False) -> dict[str, float]:
     off = [r for r in rows if r["kind"] != "on-topic"]
     tp = fp = fn = 0
     for r in rows:
@@ -191,7 +206,7 @@ def measure(rows: list[dict[str, Any]], key: str, t: float) -> dict[str, float]:
         fn += truth and not said
     silent = {kind: sum(not any(h[key] >= t for h in r["hits"]) for r in off if r["kind"] == kind) /
               max(1, sum(r["kind"] == kind for r in off)) for kind in ("swapped", "generic")}
-    return {"threshold": t, "kept_r10": _kept_recall(rows, key, t),
+    return {"threshold": t, "kept_r10": _kept_recall(rows, key, t, gate),
             "silent_off": sum(not any(h[key] >= t for h in r["hits"]) for r in off) / len(off),
             "silent_swapped": silent["swapped"], "silent_generic": silent["generic"],
             "precision": tp / (tp + fp) if tp + fp else 0.0, "recall": tp / (tp + fn) if tp + fn else 0.0}
@@ -203,11 +218,13 @@ def report(rows: list[dict[str, Any]]) -> None:
     print("| score | threshold | on-topic R@10 kept | off-topic silent | swapped silent | generic silent "
           "| precision | recall |")
     print("|---|---|---|---|---|---|---|---|")
-    lines = [("relevance (default floor)", "relevance", DEFAULT_MIN_RELEVANCE),
-             ("relevance (tuned here)", "relevance", None), ("raw cosine", "cosine", None),
-             ("raw BM25", "bm25", None), ("old fused score", "score", None)]
-    for label, key, t in lines:
-        m = measure(rows, key, tune(rows, key) if t is None else t)
+    lines = [("relevance gate (DEFAULT_ABSTAIN_BELOW, the faces' default)", "relevance", DEFAULT_ABSTAIN_BELOW, True),
+             ("relevance gate (tuned here)", "relevance", None, True),
+             ("relevance floor (DEFAULT_MIN_RELEVANCE)", "relevance", DEFAULT_MIN_RELEVANCE, False),
+             ("relevance floor (tuned here)", "relevance", None, False), ("raw cosine", "cosine", None, False),
+             ("raw BM25", "bm25", None, False), ("old fused score", "score", None, False)]
+    for label, key, t, gate in lines:
+        m = measure(rows, key, tune(rows, key, gate) if t is None else t, gate)
         print(f"| {label} | {m['threshold']:.3f} | {m['kept_r10']:.3f} | {m['silent_off']:.3f} | "
               f"{m['silent_swapped']:.3f} | {m['silent_generic']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} |")
 

@@ -24,7 +24,11 @@ class SearchConfig:
         contradictions: memories that ``contradicts`` a hit come with it in the results.
         min_relevance: the default floor on a hit's calibrated relevance (None: no floor, every
             hit is returned; ``beeweave_core.relevance.DEFAULT_MIN_RELEVANCE`` is the tuned
-            threshold the faces use before they inject memories into a prompt).
+            per-hit floor).
+        abstain_below: the default gate on a search's best hit: when no hit reaches this
+            relevance the search returns nothing (None: no gate;
+            ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the tuned gate the faces use
+            before they inject memories into a prompt).
     """
 
     fusion: FusionMode = FusionMode.ZSCORE
@@ -35,3 +39,4 @@ class SearchConfig:
     time_words: bool = True
     contradictions: bool = True
     min_relevance: float | None = None
+    abstain_below: float | None = None

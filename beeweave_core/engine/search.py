@@ -71,7 +71,7 @@ class Search:
                fusion: FusionMode | str | None = None, min_score: float | None = None,
                query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
                rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
-               min_relevance: float | None = None) -> list[SearchHit]:
+               min_relevance: float | None = None, abstain_below: float | None = None) -> list[SearchHit]:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
         check_count("k", k)
@@ -91,6 +91,10 @@ class Search:
             min_relevance = self.shared.config.min_relevance
         if min_relevance is not None:
             check_number("min_relevance", min_relevance, low=0.0, high=1.0)
+        if abstain_below is None:
+            abstain_below = self.shared.config.abstain_below
+        if abstain_below is not None:
+            check_number("abstain_below", abstain_below, low=0.0, high=1.0)
         opts = check_ranking(rerank, mmr, expand)
         check_content(query, "query")
         if k == 0:
@@ -101,6 +105,8 @@ class Search:
             seen = {h.id for h in hits}
             more = self._timed_search(query, loose, k, qvec, mode, None, rerank, mmr, now, min_relevance)
             hits += [replace(h, loosened=True) for h in more if h.id not in seen][: k - len(hits)]
+        if abstain_below is not None and max((h.relevance or 0.0 for h in hits), default=0.0) < abstain_below:
+            hits = []  # nothing relevant: the caller takes the no-memory path
         if opts is not None:
             hits += self._expanded(hits, self.graph.expand(hits, flt, opts, k), opts, min_relevance)
         if self.shared.config.contradictions:
@@ -145,13 +151,14 @@ class Search:
         """Each hit with its calibrated relevance (``beeweave_core.relevance``)."""
         if not hits:
             return hits
-        lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits])
         tokenize = self.shared.tokenizer.tokenize
+        own = {h.id: set(tokenize(h.chunk.content)) for h in hits}
+        lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits], own)
         out = []
         for h in hits:
             vec, ce = h.sources.get("vector"), h.sources.get("rerank")
             ev = Evidence(vec.score if vec is not None else 0.0, lexical.get(h.id, 0.0),
-                          term_coverage(terms, h.chunk.content, tokenize))
+                          term_coverage(terms, own[h.id]))
             out.append(replace(h, relevance=relevance(ev, ce.score if ce is not None else None)))
         return out
 

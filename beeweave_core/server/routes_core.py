@@ -122,6 +122,7 @@ def core_router(config: ServerConfig) -> APIRouter:
         hits, took = search_hits(c, config, req.query, k=req.k, user_id=req.user_id,
                                  filters=req.filters.to_engine() if req.filters is not None else None,
                                  fusion=req.fusion, min_score=req.min_score, min_relevance=req.min_relevance,
+                                 abstain_below=req.abstain_below,
                                  expand=expand, mmr=req.mmr,
                                  loosen=req.loosen, query_embedding=req.query_embedding)
         return {"hits": [h.to_dict() for h in hits], "took_ms": round(took * 1000, 3)}

@@ -163,6 +163,9 @@ class SearchIn(_In):
     min_score: float | None = None
     min_relevance: float | None = Field(default=None, ge=0.0, le=1.0,
                                         description="Drop hits whose calibrated relevance is below this.")
+    abstain_below: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="Return no hit when no hit's calibrated relevance reaches this (nothing relevant).")
     expand: bool | ExpandIn | None = None
     mmr: float | None = Field(default=None, ge=0.0, le=1.0, description="MMR lambda (1 = relevance only).")
     loosen: bool = False

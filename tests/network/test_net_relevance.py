@@ -8,9 +8,17 @@ import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder, InvalidInputError
 from beeweave_core.engine.config import SearchConfig
+from beeweave_core.filters import build_filter
 from beeweave_core.fusion import FusionMode
 from beeweave_core.query import prepare_query
-from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE, Evidence, relevance, term_coverage
+from beeweave_core.relevance import (
+    DEFAULT_ABSTAIN_BELOW,
+    DEFAULT_MIN_RELEVANCE,
+    Evidence,
+    lexical_evidence,
+    relevance,
+    term_coverage,
+)
 
 DEPLOY = "Deploy the staging cluster with make release on the build host"
 CAKE = "Grandma's chocolate cake needs three eggs and dark cocoa"
@@ -24,14 +32,16 @@ def _store(*texts: str, **kw) -> BeeWeave:
 
 
 def _evidence(m: BeeWeave, query: str, hit) -> Evidence:
-    """The evidence as the definition reads it: the hit's cosine, its terms, the curve's inputs."""
+    """The evidence of the only hit of a store of one, as the definition reads it: its cosine;
+    lexically, BM25's idf is 0 there, so the share of the query's terms found in some hit that
+    this one has (1 when it has any of them); its coverage."""
     shared = m.parts.shared
     terms = prepare_query(query, shared.tokenizer).terms
     vec = m.backend.vector_scores(m.embed_query(query), [hit.id])[hit.id]
-    cover = term_coverage(terms, hit.chunk.content, shared.tokenizer.tokenize)
     own = set(shared.tokenizer.tokenize(hit.chunk.content))
+    cover = term_coverage(terms, own)
     assert cover == sum(t in own for t in terms) / len(terms)
-    return Evidence(max(vec, 0.0), 0.0, cover)
+    return Evidence(max(vec, 0.0), 1.0 if cover > 0 else 0.0, cover)
 
 
 def test_one_memory_store_relevance_tracks_the_evidence_not_the_pool() -> None:
@@ -40,7 +50,7 @@ def test_one_memory_store_relevance_tracks_the_evidence_not_the_pool() -> None:
         off = m.search("chocolate cake recipe", user_id="u")[0]
         assert on.score == pytest.approx(0.5) and off.score == pytest.approx(0.5)  # a pool of one says nothing
         assert on.relevance > 10 * off.relevance and off.relevance < 0.05
-        # In a store of one, BM25's idf is 0: coverage and the cosine carry the evidence.
+        # In a store of one, BM25's idf is 0: the terms it has, coverage and the cosine carry the evidence.
         assert on.relevance == pytest.approx(relevance(_evidence(m, "how do I deploy staging with make release", on)))
 
 
@@ -122,3 +132,63 @@ def test_relevance_travels_in_to_dict() -> None:
     with _store(DEPLOY) as m:
         hit = m.search("deploy", user_id="u")[0]
         assert hit.to_dict()["relevance"] == hit.relevance
+
+
+# -- the "nothing relevant" gate (abstain_below): all or nothing, decided by the best hit --------
+GATE_TEXTS = [DEPLOY, CAKE, "The build host is in rack 4", "Release notes go in the wiki", "Cocoa powder is bitter"]
+
+
+def test_the_gate_returns_nothing_off_topic_and_every_hit_on_topic() -> None:
+    with _store(*GATE_TEXTS) as m:
+        assert m.search("quantum field theory lecture", user_id="u", k=5, abstain_below=DEFAULT_ABSTAIN_BELOW) == []
+        ranked = m.search("deploy the staging cluster with make release", user_id="u", k=5)
+        gated = m.search("deploy the staging cluster with make release", user_id="u", k=5,
+                         abstain_below=DEFAULT_ABSTAIN_BELOW)
+        assert ranked[0].relevance >= DEFAULT_ABSTAIN_BELOW > ranked[-1].relevance  # a weak hit in the top k
+        assert [h.id for h in gated] == [h.id for h in ranked]  # kept beside the relevant one, as ranked
+        # A floor at the same value would have dropped the weak ones.
+        floored = m.search("deploy the staging cluster with make release", user_id="u", k=5,
+                           min_relevance=DEFAULT_ABSTAIN_BELOW)
+        assert len(floored) < len(gated)
+
+
+@pytest.mark.parametrize("gate", [0.3, DEFAULT_ABSTAIN_BELOW, 0.7])
+def test_the_same_gate_decides_alike_under_every_fusion(gate: float) -> None:
+    with _store(*GATE_TEXTS) as m:
+        for query in ("deploy the staging cluster", "chocolate cake eggs", "quantum field theory", "rack"):
+            got = {mode: bool(m.search(query, user_id="u", k=5, fusion=mode, abstain_below=gate)) for mode in FusionMode}
+            assert len(set(got.values())) == 1, (query, got)
+            best = max(h.relevance for h in m.search(query, user_id="u", k=5))
+            assert got[FusionMode.ZSCORE] == (best >= gate)
+
+
+def test_search_config_sets_the_default_gate_and_a_call_overrides_it() -> None:
+    with _store(DEPLOY, CAKE, config=SearchConfig(abstain_below=0.6)) as m:
+        assert m.search("what is the capital of Australia", user_id="u") == []
+        assert len(m.search("what is the capital of Australia", user_id="u", abstain_below=0.0)) == 2
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "0.5", True])
+def test_a_bad_gate_is_refused_and_counts_no_access(bad) -> None:
+    with BeeWeave(embedder=HashingEmbedder(64)) as m:
+        cid = m.add(DEPLOY, user_id="u")
+        with pytest.raises(InvalidInputError, match="abstain_below"):
+            m.search("deploy", user_id="u", abstain_below=bad)
+        assert m.get(cid).access_count == 0
+
+
+def test_a_new_users_two_memories_are_told_apart_by_the_terms_each_has() -> None:
+    """In a store of two (or where every memory has the terms) BM25's idf is 0; the lexical
+    evidence is then the share of the query's terms found in some hit that this hit has."""
+    with BeeWeave(embedder=HashingEmbedder(64)) as m:
+        tea = m.add("I drink oolong tea in the afternoon.", user_id="u", session_id="monday")
+        nuts = m.add("Please remember that I am allergic to peanuts.", user_id="u", session_id="monday")
+        shared = m.parts.shared
+        terms = prepare_query("What tea should I bring to the office?", shared.tokenizer).terms
+        hits = m.search("What tea should I bring to the office?", user_id="u", k=2)
+        own = {h.id: set(shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
+        lex = lexical_evidence(m.backend, terms, build_filter(None, user_id="u"), [tea, nuts], own)
+        assert lex == {tea: 1.0, nuts: 0.0}
+        assert lexical_evidence(m.backend, terms, build_filter(None, user_id="u"), [tea, nuts]) == {tea: 0.0, nuts: 0.0}
+        rel = {h.id: h.relevance for h in hits}
+        assert rel[tea] > 5 * rel[nuts]

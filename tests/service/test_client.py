@@ -46,6 +46,15 @@ def test_search_returns_engine_types(acme, seeded):
     assert again == top.to_dict()
 
 
+def test_the_gate_travels_to_the_server(acme, seeded):
+    hits = acme.search("api port", user_id="alice", k=2)
+    best = max(h.relevance for h in hits)
+    assert [h.id for h in acme.search("api port", user_id="alice", k=2, abstain_below=best)] == [h.id for h in hits]
+    assert acme.search("api port", user_id="alice", k=2, abstain_below=min(1.0, best + 1e-6)) == []
+    with pytest.raises(InvalidInputError):
+        acme.search("api port", user_id="alice", abstain_below=1.5)
+
+
 def test_same_errors_as_the_engine(acme, seeded):
     local = BeeWeave(embedder=HashingEmbedder(64))
     try:
@@ -104,10 +113,10 @@ def test_error_mapping(status, body, err):
 def test_langchain_retriever_and_memory_on_a_server(acme, seeded):
     from beeweave_langchain import BeeWeaveMemory, BeeWeaveRetriever
 
-    # The server's hashing embedder is not the model the relevance floor was fitted on: off.
-    docs = BeeWeaveRetriever(memory=acme, user_id="alice", k=1, min_relevance=None).invoke("billing owner")
+    # The server's hashing embedder is not the model the relevance gate was fitted on: off.
+    docs = BeeWeaveRetriever(memory=acme, user_id="alice", k=1, abstain_below=None).invoke("billing owner")
     assert [d.metadata["id"] for d in docs] == ["cl-owner:0"]
-    mem = BeeWeaveMemory(memory=acme, user_id="henry", session_id="lc", min_relevance=None)
+    mem = BeeWeaveMemory(memory=acme, user_id="henry", session_id="lc", abstain_below=None)
     mem.save_context({"input": "My favourite colour is teal."}, {"output": "Noted: teal."})
     assert acme.flush(20)
     found = mem.load_memory_variables({"input": "what is my favourite colour"})
