@@ -400,12 +400,19 @@ class PostgresStore:
                 self._insert(conn, prepared, EventType.CREATED)
 
     def insert_linked(self, rows: Sequence[ChunkRow], reads: LinkReads, derive: Derive) -> bool:
-        """One transaction: the insert, the reads in one round trip (links.read), the edges."""
+        """One transaction: the insert, the reads (links.send: no round trip of their own),
+        the edges."""
         prepared = self._new_rows(rows)
         with self._write() as conn:
+            sent: list[pg_links.Sent] = []
             if prepared:
-                self._insert(conn, prepared, EventType.CREATED)
-            add, stale = derive(pg_links.read(self, conn, reads))
+                # The reads need the new rows, not their session context: they go out before
+                # it is computed and come back with the session region read.
+                self._insert(conn, prepared, EventType.CREATED,
+                             before_context=lambda: sent.append(pg_links.send(self, conn, reads)))
+            else:
+                sent.append(pg_links.send(self, conn, reads))
+            add, stale = derive(pg_links.receive(self, sent[0]))
             if stale:
                 self._delete_edges(conn, stale)
             self._add_edges(conn, add)
@@ -423,8 +430,10 @@ class PostgresStore:
         return [(_checked(r.chunk, self.index_config.session_context), r) for r in rows]
 
     def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
-                event: EventType) -> None:
-        """Insert new records with everything derived from them."""
+                event: EventType, *, before_context: Callable[[], None] | None = None) -> None:
+        """Insert new records with everything derived from them. ``before_context`` is called
+        once the records, vectors, postings and counts are written, before their session
+        context is (what it sends then rides the session region read's round trip)."""
         t, q = self.tenant, self._q
         ids = [cols[0] for cols, _ in prepared]
         vectors = [np.asarray(r.vector, np.float32) for _, r in prepared]
@@ -462,9 +471,15 @@ class PostgresStore:
         for seq, (cols, _) in zip(seqs, prepared, strict=True):
             if cols[12]:  # a record with a session that takes part in its context
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
+        if before_context is not None:
+            pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), dim=dim)  # what it reads counts them
+            before_context()
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
         pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
-        pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
+        if before_context is None:
+            pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
+        elif nb:
+            pg_index.bump_stats(conn, q, t, nb_length=nb)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
 
     def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
