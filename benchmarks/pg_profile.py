@@ -3,6 +3,7 @@ and EXPLAIN (ANALYZE, BUFFERS) of the one search statement, on a store built fro
 scale benchmark's corpus (benchmarks/scale_data.py) on a running server.
 
     python benchmarks/pg_profile.py URL --n 10000 [--explain] [--queries 50] [--adds 10] [--filtered]
+    python benchmarks/pg_profile.py URL --n 10000 --queries 0 --adds 50 [--add-trips]
 
 The store (schema ``prof_<n>``, tenant ``scale``) is built on first use and reused, so
 a change of the search SQL is measured in seconds. A change of the schema needs
