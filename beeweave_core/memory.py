@@ -146,8 +146,8 @@ class BeeWeave:
             hooks = shared.hooks
             # Order matters: links exist before "created" is announced; lifecycle rules
             # (expiry, merge, capacity) see the linked, announced memories.
-            hooks.on_insert += [self._graph.on_insert, self._records.announce_created, self._lifecycle.on_insert,
-                                self._watches.on_insert]
+            hooks.link = self._graph.plan
+            hooks.on_insert += [self._records.announce_created, self._lifecycle.on_insert, self._watches.on_insert]
             hooks.on_search += [self._lifecycle.on_search]
             hooks.on_delete += [self._graph.relink]
             hooks.on_flush += [self._lifecycle.flush]

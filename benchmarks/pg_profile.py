@@ -3,6 +3,7 @@ and EXPLAIN (ANALYZE, BUFFERS) of the one search statement, on a store built fro
 scale benchmark's corpus (benchmarks/scale_data.py) on a running server.
 
     python benchmarks/pg_profile.py URL --n 10000 [--explain] [--queries 50] [--adds 10] [--filtered]
+    python benchmarks/pg_profile.py URL --n 10000 --queries 0 --adds 50 [--add-trips]
 
 The store (schema ``prof_<n>``, tenant ``scale``) is built on first use and reused, so
 a change of the search SQL is measured in seconds. A change of the schema needs
@@ -16,12 +17,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg import pq
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -127,6 +132,64 @@ def _trips(backend: object, n: int = 300) -> None:
           f"{statistics.median(before):.2f} ms (medians of {n}, interleaved)", flush=True)
 
 
+class _WireTrace:
+    """Counts what the timed adds send, from libpq's trace of every connection the store
+    takes from its pool: a round trip is a run of client messages answered by the server
+    (the client then waits), a statement is a Query or an Execute, a transaction is a
+    BEGIN or a statement sent outside one (autocommit)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend, self.file = backend, tempfile.TemporaryFile("w+")
+        self.trips = self.statements = self.transactions = 0
+        plain = type(backend)._conn
+
+        @contextmanager
+        def traced(*a: Any, **kw: Any) -> Iterator[Any]:
+            with plain(backend, *a, **kw) as conn:
+                self.file.flush()
+                conn.pgconn.trace(self.file.fileno())
+                conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+                try:
+                    yield conn
+                finally:
+                    conn.pgconn.untrace()
+
+        backend._conn = traced  # noqa: SLF001
+
+    def __enter__(self) -> None:
+        self.file.seek(0)
+        self.file.truncate()
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.seek(0)
+        last, in_tx = "", False
+        for line in self.file:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3:
+                continue
+            side, kind = parts[0], parts[2].split(" ")[0]
+            if side == "B" and last == "F":
+                self.trips += 1
+            last = side
+            if side == "F" and kind == "Parse":
+                text = parts[3] if len(parts) > 3 else ""
+                if '"BEGIN' in text:
+                    in_tx = True
+                    self.transactions += 1
+                elif '"COMMIT"' in text:
+                    in_tx = False
+                else:
+                    self.statements += 1
+                    self.transactions += not in_tx
+            elif side == "F" and kind == "Query":
+                self.statements += 1
+                self.transactions += 1
+
+    def report(self, n: int) -> None:
+        print(f"per add: {self.trips / n:.1f} round trips, {self.statements / n:.1f} statements, "
+              f"{self.transactions / n:.1f} transactions (libpq trace of {n} adds)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
@@ -146,6 +209,9 @@ def main() -> None:
                     help="time one-user searches also narrowed by session, tag and agent, interleaved")
     ap.add_argument("--lexical-paths", action="store_true",
                     help="time both paths of a filtered lexical search (by key, through the postings), forced")
+    ap.add_argument("--add-trips", action="store_true",
+                    help="trace the wire protocol of each timed add (libpq's trace) and print its round trips, "
+                         "statements and transactions (tracing slows the adds: time them in a run without it)")
     ap.add_argument("--ab", action="store_true",
                     help="time each search with the store's search settings and with only the HNSW ones "
                          "(as before the planner settings), interleaved, so machine load hits both alike")
@@ -179,7 +245,8 @@ def main() -> None:
         if i >= 5:
             times.append((time.perf_counter() - t0) * 1000)
     times.sort()
-    print(f"search p50 {statistics.median(times):.1f} ms  p95 {times[int(0.95 * len(times))]:.1f} ms", flush=True)
+    if times:
+        print(f"search p50 {statistics.median(times):.1f} ms  p95 {times[int(0.95 * len(times))]:.1f} ms", flush=True)
 
     if args.filtered:
         _filtered(memory, corpus, queries, args.n)
@@ -193,13 +260,19 @@ def main() -> None:
     adds = corpus.additions(args.adds, args.n, 1)
     add_vecs = vectors.added(adds)
     at = []
+    tracer = _WireTrace(backend) if args.add_trips else None
     for j, (m, v) in enumerate(zip(adds, add_vecs)):
         t0 = time.perf_counter()
-        memory.add(m.content, user_id=m.user_id, session_id=m.session_id, chunk_id=f"prof-{time.time_ns()}-{j}",
-                   timestamp=m.source.timestamp, embedding=v)
+        with tracer or nullcontext():
+            memory.add(m.content, user_id=m.user_id, session_id=m.session_id, chunk_id=f"prof-{time.time_ns()}-{j}",
+                       timestamp=m.source.timestamp, embedding=v)
         at.append((time.perf_counter() - t0) * 1000)
     if at:
-        print(f"add p50 {statistics.median(at):.1f} ms", flush=True)
+        at.sort()
+        print(f"add p50 {statistics.median(at):.1f} ms  p95 {at[int(0.95 * len(at))]:.1f} ms ({len(at)} adds)",
+              flush=True)
+    if tracer is not None and at:
+        tracer.report(len(at))
 
     if args.explain:
         q = queries[7]

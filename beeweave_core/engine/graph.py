@@ -7,9 +7,11 @@ Edges are stored once (source -> target) and read in both directions; see
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from ..errors import InvalidInputError, NotFoundError
 from ..filters import Filter, build_filter
@@ -25,6 +27,7 @@ from ..records import (
 )
 from ..rerank import mmr as mmr_select
 from ..scoring import score_factor
+from ..store.links import Derive, LinkFacts, LinkReads, read_links
 from ..validation import check_count, check_id, check_number, check_text
 from .shared import Shared
 
@@ -41,81 +44,101 @@ class Graph:
         self.shared = shared
         self.config = config
 
-    # -- mining (an on_insert hook) ----------------------------------------------------------
-    def on_insert(self, chunks: list[KnowledgeChunk], link: bool) -> None:
-        if link:
-            self.link(chunks)
-
-    def link(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
-        """Mine and store the relationships of freshly stored chunks; return the new edges."""
+    # -- mining -------------------------------------------------------------------------------
+    # A pass reads what it needs in one request (plan), which the backend may answer inside
+    # the transaction that inserts the memories (StoreBackend.insert_linked), then derives
+    # the edges from the answers without calling the backend (derive).
+    def plan(self, chunks: Sequence[KnowledgeChunk],
+             vectors: Mapping[str, np.ndarray]) -> tuple[LinkReads, Derive]:
+        """What linking freshly stored ``chunks`` (with their ``vectors``) reads, and how
+        the edges follow from the answers: the ``link`` hook of records.add_many."""
         cfg = self.config
-        backend = self.shared.backend
-        edges: list[Relationship] = []
+        reads = LinkReads()
         if cfg.semantic_k > 0:
-            vectors = backend.get_vectors([c.id for c in chunks])
-            pairs: set[frozenset[str]] = set()
             for c in chunks:
                 vec = vectors.get(c.id)
-                if vec is None:
-                    continue
-                scope = build_filter({"status": ALL_STATUSES}, user_id=c.user_id)
-                found = [(o, sim) for o, sim in backend.vector_search(vec, scope, cfg.semantic_k + 1)
-                         if o != c.id and sim >= cfg.semantic_threshold][: cfg.semantic_k]
-                for other, sim in found:
-                    pair = frozenset((c.id, other))
-                    if pair not in pairs:  # two new memories find each other: one edge
-                        pairs.add(pair)
-                        edges.append(Relationship(c.id, other, RelationType.SEMANTIC, round(float(sim), 6)))
-        if cfg.session_links:
-            edges += self._session_edges(chunks)
-        for kind, attr, on in ((RelationType.ENTITY, "entities", cfg.entity_links),
-                               (RelationType.TAG, "tags", cfg.tag_links)):
-            if on:
-                edges += self._shared_edges(chunks, kind, attr)
-        backend.add_edges(edges)
-        return edges
-
-    def _session_edges(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
-        backend = self.shared.backend
-        out: list[Relationship] = []
-        stale: list[Relationship] = []
+                if vec is not None:
+                    scope = build_filter({"status": ALL_STATUSES}, user_id=c.user_id)
+                    reads.similar.append((np.asarray(vec, np.float32), scope, cfg.semantic_k + 1))
         groups: dict[tuple[str, str], set[str]] = {}
-        for c in chunks:
-            if c.session_id is not None:
-                groups.setdefault((c.user_id, c.session_id), set()).add(c.id)
-        for (user, session), new in groups.items():
-            flt = build_filter({"session_id": session, "status": ALL_STATUSES}, user_id=user)
-            ordered = backend.scan_ids(flt, order="timestamp")
-            for a, b in zip(ordered, ordered[1:]):
-                if a in new or b in new:
-                    out.append(Relationship(a, b, RelationType.SESSION, 1.0))
-            # An insert between two old neighbours replaces their direct link.
-            pos = {cid: i for i, cid in enumerate(ordered)}
-            for e in backend.edges([i for i in ordered if i not in new], types=[RelationType.SESSION],
-                                   direction="out"):
-                if e.target_id in pos and e.source_id in pos and pos[e.target_id] - pos[e.source_id] != 1:
-                    stale.append(e)
+        if cfg.session_links:
+            for c in chunks:
+                if c.session_id is not None:
+                    groups.setdefault((c.user_id, c.session_id), set()).add(c.id)
+            reads.sessions = [build_filter({"session_id": session, "status": ALL_STATUSES}, user_id=user)
+                              for user, session in groups]
+        kinds = [(kind, attr) for kind, attr, on in ((RelationType.ENTITY, "entities", cfg.entity_links),
+                                                     (RelationType.TAG, "tags", cfg.tag_links)) if on]
+        shared_at: list[list[KnowledgeChunk]] = []
+        for _, attr in kinds:
+            key = "tags_any" if attr == "tags" else "entities"
+            with_values = [c for c in chunks if getattr(c, attr)]
+            shared_at.append(with_values)
+            reads.shared += [(build_filter({key: sorted(set(getattr(c, attr))), "status": ALL_STATUSES},
+                                           user_id=c.user_id), cfg.max_shared_links + 1) for c in with_values]
+        owners = [c.id for c in chunks if c.id in vectors] if cfg.semantic_k > 0 else []
+
+        def derive(facts: LinkFacts) -> tuple[list[Relationship], list[Relationship]]:
+            edges = self._semantic_edges(owners, facts.similar)
+            stale: list[Relationship] = []
+            for news, (ordered, old) in zip(groups.values(), facts.sessions, strict=True):
+                edges += self._session_edges(news, ordered, old, stale)
+            at = 0
+            for (kind, attr), found in zip(kinds, shared_at, strict=True):
+                edges += self._shared_edges(chunks, found, facts.shared[at : at + len(found)], facts.labels,
+                                            kind, attr)
+                at += len(found)
+            return edges, stale
+
+        return reads, derive
+
+    def link(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
+        """Mine and store the relationships of stored chunks; return the new edges."""
+        backend = self.shared.backend
+        vectors = backend.get_vectors([c.id for c in chunks]) if self.config.semantic_k > 0 else {}
+        reads, derive = self.plan(chunks, vectors)
+        edges, stale = derive(read_links(backend, reads))
         if stale:
             backend.delete_edges(stale)
+        backend.add_edges(edges)
+        return list(edges)
+
+    def _semantic_edges(self, owners: Sequence[str], found: Sequence[list[tuple[str, float]]]) -> list[Relationship]:
+        cfg = self.config
+        edges: list[Relationship] = []
+        pairs: set[frozenset[str]] = set()
+        for cid, hits in zip(owners, found, strict=True):
+            near = [(o, sim) for o, sim in hits if o != cid and sim >= cfg.semantic_threshold][: cfg.semantic_k]
+            for other, sim in near:
+                pair = frozenset((cid, other))
+                if pair not in pairs:  # two new memories find each other: one edge
+                    pairs.add(pair)
+                    edges.append(Relationship(cid, other, RelationType.SEMANTIC, round(float(sim), 6)))
+        return edges
+
+    @staticmethod
+    def _session_edges(new: set[str], ordered: list[str], old: list[Relationship],
+                       stale: list[Relationship]) -> list[Relationship]:
+        """The session edges of one session's new memories; adds to ``stale`` the old direct
+        links that an insert between two old neighbours replaces."""
+        out = [Relationship(a, b, RelationType.SESSION, 1.0) for a, b in zip(ordered, ordered[1:])
+               if a in new or b in new]
+        pos = {cid: i for i, cid in enumerate(ordered)}
+        stale += [e for e in old if e.source_id not in new and e.target_id in pos and e.source_id in pos
+                  and pos[e.target_id] - pos[e.source_id] != 1]
         return out
 
-    def _shared_edges(self, chunks: Sequence[KnowledgeChunk], kind: RelationType, attr: str) -> list[Relationship]:
-        backend = self.shared.backend
+    def _shared_edges(self, chunks: Sequence[KnowledgeChunk], found: Sequence[KnowledgeChunk],
+                      ids_of: Sequence[list[str]], labels: Mapping[str, tuple[list[str], list[str]]],
+                      kind: RelationType, attr: str) -> list[Relationship]:
         cap = self.config.max_shared_links
         out: list[Relationship] = []
         pairs: set[frozenset[str]] = set()
-        key = "tags_any" if attr == "tags" else "entities"
-        found: list[tuple[KnowledgeChunk, set[str], list[str]]] = []
-        for c in chunks:
-            values = set(getattr(c, attr))
-            if values:
-                flt = build_filter({key: sorted(values), "status": ALL_STATUSES}, user_id=c.user_id)
-                found.append((c, values, backend.scan_ids(flt, order="timestamp", descending=True, limit=cap + 1)))
-        # One read for the whole batch: the same popular memories turn up for many new ones.
         known = {c.id: set(getattr(c, attr)) for c in chunks}
-        wanted = list(dict.fromkeys(i for _, _, ids in found for i in ids if i not in known))
-        known.update((i, set(getattr(o, attr))) for i, o in backend.get(wanted).items())
-        for c, values, ids in found:
+        which = 0 if attr == "tags" else 1
+        known.update((i, set(labels[i][which])) for ids in ids_of for i in ids if i not in known and i in labels)
+        for c, ids in zip(found, ids_of, strict=True):
+            values = set(getattr(c, attr))
             n = 0
             for other in ids:
                 if other == c.id or other not in known or n >= cap or frozenset((c.id, other)) in pairs:

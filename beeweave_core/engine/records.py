@@ -1,8 +1,10 @@
 """The records part: validate -> embed -> write, and read, change and delete memories.
 
 Every argument is checked before the backend is called, so bad input changes nothing.
-After each committed batch of new memories the ``on_insert`` hooks run (graph links,
-created events, lifecycle rules); after a deletion the ``on_delete`` hooks run.
+Each batch of new memories is inserted with its graph links (the ``link`` hook's reads
+and edges, in the insert's transaction where the backend can); after it is committed the
+``on_insert`` hooks run (created events, lifecycle rules, watches); after a deletion the
+``on_delete`` hooks run.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ class Records:
         if len(set(ids)) != len(ids):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise DuplicateIdError(f"the id {dup!r} appears twice in this batch")
-        existing = self.shared.backend.contains(ids)
+        # One batch is refused whole by the insert itself (DuplicateIdError before it writes):
+        # only a batch split in several needs this check first, a round trip per add saved.
+        existing = self.shared.backend.contains(ids) if len(items) > batch_size else set()
         if existing:
             raise DuplicateIdError(f"a chunk with id {sorted(existing)[0]!r} already exists")
         progress = None
@@ -89,19 +93,25 @@ class Records:
 
             progress = tqdm(total=len(items), desc="beeweave add", unit="mem")
         try:
+            linker = self.shared.hooks.link if link else None
             for start in range(0, len(items), batch_size):
                 batch = items[start : start + batch_size]
-                self.shared.backend.insert(self.rows(batch))
+                rows = self.rows(batch)
                 chunks = [c for c, _ in batch]
+                if linker is None:
+                    self.shared.backend.insert(rows)
+                elif not self.shared.backend.insert_linked(rows, *linker(chunks, {r.chunk.id: r.vector for r in rows})):
+                    logger.warning("BeeWeave stored %d memories but the store became unavailable while linking "
+                                   "them; BeeWeave.link() links them", len(chunks))
                 try:
                     for hook in self.shared.hooks.on_insert:
                         hook(chunks, link)
                 except StoreUnavailableError:
                     # The batch is committed: the add succeeded, so it must not be reported as
-                    # refused. What the hooks derive (links, rule expiries) is missing for these
-                    # memories until BeeWeave.link() is called on them again.
+                    # refused. What the hooks derive (rule expiries, events) is missing for
+                    # these memories.
                     logger.warning("BeeWeave stored %d memories but the store became unavailable while "
-                                   "linking them", len(chunks), exc_info=True)
+                                   "processing them", len(chunks), exc_info=True)
                 if progress is not None:
                     progress.update(len(batch))
         finally:

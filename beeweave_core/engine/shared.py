@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import numpy as np
 
 from ..embedders import Embedder
 from ..errors import DimensionMismatchError
@@ -21,6 +23,7 @@ from ..fields import declared_fields
 from ..records import KnowledgeChunk, SearchHit
 from ..scoring import ScoringConfig
 from ..store.base import StoreBackend
+from ..store.links import Derive, LinkReads
 from ..tokenizer import Tokenizer
 from .config import SearchConfig
 
@@ -29,12 +32,16 @@ __all__ = ["Shared", "Hooks"]
 InsertHook = Callable[[list[KnowledgeChunk], bool], None]  # (new chunks, link) after each committed batch
 SearchHook = Callable[[list[SearchHit], datetime], None]  # (hits returned, when)
 DeleteHook = Callable[[dict[str, KnowledgeChunk], list[str]], None]  # (records before, ids gone)
+# (new chunks, their vectors by id) -> what linking them reads, and how their edges follow
+LinkHook = Callable[[Sequence[KnowledgeChunk], Mapping[str, np.ndarray]], tuple[LinkReads, Derive]]
 
 
 @dataclass
 class Hooks:
     """Ordered lists of callbacks, run in list order (the front class fills them)."""
 
+    # Links new memories inside their insert (StoreBackend.insert_linked), before on_insert.
+    link: LinkHook | None = None
     on_insert: list[InsertHook] = field(default_factory=list)
     on_search: list[SearchHook] = field(default_factory=list)
     on_delete: list[DeleteHook] = field(default_factory=list)

@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..scoring import RankFields
+
+if TYPE_CHECKING:
+    from .links import Derive, LinkReads
 
 __all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport", "records_in_order", "split_changes"]
 
@@ -81,6 +84,14 @@ class StoreBackend(Protocol):
     # -- records -----------------------------------------------------------------
     def insert(self, rows: Sequence[ChunkRow]) -> None:
         """Insert atomically: all rows or none. Raises DuplicateIdError first if an id exists."""
+
+    def insert_linked(self, rows: Sequence[ChunkRow], reads: LinkReads, derive: Derive) -> bool:
+        """``insert(rows)``, then answer ``reads`` as ``links.read_links`` does (seeing the new
+        rows), call ``derive`` with the answers and write the edges it returns (the stale
+        ones deleted first), as ``links.insert_then_link`` does. ``derive`` must not call the
+        backend. PostgreSQL does all of it in one transaction (a failure anywhere stores
+        nothing); SQLite commits the rows first. Returns False when the rows were stored
+        but the store became unavailable before the edges were (link them again later)."""
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         """Rewrite records whose indexed text did not change (weights, status, tags...)."""

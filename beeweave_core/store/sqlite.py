@@ -29,6 +29,7 @@ from ..index.vectors import VectorIndex
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
+from .links import Derive, LinkReads, insert_then_link
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 
 __all__ = ["SQLiteStore"]
@@ -603,6 +604,12 @@ class SQLiteStore:
                 self._require_new(rows)  # again: another process may have added one meanwhile
                 self._put_rows(rows, mirror)
             mirror.apply(self.index)
+
+    def insert_linked(self, rows: Sequence[ChunkRow], reads: LinkReads, derive: Derive) -> bool:
+        # The index learns of rows only after their commit, so the reads follow it; the
+        # lock keeps this store's other threads from writing in between.
+        with self._lock:
+            return insert_then_link(self, rows, reads, derive)
 
     def _put_rows(self, rows: Sequence[ChunkRow], mirror: _Mirror) -> None:
         """The INSERT statements of ``insert``, inside the caller's transaction."""

@@ -65,7 +65,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         'the PostgreSQL backend needs psycopg 3, psycopg_pool and pgvector: pip install "beeweave[postgres]"'
     ) from exc
 
+from ..links import Derive, LinkReads
 from . import index as pg_index
+from . import links as pg_links
 from . import verify as pg_verify
 from .events import RemoteListener, channel_name, event_payloads
 from .schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
@@ -392,6 +394,32 @@ class PostgresStore:
 
     # -- writes ----------------------------------------------------------------------------
     def insert(self, rows: Sequence[ChunkRow]) -> None:
+        prepared = self._new_rows(rows)
+        if prepared:
+            with self._write() as conn:
+                self._insert(conn, prepared, EventType.CREATED)
+
+    def insert_linked(self, rows: Sequence[ChunkRow], reads: LinkReads, derive: Derive) -> bool:
+        """One transaction: the insert, the reads (links.send: no round trip of their own),
+        the edges."""
+        prepared = self._new_rows(rows)
+        with self._write() as conn:
+            sent: list[pg_links.Sent] = []
+            if prepared:
+                # The reads need the new rows, not their session context: they go out before
+                # it is computed and come back with the session region read.
+                self._insert(conn, prepared, EventType.CREATED,
+                             before_context=lambda: sent.append(pg_links.send(self, conn, reads)))
+            else:
+                sent.append(pg_links.send(self, conn, reads))
+            add, stale = derive(pg_links.receive(self, sent[0]))
+            if stale:
+                self._delete_edges(conn, stale)
+            self._add_edges(conn, add)
+        return True
+
+    def _new_rows(self, rows: Sequence[ChunkRow]) -> list[tuple[tuple[Any, ...], ChunkRow]]:
+        """Rows to insert with their checked columns; a duplicate id in the batch is refused."""
         self._check()
         rows = list(rows)
         seen: set[str] = set()
@@ -399,15 +427,13 @@ class PostgresStore:
             if r.chunk.id in seen:
                 raise DuplicateIdError(f"a chunk with id {r.chunk.id!r} already exists")
             seen.add(r.chunk.id)
-        if not rows:
-            return
-        prepared = [(_checked(r.chunk, self.index_config.session_context), r) for r in rows]
-        with self._write() as conn:
-            self._insert(conn, prepared, EventType.CREATED)
+        return [(_checked(r.chunk, self.index_config.session_context), r) for r in rows]
 
     def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
-                event: EventType) -> None:
-        """Insert new records with everything derived from them."""
+                event: EventType, *, before_context: Callable[[], None] | None = None) -> None:
+        """Insert new records with everything derived from them. ``before_context`` is called
+        once the records, vectors, postings and counts are written, before their session
+        context is (what it sends then rides the session region read's round trip)."""
         t, q = self.tenant, self._q
         ids = [cols[0] for cols, _ in prepared]
         vectors = [np.asarray(r.vector, np.float32) for _, r in prepared]
@@ -445,9 +471,15 @@ class PostgresStore:
         for seq, (cols, _) in zip(seqs, prepared, strict=True):
             if cols[12]:  # a record with a session that takes part in its context
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
+        if before_context is not None:
+            pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), dim=dim)  # what it reads counts them
+            before_context()
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
         pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
-        pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
+        if before_context is None:
+            pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
+        elif nb:
+            pg_index.bump_stats(conn, q, t, nb_length=nb)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
 
     def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
@@ -700,14 +732,19 @@ class PostgresStore:
     def scan_ids(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
                  descending: bool = False) -> list[str]:
         self._check()
+        stmt, params = self._scan_sql(flt, order=order, limit=limit, descending=descending)
+        with self._conn() as conn:
+            return [r[0] for r in conn.execute(stmt, params)]
+
+    def _scan_sql(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
+                  descending: bool = False, columns: str = "c.id") -> tuple[str, dict[str, Any]]:
+        """``scan_ids``'s statement (``columns`` of the records instead of their ids alone)."""
         where, args = filter_sql(flt)
         direction = "DESC" if descending else "ASC"
         order_by = f"c.ts {direction}, c.seq {direction}" if order == "timestamp" else f"c.seq {direction}"
         lim = "" if limit is None else " LIMIT %(lim)s"
-        with self._conn() as conn:
-            return [r[0] for r in conn.execute(self._q(
-                f"SELECT c.id FROM @chunks c WHERE c.tenant = %(t)s{where} ORDER BY {order_by}{lim}"),
-                {"t": self.tenant, "lim": max(int(limit or 0), 0), **args})]
+        return (self._q(f"SELECT {columns} FROM @chunks c WHERE c.tenant = %(t)s{where} ORDER BY {order_by}{lim}"),
+                {"t": self.tenant, "lim": max(int(limit or 0), 0), **args})
 
     def count(self, flt: Filter | None = None) -> int:
         with self._conn() as conn:
@@ -822,10 +859,16 @@ class PostgresStore:
             return []
         if q.ndim != 1 or not len(q):
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
+        stmt, params = self._vector_sql(q, flt, k, exact)
+        return self._vector_hits(q, self._search_rows(stmt, params, k, narrowed(flt)), params["graph"])
+
+    def _vector_sql(self, q: np.ndarray, flt: Filter, k: int, exact: bool) -> tuple[str, dict[str, Any]]:
         stmt, args = self._statement(VECTOR_SQL, flt, d=int(len(q)))
-        params = {"t": self.tenant, **self._vector_params(q, flt, k, exact), **args}
-        rows = self._search_rows(stmt, params, k, narrowed(flt))
-        if rows and params["graph"]:
+        return stmt, {"t": self.tenant, **self._vector_params(q, flt, k, exact), **args}
+
+    def _vector_hits(self, q: np.ndarray, rows: list[tuple[Any, ...]], graph: bool) -> list[tuple[str, float]]:
+        """``vector_search``'s answer from its statement's rows."""
+        if rows and graph:
             self._maybe_index(len(q), int(rows[0][4]))
         hits = [(cid, float(s), path, seq) for cid, s, path, seq, _ in rows if cid is not None]
         if not hits:
@@ -913,11 +956,14 @@ class PostgresStore:
         if not edges:
             return
         with self._conn(write=True) as conn:
-            conn.execute(
-                self._q("DELETE FROM @edges e USING unnest(%s::text[], %s::text[], %s::text[]) AS u(src, dst, type) "
-                "WHERE e.tenant = %s AND e.src = u.src AND e.dst = u.dst AND e.type = u.type"),
-                ([e.source_id for e in edges], [e.target_id for e in edges], [e.type.value for e in edges],
-                 self.tenant))
+            self._delete_edges(conn, edges)
+
+    def _delete_edges(self, conn: psycopg.Connection, edges: Sequence[Relationship]) -> None:
+        conn.execute(
+            self._q("DELETE FROM @edges e USING unnest(%s::text[], %s::text[], %s::text[]) AS u(src, dst, type) "
+            "WHERE e.tenant = %s AND e.src = u.src AND e.dst = u.dst AND e.type = u.type"),
+            ([e.source_id for e in edges], [e.target_id for e in edges], [e.type.value for e in edges],
+             self.tenant))
 
     def edges(self, ids: Sequence[str], *, types: Sequence[str] | None = None,
               direction: str = "both") -> list[Relationship]:

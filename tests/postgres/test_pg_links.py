@@ -1,0 +1,84 @@
+"""Linking inside the insert on PostgreSQL (StoreBackend.insert_linked: the insert, the
+link reads in one round trip, the edges, one transaction) gives the embedded store's
+edges, and a failure anywhere in it stores nothing."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from beeweave_core import BeeWeave, HashingEmbedder, KnowledgeChunk
+from beeweave_core.filters import build_filter
+from beeweave_core.store.base import ChunkRow
+from beeweave_core.store.links import LinkReads
+from beeweave_core.store.postgres import PostgresStore
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.support import sentence
+
+NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
+WORDS = ["kiwi", "mango", "lime", "papaya", "quince", "fig", "grape", "melon"]
+
+
+def _records(n: int) -> list[dict]:
+    """Memories added one at a time in shuffled time order, so new ones land between old
+    session neighbours (whose direct edge they replace), with shared tags and entities and
+    a small vocabulary, so the hashing vectors find semantic neighbours over the threshold."""
+    rnd = random.Random(7)
+    out = [{"content": sentence(rnd, 2, 5, WORDS), "user_id": rnd.choice(["ann", "bob"]), "chunk_id": f"m{i}",
+            "session_id": rnd.choice(["s0", "s1", None]), "timestamp": 1_700_000_000 + rnd.randint(0, 40) * 60,
+            "tags": rnd.sample(["work", "home", "food"], rnd.randint(0, 2)),
+            "entities": rnd.sample(["Paris", "Acme", "Bob"], rnd.randint(0, 2))} for i in range(n)]
+    rnd.shuffle(out)
+    return out
+
+
+def _edges(memory: BeeWeave, ids: list[str]) -> list[tuple[str, str, str, float]]:
+    return sorted((e.source_id, e.target_id, e.type.value, round(e.weight, 5)) for e in memory.backend.edges(ids))
+
+
+def test_single_and_batched_adds_link_as_the_embedded_store(pg_url) -> None:  # noqa: F811
+    records = _records(60)
+    ids = [r["chunk_id"] for r in records]
+    with BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=new_tenant(), clock=lambda: NOW) as pg, \
+            BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
+        for memory in (pg, lite):
+            for r in records[:40]:
+                memory.add(**r)
+            memory.add_many(records[40:50])
+            memory.add_many(records[50:], batch_size=4)  # several batches: the ids checked first
+        got, want = _edges(pg, ids), _edges(lite, ids)
+        assert got == want
+        kinds = {e[2] for e in got}
+        assert kinds == {"semantic", "session", "tag", "entity"}
+        # BeeWeave.link (the reads by the protocol's own calls) mines stored memories alike
+        for memory in (pg, lite):
+            memory.link(memory.get_many(ids[:10]))
+        assert _edges(pg, ids) == _edges(lite, ids) != got
+
+
+def _row(cid: str, seed: int, session: str = "s") -> ChunkRow:
+    v = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+    return ChunkRow(KnowledgeChunk(raw_content=f"kiwi {cid}", id=cid, user_id="ann", session_id=session),
+                    v / np.linalg.norm(v), ["kiwi", cid])
+
+
+def test_a_failure_while_linking_stores_nothing(pg_url) -> None:  # noqa: F811
+    store = PostgresStore(pg_url, tenant=new_tenant())
+    try:
+        store.insert([_row("a", 1), _row("b", 2)])
+        reads = LinkReads(similar=[(_row("c", 3).vector, build_filter({"user_id": "ann"}), 3)],
+                          sessions=[build_filter({"user_id": "ann", "session_id": "s"})])
+
+        def derive(facts):
+            assert facts.sessions[0][0] == ["a", "b", "c"]  # the reads saw the row being inserted
+            raise RuntimeError("the graph part failed")
+
+        with pytest.raises(RuntimeError):
+            store.insert_linked([_row("c", 3)], reads, derive)
+        assert store.contains(["a", "b", "c"]) == {"a", "b"} and store.count() == 2
+        assert store.lexical_search({"c": 1}, build_filter(None), 5) == []
+    finally:
+        store.close()
