@@ -100,12 +100,16 @@ def _swap(text: str, old: list[str], new: list[str]) -> str:
 def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
     hits = memory.search(query, user_id=user, k=K)
     search = memory.parts.search
-    # A time phrase ("4 years ago") filtered the search and left the query: read that text's terms.
+    # A time phrase ("4 years ago") filtered the search to its range and left the query: read
+    # that text's terms in that range, as the engine did.
+    flt = build_filter(None, user_id=user)
     when = find_time(query, search.shared.clock()) if hits and hits[0].time_range is not None else None
     text = when.text if when is not None and when.text.strip() else query
+    if when is not None:
+        flt = flt.replace(since=when.range.start, until=when.range.until)
     terms = prepare_query(text, search.shared.tokenizer).terms
     own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
-    lex = lexical_evidence(search.shared.backend, terms, build_filter(None, user_id=user), [h.id for h in hits], own)
+    lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own)
     out = []
     for h in hits:
         vec, bm = h.sources.get("vector"), h.sources.get("lexical")
@@ -218,7 +222,7 @@ def report(rows: list[dict[str, Any]]) -> None:
     print("| score | threshold | on-topic R@10 kept | off-topic silent | swapped silent | generic silent "
           "| precision | recall |")
     print("|---|---|---|---|---|---|---|---|")
-    lines = [("relevance gate (DEFAULT_ABSTAIN_BELOW, the faces' default)", "relevance", DEFAULT_ABSTAIN_BELOW, True),
+    lines = [("relevance gate (DEFAULT_ABSTAIN_BELOW)", "relevance", DEFAULT_ABSTAIN_BELOW, True),
              ("relevance gate (tuned here)", "relevance", None, True),
              ("relevance floor (DEFAULT_MIN_RELEVANCE)", "relevance", DEFAULT_MIN_RELEVANCE, False),
              ("relevance floor (tuned here)", "relevance", None, False), ("raw cosine", "cosine", None, False),
