@@ -182,7 +182,8 @@ def cmd_search(args: Any) -> int:
     with _service(args) as svc:
         hits = svc.search(args.query, user_id=args.user_id, k=args.k, filters=_filters(args.filter),
                           fusion=args.fusion, min_score=args.min_score, mmr=args.mmr, expand=args.expand or None,
-                          loosen=args.loosen, min_relevance=args.min_relevance)
+                          loosen=args.loosen, min_relevance=args.min_relevance,
+                          abstain_below=args.abstain_below)
     if args.json:
         _print_json([h.to_dict() for h in hits])
         return 0

@@ -57,8 +57,11 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50) -> MCP
                       tags: list[str] | None = None, session_id: str | None = None,
                       min_relevance: Annotated[float | None, Field(
                           ge=0.0, le=1.0, description="Leave out memories whose relevance (0..1) is below this; "
-                          "an empty answer then means nothing relevant is stored.")] = None) -> dict[str, Any]:
-        return call(ops.search, user_id, query, k, tags, session_id, min_relevance)
+                          "an empty answer then means nothing relevant is stored.")] = None,
+                      abstain_below: Annotated[float | None, Field(
+                          ge=0.0, le=1.0, description="Return no memory at all unless one's relevance (0..1) "
+                          "reaches this; otherwise every memory found, best first.")] = None) -> dict[str, Any]:
+        return call(ops.search, user_id, query, k, tags, session_id, min_relevance, abstain_below)
 
     @server.tool(description="One memory of the user by id.")
     def get_memory(user_id: UserId, memory_id: MemoryId) -> dict[str, Any]:

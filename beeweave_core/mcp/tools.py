@@ -64,7 +64,8 @@ class MemoryTools:
         return {"id": mid}
 
     def search(self, user_id: str, query: str, k: int = 5, tags: Sequence[str] | None = None,
-               session_id: str | None = None, min_relevance: float | None = None) -> dict[str, Any]:
+               session_id: str | None = None, min_relevance: float | None = None,
+               abstain_below: float | None = None) -> dict[str, Any]:
         check_user_id(user_id)
         if not isinstance(k, int) or not 1 <= k <= self.max_k:
             raise InvalidInputError(f"k must be an integer from 1 to {self.max_k}")
@@ -73,7 +74,8 @@ class MemoryTools:
             filters["tags_any"] = list(tags)
         if session_id:
             filters["session_id"] = session_id
-        hits = self.memory.search(query, user_id=user_id, k=k, filters=filters or None, min_relevance=min_relevance)
+        hits = self.memory.search(query, user_id=user_id, k=k, filters=filters or None, min_relevance=min_relevance,
+                                  abstain_below=abstain_below)
         return {"memories": [_hit(h) for h in hits]}
 
     def get(self, user_id: str, memory_id: str) -> dict[str, Any]:

@@ -56,6 +56,10 @@ async def exercise(session: ClientSession) -> None:
     other = result(await session.call_tool("save_memory", {"user_id": "bob", "content": "Bob's port is 9999."}))
     found = result(await session.call_tool("search_memory", {"user_id": "alice", "query": "staging database port"}))
     assert [m["id"] for m in found["memories"]] == [saved["id"]]  # only alice's memories
+    best = found["memories"][0]["relevance"]
+    gated = result(await session.call_tool("search_memory", {"user_id": "alice", "query": "staging database port",
+                                                            "abstain_below": min(1.0, best + 1e-3)}))  # shown rounded to 4 places
+    assert gated["memories"] == []  # nothing reaches the gate: nothing relevant
     got = result(await session.call_tool("get_memory", {"user_id": "alice", "memory_id": saved["id"]}))
     assert got["content"].endswith("port 5433.") and got["tags"] == ["ops"]
     result(await session.call_tool("update_memory", {"user_id": "alice", "memory_id": saved["id"],

@@ -130,6 +130,8 @@ def test_commands_in_process(store, capsys, monkeypatch):
     assert "2 memories deleted" in capsys.readouterr().out
     assert main(["--store", "m.db", "search", "coffee", "--user-id", "bob"]) == 0
     assert "no memories found" in capsys.readouterr().out
+    assert main(["--store", "m.db", "search", "deploy logs", "--user-id", "alice", "--abstain-below", "1"]) == 0
+    assert "no memories found" in capsys.readouterr().out
 
 
 def test_errors_are_one_line(store, capsys, monkeypatch):
