@@ -49,8 +49,18 @@ _BACKENDS = ("auto", "torch", "onnx")
 _log = logging.getLogger(__name__)
 
 
+# "auto" exports models up to this size: a small model's single query is dominated by torch's
+# per-operator overhead (MiniLM, 23M: 28 -> 9 ms), a large one's by its arithmetic, where an
+# export would cost minutes and gigabytes of cache (bge-m3, 568M) for little.
+_AUTO_ONNX_MAX_PARAMETERS = 150_000_000
+
+
 def _onnx_installed() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
+
+
+def _parameters(model: Any) -> int:
+    return sum(int(p.numel()) for p in model.parameters())
 
 
 @runtime_checkable
@@ -119,9 +129,10 @@ class SentenceTransformerEmbedder:
             1 - 1e-6), so a store keeps the model's name and either backend can search it;
             one query embeds about three times faster than through torch (a single short
             text is dominated by torch's per-operator overhead). ``"auto"``: ONNX on the CPU
-            when onnxruntime and onnx are installed and the model exports (the first load
-            of a model exports it once, ~15 s for MiniLM), torch otherwise (a failed export
-            is logged once and torch is used). ``"torch"``: always torch.
+            for a model of up to 150M parameters when onnxruntime and onnx are installed and
+            the model exports (the first load of a model exports it once, ~15 s for MiniLM),
+            torch otherwise (a failed export is logged once and torch is used).
+            ``"torch"``: always torch.
         quantize: with ``backend="onnx"``, int8 weights (onnxruntime dynamic quantization,
             per channel): faster on the CPU, slightly different vectors, so the store
             records the name with ``@onnx-int8`` and a store built with one variant is
@@ -184,7 +195,8 @@ class SentenceTransformerEmbedder:
                             "model name present in the local Hugging Face cache (no network is used)") from exc
                     if self.backend == "onnx":
                         self._onnx = _OnnxEncoder(model, quantize=self.quantize, cache_dir=self.cache_dir)
-                    elif self.backend == "auto" and self.device == "cpu" and _onnx_installed():
+                    elif self.backend == "auto" and self.device == "cpu" and _onnx_installed() and \
+                            _parameters(model) <= _AUTO_ONNX_MAX_PARAMETERS:
                         try:
                             self._onnx = _OnnxEncoder(model, quantize=False, cache_dir=self.cache_dir)
                         except (ModelLoadError, MissingDependencyError, OSError) as exc:

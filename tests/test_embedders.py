@@ -205,6 +205,16 @@ def test_auto_falls_back_to_torch_when_the_export_fails_and_says_so(tiny_model, 
         SentenceTransformerEmbedder(tiny_model, backend="onnx", cache_dir=tmp_path).embed_query("coffee")
 
 
+@onnx_deps
+def test_auto_leaves_a_large_model_on_torch(tiny_model, tmp_path, monkeypatch):
+    import beeweave_core.embedders as embedders
+
+    monkeypatch.setattr(embedders, "_AUTO_ONNX_MAX_PARAMETERS", 1000)  # the tiny model has more
+    auto = SentenceTransformerEmbedder(tiny_model, cache_dir=tmp_path)
+    assert auto.runtime == "torch" and not (tmp_path / "onnx").exists()
+    assert SentenceTransformerEmbedder(tiny_model, backend="onnx", cache_dir=tmp_path).runtime == "onnx"
+
+
 def test_auto_uses_torch_without_onnxruntime(tiny_model, tmp_path, monkeypatch):
     import importlib.util
 
