@@ -27,7 +27,7 @@ from ..records import (
 )
 from ..rerank import mmr as mmr_select
 from ..scoring import score_factor
-from ..store.links import Derive, LinkFacts, LinkReads, read_links
+from ..store.links import Derive, LinkFacts, LinkReads, link_stored
 from ..validation import check_count, check_id, check_number, check_text
 from .shared import Shared
 
@@ -96,12 +96,7 @@ class Graph:
         """Mine and store the relationships of stored chunks; return the new edges."""
         backend = self.shared.backend
         vectors = backend.get_vectors([c.id for c in chunks]) if self.config.semantic_k > 0 else {}
-        reads, derive = self.plan(chunks, vectors)
-        edges, stale = derive(read_links(backend, reads))
-        if stale:
-            backend.delete_edges(stale)
-        backend.add_edges(edges)
-        return list(edges)
+        return list(link_stored(backend, *self.plan(chunks, vectors)))
 
     def _semantic_edges(self, owners: Sequence[str], found: Sequence[list[tuple[str, float]]]) -> list[Relationship]:
         cfg = self.config

@@ -23,7 +23,7 @@ from ..records import Relationship, RelationType
 if TYPE_CHECKING:
     from .base import ChunkRow, StoreBackend
 
-__all__ = ["LinkReads", "LinkFacts", "Derive", "read_links", "insert_then_link"]
+__all__ = ["LinkReads", "LinkFacts", "Derive", "read_links", "link_stored", "insert_then_link"]
 
 
 @dataclass
@@ -79,15 +79,22 @@ def read_links(backend: StoreBackend, reads: LinkReads) -> LinkFacts:
     return LinkFacts(similar, sessions, shared, {i: (list(c.tags), list(c.entities)) for i, c in found.items()})
 
 
+def link_stored(backend: StoreBackend, reads: LinkReads, derive: Derive) -> Sequence[Relationship]:
+    """Link stored memories by the protocol's own calls: ``reads`` answered, the stale edges
+    ``derive`` names deleted, its new edges written; returns the new edges."""
+    add, stale = derive(read_links(backend, reads))
+    if stale:
+        backend.delete_edges(stale)
+    backend.add_edges(add)
+    return add
+
+
 def insert_then_link(backend: StoreBackend, rows: Sequence[ChunkRow], reads: LinkReads, derive: Derive) -> bool:
     """``insert_linked`` in separate steps: insert (committed), read, then write the edges.
     Returns False when the rows went in but the store became unavailable before the edges did."""
     backend.insert(rows)
     try:
-        add, stale = derive(read_links(backend, reads))
-        if stale:
-            backend.delete_edges(stale)
-        backend.add_edges(add)
+        link_stored(backend, reads, derive)
     except StoreUnavailableError:
         return False
     return True
