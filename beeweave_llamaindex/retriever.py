@@ -16,6 +16,7 @@ from beeweave_core import InvalidInputError
 from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.records import SearchHit
+from beeweave_core.validation import check_number
 
 from .filters import to_beeweave_filters
 from .nodes import hit_to_node
@@ -70,6 +71,11 @@ class BeeWeaveRetriever(BaseRetriever):
             CONTAINS), entities (IN / ANY / CONTAINS) and timestamp (GT / GTE / LT / LTE,
             inclusive bounds). Anything else raises ``InvalidInputError``.
         fusion, min_score, expand, rerank, mmr, loosen: passed to ``BeeWeave.search``.
+        min_relevance: drop nodes whose calibrated relevance is below this (``None``: keep
+            every hit); when nothing is relevant the retriever returns no nodes.
+        abstain_below: no nodes when no hit reaches this calibrated relevance (``None``: always
+            the top k; ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the tuned "nothing
+            relevant" gate); when one does, every hit comes back as ranked.
 
     A ``QueryBundle.embedding`` is not used: it comes from LlamaIndex's embedding
     model, not the store's, so BeeWeave embeds the query string itself.
@@ -85,7 +91,11 @@ class BeeWeaveRetriever(BaseRetriever):
                  filters: MetadataFilters | None = None, fusion: str | None = None,
                  min_score: float | None = None, expand: bool | ExpandOptions | None = None,
                  rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
+                 min_relevance: float | None = None, abstain_below: float | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False) -> None:
+        for name, gate in (("min_relevance", min_relevance), ("abstain_below", abstain_below)):
+            if gate is not None:
+                check_number(name, gate, low=0.0, high=1.0)  # refused here, not at the first retrieval
         bw_filters = to_beeweave_filters(filters)
         if session_id is not None:
             if "session_id" in bw_filters:
@@ -98,7 +108,8 @@ class BeeWeaveRetriever(BaseRetriever):
         self.filters = filters
         self._search_kwargs: dict[str, Any] = dict(
             user_id=user_id, filters=bw_filters or None, fusion=fusion, min_score=min_score,
-            expand=expand, rerank=rerank, mmr=mmr, loosen=loosen)
+            expand=expand, rerank=rerank, mmr=mmr, loosen=loosen, min_relevance=min_relevance,
+            abstain_below=abstain_below)
         self._failures = Failures(logger)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 

@@ -244,3 +244,24 @@ def test_context_chat_engine(store) -> None:
     reply = engine.chat("what does bob drink")
     assert "bob drinks black coffee" in str(reply)
     assert [n.node.node_id for n in reply.source_nodes] == ["m6"]
+
+
+def test_relevance_gates_reach_the_search(store) -> None:
+    query = "allergic to peanuts"
+    hits = store.search(query, user_id="alice", k=4)
+    best = max(h.relevance for h in hits)
+    # A gate above the best hit: nothing; at the best hit: every hit as ranked.
+    assert BeeWeaveRetriever(store, user_id="alice", similarity_top_k=4,
+                             abstain_below=min(1.0, best + 1e-6)).retrieve(query) == []
+    gated = BeeWeaveRetriever(store, user_id="alice", similarity_top_k=4, abstain_below=best).retrieve(query)
+    assert [n.node.node_id for n in gated] == [h.id for h in hits]
+    # A floor keeps only the hits that reach it.
+    floor = sorted(h.relevance for h in hits)[-2]
+    kept = BeeWeaveRetriever(store, user_id="alice", similarity_top_k=4, min_relevance=floor).retrieve(query)
+    assert {n.node.node_id for n in kept} == {h.id for h in hits if h.relevance >= floor}
+
+
+@pytest.mark.parametrize("gate", ["min_relevance", "abstain_below"])
+def test_a_gate_outside_zero_one_is_refused_at_construction(store, gate) -> None:
+    with pytest.raises(InvalidInputError, match=gate):
+        BeeWeaveRetriever(store, **{gate: 1.5})
