@@ -131,7 +131,8 @@ class SentenceTransformerEmbedder:
             text is dominated by torch's per-operator overhead). ``"auto"``: ONNX on the CPU
             for a model of up to 150M parameters when onnxruntime and onnx are installed and
             the model exports (the first load of a model exports it once, ~15 s for MiniLM),
-            torch otherwise (a failed export is logged once and torch is used).
+            torch otherwise (a failed export is logged once and torch is used). With ONNX
+            the torch copy of the weights is let go once the export is loaded.
             ``"torch"``: always torch.
         quantize: with ``backend="onnx"``, int8 weights (onnxruntime dynamic quantization,
             per channel): faster on the CPU, slightly different vectors, so the store
@@ -203,7 +204,9 @@ class SentenceTransformerEmbedder:
                             # Same vectors either way, so torch serves; said once, in the log.
                             _log.warning("embedding with torch: the ONNX export of %s is not usable (%s)",
                                          self.name, exc)
-                    self._model = model
+                    # onnxruntime holds its own copy of the weights: keeping torch's would double
+                    # the embedder's memory for nothing, so only the encoder (and its tokenizer) stays.
+                    self._model = model if self._onnx is None else self._onnx
         return self._model
 
     @property
@@ -224,6 +227,8 @@ class SentenceTransformerEmbedder:
         if self._model is None and _is_bundled(self._model_arg):
             return _DEFAULT_DIM  # known without loading the bundled model
         m = self._load()
+        if self._onnx is not None:
+            return self._onnx.dim
         get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
         return int(get())
 
@@ -295,6 +300,7 @@ class _OnnxEncoder:
         except Exception as exc:  # a damaged cache file: remove it, the next load exports again
             path.unlink(missing_ok=True)
             raise ModelLoadError(f"cannot load the ONNX export {path}: {exc}") from exc
+        self.auto_model = None  # exported and loaded: the torch weights are no longer needed here
 
     def _digest(self, quantize: bool) -> str:
         import torch

@@ -251,3 +251,31 @@ def test_int8_minilm_stays_close_to_the_float_model(tmp_path):
     # The question still finds its answer first.
     sims = got @ q.embed_query("when are backups taken").T
     assert int(np.argmax(sims)) == 1
+
+
+@onnx_deps
+def test_onnx_keeps_no_torch_copy_of_the_weights(tiny_model, tmp_path, monkeypatch):
+    import gc
+    import weakref
+
+    import sentence_transformers
+
+    made: list[weakref.ref] = []
+    init = sentence_transformers.SentenceTransformer.__init__
+
+    def recording_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(sentence_transformers.SentenceTransformer, "__init__", recording_init)
+    emb = SentenceTransformerEmbedder(tiny_model, backend="onnx", cache_dir=tmp_path)
+    vec = emb.embed_query("hello")
+    gc.collect()
+    assert len(made) == 1 and made[0]() is None  # loaded for the export, then let go
+    assert emb.runtime == "onnx" and emb.dim == vec.shape[0] == 32
+    assert np.allclose(emb.embed_query("hello"), vec)
+    # torch keeps its model: it computes the vectors.
+    kept = SentenceTransformerEmbedder(tiny_model, backend="torch")
+    kept.embed_query("hello")
+    gc.collect()
+    assert len(made) == 2 and made[1]() is not None
