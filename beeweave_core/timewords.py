@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-__all__ = ["TimeRange", "TimeQuery", "resolve_time", "find_time", "time_bound"]
+__all__ = ["TimeRange", "TimeQuery", "resolve_time", "find_time", "time_bound", "DATED_LAG"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,15 @@ def _ago(n: int, unit: str, now: datetime) -> tuple[datetime, datetime]:
     return day, day + timedelta(days=size)
 
 
+_MONTHS = {name: i for i, names in enumerate(
+    [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
+     ("july", "jul"), ("august", "aug"), ("september", "sept", "sep"), ("october", "oct"),
+     ("november", "nov"), ("december", "dec")], start=1) for name in names}
+_EN_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+# A memory of a day is written on that day or after it ("yesterday I had dinner with..."), so a
+# question naming a date also reads the days that follow (the engine passes this to find_time);
+# a week covers the usual delay of a retelling. A filter's date (since="May 3, 2023") is exact.
+DATED_LAG = timedelta(days=7)
 _EN_COUNT = r"(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|few|couple of)"
 _EN_UNIT = r"(hours?|days?|weeks?|months?|years?)"
 _ZH_COUNT = r"(\d+|[零一二两三四五六七八九十几]+)"
@@ -161,10 +170,83 @@ _RULES: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), k) f
     (rf"(?:最近|近|过去|前)的?{_ZH_COUNT}{_ZH_UNIT}(?:里|内|中|以来)?", "last"),
     (rf"{_ZH_COUNT}{_ZH_UNIT}(?:以前|之前|前)", "ago"),
     (r"最近一周|近一周", "last1zh"),
+    # Dates by the calendar ("on May 3, 2023", "3 June 2023", "in August 2023", "2023-05-03",
+    # "2023年5月3日", "5月3号"): a day or month, and the week after it (see _dated).
+    (rf"\b(?:on\s+)?({_EN_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:(?:,\s*|\s+)(\d{{4}}))?\b", "mdy"),
+    (rf"\b(?:on\s+)?(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_EN_MONTH})\.?(?:(?:,\s*|\s+)(\d{{4}}))?\b", "dmy"),
+    (rf"\b(?:in|during)\s+({_EN_MONTH}),?\s+(\d{{4}})\b", "my"),
+    (rf"\b({_EN_MONTH}),?\s+(\d{{4}})\b", "my"),
+    (r"\b(?:in|during)\s+((?:19|20)\d{2})\b", "y"),
+    (r"\b(?:on\s+)?((?:19|20)\d{2})-(\d{1,2})-(\d{1,2})\b", "iso"),
+    (r"(?:((?:19|20)\d{2})\s*年\s*)?(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]", "zh_ymd"),
+    (r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月(?:份)?", "zh_ym"),
 ]]
 
 
+def _dated(kind: str, g: tuple[str | None, ...], now: datetime) -> tuple[datetime, datetime] | None:
+    """The range of a calendar date: the day (or month, or year) it names, in the clock's time
+    zone, and DATED_LAG after it. Without a year, the latest such date up to now (only the past
+    is understood)."""
+    try:
+        if kind in ("mdy", "dmy"):
+            month, day = (str(g[0]), g[1]) if kind == "mdy" else (str(g[1]), g[0])
+            if g[2] is None and not month[0].isupper():
+                return None  # "I may 3 things": a lowercase month name without a year is a word
+            y, m, d = (int(g[2]) if g[2] else None), _MONTHS[month.lower()], int(str(day))
+        elif kind in ("iso", "zh_ymd"):
+            y, m, d = (int(g[0]) if g[0] else None), int(str(g[1])), int(str(g[2]))
+        elif kind == "my":
+            y, m, d = int(str(g[1])), _MONTHS[str(g[0]).lower()], None
+        elif kind == "zh_ym":
+            y, m, d = int(str(g[0])), int(str(g[1])), None
+        else:  # "y"
+            y, m, d = int(str(g[0])), None, None
+        year = now.year if y is None else y
+        start = _day(now).replace(year=year, month=m or 1, day=d or 1)
+        if y is None and start > now:
+            start = start.replace(year=year - 1)
+    except (ValueError, KeyError):  # 31 June, month 13
+        return None
+    if d is not None:
+        end = start + timedelta(days=1)
+    elif m is not None:
+        end = _month(start, -1)
+    else:
+        end = start.replace(year=start.year + 1)
+    return start, end
+
+
+_DATED = ("mdy", "dmy", "my", "y", "iso", "zh_ymd", "zh_ym")
+_BEFORE = re.compile(r"\b(?:before|prior\s+to|until|till|by)\s+$", re.IGNORECASE)
+_AFTER = re.compile(r"\b(?:after|since)\s+$", re.IGNORECASE)
+_ZH_BEFORE = re.compile(r"^\s*(?:之前|以前|前)")
+_ZH_AFTER = re.compile(r"^\s*(?:之后|以后|以来|后)")
+
+
+def _open_ended(text: str, span: tuple[datetime, datetime], start: int, end: int,
+                now: datetime, lag: timedelta) -> tuple[tuple[datetime, datetime], int, int]:
+    """"before May 3" / "5月3日之前": everything up to that date (and the date itself: what is
+    told on it may be about the days before); "since May 3" / "5月3日以后": from it to now.
+    A date alone is its day (month, year) and ``lag`` after it."""
+    day_end = span[1]
+    before, after = _BEFORE.search(text[:start]), _AFTER.search(text[:start])
+    zh_before, zh_after = _ZH_BEFORE.match(text[end:]), _ZH_AFTER.match(text[end:])
+    if before or zh_before:
+        found = span[0].replace(year=1970, month=1, day=1), day_end
+    elif after or zh_after:
+        found = span[0], max(now + timedelta(microseconds=1), day_end)
+    else:
+        return (span[0], span[1] + lag), start, end
+    if before or after:
+        start = (before or after).start()  # type: ignore[union-attr]
+    else:
+        end += (zh_before or zh_after).end()  # type: ignore[union-attr]
+    return found, start, end
+
+
 def _resolve(match: re.Match[str], kind: str, now: datetime) -> tuple[datetime, datetime] | None:
+    if kind in _DATED:
+        return _dated(kind, match.groups(), now)
     if kind == "before_before_yesterday":
         day = _day(now) - timedelta(days=3)
         return day, day + timedelta(days=1)
@@ -186,9 +268,10 @@ def _check_now(now: datetime) -> None:
         raise TypeError("now must be an aware datetime")
 
 
-def find_time(text: str, now: datetime) -> TimeQuery | None:
+def find_time(text: str, now: datetime, *, dated_lag: timedelta = timedelta(0)) -> TimeQuery | None:
     """The first time phrase in ``text`` (earliest in the text), resolved, and the text
-    without it; None when the text names no time."""
+    without it; None when the text names no time. ``dated_lag`` widens a calendar date's
+    range by that much after it (a query's date: see DATED_LAG); a filter's date is exact."""
     _check_now(now)
     best: tuple[int, int, str, re.Match[str]] | None = None
     for pattern, kind in _RULES:
@@ -201,11 +284,14 @@ def find_time(text: str, now: datetime) -> TimeQuery | None:
     span = _resolve(m, kind, now)
     if span is None:
         return None
-    rest = (text[: m.start()] + " " + text[m.end():]).strip()
+    start, end = m.start(), m.end()
+    if kind in _DATED:
+        span, start, end = _open_ended(text, span, start, end, now, dated_lag)
+    rest = (text[:start] + " " + text[end:]).strip()
     rest = re.sub(r"\s{2,}", " ", rest)
     # 上周讨论的备份问题 -> 讨论的备份问题: a leading particle left by the phrase goes too.
     rest = re.sub(r"^[的里内中,，]\s*", "", rest)
-    return TimeQuery(TimeRange(m.group(0), span[0], span[1]), rest)
+    return TimeQuery(TimeRange(text[start:end], span[0], span[1]), rest)
 
 
 def resolve_time(phrase: str, now: datetime) -> TimeRange | None:

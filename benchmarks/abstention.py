@@ -103,10 +103,11 @@ def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
     # A time phrase ("4 years ago") filtered the search to its range and left the query: read
     # that text's terms in that range, as the engine did.
     flt = build_filter(None, user_id=user)
-    when = find_time(query, search.shared.clock()) if hits and hits[0].time_range is not None else None
+    used = hits[0].time_range if hits else None  # the range the engine searched, as it searched it
+    when = find_time(query, search.shared.clock()) if used is not None else None
     text = when.text if when is not None and when.text.strip() else query
-    if when is not None:
-        flt = flt.replace(since=when.range.start, until=when.range.until)
+    if used is not None:
+        flt = flt.replace(since=used.start, until=used.until)
     terms = prepare_query(text, search.shared.tokenizer).terms
     own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
     lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own)

@@ -8,7 +8,7 @@ import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.errors import InvalidInputError
-from beeweave_core.timewords import find_time, resolve_time
+from beeweave_core.timewords import DATED_LAG, find_time, resolve_time
 from tests.lifecycle.lifecycle_support import Clock
 
 # A Wednesday afternoon: this week began on Monday the 10th.
@@ -64,6 +64,56 @@ def test_a_phrase_in_a_query_is_taken_out():
     assert find_time("backup retention policy", NOW) is None
 
 
+
+
+@pytest.mark.parametrize("phrase, start, end", [
+    ("May 3, 2023", day(3, 5, 2023), day(4, 5, 2023)), ("on May 3rd, 2023", day(3, 5, 2023), day(4, 5, 2023)),
+    ("3 June, 2023", day(3, 6, 2023), day(4, 6, 2023)), ("the 1st of March, 2023", day(1, 3, 2023), day(2, 3, 2023)),
+    ("December 1,2023", day(1, 12, 2023), day(2, 12, 2023)), ("on Sept 30 2024", day(30, 9, 2024), day(1, 10, 2024)),
+    ("in August 2023", day(1, 8, 2023), day(1, 9, 2023)), ("Dec 2024", day(1, 12, 2024), day(1, 1)),
+    ("in 2022", day(1, 1, 2022), day(1, 1, 2023)), ("2023-05-03", day(3, 5, 2023), day(4, 5, 2023)),
+    ("2023年5月3日", day(3, 5, 2023), day(4, 5, 2023)), ("2023年05月03号", day(3, 5, 2023), day(4, 5, 2023)),
+    ("2023年5月", day(1, 5, 2023), day(1, 6, 2023)),
+    # Without a year: the latest such day up to now (NOW is 12 March 2025).
+    ("March 5", day(5), day(6)), ("5月3日", day(3, 5, 2024), day(4, 5, 2024)),
+    ("on December 25", day(25, 12, 2024), day(26, 12, 2024)),
+])
+def test_calendar_dates_resolve_to_their_day(phrase, start, end):
+    r = resolve_time(phrase, NOW)
+    assert r is not None and (r.start, r.end) == (start, end), phrase
+    # In a query the engine also reads the week after it (what is told of a day comes later).
+    q = find_time(f"what happened {phrase}?", NOW, dated_lag=DATED_LAG)
+    assert (q.range.start, q.range.end, q.text) == (start, end + DATED_LAG, "what happened ?")
+
+
+def test_before_and_since_a_date_are_open_ranges():
+    q = find_time("What did Maria do before April 10, 2023?", NOW)
+    assert q.range.phrase == "before April 10, 2023" and q.text == "What did Maria do ?"
+    assert q.range.start.year == 1970 and q.range.end == day(11, 4, 2023)
+    q = find_time("what changed since May 3, 2023", NOW)
+    assert (q.range.start, q.text) == (day(3, 5, 2023), "what changed") and q.range.end > NOW
+    q = find_time("2023年5月3日之前的会议", NOW)
+    assert (q.range.end, q.range.phrase, q.text) == (day(4, 5, 2023), "2023年5月3日之前", "会议")
+    assert find_time("2023年5月以后的会议", NOW).range.start == day(1, 5, 2023)
+
+
+@pytest.mark.parametrize("text", ["I may 3 things", "meet on February 30, 2023", "version 2023", "month 13 of 2023",
+                                  "on 2023-13-01", "room 2023年13月"])
+def test_words_and_impossible_dates_are_not_dates(text):
+    assert resolve_time(text, NOW) is None
+    assert find_time(text, NOW) is None
+
+
+def test_a_dated_question_finds_the_memory_of_that_day_or_told_soon_after(mem):
+    told_that_day = mem.add("We watched Inception at the cinema", user_id="d", timestamp=day(1, 5, 2022))
+    told_next_day = mem.add("Yesterday we had dinner with Ana at the port", user_id="d", timestamp=day(4, 5, 2023))
+    mem.add("We watched Dune at the cinema", user_id="d", timestamp=day(20, 6, 2022))
+    mem.add("We had dinner with Bo at home", user_id="d", timestamp=day(1, 9, 2023))
+    assert [h.id for h in mem.search("what movie did we watch on 1 May, 2022?", user_id="d", k=1)] == [told_that_day]
+    hits = mem.search("who did we have dinner with on May 3, 2023?", user_id="d", k=1)
+    assert [h.id for h in hits] == [told_next_day] and hits[0].time_range.phrase == "on May 3, 2023"
+
+
 def test_now_must_be_aware():
     with pytest.raises(TypeError):
         resolve_time("today", datetime(2025, 1, 1))
@@ -89,6 +139,10 @@ def test_filters_take_time_words_against_the_engine_clock(mem):
     assert {h.id for h in mem.search("note", user_id="u", filters={"until": "上周"})} == {old}
     with pytest.raises(InvalidInputError, match="time phrase"):
         mem.search("note", user_id="u", filters={"since": "sometime"})
+    # A date in a filter is that day exactly (no week after it, as a query's date has).
+    assert mem.count(user_id="u", filters={"since": "March 11", "until": "March 11"}) == 1
+    assert mem.count(user_id="u", filters={"until": "1 March, 2025"}) == 1
+    assert mem.count(user_id="u", filters={"until": "March 10, 2025"}) == 1
 
 
 def test_last_weeks_backup_memory_is_found_and_not_an_older_one(mem):

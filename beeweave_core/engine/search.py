@@ -28,7 +28,7 @@ from ..relevance import Evidence, lexical_evidence, relevance, term_coverage
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
 from ..store.base import RetrievesInOneTrip
-from ..timewords import find_time
+from ..timewords import DATED_LAG, find_time
 from ..validation import check_content, check_count, check_number, check_vector
 from .shared import Shared
 
@@ -121,7 +121,7 @@ class Search:
         """A time phrase in the query ("上周讨论的备份问题") filters to its range and leaves the
         text; when nothing in that range matches (the phrase was about the conversation's own
         time, not the clock's), the query is searched as written."""
-        when = find_time(query, now) if self.shared.config.time_words else None
+        when = find_time(query, now, dated_lag=DATED_LAG) if self.shared.config.time_words else None
         if when is not None:
             r = when.range
             since = r.start if flt.since is None else max(flt.since, r.start)
