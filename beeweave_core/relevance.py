@@ -43,19 +43,19 @@ __all__ = ["Evidence", "relevance", "lexical_evidence", "term_coverage", "DEFAUL
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
 # Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations.
-COEF_COSINE = 5.420
-COEF_LEXICAL = 1.991
-COEF_COVERAGE = 2.664
-INTERCEPT = -5.001
+COEF_COSINE = 5.711
+COEF_LEXICAL = 2.208
+COEF_COVERAGE = 2.637
+INTERCEPT = -5.299
 # The per-hit floor: the highest that keeps 95 % of the on-topic recall@10 when every hit
 # below it is dropped (`min_relevance`; no floor by default).
-DEFAULT_MIN_RELEVANCE = 0.257
+DEFAULT_MIN_RELEVANCE = 0.249
 # The faces' "nothing relevant" gate (`abstain_below`): a search whose best hit is below it
 # returns nothing, one that has a hit above it returns its hits as ranked (an indirectly
 # useful memory, "allergic to peanuts" for "a dessert for my dinner party", stays beside the
 # relevant one). The highest gate that keeps 95 % of the on-topic recall@10 (a gate loses a
 # query's recall only when it silences the whole query, so it can sit higher than the floor).
-DEFAULT_ABSTAIN_BELOW = 0.44
+DEFAULT_ABSTAIN_BELOW = 0.464
 
 # A dialogue query may carry 64 terms; the heaviest this many bound the lexical evidence's cost
 # (one index lookup per term).
