@@ -136,7 +136,8 @@ def split_filter(flt: Filter | None) -> tuple[str, str, dict[str, Any]]:
 # record's term frequency with context and its context length come precomputed in the
 # context postings, so a query term costs one range scan of the covering index
 # cpost_search, and a one-user search reads no record until its top candidates.
-_BM25_CTES = """{fs}
+# _QI_CTES ends at the query terms' weights (qi), which benchmarks/pg_maxscore.py reads too.
+_QI_CTES = """{fs}
 st AS (
     SELECT n_docs::float8 AS n, (total_len + %(w)s * total_nb_len)::float8 / n_docs AS avgdl
     FROM @stats WHERE tenant = %(t)s AND n_docs > 0
@@ -149,11 +150,14 @@ st AS (
     JOIN @terms t ON t.tenant = %(t)s AND t.term = q.term AND t.df > 0
     CROSS JOIN st CROSS JOIN mean
     CROSS JOIN LATERAL (SELECT ln(st.n - t.df + 0.5) - ln(t.df::float8 + 0.5) AS raw) r
-), lex AS ({lex}), ltop AS MATERIALIZED (
+)"""
+_BM25_CTES = _QI_CTES + """, lex AS ({lex}), ltop AS MATERIALIZED (
     SELECT seq, score FROM lex ORDER BY score DESC, seq LIMIT %(k)s
 )"""
 
-_BM25_TERM = """sum(qi.wt * (cp.f * (%(k1)s + 1)) / (cp.f + %(k1)s * (1 - %(b)s + %(b)s * cp.clen / st.avgdl)))"""
+# One context posting's BM25 contribution, and a record's sum of them.
+_BM25_POSTING = """qi.wt * (cp.f * (%(k1)s + 1)) / (cp.f + %(k1)s * (1 - %(b)s + %(b)s * cp.clen / st.avgdl))"""
+_BM25_TERM = "sum(" + _BM25_POSTING + ")"
 
 # The BM25 scores when the filter is only user and status: every context posting of the
 # query terms, read from the covering index in (term, user, status) order.
