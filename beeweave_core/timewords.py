@@ -244,6 +244,43 @@ def _open_ended(text: str, span: tuple[datetime, datetime], start: int, end: int
     return found, start, end
 
 
+_FROM = re.compile(r"\b(?:between|from)\s+$|从\s*$", re.IGNORECASE)
+_TO = re.compile(r"\s*(?:\band\b|\bto\b|\buntil\b|\bthrough\b|-|–|到|至)\s*", re.IGNORECASE)
+
+
+def _has_year(kind: str, g: tuple[str | None, ...]) -> bool:
+    return not ((kind in ("mdy", "dmy") and g[2] is None) or (kind == "zh_ymd" and g[0] is None))
+
+
+def _between(text: str, m: re.Match[str], first_kind: str, span: tuple[datetime, datetime],
+             now: datetime) -> tuple[tuple[datetime, datetime], int, int] | None:
+    """"between August 11 and August 15, 2023" / "from May 1 to May 3" / "从5月1日到5月3日": from
+    the first date's start to the second's end; a first date without a year takes the second's."""
+    lead = _FROM.search(text[: m.start()])
+    link = _TO.match(text, m.end())
+    if lead is None or link is None:
+        return None
+    for pattern, kind in _RULES:
+        if kind not in _DATED:
+            continue
+        second = pattern.match(text, link.end())
+        if second is None:
+            continue
+        last = _dated(kind, second.groups(), now)
+        if last is None:
+            return None
+        first = span[0]
+        if not _has_year(first_kind, m.groups()) and _has_year(kind, second.groups()):
+            first = first.replace(year=last[0].year)
+        elif _has_year(first_kind, m.groups()) and not _has_year(kind, second.groups()):
+            year = first.year + (last[0].replace(year=first.year) < first)  # "Dec 30, 2023 to Jan 2"
+            last = last[0].replace(year=year), last[1].replace(year=year + (last[1].year - last[0].year))
+        if first >= last[1]:
+            return None
+        return (first, last[1]), lead.start(), second.end()
+    return None
+
+
 def _resolve(match: re.Match[str], kind: str, now: datetime) -> tuple[datetime, datetime] | None:
     if kind in _DATED:
         return _dated(kind, match.groups(), now)
@@ -286,7 +323,12 @@ def find_time(text: str, now: datetime, *, dated_lag: timedelta = timedelta(0)) 
         return None
     start, end = m.start(), m.end()
     if kind in _DATED:
-        span, start, end = _open_ended(text, span, start, end, now, dated_lag)
+        between = _between(text, m, kind, span, now)
+        if between is not None:
+            (first, last), start, end = between
+            span = first, last + dated_lag
+        else:
+            span, start, end = _open_ended(text, span, start, end, now, dated_lag)
     rest = (text[:start] + " " + text[end:]).strip()
     rest = re.sub(r"\s{2,}", " ", rest)
     # 上周讨论的备份问题 -> 讨论的备份问题: a leading particle left by the phrase goes too.

@@ -97,6 +97,26 @@ def test_before_and_since_a_date_are_open_ranges():
     assert find_time("2023年5月以后的会议", NOW).range.start == day(1, 5, 2023)
 
 
+@pytest.mark.parametrize("phrase, start, end", [
+    ("between August 11 and August 15 2023", day(11, 8, 2023), day(16, 8, 2023)),
+    ("from May 1 to May 3, 2023", day(1, 5, 2023), day(4, 5, 2023)),
+    ("between 2023-05-01 and 2023-05-09", day(1, 5, 2023), day(10, 5, 2023)),
+    ("从2023年5月1日到5月3日", day(1, 5, 2023), day(4, 5, 2023)),
+    ("from June 2023 to August 2023", day(1, 6, 2023), day(1, 9, 2023)),
+    ("from December 30, 2023 to January 2", day(30, 12, 2023), day(3, 1, 2024)),
+])
+def test_two_dates_make_one_range(phrase, start, end):
+    r = resolve_time(phrase, NOW)
+    assert r is not None and (r.start, r.end, r.phrase) == (start, end, phrase)
+    q = find_time(f"where was John {phrase}?", NOW, dated_lag=DATED_LAG)
+    assert (q.range.start, q.range.end, q.text) == (start, end + DATED_LAG, "where was John ?")
+
+
+def test_a_range_that_ends_before_it_starts_is_only_its_first_date():
+    q = find_time("from May 3 2023 to May 1 2023", NOW)
+    assert (q.range.start, q.range.end) == (day(3, 5, 2023), day(4, 5, 2023))
+
+
 @pytest.mark.parametrize("text", ["I may 3 things", "meet on February 30, 2023", "version 2023", "month 13 of 2023",
                                   "on 2023-13-01", "room 2023年13月"])
 def test_words_and_impossible_dates_are_not_dates(text):
