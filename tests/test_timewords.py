@@ -74,6 +74,7 @@ def test_a_phrase_in_a_query_is_taken_out():
     ("in 2022", day(1, 1, 2022), day(1, 1, 2023)), ("2023-05-03", day(3, 5, 2023), day(4, 5, 2023)),
     ("2023年5月3日", day(3, 5, 2023), day(4, 5, 2023)), ("2023年05月03号", day(3, 5, 2023), day(4, 5, 2023)),
     ("2023年5月", day(1, 5, 2023), day(1, 6, 2023)),
+    ("2022年", day(1, 1, 2022), day(1, 1, 2023)),
     # Without a year: the latest such day up to now (NOW is 12 March 2025).
     ("March 5", day(5), day(6)), ("5月3日", day(3, 5, 2024), day(4, 5, 2024)),
     ("on December 25", day(25, 12, 2024), day(26, 12, 2024)),
