@@ -34,6 +34,7 @@ from scale_data import DEFAULT_CACHE_DIR, Precomputed, ScaleCorpus, Vectors, ens
 
 from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.filters import Filter  # noqa: E402
+from beeweave_core.relevance import evidence_terms  # noqa: E402
 from beeweave_core.store.postgres.sql import SEARCH_SQL, narrowed  # noqa: E402
 
 BLOCK = 8192
@@ -287,7 +288,8 @@ def main() -> None:
         k = 40
         stmt, fargs = backend._statement(SEARCH_SQL, flt, d=384)
         params = {**backend._lexical_params(terms), "k": k, **backend._vector_params(q.vector.astype(np.float32), flt,
-                                                                                     k, False), **fargs}
+                                                                                     k, False),
+                  "heavy": evidence_terms(terms), **fargs}
         with backend._tx() as conn:
             backend._settings(conn, k, narrowed(flt))  # noqa: SLF001
             plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()
