@@ -145,7 +145,8 @@ st AS (
     SELECT sum(h.n_terms * (ln(st.n - h.df + 0.5) - ln(h.df::float8 + 0.5))) / sum(h.n_terms) AS idf
     FROM @df_hist h, st WHERE h.tenant = %(t)s AND h.df > 0 AND h.n_terms > 0
 ), qi AS (
-    SELECT q.term, q.qtf * CASE WHEN r.raw < 0 THEN %(eps)s * mean.idf ELSE r.raw END AS wt, t.df
+    SELECT q.term, q.qtf * CASE WHEN r.raw < 0 THEN %(eps)s * mean.idf ELSE r.raw END AS wt, t.df,
+           q.term = ANY(%(heavy)s::text[]) AS heavy
     FROM unnest(%(terms)s::text[], %(qtfs)s::float8[]) AS q(term, qtf)
     JOIN @terms t ON t.tenant = %(t)s AND t.term = q.term AND t.df > 0
     CROSS JOIN st CROSS JOIN mean
@@ -162,7 +163,7 @@ _BM25_POSTING = """qi.wt * (cp.f * (%(k1)s + 1)) / (cp.f + %(k1)s * (1 - %(b)s +
 # only user and status, read from the covering index in (term, user, status) order; a
 # record's score is the sum of its postings' (LEX_PLAIN).
 POSTINGS_PLAIN = """
-    SELECT cp.seq, qi.term, """ + _BM25_POSTING + """ AS s
+    SELECT cp.seq, qi.term, qi.heavy, """ + _BM25_POSTING + """ AS s
     FROM qi JOIN @cpost cp ON cp.tenant = %(t)s AND cp.term = qi.term {cpf}
     CROSS JOIN st"""
 
@@ -179,14 +180,14 @@ POSTINGS_PLAIN = """
 # may differ (by ~1e-16). Before, every scored record was looked up by key and then
 # filtered: ~1.1 s for a session at 100k.
 POSTINGS_FILTERED = """
-    SELECT cp.seq, qi.term, """ + _BM25_POSTING + """ AS s
+    SELECT cp.seq, qi.term, qi.heavy, """ + _BM25_POSTING + """ AS s
     FROM fs CROSS JOIN qi
     JOIN @cpost cp ON cp.tenant = %(t)s AND cp.term = qi.term AND cp.user_id = fs.user_id AND cp.status = fs.status
                       AND cp.seq = fs.seq
     CROSS JOIN st
     WHERE (SELECT n FROM fsn) * %(by_key)s <= (SELECT coalesce(sum(df), 0) FROM qi)
     UNION ALL
-    SELECT cp.seq, qi.term, """ + _BM25_POSTING + """ AS s
+    SELECT cp.seq, qi.term, qi.heavy, """ + _BM25_POSTING + """ AS s
     FROM qi JOIN @cpost cp ON cp.tenant = %(t)s AND cp.term = qi.term {cpf}
     CROSS JOIN st
     WHERE (SELECT n FROM fsn) * %(by_key)s > (SELECT coalesce(sum(df), 0) FROM qi)
@@ -296,15 +297,19 @@ WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
 # (relevance.lexical_evidence) for the query's evidence terms (``heavy``): each term's best
 # single-term score in scope (the max of its postings' contributions: a single-term query
 # weighs its term qtf * idf, as here) and each record's sum of its positive contributions
-# from those terms. The postings are read once and aggregated both ways ({postings} as in
-# _LEX).
-_SEARCH_BM25_CTES = _QI_CTES + """, lp AS MATERIALIZED ({postings}), lex AS (
-    SELECT seq, sum(s) AS score, sum(s) FILTER (WHERE s > 0 AND term = ANY(%(heavy)s::text[])) AS heavy
-    FROM lp GROUP BY seq
+# from those terms. The postings ({postings} as in _LEX) are read once and aggregated both
+# ways by GROUPING SETS, whose rows (by record: seq set; by term: seq NULL) are materialized
+# once, as ``lex`` was without the evidence. Measured at 100k memories, this added ~15 ms
+# to the statement against ~55 ms for a MATERIALIZED CTE of the postings aggregated twice
+# and ~30 ms for reading the evidence terms' postings a second time
+# (benchmarks/pg_profile.py --evidence); the second round trip it replaces cost ~85 ms.
+_SEARCH_BM25_CTES = _QI_CTES + """, lex AS (
+    SELECT seq, term, sum(s) AS score, sum(s) FILTER (WHERE s > 0 AND heavy) AS heavy, max(s) AS best
+    FROM ({postings}) p GROUP BY GROUPING SETS ((seq), (term))
 ), ltop AS MATERIALIZED (
-    SELECT seq, score FROM lex ORDER BY score DESC, seq LIMIT %(k)s
+    SELECT seq, score FROM lex WHERE seq IS NOT NULL ORDER BY score DESC, seq LIMIT %(k)s
 ), tbest AS (
-    SELECT term, max(s) AS best FROM lp WHERE term = ANY(%(heavy)s::text[]) GROUP BY term
+    SELECT term, best FROM lex WHERE seq IS NULL AND term IN (SELECT term FROM qi WHERE heavy)
 )"""
 
 # A whole search in one statement: the lexical top k (BM25 with context), the dense top

@@ -787,7 +787,7 @@ class PostgresStore:
         cfg = self.index_config
         return {"t": self.tenant, "terms": list(query), "qtfs": [float(c) for c in query.values()],
                 "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon),
-                "by_key": float(self.key_lookup_cost * max(len(query), 1))}
+                "by_key": float(self.key_lookup_cost * max(len(query), 1)), "heavy": []}
 
     def _statement(self, template: str, flt: Filter | None, **fmt: Any) -> tuple[str, dict[str, Any]]:
         """A search statement with the filter's conditions in place, and their parameters.
