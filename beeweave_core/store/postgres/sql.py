@@ -125,7 +125,8 @@ def split_filter(flt: Filter | None) -> tuple[str, str, dict[str, Any]]:
     return cpf, restf, {**a1, **a2}
 
 
-# The statements' named parameters: t (tenant), terms and qtfs (the query), w (the lexical
+# The statements' named parameters: t (tenant), terms and qtfs (the query), heavy (its
+# evidence terms for calibrated relevance, empty but in a search), w (the lexical
 # context weight, 0 without context), k1, b, eps, k (how many), include (ids to score as
 # well), q (the query vector) and vw (the vector context weight); ``{cpf}`` is the filter's
 # user and status over the context postings ``cp``, ``{rest}`` the rest of it over ``c``,
@@ -299,10 +300,10 @@ WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
 # weighs its term qtf * idf, as here) and each record's sum of its positive contributions
 # from those terms. The postings ({postings} as in _LEX) are read once and aggregated both
 # ways by GROUPING SETS, whose rows (by record: seq set; by term: seq NULL) are materialized
-# once, as ``lex`` was without the evidence. Measured at 100k memories, this added ~15 ms
-# to the statement against ~55 ms for a MATERIALIZED CTE of the postings aggregated twice
-# and ~30 ms for reading the evidence terms' postings a second time
-# (benchmarks/pg_profile.py --evidence); the second round trip it replaces cost ~85 ms.
+# once, as ``lex`` was without the evidence. At 100k memories that added 15-29 ms to the
+# statement, against 49-56 for a MATERIALIZED CTE of the postings aggregated twice and
+# 31-42 for reading the evidence terms' postings a second time; the second round trip it
+# replaces cost 84-92 ms (benchmarks/pg_profile.py --evidence, RESULTS.md).
 _SEARCH_BM25_CTES = _QI_CTES + """, lex AS (
     SELECT seq, term, sum(s) AS score, sum(s) FILTER (WHERE s > 0 AND heavy) AS heavy, max(s) AS best
     FROM ({postings}) p GROUP BY GROUPING SETS ((seq), (term))
