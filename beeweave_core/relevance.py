@@ -37,9 +37,9 @@ from .store.base import SearchesTermsInOneTrip
 
 if TYPE_CHECKING:
     from .filters import Filter
-    from .store.base import StoreBackend
+    from .store.base import StoreBackend, TermEvidence
 
-__all__ = ["Evidence", "relevance", "lexical_evidence", "term_coverage", "DEFAULT_MIN_RELEVANCE",
+__all__ = ["Evidence", "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "DEFAULT_MIN_RELEVANCE",
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
 # Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations.
@@ -89,6 +89,12 @@ def _heaviest(terms: Mapping[str, int]) -> list[tuple[str, int]]:
     return sorted(terms.items(), key=lambda kv: (-kv[1], kv[0]))[:RELEVANCE_TERMS]
 
 
+def evidence_terms(terms: Mapping[str, int]) -> list[str]:
+    """The query terms the lexical evidence reads (its heaviest), which a backend that answers
+    a search in one round trip reads the evidence of (``RetrievesInOneTrip.retrieve``)."""
+    return [t for t, _ in _heaviest(terms)]
+
+
 def term_coverage(terms: Mapping[str, int], own: set[str]) -> float:
     """The share of the query's (heaviest) distinct terms that a memory's own terms ``own`` hold."""
     heaviest = _heaviest(terms)
@@ -98,20 +104,44 @@ def term_coverage(terms: Mapping[str, int], own: set[str]) -> float:
 
 
 def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filter,
-                     ids: Sequence[str], own: Mapping[str, set[str]] | None = None) -> dict[str, float]:
+                     ids: Sequence[str], own: Mapping[str, set[str]] | None = None,
+                     found: TermEvidence | None = None) -> dict[str, float]:
     """Each id's BM25 score over the query's (heaviest) terms against the sum of each term's
     best score in the scope ``flt``, in [0, 1]. A term no memory matches adds nothing to the
-    denominator (it is no evidence either way).
+    denominator (it is no evidence either way). ``found``: those scores as the search's own
+    round trip read them for ``evidence_terms(terms)`` (PostgreSQL), else they are read here.
 
     Where no term scores at all (a store of one or two memories, or terms every memory has:
     BM25's idf is then 0), ``own`` (each id's own terms) gives the evidence instead: the share
     of the query's terms found in some hit that this hit has. Otherwise "tea" asked of a new
     user's two memories, one about tea, would be no evidence for either."""
     heaviest = _heaviest(terms)
-    matched = dict.fromkeys(ids, 0.0)
-    best_total = 0.0
     if not heaviest or not ids:
         return dict.fromkeys(ids, 0.0)
+    if found is not None:
+        # the same sums, term by term in the same order: the bests are the single-term
+        # searches' top scores, the ids' sums their positive per-term scores
+        best_total = 0.0
+        for term, _ in heaviest:
+            best = found.best.get(term, 0.0)
+            if best > 0.0:
+                best_total += best
+        matched = {cid: found.lexical.get(cid, 0.0) for cid in ids}
+    else:
+        best_total, matched = _read_evidence(backend, heaviest, flt, ids)
+    if best_total <= 0.0 and own is not None:
+        present = [t for t, _ in heaviest if any(t in own.get(cid, ()) for cid in ids)]
+        if present:
+            return {cid: sum(t in own.get(cid, ()) for t in present) / len(present) for cid in ids}
+    return {cid: min(matched[cid] / best_total, 1.0) if best_total > 0 else 0.0 for cid in ids}
+
+
+def _read_evidence(backend: StoreBackend, heaviest: list[tuple[str, int]], flt: Filter,
+                   ids: Sequence[str]) -> tuple[float, dict[str, float]]:
+    """The sum of the terms' best scores in scope, and each id's sum of its positive
+    per-term scores: a single-term search per term."""
+    matched = dict.fromkeys(ids, 0.0)
+    best_total = 0.0
     queries = [{term: count} for term, count in heaviest]
     if isinstance(backend, SearchesTermsInOneTrip):  # PostgreSQL: one round trip, not one per term
         results = backend.lexical_searches(queries, flt, 1, include=ids)
@@ -127,8 +157,4 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
         for cid, s in got:
             if cid in matched and s > 0.0:
                 matched[cid] += s
-    if best_total <= 0.0 and own is not None:
-        present = [t for t, _ in heaviest if any(t in own.get(cid, ()) for cid in ids)]
-        if present:
-            return {cid: sum(t in own.get(cid, ()) for t in present) / len(present) for cid in ids}
-    return {cid: min(matched[cid] / best_total, 1.0) if best_total > 0 else 0.0 for cid in ids}
+    return best_total, matched

@@ -4,6 +4,7 @@ scale benchmark's corpus (benchmarks/scale_data.py) on a running server.
 
     python benchmarks/pg_profile.py URL --n 10000 [--explain] [--queries 50] [--adds 10] [--filtered]
     python benchmarks/pg_profile.py URL --n 10000 --queries 0 --adds 50 [--add-trips]
+    python benchmarks/pg_profile.py URL --n 10000 --queries 50 --adds 0 --evidence 4
 
 The store (schema ``prof_<n>``, tenant ``scale``) is built on first use and reused, so
 a change of the search SQL is measured in seconds. A change of the schema needs
@@ -34,6 +35,8 @@ from scale_data import DEFAULT_CACHE_DIR, Precomputed, ScaleCorpus, Vectors, ens
 
 from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.filters import Filter  # noqa: E402
+from beeweave_core.relevance import evidence_terms  # noqa: E402
+from beeweave_core.store.postgres import sql  # noqa: E402
 from beeweave_core.store.postgres.sql import SEARCH_SQL, narrowed  # noqa: E402
 
 BLOCK = 8192
@@ -115,6 +118,79 @@ def _ab(memory: BeeWeave, queries: list, unscoped: bool, rounds: int = 3) -> Non
         ts.sort()
         print(f"{name}: search p50 {statistics.median(ts):.1f} ms  p95 {ts[int(0.95 * len(ts))]:.1f} ms "
               f"({len(ts)} searches)", flush=True)
+
+
+# The search statement as it was before it returned relevance's lexical evidence, and with
+# the evidence read in two other ways than its GROUPING SETS.
+_AFTER_TAIL = SEARCH_SQL[len("WITH " + sql._SEARCH_BM25_CTES + "," + sql._VECTOR_CTES):]  # noqa: SLF001
+_EVIDENCE_COLUMNS = """,
+    coalesce(l.heavy, 0), (SELECT array_agg(term ORDER BY term) FROM tbest), (SELECT array_agg(best ORDER BY term) FROM tbest)"""
+assert _EVIDENCE_COLUMNS in _AFTER_TAIL
+BEFORE_SQL = ("WITH " + sql._BM25_CTES + "," + sql._VECTOR_CTES  # noqa: SLF001
+              + _AFTER_TAIL.replace(_EVIDENCE_COLUMNS, ""))
+# A MATERIALIZED CTE of the postings, aggregated by record and by term.
+MATERIALIZED_SQL = "WITH " + sql._QI_CTES + """, lp AS MATERIALIZED ({postings}), lex AS (
+    SELECT seq, sum(s) AS score, sum(s) FILTER (WHERE s > 0 AND heavy) AS heavy FROM lp GROUP BY seq
+), ltop AS MATERIALIZED (
+    SELECT seq, score FROM lex ORDER BY score DESC, seq LIMIT %(k)s
+), tbest AS (
+    SELECT term, max(s) AS best FROM lp WHERE heavy GROUP BY term
+),""" + sql._VECTOR_CTES + _AFTER_TAIL  # noqa: SLF001
+# Each evidence term's postings read a second time for its best.
+TWICE_SQL = "WITH " + sql._QI_CTES + """, lex AS (
+    SELECT seq, sum(s) AS score, sum(s) FILTER (WHERE s > 0 AND heavy) AS heavy FROM ({postings}) p GROUP BY seq
+), ltop AS MATERIALIZED (
+    SELECT seq, score FROM lex ORDER BY score DESC, seq LIMIT %(k)s
+), tbest AS (
+    SELECT term, max(s) AS best FROM ({postings}) p WHERE heavy GROUP BY term
+),""" + sql._VECTOR_CTES + _AFTER_TAIL  # noqa: SLF001
+
+
+def _evidence(memory: BeeWeave, corpus: ScaleCorpus, queries: list, n: int, rounds: int, filtered: bool) -> None:
+    """A search's candidates and its hits' lexical evidence three ways, interleaved per query:
+    the statement before plus relevance's second round trip (lexical_searches for the
+    heaviest terms, the top 10 as its include), and the one statement returning the evidence
+    (GROUPING SETS, as built; a MATERIALIZED CTE of the postings; or the evidence terms'
+    postings read twice), all checked to agree; and what the evidence adds to the statement
+    (the statement before alone)."""
+    from beeweave_core.filters import build_filter
+    from beeweave_core.query import prepare_query
+
+    backend = memory.backend
+    k = 40
+    ways = ("before: statement + second trip", "after: one statement (grouping sets)",
+            "one statement (materialized postings)", "one statement (postings read twice)",
+            "the statement before alone (no evidence)")
+    times: dict[str, list[float]] = {w: [] for w in ways}
+    for r in range(rounds):
+        for i, q in enumerate(queries):
+            flt = build_filter({"user_id": q.user_id, **(_filters(corpus, n, i)["session"] if filtered else {})})
+            terms = prepare_query(q.text, memory._shared.tokenizer).terms  # noqa: SLF001
+            heavy = evidence_terms(terms)
+            qv = q.vector.astype(np.float32)
+            params = {**backend._lexical_params(terms), "k": k, **backend._vector_params(qv, flt, k, False),  # noqa: SLF001
+                      "heavy": heavy}
+            order = list(ways) if (i + r) % 2 else list(reversed(ways))
+            answers = {}
+            for way in order:
+                template = {ways[0]: BEFORE_SQL, ways[1]: SEARCH_SQL, ways[2]: MATERIALIZED_SQL, ways[3]: TWICE_SQL,
+                            ways[4]: BEFORE_SQL}[way]
+                stmt, fargs = backend._statement(template, flt, d=len(qv))  # noqa: SLF001
+                t0 = time.perf_counter()
+                rows = backend._search_rows(stmt, {**params, **fargs}, k, narrowed(flt))  # noqa: SLF001
+                if way == ways[0]:
+                    top = [row[0] for row in sorted(rows, key=lambda row: (-row[1], row[0]))[:10]]
+                    backend.lexical_searches([{t: terms[t]} for t in heavy], flt, 1, include=top)
+                if r or i >= 5:
+                    times[way].append((time.perf_counter() - t0) * 1000)
+                answers[way] = sorted((row[0], round(row[1], 9), *(() if len(row) < 19 else (
+                    round(row[16], 9), row[17], [round(b, 9) for b in row[18] or ()]))) for row in rows)
+            assert answers[ways[1]] == answers[ways[2]] == answers[ways[3]], q.text  # the same evidence each way
+            assert [a[:2] for a in answers[ways[1]]] == [a[:2] for a in answers[ways[0]]], q.text
+    for way, ts in times.items():
+        ts.sort()
+        print(f"{way}: p50 {statistics.median(ts):.1f} ms  p95 {ts[int(0.95 * len(ts))]:.1f} ms ({len(ts)})",
+              flush=True)
 
 
 def _trips(backend: object, n: int = 300) -> None:
@@ -215,6 +291,10 @@ def main() -> None:
     ap.add_argument("--ab", action="store_true",
                     help="time each search with the store's search settings and with only the HNSW ones "
                          "(as before the planner settings), interleaved, so machine load hits both alike")
+    ap.add_argument("--evidence", type=int, default=0, metavar="ROUNDS",
+                    help="time the search statement and relevance's lexical evidence before (a second round trip) "
+                         "and after (in the statement; also a GROUPING SETS variant), interleaved, ROUNDS times "
+                         "over the queries (one-user; with --filtered also narrowed by session)")
     args = ap.parse_args()
 
     corpus = ScaleCorpus.load(Path(args.data))
@@ -256,6 +336,8 @@ def main() -> None:
         _ab(memory, queries, args.unscoped)
     if args.trips:
         _trips(memory.backend)
+    if args.evidence:
+        _evidence(memory, corpus, queries, args.n, args.evidence, args.filtered)
 
     adds = corpus.additions(args.adds, args.n, 1)
     add_vecs = vectors.added(adds)
@@ -287,7 +369,8 @@ def main() -> None:
         k = 40
         stmt, fargs = backend._statement(SEARCH_SQL, flt, d=384)
         params = {**backend._lexical_params(terms), "k": k, **backend._vector_params(q.vector.astype(np.float32), flt,
-                                                                                     k, False), **fargs}
+                                                                                     k, False),
+                  "heavy": evidence_terms(terms), **fargs}
         with backend._tx() as conn:
             backend._settings(conn, k, narrowed(flt))  # noqa: SLF001
             plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt, params).fetchall()

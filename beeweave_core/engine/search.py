@@ -24,10 +24,10 @@ from ..language import embedder_languages, retriever_weights
 from ..network import ExpandOptions, check_ranking
 from ..query import prepare_query, split_questions
 from ..records import SearchHit
-from ..relevance import Evidence, lexical_evidence, relevance, term_coverage
+from ..relevance import Evidence, evidence_terms, lexical_evidence, relevance, term_coverage
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
-from ..store.base import RetrievesInOneTrip
+from ..store.base import RetrievesInOneTrip, TermEvidence
 from ..timewords import DATED_LAG, find_time
 from ..validation import check_content, check_count, check_number, check_vector
 from .shared import Shared
@@ -147,13 +147,15 @@ class Search:
                 out.append(replace(h, relevance=rel))
         return out
 
-    def _relevance(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit]) -> list[SearchHit]:
-        """Each hit with its calibrated relevance (``beeweave_core.relevance``)."""
+    def _relevance(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit],
+                   found: TermEvidence | None = None) -> list[SearchHit]:
+        """Each hit with its calibrated relevance (``beeweave_core.relevance``); ``found``: its
+        lexical evidence as the search's round trip read it."""
         if not hits:
             return hits
         tokenize = self.shared.tokenizer.tokenize
         own = {h.id: set(tokenize(h.chunk.content)) for h in hits}
-        lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits], own)
+        lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits], own, found)
         out = []
         for h in hits:
             vec, ce = h.sources.get("vector"), h.sources.get("rerank")
@@ -191,8 +193,10 @@ class Search:
             qvec = self.embed_query(prepared.text)
         got = None
         if qvec is not None and isinstance(backend, RetrievesInOneTrip):
-            # The backend answers the candidates, their fields and records in one round trip.
-            got = backend.retrieve(prepared.terms, qvec, flt, max(self.shared.config.candidates, 4 * k))
+            # The backend answers the candidates, their fields and records, and the hits'
+            # lexical evidence of relevance in one round trip.
+            got = backend.retrieve(prepared.terms, qvec, flt, max(self.shared.config.candidates, 4 * k),
+                                   evidence=evidence_terms(prepared.terms))
             ids, scores = got.ids, {"lexical": got.lexical, "vector": got.vector}
         else:
             ids, scores = self._retrieve(prepared.terms, flt, k, qvec)
@@ -221,7 +225,7 @@ class Search:
             scored = rerank.rerank(query, scored)
         if mmr_lambda is not None:
             scored = mmr(scored, backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
-        scored = self._relevance(prepared.terms, flt, scored[:k])
+        scored = self._relevance(prepared.terms, flt, scored[:k], got.evidence if got is not None else None)
         if min_relevance is not None:
             scored = [h for h in scored if h.relevance is not None and h.relevance >= min_relevance]
         return scored

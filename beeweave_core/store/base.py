@@ -225,14 +225,33 @@ def records_in_order(get: Callable[[Sequence[str]], dict[str, KnowledgeChunk]],
                 yield got[cid]
 
 
+@dataclass
+class TermEvidence:
+    """Calibrated relevance's lexical evidence for a search's evidence terms (the query's
+    heaviest, ``relevance.evidence_terms``), read with the candidates' BM25 in one pass.
+
+    Attributes:
+        best: each evidence term's best single-term BM25 score in the searched scope (what
+            ``lexical_search({term: qtf}, flt, 1)`` ranks first); a term no record in scope
+            has is absent.
+        lexical: each candidate's BM25 over the evidence terms, summing only its positive
+            per-term scores (0 when it has none).
+    """
+
+    best: dict[str, float]
+    lexical: dict[str, float]
+
+
 class Candidates(Protocol):
     """A hybrid search's candidates with both retrievers' scores, the fields ranking reads
-    and the records, as one backend round trip returns them."""
+    and the records, as one backend round trip returns them; ``evidence`` when the
+    search asked for evidence terms."""
 
     ids: list[str]
     lexical: np.ndarray
     vector: np.ndarray
     fields: dict[str, RankFields]
+    evidence: TermEvidence | None
 
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
 
@@ -240,9 +259,12 @@ class Candidates(Protocol):
 @runtime_checkable
 class RetrievesInOneTrip(Protocol):
     """An optional capability: a backend that answers a search's candidate set in one round
-    trip (PostgreSQL), so the engine skips the five separate calls (which it must equal)."""
+    trip (PostgreSQL), so the engine skips the five separate calls (which it must equal),
+    and the lexical evidence of calibrated relevance for the ``evidence`` terms, so the
+    engine skips that round trip too."""
 
-    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int) -> Candidates: ...
+    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int, *,
+                 evidence: Sequence[str] = ()) -> Candidates: ...
 
 
 @runtime_checkable

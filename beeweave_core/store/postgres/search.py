@@ -17,6 +17,7 @@ import numpy as np
 
 from ...records import KnowledgeChunk, Relationship, to_datetime
 from ...scoring import RankFields
+from ..base import TermEvidence
 
 __all__ = ["Candidates", "decode_record", "rank_fields_of"]
 
@@ -59,6 +60,7 @@ class Candidates:
         lexical: BM25 with session context, aligned with ``ids`` (0 when no term matched).
         vector: cosine with the context vector, aligned with ``ids``.
         fields: what ranking reads of each candidate.
+        evidence: calibrated relevance's lexical evidence, when the search asked for it.
     """
 
     ids: list[str]
@@ -66,6 +68,7 @@ class Candidates:
     vector: np.ndarray
     fields: dict[str, RankFields]
     _records: dict[str, RecordRow] = field(default_factory=dict, repr=False)
+    evidence: TermEvidence | None = None
 
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
         """The records of those ``ids`` that are candidates (as ``get`` returns them)."""

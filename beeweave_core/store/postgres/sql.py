@@ -20,7 +20,7 @@ from ...fields import FIELD_NAME
 from ...filters import Filter
 
 __all__ = ["one", "filter_sql", "split_filter", "narrowed", "clean", "qualify", "LEXICAL_SQL", "VECTOR_SQL", "VECTOR_SCORES_SQL",
-           "SEARCH_SQL", "GET_SQL", "LEX_PLAIN", "LEX_FILTERED",
+           "SEARCH_SQL", "GET_SQL", "LEX_PLAIN", "LEX_FILTERED", "POSTINGS_PLAIN", "POSTINGS_FILTERED",
            "FILTERED_CTES", "EST_USERS", "EST_FILTERED",
            "EXACT_FROM_USERS", "EXACT_FROM_FILTERED"]
 
@@ -125,7 +125,8 @@ def split_filter(flt: Filter | None) -> tuple[str, str, dict[str, Any]]:
     return cpf, restf, {**a1, **a2}
 
 
-# The statements' named parameters: t (tenant), terms and qtfs (the query), w (the lexical
+# The statements' named parameters: t (tenant), terms and qtfs (the query), heavy (its
+# evidence terms for calibrated relevance, empty but in a search), w (the lexical
 # context weight, 0 without context), k1, b, eps, k (how many), include (ids to score as
 # well), q (the query vector) and vw (the vector context weight); ``{cpf}`` is the filter's
 # user and status over the context postings ``cp``, ``{rest}`` the rest of it over ``c``,
@@ -145,7 +146,8 @@ st AS (
     SELECT sum(h.n_terms * (ln(st.n - h.df + 0.5) - ln(h.df::float8 + 0.5))) / sum(h.n_terms) AS idf
     FROM @df_hist h, st WHERE h.tenant = %(t)s AND h.df > 0 AND h.n_terms > 0
 ), qi AS (
-    SELECT q.term, q.qtf * CASE WHEN r.raw < 0 THEN %(eps)s * mean.idf ELSE r.raw END AS wt, t.df
+    SELECT q.term, q.qtf * CASE WHEN r.raw < 0 THEN %(eps)s * mean.idf ELSE r.raw END AS wt, t.df,
+           q.term = ANY(%(heavy)s::text[]) AS heavy
     FROM unnest(%(terms)s::text[], %(qtfs)s::float8[]) AS q(term, qtf)
     JOIN @terms t ON t.tenant = %(t)s AND t.term = q.term AND t.df > 0
     CROSS JOIN st CROSS JOIN mean
@@ -155,45 +157,49 @@ _BM25_CTES = _QI_CTES + """, lex AS ({lex}), ltop AS MATERIALIZED (
     SELECT seq, score FROM lex ORDER BY score DESC, seq LIMIT %(k)s
 )"""
 
-# One context posting's BM25 contribution, and a record's sum of them.
+# One context posting's BM25 contribution.
 _BM25_POSTING = """qi.wt * (cp.f * (%(k1)s + 1)) / (cp.f + %(k1)s * (1 - %(b)s + %(b)s * cp.clen / st.avgdl))"""
-_BM25_TERM = "sum(" + _BM25_POSTING + ")"
 
-# The BM25 scores when the filter is only user and status: every context posting of the
-# query terms, read from the covering index in (term, user, status) order.
-LEX_PLAIN = """
-    SELECT cp.seq, """ + _BM25_TERM + """ AS score
+# The BM25 contribution of every context posting of the query terms when the filter is
+# only user and status, read from the covering index in (term, user, status) order; a
+# record's score is the sum of its postings' (LEX_PLAIN).
+POSTINGS_PLAIN = """
+    SELECT cp.seq, qi.term, qi.heavy, """ + _BM25_POSTING + """ AS s
     FROM qi JOIN @cpost cp ON cp.tenant = %(t)s AND cp.term = qi.term {cpf}
-    CROSS JOIN st
-    GROUP BY cp.seq"""
+    CROSS JOIN st"""
 
 # Any other filter (session, agent, tags, time, metadata...) is applied where the
 # candidates are generated, over ``fs``: the records that pass it (FILTERED_CTES). When
 # they are few beside the query terms' postings, each one's context postings are read by
 # key (a session of 20 records: 20 x terms lookups instead of every posting of the
-# terms); when they are many, the terms' postings are read as in LEX_PLAIN and kept if
+# terms); when they are many, the terms' postings are read as in POSTINGS_PLAIN and kept if
 # their record is in ``fs`` (a hash semi-join). A lookup names every key column of
 # cpost_search (term, user, status, seq), so it is one index-only probe: on seq and term
 # alone the planner picked that index anyway and read the term's whole range per record
 # (40 ms for a session at 100k). Both are one-time conditions on counts,
-# so only one branch runs, and both score the same postings: only the summation order
+# so only one branch runs, and both read the same postings: only the summation order
 # may differ (by ~1e-16). Before, every scored record was looked up by key and then
 # filtered: ~1.1 s for a session at 100k.
-LEX_FILTERED = """
-    SELECT cp.seq, """ + _BM25_TERM + """ AS score
+POSTINGS_FILTERED = """
+    SELECT cp.seq, qi.term, qi.heavy, """ + _BM25_POSTING + """ AS s
     FROM fs CROSS JOIN qi
     JOIN @cpost cp ON cp.tenant = %(t)s AND cp.term = qi.term AND cp.user_id = fs.user_id AND cp.status = fs.status
                       AND cp.seq = fs.seq
     CROSS JOIN st
     WHERE (SELECT n FROM fsn) * %(by_key)s <= (SELECT coalesce(sum(df), 0) FROM qi)
-    GROUP BY cp.seq
     UNION ALL
-    SELECT cp.seq, """ + _BM25_TERM + """ AS score
+    SELECT cp.seq, qi.term, qi.heavy, """ + _BM25_POSTING + """ AS s
     FROM qi JOIN @cpost cp ON cp.tenant = %(t)s AND cp.term = qi.term {cpf}
     CROSS JOIN st
     WHERE (SELECT n FROM fsn) * %(by_key)s > (SELECT coalesce(sum(df), 0) FROM qi)
-      AND cp.seq IN (SELECT seq FROM fs)
-    GROUP BY cp.seq"""
+      AND cp.seq IN (SELECT seq FROM fs)"""
+
+# Each record's BM25 score: the sum of its postings' contributions ({postings} is
+# POSTINGS_PLAIN or POSTINGS_FILTERED).
+_LEX = """
+    SELECT seq, sum(s) AS score FROM ({postings}) p GROUP BY seq"""
+LEX_PLAIN = _LEX.replace("{postings}", POSTINGS_PLAIN)
+LEX_FILTERED = _LEX.replace("{postings}", POSTINGS_FILTERED)
 
 # The records that pass a filter beyond user and status, and how many: read once through
 # the filter's indexes (session, tags, agent, time, declared fields) and shared by the
@@ -288,14 +294,36 @@ FROM @chunks c LEFT JOIN @access a ON a.tenant = c.tenant AND a.seq = c.seq
 WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
 """
 
+# A search's BM25 side also gives calibrated relevance its lexical evidence
+# (relevance.lexical_evidence) for the query's evidence terms (``heavy``): each term's best
+# single-term score in scope (the max of its postings' contributions: a single-term query
+# weighs its term qtf * idf, as here) and each record's sum of its positive contributions
+# from those terms. The postings ({postings} as in _LEX) are read once and aggregated both
+# ways by GROUPING SETS, whose rows (by record: seq set; by term: seq NULL) are materialized
+# once, as ``lex`` was without the evidence. At 100k memories that added 15-29 ms to the
+# statement, against 49-56 for a MATERIALIZED CTE of the postings aggregated twice and
+# 31-42 for reading the evidence terms' postings a second time; the second round trip it
+# replaces cost 84-92 ms (benchmarks/pg_profile.py --evidence, RESULTS.md).
+_SEARCH_BM25_CTES = _QI_CTES + """, lex AS (
+    SELECT seq, term, sum(s) AS score, sum(s) FILTER (WHERE s > 0 AND heavy) AS heavy, max(s) AS best
+    FROM ({postings}) p GROUP BY GROUPING SETS ((seq), (term))
+), ltop AS MATERIALIZED (
+    SELECT seq, score FROM lex WHERE seq IS NOT NULL ORDER BY score DESC, seq LIMIT %(k)s
+), tbest AS (
+    SELECT term, best FROM lex WHERE seq IS NULL AND term IN (SELECT term FROM qi WHERE heavy)
+)"""
+
 # A whole search in one statement: the lexical top k (BM25 with context), the dense top
 # k, and for their union each candidate's BM25 score, context-vector score, the fields
-# ranking reads and the record, and the dense candidates' estimate (as VECTOR_SQL).
-SEARCH_SQL = "WITH " + _BM25_CTES + "," + _VECTOR_CTES + """,
+# ranking reads and the record, the dense candidates' estimate (as VECTOR_SQL), and the
+# lexical evidence of calibrated relevance (each candidate's, and the terms' bests: the
+# same in every row).
+SEARCH_SQL = "WITH " + _SEARCH_BM25_CTES + "," + _VECTOR_CTES + """,
 cand AS (SELECT seq FROM ltop UNION SELECT seq FROM vtop)
 SELECT c.id, coalesce(l.score, 0), """ + _CONTEXT_SCORE + """,
     c.doc->>'timestamp', c.doc->>'weight', c.doc->>'confidence', c.doc->>'pinned', c.doc->'metadata'->'stale',
-    c.doc->>'reinforced_at', c.doc->>'expires_at', """ + _RECORD_COLUMNS + """, (SELECT n FROM est)
+    c.doc->>'reinforced_at', c.doc->>'expires_at', """ + _RECORD_COLUMNS + """, (SELECT n FROM est),
+    coalesce(l.heavy, 0), (SELECT array_agg(term ORDER BY term) FROM tbest), (SELECT array_agg(best ORDER BY term) FROM tbest)
 FROM cand JOIN @chunks c ON c.tenant = %(t)s AND c.seq = cand.seq
 JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
 LEFT JOIN @access a ON a.tenant = c.tenant AND a.seq = c.seq

@@ -65,6 +65,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         'the PostgreSQL backend needs psycopg 3, psycopg_pool and pgvector: pip install "beeweave[postgres]"'
     ) from exc
 
+from ..base import TermEvidence
 from ..links import Derive, LinkReads
 from . import index as pg_index
 from . import links as pg_links
@@ -82,6 +83,8 @@ from .sql import (
     LEX_FILTERED,
     LEX_PLAIN,
     LEXICAL_SQL,
+    POSTINGS_FILTERED,
+    POSTINGS_PLAIN,
     SEARCH_SQL,
     VECTOR_SCORES_SQL,
     VECTOR_SQL,
@@ -784,7 +787,7 @@ class PostgresStore:
         cfg = self.index_config
         return {"t": self.tenant, "terms": list(query), "qtfs": [float(c) for c in query.values()],
                 "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon),
-                "by_key": float(self.key_lookup_cost * max(len(query), 1))}
+                "by_key": float(self.key_lookup_cost * max(len(query), 1)), "heavy": []}
 
     def _statement(self, template: str, flt: Filter | None, **fmt: Any) -> tuple[str, dict[str, Any]]:
         """A search statement with the filter's conditions in place, and their parameters.
@@ -792,9 +795,10 @@ class PostgresStore:
         (sql.FILTERED_CTES)."""
         cpf, rest, args = split_filter(flt)
         where, fargs = filter_sql(flt)
-        parts = {"{fs}": FILTERED_CTES, "{lex}": LEX_FILTERED, "{est}": EST_FILTERED,
-                 "{exact_from}": EXACT_FROM_FILTERED} if rest else \
-            {"{fs}": "", "{lex}": LEX_PLAIN, "{est}": EST_USERS, "{exact_from}": EXACT_FROM_USERS}
+        parts = {"{fs}": FILTERED_CTES, "{lex}": LEX_FILTERED, "{postings}": POSTINGS_FILTERED,
+                 "{est}": EST_FILTERED, "{exact_from}": EXACT_FROM_FILTERED} if rest else \
+            {"{fs}": "", "{lex}": LEX_PLAIN, "{postings}": POSTINGS_PLAIN, "{est}": EST_USERS,
+             "{exact_from}": EXACT_FROM_USERS}
         for slot, text in parts.items():
             template = template.replace(slot, text)
         return self._q(template.format(cpf=cpf, flt=where, **fmt)), {**args, **fargs}
@@ -892,17 +896,21 @@ class PostgresStore:
                                 {"t": self.tenant, "ids": ids, "q": q, "vw": self._vw}).fetchall()
         return {cid: float(s) for cid, s in rows}
 
-    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int) -> Candidates:
+    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int, *,
+                 evidence: Sequence[str] = ()) -> Candidates:
         """A hybrid search's candidates in one statement: the lexical top ``k`` (as
         ``lexical_search``), the dense top ``k`` (as ``vector_search``), and for all of them
         the BM25 score, the context-vector score (as ``vector_scores``), the fields ranking
-        reads (as ``rank_fields``) and the record (as ``get``), from one snapshot."""
+        reads (as ``rank_fields``) and the record (as ``get``), from one snapshot; with
+        ``evidence`` (terms of ``terms``) also calibrated relevance's lexical evidence for
+        those terms (``Candidates.evidence``)."""
         self._check()
         q = np.asarray(vector, np.float32)
         if q.ndim != 1 or not len(q):
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
         stmt, args = self._statement(SEARCH_SQL, flt, d=int(len(q)))
-        params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False), **args}
+        params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False),
+                  "heavy": list(dict.fromkeys(clean(evidence))), **args}
         rows = self._search_rows(stmt, params, k, narrowed(flt))
         if rows and params["graph"]:
             self._maybe_index(len(q), int(rows[0][15]))
@@ -911,10 +919,15 @@ class PostgresStore:
             if store_dim is not None and store_dim != len(q):
                 raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({store_dim},)")
         rows.sort(key=lambda r: (-r[1], r[0]))
+        found = None
+        if evidence:
+            # every row carries the same bests (none without rows, when no hit needs them)
+            best = dict(zip(rows[0][17] or (), map(float, rows[0][18] or ()))) if rows else {}
+            found = TermEvidence(best, {r[0]: float(r[16]) for r in rows})
         return Candidates([r[0] for r in rows], np.fromiter((r[1] for r in rows), np.float64, len(rows)),
                           np.fromiter((r[2] for r in rows), np.float64, len(rows)),
                           {r[0]: rank_fields_of(*r[3:10]) for r in rows},
-                          {r[0]: (r[11], r[12], r[13], r[14]) for r in rows})
+                          {r[0]: (r[11], r[12], r[13], r[14]) for r in rows}, found)
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         self._check()

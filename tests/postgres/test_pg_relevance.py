@@ -1,0 +1,205 @@
+"""Calibrated relevance on PostgreSQL reads its lexical evidence (each evidence term's best
+single-term score in scope, each hit's BM25 over those terms) from the search's one
+statement (``retrieve(..., evidence=...)``) instead of a second round trip of single-term
+searches; both must give the same evidence, so the same ``hit.relevance``: for queries
+mixing rare and frequent terms, a term no record in scope has, a dialogue query with more
+terms than the evidence reads, filtered (either path of sql.POSTINGS_FILTERED) and not, and
+a store too small for BM25's idf (the evidence then comes from the hits' own terms)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from beeweave_core import BeeWeave, IndexConfig, KnowledgeChunk
+from beeweave_core.filters import build_filter
+from beeweave_core.query import prepare_query
+from beeweave_core.relevance import RELEVANCE_TERMS, evidence_terms, lexical_evidence
+from beeweave_core.store.base import ChunkRow
+from beeweave_core.store.postgres import PostgresStore
+from beeweave_core.store.postgres.store import KEY_LOOKUP_COST
+from tests.conformance import DIM
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.support import WORDS, term_counts, unit_vectors
+
+N = 400
+VOCAB = WORDS[:50]
+# Zipf-like: the first words are in most records (idf near or below 0), the last in few.
+WEIGHTS = [1.0 / (i + 1) for i in range(len(VOCAB))]
+ONLY_BOB = "hotel"  # not in VOCAB: a word only bob's records have: no record in ann's scope
+
+QUERIES = [
+    ["agent", "invoice"],  # frequent + rare
+    ["memory", "remembers", "preference", "deadline", "report"],
+    ["agent", "agent", "memory", "invoice"],  # a repeated term weighs more
+    ["budget", ONLY_BOB],  # a term nobody in ann's scope has
+    ["nosuchword", "budget"],  # a term no record has at all
+    ["the"],  # too frequent to score (idf floor)
+    VOCAB[:24] + VOCAB[:3],  # a dialogue-sized query: more terms than RELEVANCE_TERMS
+]
+FILTERS: list[dict] = [
+    {},
+    {"user_id": "ann"},
+    {"user_id": "ann", "session_id": ["s1", "s2", "s3"]},
+    {"user_id": "bob", "tags": "t1"},
+]
+# Force each path of the filtered lexical side: by key always, or through the postings always.
+PATHS = {"by key": 0.0, "through the postings": 1e12}
+
+
+def _rows(seed: int) -> list[ChunkRow]:
+    rnd, rng = random.Random(seed), np.random.default_rng(seed)
+    vecs = unit_vectors(rng, N, DIM)
+    rows = []
+    for i in range(N):
+        user = rnd.choice(["ann", "bob"])
+        words = rnd.choices(VOCAB, WEIGHTS, k=rnd.randint(2, 12))
+        if user == "bob" and rnd.random() < 0.1:
+            words.append(ONLY_BOB)
+        text = " ".join(words)
+        chunk = KnowledgeChunk(raw_content=text, id=f"m{i}", user_id=user, session_id=f"s{rnd.randrange(20)}",
+                               tags=[f"t{rnd.randrange(4)}"])
+        rows.append(ChunkRow(chunk, vecs[i], text.split()))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def store(pg_url):  # noqa: F811
+    rows = _rows(3)
+    assert not any(ONLY_BOB in r.terms for r in rows if r.chunk.user_id == "ann")
+    pg = PostgresStore(pg_url, index_config=IndexConfig(), tenant=new_tenant())
+    pg.insert(rows)
+    yield pg, rows
+    pg.close()
+
+
+def _both(pg: PostgresStore, rows: list[ChunkRow], words: list[str], flt: dict, seed: int):
+    terms = term_counts(words)
+    f = build_filter(flt)
+    qvec = unit_vectors(np.random.default_rng(seed), 1, DIM)[0]
+    got = pg.retrieve(terms, qvec, f, 30, evidence=evidence_terms(terms))
+    assert got.evidence is not None
+    own = {r.chunk.id: set(r.terms) for r in rows}
+    ids = got.ids
+    one_trip = lexical_evidence(pg, terms, f, ids, own, got.evidence)
+    two_trips = lexical_evidence(pg, terms, f, ids, own)  # the single-term searches, as before
+    return terms, got, one_trip, two_trips
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_evidence_from_the_search_equals_the_single_term_searches(store, path) -> None:
+    pg, rows = store
+    pg.key_lookup_cost = PATHS[path]
+    try:
+        scored = 0
+        for qi, words in enumerate(QUERIES):
+            for fi, flt in enumerate(FILTERS):
+                terms, got, one_trip, two_trips = _both(pg, rows, words, flt, 100 * qi + fi)
+                assert one_trip.keys() == two_trips.keys() == set(got.ids)
+                for cid in got.ids:
+                    assert abs(one_trip[cid] - two_trips[cid]) <= 1e-9, (words, flt, cid)
+                scored += sum(v > 0 for v in two_trips.values())
+                # the bests are the single-term searches' top scores, term by term
+                for term in evidence_terms(terms):
+                    top = pg.lexical_search({term: terms[term]}, build_filter(flt), 1)
+                    if top:
+                        assert got.evidence.best[term] == pytest.approx(top[0][1], rel=0, abs=1e-12), term
+                    else:
+                        assert term not in got.evidence.best, term
+        assert scored > 50  # the comparison saw real evidence, not zeros
+    finally:
+        pg.key_lookup_cost = KEY_LOOKUP_COST
+
+
+def test_a_dialogue_query_reads_only_its_heaviest_terms(store) -> None:
+    """Past RELEVANCE_TERMS terms the hit's evidence is not its whole BM25 score."""
+    pg, rows = store
+    words = QUERIES[-1]
+    assert len(set(words)) > RELEVANCE_TERMS
+    terms, got, one_trip, two_trips = _both(pg, rows, words, {"user_id": "ann"}, 7)
+    assert len(got.evidence.best) <= RELEVANCE_TERMS
+    differs = [cid for i, cid in enumerate(got.ids) if abs(got.evidence.lexical[cid] - got.lexical[i]) > 1e-9]
+    assert differs  # some candidate scored on a term the evidence does not read
+    assert max(abs(one_trip[c] - two_trips[c]) for c in got.ids) <= 1e-9
+
+
+def test_a_term_absent_from_the_scope_adds_nothing(store) -> None:
+    pg, rows = store
+    terms, got, one_trip, two_trips = _both(pg, rows, ["budget", ONLY_BOB], {"user_id": "ann"}, 8)
+    assert ONLY_BOB not in got.evidence.best and got.evidence.best["budget"] > 0
+    assert max(two_trips.values()) == pytest.approx(1.0)  # the best "budget" record, its term's best
+    _, got_bob, _, _ = _both(pg, rows, ["budget", ONLY_BOB], {"user_id": "bob"}, 8)
+    assert ONLY_BOB in got_bob.evidence.best
+
+
+def _memory(url: str) -> BeeWeave:
+    return BeeWeave.from_url(url, tenant=new_tenant(), embedder="beeweave:hashing-64")
+
+
+def _old_relevance(memory: BeeWeave, query: str, user_id: str, hits):
+    """The hits' relevance computed as before: the evidence read by single-term searches."""
+    search = memory._search  # noqa: SLF001
+    terms = prepare_query(query, memory._shared.tokenizer).terms  # noqa: SLF001
+    flt = build_filter(None, user_id=user_id, now=memory._shared.clock())  # noqa: SLF001
+    return {h.id: h.relevance for h in search._relevance(terms, flt, hits)}  # noqa: SLF001
+
+
+def test_search_relevance_needs_no_second_round_trip(pg_url, monkeypatch) -> None:  # noqa: F811
+    rows = _rows(5)
+    with _memory(pg_url) as memory:
+        for r in rows[:150]:
+            memory.add(r.chunk.raw_content, user_id=r.chunk.user_id, session_id=r.chunk.session_id)
+        queries = ["agent invoice", "memory deadline report preference", "budget hotel", "the", " ".join(VOCAB[:24])]
+        found = {}
+        backend = type(memory.backend)
+        with monkeypatch.context() as m:
+            def refuse(*_a, **_k):
+                raise AssertionError("relevance made a second round trip")
+            m.setattr(backend, "lexical_searches", refuse)
+            for q in queries:
+                found[q] = memory.search(q, user_id="ann", k=8)
+        checked = 0
+        for q, hits in found.items():
+            old = _old_relevance(memory, q, "ann", hits)
+            for h in hits:
+                assert h.relevance is not None and abs(h.relevance - old[h.id]) <= 1e-9, (q, h.id)
+                checked += 1
+        assert checked > 20
+
+
+def test_a_tiny_store_takes_its_evidence_from_the_hits_terms(pg_url) -> None:  # noqa: F811
+    """Two memories: every idf is 0, so the share of the query's terms a hit has decides."""
+    with _memory(pg_url) as memory:
+        tea = memory.add("green tea every morning", user_id="u")
+        nuts = memory.add("allergic to peanuts", user_id="u")
+        hits = memory.search("tea", user_id="u", k=2)
+        old = _old_relevance(memory, "tea", "u", hits)
+        rel = {h.id: h.relevance for h in hits}
+        assert rel.keys() == {tea, nuts}
+        for cid, value in rel.items():
+            assert abs(value - old[cid]) <= 1e-9
+        assert rel[tea] > rel[nuts]
+
+
+def test_a_term_below_the_idf_floor_is_no_evidence(pg_url) -> None:  # noqa: F811
+    """Terms every record has make the mean idf negative, so their weight (the epsilon floor
+    times the mean) is negative: such a term's best is not positive and adds nothing, to the
+    denominator or to a hit's sum, as when each term was searched alone."""
+    texts = ["alpha beta", "alpha beta", "alpha beta gamma"]
+    rng = np.random.default_rng(1)
+    rows = [ChunkRow(KnowledgeChunk(raw_content=t, id=f"r{i}", user_id="u", session_id=f"s{i}"), v, t.split())
+            for i, (t, v) in enumerate(zip(texts, unit_vectors(rng, 3, DIM)))]
+    pg = PostgresStore(pg_url, index_config=IndexConfig(), tenant=new_tenant())
+    try:
+        pg.insert(rows)
+        terms, f = {"alpha": 1, "gamma": 1}, build_filter({"user_id": "u"})
+        got = pg.retrieve(terms, rows[0].vector, f, 10, evidence=evidence_terms(terms))
+        assert got.evidence is not None and got.evidence.best["alpha"] < 0 < got.evidence.best["gamma"]
+        own = {r.chunk.id: set(r.terms) for r in rows}
+        one_trip = lexical_evidence(pg, terms, f, got.ids, own, got.evidence)
+        assert one_trip == pytest.approx(lexical_evidence(pg, terms, f, got.ids, own), rel=0, abs=1e-9)
+        assert one_trip["r2"] == pytest.approx(1.0) and one_trip["r0"] == 0.0
+    finally:
+        pg.close()
