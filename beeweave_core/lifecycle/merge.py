@@ -31,7 +31,9 @@ def dedupable(chunk: KnowledgeChunk) -> bool:
 def primary_key(chunk: KnowledgeChunk, now: datetime, scoring: ScoringConfig) -> tuple[Any, ...]:
     """Sort key, best first: pinned, highest earned weight (the effective weight without what
     going unused took, so a newer duplicate does not win by being newer), longest, oldest."""
-    return (not chunk.pinned, -refreshed_weight(chunk, now, scoring), -len(chunk.raw_content),
+    # Rounded: two unrated copies a few milliseconds apart give 1.0 and 0.9999999999999999, and
+    # float noise must not pick the primary over "longest, oldest".
+    return (not chunk.pinned, -round(refreshed_weight(chunk, now, scoring), 9), -len(chunk.raw_content),
             chunk.timestamp, chunk.id)
 
 

@@ -166,3 +166,24 @@ def test_merge_events(mem) -> None:
     kinds = [(ev.type, ev.chunk_id) for ev in seen]
     assert kinds == [(EventType.UPDATED, a), (EventType.MERGED, b)]
     assert seen[1].data["into"] == a and seen[1].tags == ("ui",) and seen[1].user_id == "u"
+
+
+def test_float_noise_in_the_weight_does_not_pick_the_primary() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from beeweave_core import KnowledgeChunk
+    from beeweave_core.lifecycle.merge import primary_key
+    from beeweave_core.scoring import ScoringConfig, refreshed_weight
+
+    cfg = ScoringConfig()
+    now = datetime(2026, 12, 2, 1, tzinfo=timezone.utc)
+    # Two unrated copies a few milliseconds apart: their refreshed weights differ in the last bit.
+    copies = [KnowledgeChunk(raw_content="the guest wifi password is bumblebee-42", user_id="u", id=f"c{ms:05d}",
+                             timestamp=now - timedelta(milliseconds=ms)) for ms in range(0, 5000, 37)]
+    weight = {c.id: refreshed_weight(c, now, cfg) for c in copies}
+    # An older copy whose weight came out a last bit below a newer one's: the noise this is about.
+    older, newer = next((a, b) for a in copies for b in copies
+                        if a.timestamp < b.timestamp and weight[a.id] < weight[b.id])
+    assert weight[newer.id] - weight[older.id] < 1e-12
+    pair = [newer, older]
+    assert min(pair, key=lambda c: primary_key(c, now, cfg)) is older  # the oldest, as the rule says
