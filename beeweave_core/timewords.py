@@ -171,7 +171,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), k) f
     (rf"{_ZH_COUNT}{_ZH_UNIT}(?:以前|之前|前)", "ago"),
     (r"最近一周|近一周", "last1zh"),
     # Dates by the calendar ("on May 3, 2023", "3 June 2023", "in August 2023", "2023-05-03",
-    # "2023年5月3日", "5月3号"): a day or month, and the week after it (see _dated).
+    # "2023年5月3日", "5月3号"): a day, month or year (see _dated; a query's lag: find_time).
     (rf"\b(?:on\s+)?({_EN_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:(?:,\s*|\s+)(\d{{4}}))?\b", "mdy"),
     (rf"\b(?:on\s+)?(?:the\s+)?(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_EN_MONTH})\.?(?:(?:,\s*|\s+)(\d{{4}}))?\b", "dmy"),
     (rf"\b(?:in|during)\s+({_EN_MONTH}),?\s+(\d{{4}})\b", "my"),
@@ -186,8 +186,8 @@ _RULES: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), k) f
 
 def _dated(kind: str, g: tuple[str | None, ...], now: datetime) -> tuple[datetime, datetime] | None:
     """The range of a calendar date: the day (or month, or year) it names, in the clock's time
-    zone, and DATED_LAG after it. Without a year, the latest such date up to now (only the past
-    is understood)."""
+    zone (a query's lag after it is added by find_time). Without a year, the latest such date
+    up to now (only the past is understood)."""
     try:
         if kind in ("mdy", "dmy"):
             month, day = (str(g[0]), g[1]) if kind == "mdy" else (str(g[1]), g[0])
@@ -229,13 +229,12 @@ def _open_ended(text: str, span: tuple[datetime, datetime], start: int, end: int
     """"before May 3" / "5月3日之前": everything up to that date (and the date itself: what is
     told on it may be about the days before); "since May 3" / "5月3日以后": from it to now.
     A date alone is its day (month, year) and ``lag`` after it."""
-    day_end = span[1]
     before, after = _BEFORE.search(text[:start]), _AFTER.search(text[:start])
     zh_before, zh_after = _ZH_BEFORE.match(text[end:]), _ZH_AFTER.match(text[end:])
     if before or zh_before:
-        found = span[0].replace(year=1970, month=1, day=1), day_end
+        found = span[0].replace(year=1970, month=1, day=1), span[1]
     elif after or zh_after:
-        found = span[0], max(now + timedelta(microseconds=1), day_end)
+        found = span[0], max(now + timedelta(microseconds=1), span[1])
     else:
         return (span[0], span[1] + lag), start, end
     if before or after:
@@ -247,6 +246,13 @@ def _open_ended(text: str, span: tuple[datetime, datetime], start: int, end: int
 
 _FROM = re.compile(r"\b(?:between|from)\s+$|从\s*$", re.IGNORECASE)
 _TO = re.compile(r"\s*(?:\band\b|\bto\b|\buntil\b|\bthrough\b|-|–|到|至)\s*", re.IGNORECASE)
+
+
+def _in_year(when: datetime, year: int) -> datetime | None:
+    try:
+        return when.replace(year=year)
+    except ValueError:  # 29 February
+        return None
 
 
 def _has_year(kind: str, g: tuple[str | None, ...]) -> bool:
@@ -270,15 +276,17 @@ def _between(text: str, m: re.Match[str], first_kind: str, span: tuple[datetime,
         last = _dated(kind, second.groups(), now)
         if last is None:
             return None
-        first = span[0]
+        first: datetime | None = span[0]
+        end: datetime | None = last[1]
         if not _has_year(first_kind, m.groups()) and _has_year(kind, second.groups()):
-            first = first.replace(year=last[0].year)
+            first = _in_year(span[0], last[0].year)
         elif _has_year(first_kind, m.groups()) and not _has_year(kind, second.groups()):
-            year = first.year + (last[0].replace(year=first.year) < first)  # "Dec 30, 2023 to Jan 2"
-            last = last[0].replace(year=year), last[1].replace(year=year + (last[1].year - last[0].year))
-        if first >= last[1]:
+            moved = _in_year(last[0], span[0].year)
+            year = span[0].year + (moved is None or moved < span[0])  # "Dec 30, 2023 to Jan 2"
+            end = _in_year(last[1], year + (last[1].year - last[0].year))
+        if first is None or end is None or first >= end:
             return None
-        return (first, last[1]), lead.start(), second.end()
+        return (first, end), lead.start(), second.end()
     return None
 
 

@@ -113,6 +113,14 @@ def test_two_dates_make_one_range(phrase, start, end):
     assert (q.range.start, q.range.end, q.text) == (start, end + DATED_LAG, "where was John ?")
 
 
+def test_a_range_through_29_february_takes_a_leap_year_or_is_no_range():
+    leap = datetime(2024, 6, 1, tzinfo=timezone.utc)
+    q = find_time("from December 30, 2023 to Feb 29", leap)
+    assert (q.range.start, q.range.end) == (day(30, 12, 2023), day(1, 3, 2024))
+    q = find_time("from Feb 29 to March 3, 2023", leap)  # no 29 February in 2023: the first date alone
+    assert (q.range.start, q.range.end) == (day(29, 2, 2024), day(1, 3, 2024))
+
+
 def test_a_range_that_ends_before_it_starts_is_only_its_first_date():
     q = find_time("from May 3 2023 to May 1 2023", NOW)
     assert (q.range.start, q.range.end) == (day(3, 5, 2023), day(4, 5, 2023))
