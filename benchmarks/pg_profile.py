@@ -293,7 +293,8 @@ def main() -> None:
                          "(as before the planner settings), interleaved, so machine load hits both alike")
     ap.add_argument("--evidence", type=int, default=0, metavar="ROUNDS",
                     help="time the search statement and relevance's lexical evidence before (a second round trip) "
-                         "and after (in the statement; also a GROUPING SETS variant), interleaved, ROUNDS times "
+                         "and after (in the statement by GROUPING SETS; also a materialized and a read-twice variant), "
+                         "interleaved, ROUNDS times "
                          "over the queries (one-user; with --filtered also narrowed by session)")
     args = ap.parse_args()
 
