@@ -127,6 +127,7 @@ BLOCK = 8192  # memories per add_many call while building
 LABELS = {
     "beeweave": "BeeWeave embedded (SQLite file)",
     "beeweave-postgres": "BeeWeave on PostgreSQL + pgvector (local pgserver)",
+    "beeweave-postgres-local": "BeeWeave on PostgreSQL + pgvector, local index (local pgserver)",
     "langchain": "LangChain EnsembleRetriever(BM25Retriever, FAISS)",
     "llamaindex": "LlamaIndex QueryFusionRetriever(BM25Retriever, VectorStoreIndex)",
 }
@@ -257,15 +258,17 @@ def run_beeweave(job: Job) -> dict[str, Any]:
 
 
 def run_beeweave_postgres(job: Job) -> dict[str, Any]:
-    """BeeWeave on PostgresStore, on a PostgreSQL (pgserver) started for this job in the workdir."""
+    """BeeWeave on PostgresStore, on a PostgreSQL (pgserver) started for this job in the workdir;
+    ``beeweave-postgres-local`` with the store's local index (searches answered in this process)."""
     from pg_server import local_postgres, schema_url
 
     from beeweave_core import BeeWeave
 
+    flag = "&local_index=true" if job.system == "beeweave-postgres-local" else ""
     with local_postgres(job.workdir) as server:
         # The warm-up store has a schema of its own: PostgreSQL's HNSW index is per schema and
         # dimension, built once that schema's tenants together pass exact_limit vectors.
-        url, warm_up = schema_url(server, f"scale_{job.n}"), schema_url(server, "warm_up")
+        url, warm_up = schema_url(server, f"scale_{job.n}") + flag, schema_url(server, "warm_up") + flag
         return _measure_beeweave(job, lambda embedder: BeeWeave.from_url(url, tenant="scale", embedder=embedder),
                                  lambda embedder: BeeWeave.from_url(warm_up, embedder=embedder))
 
@@ -304,7 +307,7 @@ def _measure_beeweave(job: Job, open_store: Callable[[Any], Any], open_tiny: Cal
                                                  query_embedding=queries[0].vector))
                 for user in (None, queries[0].user_id)]
     row.build_s = time.perf_counter() - start
-    if job.system == "beeweave-postgres":
+    if job.system.startswith("beeweave-postgres"):
         # The store lives in the server's processes, not in this one: this process's RSS
         # growth says nothing of it. The server's on-disk size goes in the note instead.
         row.memory_note = f"n/a: server (disk {_pg_disk_bytes(memory.backend) / job.n / 1000:.1f})"
@@ -578,7 +581,8 @@ def _isolated(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"beeweave": run_beeweave,
-                                                       "beeweave-postgres": run_beeweave_postgres}
+                                                       "beeweave-postgres": run_beeweave_postgres,
+                                                       "beeweave-postgres-local": run_beeweave_postgres}
 
 
 def run_job(job: Job) -> Row:
@@ -730,7 +734,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for n in args.sizes:
             users = args.users or (MANY_USERS if n >= 1_000_000 else 1)
             for system in systems:
-                if system == "beeweave-postgres" and args.systems is None and n > POSTGRES_LIMIT:
+                if system.startswith("beeweave-postgres") and args.systems is None and n > POSTGRES_LIMIT:
                     rows.append(Row(LABELS[system], n, note="not run by default beyond 100k (slow ingest)"))
                     continue
                 ours = system in RUNNERS
@@ -743,7 +747,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     print(HEADER)
     print("\n".join(table_line(r) for r in rows))
-    if "beeweave-postgres" in systems:
+    if any(s.startswith("beeweave-postgres") for s in systems):
         print(f"\n{POSTGRES_NOTE}")
     print_sweep(rows)
     print_targets(rows)

@@ -63,7 +63,9 @@ class RankColumns:
         return np.flatnonzero(~filled).tolist()
 
     def set(self, slot: int, chunk: KnowledgeChunk) -> None:
-        f = RankFields.of(chunk)
+        self.set_fields(slot, RankFields.of(chunk))
+
+    def set_fields(self, slot: int, f: RankFields) -> None:
         self._grow(slot)
         a = self.arrays
         a["weight"][slot], a["confidence"][slot] = f.weight, f.confidence

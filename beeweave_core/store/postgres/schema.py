@@ -276,6 +276,20 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0008_turns", """
         ALTER TABLE chunks ADD COLUMN turn boolean NOT NULL DEFAULT true;
     """),
+    # The change log a store with a local index (store/postgres/local.py) catches up from:
+    # one row per record id a write transaction inserted, rewrote or deleted ('w'), or 'f'
+    # when the tenant's index must be rebuilt (a user forgotten, a repair, a dropped tenant).
+    # Rows are written under the tenant write lock, so within a tenant ``seq`` follows commit
+    # order and a reader that saw ``seq`` N has seen every commit before it.
+    ("0009_changes", """
+        CREATE TABLE changes (
+            tenant text COLLATE "C" NOT NULL,
+            seq bigserial NOT NULL,
+            id text COLLATE "C" NOT NULL,
+            op text NOT NULL,
+            PRIMARY KEY (tenant, seq)
+        );
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 

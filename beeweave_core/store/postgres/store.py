@@ -71,6 +71,7 @@ from . import index as pg_index
 from . import links as pg_links
 from . import verify as pg_verify
 from .events import RemoteListener, channel_name, event_payloads
+from .local import LocalCandidates, LocalIndex
 from .schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
 from .search import Candidates, decode_record, rank_fields_of
 from .sql import (
@@ -115,6 +116,11 @@ EXACT_LIMIT = 2_000
 KEY_LOOKUP_COST = 4.0
 
 HNSW_EF_CAP = 1_000  # the largest hnsw.ef_search pgvector accepts
+
+# The change log (schema 0009) keeps a tenant's last CHANGES_KEEP entries: a local index
+# further behind rebuilds from the rows. A store prunes after logging CHANGES_PRUNE_EVERY.
+CHANGES_KEEP = 100_000
+CHANGES_PRUNE_EVERY = 10_000
 
 
 def _no_nul(what: str, values: Sequence[str | None]) -> None:
@@ -187,7 +193,7 @@ def _own_params(url: str) -> tuple[str, dict[str, str]]:
     return urlunsplit(parts._replace(query=urlencode(rest))), ours
 
 
-_OWN_PARAMS = ("schema", "ingest_lease")
+_OWN_PARAMS = ("schema", "ingest_lease", "local_index")
 
 
 class PostgresStore:
@@ -222,12 +228,16 @@ class PostgresStore:
             reads work, every write raises ``StoreUnavailableError``.
         listen_url: where ``listen()`` connects (LISTEN needs a session: a direct or
             session-pooled URL when ``url`` goes through a transaction pooler).
+        local_index: answer searches from an index of the tenant held in this process and
+            kept current from the database's change log (local.py): a search is then one
+            round trip, for the memory of holding the tenant's vectors and postings. Also
+            ``?local_index=true`` in the URL; default off.
     """
 
     def __init__(self, url: str, *, index_config: IndexConfig | None = None, pool_size: int = 4,
                  tenant: str = "default", schema: str | None = None, exact_limit: int = EXACT_LIMIT,
                  ef_search: int = 96, timeout: float = 30.0, read_only: bool = False,
-                 listen_url: str | None = None) -> None:
+                 listen_url: str | None = None, local_index: bool | None = None) -> None:
         if not isinstance(url, str) or not url:
             raise InvalidInputError("url must be a PostgreSQL URL")
         if not isinstance(tenant, str) or not tenant or "\x00" in tenant:
@@ -235,13 +245,19 @@ class PostgresStore:
         if not isinstance(pool_size, int) or pool_size < 1:
             raise InvalidInputError("pool_size must be a positive integer")
         self.url, self.schema = _split_url(url, schema)
-        lease = _own_params(url)[1].get("ingest_lease")
+        own = _own_params(url)[1]
+        lease = own.get("ingest_lease")
         try:
             self.ingest_lease = None if lease is None else float(lease)
         except ValueError:
             raise InvalidInputError(f"ingest_lease must be a number of seconds, got {lease!r}") from None
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", self.schema):
             raise InvalidInputError(f"schema must be a plain SQL identifier, got {self.schema!r}")
+        if local_index is None:
+            flag = own.get("local_index", "false").lower()
+            if flag not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise InvalidInputError(f"local_index must be true or false, got {flag!r}")
+            local_index = flag in ("1", "true", "yes", "on")
         self.tenant = tenant
         self.read_only = bool(read_only)
         self.listen_url = _split_url(listen_url, self.schema)[0] if listen_url else self.url
@@ -256,6 +272,7 @@ class PostgresStore:
         self._sql: dict[str, str] = {}
         self.last_vector_path = ""  # how the last vector_search answered: exact, hnsw or hnsw+exact
         self._closed = False
+        self._logged = 0  # change-log entries this store wrote since it last pruned
         try:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1)),
                                  prepare_threshold=None) as conn:
@@ -277,6 +294,7 @@ class PostgresStore:
         except BaseException:
             self._pool.close()
             raise
+        self.local = LocalIndex(self) if local_index else None
 
     # -- connections -----------------------------------------------------------------
     def _configure(self, conn: psycopg.Connection) -> None:
@@ -483,6 +501,7 @@ class PostgresStore:
             pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
         elif nb:
             pg_index.bump_stats(conn, q, t, nb_length=nb)
+        self._log(conn, ids)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
 
     def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
@@ -586,6 +605,7 @@ class PostgresStore:
             dirty += moved + around
             pg_index.bump_stats(conn, q, t, nb_length=nb)
         pg_index.refresh_context(conn, q, t, self._w, dirty, self._vw)
+        self._log(conn, list(prepared))
         self._notify(conn, EventType.UPDATED, [(c[0], c[1], c[2], c[8]) for c, _ in prepared.values()])
 
     def replace(self, rows: Sequence[ChunkRow], *, meta: Mapping[str, str] | None = None) -> None:
@@ -688,10 +708,32 @@ class PostgresStore:
         pg_index.refresh_context(conn, q, t, self._w, around, self._vw)
         pg_index.bump_stats(conn, q, t, docs=-len(gone), length=-sum(g[7] for g in gone),
                             nb_length=nb - sum(g[8] for g in gone))
+        self._log(conn, [g[0] for g in gone])
         if event is not None:
             self._notify(conn, event, [(g[0], g[2], g[3], g[6]) for g in gone])
         deleted = {g[0] for g in gone}
         return [i for i in ids if i in deleted]
+
+    def _log(self, conn: psycopg.Connection, ids: Sequence[str], op: str = "w") -> None:
+        """Tell local indexes (local.py) which records this write transaction changed ('w'), or
+        that the tenant's index must be rebuilt ('f'); under the write lock, so in commit order.
+        Every ``CHANGES_PRUNE_EVERY`` entries this store logs, entries past the last
+        ``CHANGES_KEEP`` go (a local index further behind rebuilds)."""
+        if not ids:
+            return
+        conn.execute(self._q("INSERT INTO @changes (tenant, id, op) SELECT %s, unnest(%s::text[]), %s"),
+                     (self.tenant, list(ids), op))
+        self._logged += len(ids)
+        if self._logged >= CHANGES_PRUNE_EVERY:
+            self._logged = 0
+            conn.execute(self._q(
+                "WITH cut AS (SELECT seq FROM @changes WHERE tenant = %(t)s ORDER BY seq DESC "
+                "OFFSET %(keep)s LIMIT 1), "
+                "gone AS (DELETE FROM @changes c USING cut WHERE c.tenant = %(t)s AND c.seq <= cut.seq "
+                "RETURNING c.seq) "
+                "INSERT INTO @meta (tenant, key, value) SELECT %(t)s, 'changes_floor', max(seq)::text FROM gone "
+                "HAVING count(*) > 0 ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value"),
+                {"t": self.tenant, "keep": CHANGES_KEEP})
 
     def _notify(self, conn: psycopg.Connection, event: EventType, rows: list[tuple[str, str, str | None, Any]]) -> None:
         payloads = event_payloads(event.value, rows, tenant=self.tenant, origin=self.origin)
@@ -897,7 +939,7 @@ class PostgresStore:
         return {cid: float(s) for cid, s in rows}
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int, *,
-                 evidence: Sequence[str] = ()) -> Candidates:
+                 evidence: Sequence[str] = ()) -> Candidates | LocalCandidates:
         """A hybrid search's candidates in one statement: the lexical top ``k`` (as
         ``lexical_search``), the dense top ``k`` (as ``vector_search``), and for all of them
         the BM25 score, the context-vector score (as ``vector_scores``), the fields ranking
@@ -908,6 +950,8 @@ class PostgresStore:
         q = np.asarray(vector, np.float32)
         if q.ndim != 1 or not len(q):
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
+        if self.local is not None and not flt.fields:  # (declared fields are not held in memory)
+            return self.local.retrieve(terms, q, flt, k, evidence)
         stmt, args = self._statement(SEARCH_SQL, flt, d=int(len(q)))
         params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False),
                   "heavy": list(dict.fromkeys(clean(evidence))), **args}
@@ -1098,6 +1142,10 @@ class PostgresStore:
             conn.execute(self._q("DELETE FROM @ucount WHERE tenant = %s AND user_id = %s"), (self.tenant, user_id))
             conn.execute(self._q("DELETE FROM @ingest_events WHERE tenant = %s AND user_id = %s"),
                          (self.tenant, user_id))
+            # Local indexes rebuild (nothing of the user may stay in their memory: terms, graph),
+            # so the log need not name the user's records any more.
+            conn.execute(self._q("DELETE FROM @changes WHERE tenant = %s AND id = ANY(%s)"), (self.tenant, gone))
+            self._log(conn, [""], "f")
         return len(gone)
 
     def drop_tenant(self) -> int:
@@ -1107,9 +1155,10 @@ class PostgresStore:
             n = one(conn.execute(self._q("SELECT coalesce(max(n_docs), 0) FROM @stats WHERE tenant = %s"),
                                  (self.tenant,)).fetchone())[0]
             for table in ("edges", "neighbours", "postings", "cpost", "terms", "df_hist", "stats", "ucount", "kv",
-                          "log", "vectors", "access", "ctxvec", "chunks", "ingest_events"):
+                          "log", "vectors", "access", "ctxvec", "chunks", "ingest_events", "changes"):
                 conn.execute(self._q(f"DELETE FROM @{table} WHERE tenant = %s"), (self.tenant,))
             conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key <> 'index_config'"), (self.tenant,))
+            self._log(conn, [""], "f")
         return int(n)
 
     # -- integrity ---------------------------------------------------------------------------
@@ -1134,6 +1183,7 @@ class PostgresStore:
         return a fresh check."""
         with self._write() as conn:
             pg_verify.rebuild(conn, self._q, self.tenant, self.index_config.context_radius, self._w, self._vw)
+            self._log(conn, [""], "f")
         return self.verify()
 
     # -- the shared ingest queue -------------------------------------------------------------

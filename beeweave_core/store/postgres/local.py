@@ -1,0 +1,240 @@
+"""A PostgreSQL store's local index: the tenant's search index held in this process.
+
+``PostgresStore(url, local_index=True)`` (or ``?local_index=true`` in the URL) answers a
+search's candidates (``retrieve``) from a :class:`~beeweave_core.index.memory_index.MemoryIndex`
+— the embedded store's BM25 with session context, vectors and filter columns — built
+from the tenant's rows at the first search and kept current from the change log
+(schema 0009): every write transaction logs the ids it changed under the tenant write
+lock, so within a tenant the log's ``seq`` follows commit order. The database stays the
+only truth: the fields ranking reads, the access counts and the records always come from
+it, in the one statement that also tells whether the log moved past what the index holds.
+
+A search is one round trip when nothing changed since the index last caught up: the
+candidates are ranked in memory, then their rows are read together with the log's last
+``seq``; if the log moved on (another process or host wrote), the index catches up (one
+round trip: the log entries and the changed rows in one snapshot) and the search runs
+again on it. So a search never sees less than what was committed before it started,
+whichever host committed it. A log entry ``'f'`` (a user forgotten, a repair, a dropped
+tenant), or a log pruned past what the index holds, rebuilds the index from the rows.
+
+What it costs: the process holds the tenant's vectors and postings (as the embedded
+store does: ~1.6 kB a memory with 384-dim vectors), and the first search of a process
+loads them (and past ``VectorIndex.exact_limit`` builds the in-memory HNSW graph).
+Searches with a declared-metadata-field filter, which the in-memory columns do not hold,
+run in SQL as without a local index.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...errors import DimensionMismatchError
+from ...filters import Filter
+from ...index.memory_index import IndexEntry, MemoryIndex
+from ...records import KnowledgeChunk
+from ...scoring import RankFields
+from ..base import TermEvidence
+from .search import rank_fields_of
+from .sql import clean
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from .store import PostgresStore
+
+__all__ = ["LocalCandidates", "LocalIndex"]
+
+# What the index is built from, per record: the columns it filters on, its text's term
+# counts and its vector. (``turn``: whether it takes part in its session's context.)
+_ROW_COLUMNS = """c.seq, c.id, c.user_id, c.agent_id, c.session_id, c.ts, c.status, c.ctype, c.intent,
+    c.tags, c.entities, c.tier, c.turn, c.doc::text,
+    (SELECT array_agg(p.term ORDER BY p.term) FROM @postings p WHERE p.tenant = c.tenant AND p.chunk_seq = c.seq),
+    (SELECT array_agg(p.tf ORDER BY p.term) FROM @postings p WHERE p.tenant = c.tenant AND p.chunk_seq = c.seq),
+    v.embedding, c.doc->>'timestamp', c.doc->>'weight', c.doc->>'confidence', c.doc->>'pinned',
+    c.doc->'metadata'->'stale', c.doc->>'reinforced_at', c.doc->>'expires_at'"""
+
+_LOAD_SQL = "SELECT " + _ROW_COLUMNS + """
+FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+WHERE c.tenant = %(t)s ORDER BY c.seq"""
+
+_HIGH_SQL = "SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s"
+
+_LOG_SQL = """SELECT coalesce(max(seq), %(seen)s), coalesce(bool_or(op = 'f'), false),
+    (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'changes_floor'),
+    coalesce(array_agg(DISTINCT id) FILTER (WHERE op = 'w'), '{}')
+FROM @changes WHERE tenant = %(t)s AND seq > %(seen)s"""
+
+_CHANGED_SQL = "SELECT " + _ROW_COLUMNS + """
+FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+WHERE c.tenant = %(t)s AND c.id IN (SELECT id FROM @changes WHERE tenant = %(t)s AND seq > %(seen)s)"""
+
+
+
+@dataclass
+class LocalCandidates:
+    """A search's candidates from the local index (``base.Candidates``): the scores and the
+    fields ranking reads come from memory; the records the engine returns are read from the
+    database when asked for (with their access counts and relationships, as ``get`` reads
+    them), so only ~k records travel instead of every candidate's."""
+
+    ids: list[str]
+    lexical: np.ndarray
+    vector: np.ndarray
+    fields: dict[str, RankFields]
+    evidence: TermEvidence | None
+    _get: Callable[[Sequence[str]], dict[str, KnowledgeChunk]] = field(repr=False)
+
+    def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
+        wanted = [cid for cid in ids if cid in self.fields]
+        return self._get(wanted) if wanted else {}
+
+
+class LocalIndex:
+    """One tenant's search index in this process, caught up from the change log."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self.index = MemoryIndex(store.index_config)
+        self.seen = -1  # the last log entry the index reflects; -1: not built yet
+        self._counts: dict[str, dict[int, int]] = {}  # id -> the term counts it is indexed with
+        self._lock = threading.Lock()
+        self.loads = 0  # how often the index was built from the rows (tests read it)
+
+    # -- building and catching up -----------------------------------------------------
+    def _term_counts(self, terms: Sequence[str] | None, tfs: Sequence[int] | None) -> dict[int, int]:
+        if not terms:
+            return {}
+        ids = self.index.term_ids
+        new = {t: len(ids) + i for i, t in enumerate(dict.fromkeys(t for t in terms if t not in ids))}
+        if new:
+            self.index.add_terms(new)
+        return {ids[t]: int(n) for t, n in zip(terms, tfs or (), strict=True)}
+
+    def _load(self, conn: psycopg.Connection) -> None:
+        """Build the index from every row of the tenant, in one snapshot with the log's last seq."""
+        q, t = self._store._q, self._store.tenant
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            high = int(conn.execute(q(_HIGH_SQL), {"t": t}).fetchone()[0])  # type: ignore[index]
+            rows = conn.execute(q(_LOAD_SQL), {"t": t}, binary=True).fetchall()
+        finally:
+            conn.execute("ROLLBACK")
+        index = self.index
+        index.clear()
+        self._counts = {}
+        if rows:
+            counts = [self._term_counts(r[14], r[15]) for r in rows]
+            self._counts = {r[1]: c for r, c in zip(rows, counts, strict=True)}
+            lexes = [np.array(sorted(c.items()), np.int32).reshape(-1, 2).tobytes() for c in counts]
+            vecs = [r[16].to_numpy().astype(np.float32).tobytes() for r in rows]
+            index.load([int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+                       [r[4] for r in rows], [float(r[5]) for r in rows], [r[6] for r in rows],
+                       [r[7] for r in rows], [r[8] for r in rows],
+                       [json.dumps(list(r[9]), ensure_ascii=False) for r in rows],
+                       [json.dumps(list(r[10]), ensure_ascii=False) for r in rows], lexes, vecs,
+                       [r[11] for r in rows], [int(bool(r[12])) for r in rows])
+            slot_of, rank = index.slot_of, index.rank
+            for r in rows:
+                rank.set_fields(slot_of[r[1]], rank_fields_of(*r[17:24]))
+        self.seen = high
+        self.loads += 1
+
+    def _catch_up(self, conn: psycopg.Connection) -> None:
+        """Apply the log entries after ``seen``: the entries and the changed rows in one snapshot."""
+        q, t = self._store._q, self._store.tenant
+        args = {"t": t, "seen": self.seen}
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            high, forget, floor, changed = conn.execute(q(_LOG_SQL), args).fetchone()  # type: ignore[misc]
+            if forget or (floor is not None and int(floor) > self.seen) or not changed:
+                rows = []
+            else:
+                rows = conn.execute(q(_CHANGED_SQL), args, binary=True).fetchall()
+        finally:
+            conn.execute("ROLLBACK")
+        if forget or (floor is not None and int(floor) > self.seen):
+            self._load(conn)
+            return
+        index = self.index
+        current = {r[1]: r for r in rows}
+        gone: dict[str, dict[int, int]] = {}
+        same: list[KnowledgeChunk] = []
+        new: list[IndexEntry] = []
+        for cid in changed:
+            row, held = current.get(cid), index.seq_of(cid)
+            if held is not None and row is not None and int(row[0]) == held:
+                same.append(KnowledgeChunk.from_stored(json.loads(row[13])))  # rewritten, same text
+                continue
+            if held is not None:
+                gone[cid] = self._counts.pop(cid)
+            if row is not None:
+                counts = self._term_counts(row[14], row[15])
+                self._counts[cid] = counts
+                new.append(IndexEntry(KnowledgeChunk.from_stored(json.loads(row[13])),
+                                      row[16].to_numpy().astype(np.float32), counts, int(row[0])))
+        index.remove(gone)
+        index.update(same)
+        index.add(sorted(new, key=lambda e: e.seq))
+        self.seen = int(high)
+
+    # -- the search ---------------------------------------------------------------------
+    def _candidates(self, terms: Mapping[str, int], q: np.ndarray, flt: Filter, k: int,
+                    evidence: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray, TermEvidence | None]:
+        """What the engine's five separate calls would give (``Search._retrieve``), from memory."""
+        index = self.index
+        if index.dim is not None and index.dim != len(q):
+            raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({index.dim},)")
+        vector_top = index.vector_search(q, flt, k)
+        lexical = index.lexical_search(terms, flt, k, include=[cid for cid, _ in vector_top])
+        ids = [cid for cid, _ in lexical]
+        vector = index.vector_scores(q, ids)
+        found = None
+        if evidence:
+            best: dict[str, float] = {}
+            matched = dict.fromkeys(ids, 0.0)
+            for term in dict.fromkeys(evidence):
+                got = index.lexical_search({term: terms[term]}, flt, 1, include=ids)
+                top = max((s for _, s in got), default=0.0)
+                if top > 0.0:
+                    best[term] = top
+                for cid, s in got:
+                    if cid in matched and s > 0.0:
+                        matched[cid] += s
+            found = TermEvidence(best, matched)
+        return (ids, np.fromiter((s for _, s in lexical), np.float64, len(ids)),
+                np.fromiter((vector.get(cid, 0.0) for cid in ids), np.float64, len(ids)), found)
+
+    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int,
+                 evidence: Sequence[str]) -> LocalCandidates:
+        """``PostgresStore.retrieve`` answered from the local index (see the module's text)."""
+        store = self._store
+        q = np.asarray(vector, np.float32)
+        terms = {t: c for t, c in terms.items() if "\x00" not in t}
+        evidence = [t for t in clean(evidence) if t in terms]
+        with self._lock:
+            with store._conn() as conn:
+                if self.seen < 0:
+                    self._load(conn)
+                elif int(conn.execute(store._q(_HIGH_SQL), {"t": store.tenant}).fetchone()[0]) != self.seen:  # type: ignore[index]
+                    self._catch_up(conn)  # another store wrote: the index is then as new as this search
+            ids, lexical, vec, found = self._candidates(terms, q, flt, k, evidence)
+            # every held slot has its fields (filled at load and by every write caught up)
+            fields = self.index.rank_fields(ids, lambda missing: store.get(missing).values())
+        return LocalCandidates(ids, lexical, vec, fields, found, store.get)
+
+    def refresh(self) -> None:
+        """Catch up now (tests; a search does it when it must)."""
+        with self._lock, self._store._conn() as conn:
+            if self.seen < 0:
+                self._load(conn)
+            else:
+                self._catch_up(conn)
+
+    def statistics(self) -> dict[str, Any]:
+        return {"records": len(self.index), "seen": self.seen, "loads": self.loads}

@@ -1,0 +1,178 @@
+"""PostgresStore with a local index (store/postgres/local.py): a search's candidates come
+from an index held in the process and caught up from the change log, and must equal what
+the SQL statement answers (same ids, BM25 and context-vector scores to 1e-6, the same
+lexical evidence, fields and records), and see every write committed before the search,
+whichever store (process, host) committed it: inserts, updates that move a record out of a
+filter or into another session, new text, deletes, a forgotten user, a repair, a dropped
+tenant, and a log pruned past what the index holds."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from beeweave_core import ChunkStatus, IndexConfig
+from beeweave_core.filters import build_filter
+from beeweave_core.store.base import ChunkRow
+from beeweave_core.store.postgres import PostgresStore
+from beeweave_core.store.postgres import store as pg_store
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.postgres.test_pg_parity import DIM, make_rows, queries, random_filters
+from tests.support import term_counts, unit_vectors
+
+
+def _pair(url: str, cfg: IndexConfig | None = None) -> tuple[PostgresStore, PostgresStore]:
+    """A store answering in SQL and one with a local index, on one tenant."""
+    tenant = new_tenant()
+    sql = PostgresStore(url, index_config=cfg, tenant=tenant, exact_limit=10_000)
+    local = PostgresStore(url + "&local_index=true", tenant=tenant, exact_limit=10_000)
+    assert local.local is not None and sql.local is None
+    return sql, local
+
+
+def assert_same_candidates(sql: PostgresStore, local: PostgresStore, terms: dict, qvec: np.ndarray,
+                           flt: dict, k: int) -> None:
+    f = build_filter(flt)
+    evidence = sorted(terms)[:3]
+    want = sql.retrieve(terms, qvec, f, k, evidence=evidence)
+    got = local.retrieve(terms, qvec, f, k, evidence=evidence)
+    assert got.ids == want.ids, (terms, flt)
+    np.testing.assert_allclose(got.lexical, want.lexical, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got.vector, want.vector, rtol=0, atol=1e-5)
+    assert got.fields == want.fields
+    assert got.records(got.ids) == want.records(want.ids)
+    assert got.evidence is not None and want.evidence is not None
+    assert set(got.evidence.best) == set(want.evidence.best)
+    for term, score in want.evidence.best.items():
+        assert got.evidence.best[term] == pytest.approx(score, abs=1e-6)
+    for cid in got.ids:
+        assert got.evidence.lexical.get(cid, 0.0) == pytest.approx(want.evidence.lexical.get(cid, 0.0), abs=1e-6)
+
+
+def _check_all(sql, local, rnd, rng) -> None:
+    qvec = unit_vectors(rng, 1, DIM)[0]
+    for flt in random_filters(rnd):
+        for terms in queries(rnd)[:3]:
+            assert_same_candidates(sql, local, terms, qvec, flt, 12)
+
+
+@pytest.mark.parametrize("cfg", [IndexConfig(), IndexConfig(context_radius=0)], ids=["context", "plain"])
+def test_local_candidates_equal_the_sql_statement_through_every_kind_of_write(pg_url, cfg) -> None:  # noqa: F811
+    rnd, rng = random.Random(11), np.random.default_rng(11)
+    sql, local = _pair(pg_url, cfg)
+    try:
+        rows = make_rows(rnd, rng, 200)
+        sql.insert(rows[:120])
+        _check_all(sql, local, rnd, rng)  # the first search builds the index
+        assert local.local.loads == 1
+        sql.insert(rows[120:])  # another store's writes: caught up, not rebuilt
+        _check_all(sql, local, rnd, rng)
+        ids = [r.chunk.id for r in rows]
+        sql.delete(rnd.sample(ids, 30))
+        alive = sorted(sql.contains(ids))
+        changed = []
+        for cid in rnd.sample(alive, 30):  # moves in time and between sessions, status, tags
+            c = sql.get([cid])[cid]
+            changed.append(c.copy(timestamp=c.timestamp + timedelta(hours=rnd.randint(-5, 5)),
+                                  session_id=rnd.choice(["s1", "s2", None]),
+                                  status=rnd.choice([ChunkStatus.ACTIVE, ChunkStatus.ARCHIVED]), tags=["z"]))
+        sql.update(changed)
+        vecs = unit_vectors(rng, 10, DIM)
+        new_text = [ChunkRow(sql.get([cid])[cid].copy(raw_content="fresh words here"), vecs[i],
+                             ["fresh", "words", "here"]) for i, cid in enumerate(rnd.sample(alive, 10))]
+        sql.replace(new_text)
+        _check_all(sql, local, rnd, rng)
+        got = local.retrieve(term_counts(["fresh"]), vecs[0], build_filter({"status": ["active", "archived"]}), 20)
+        assert {r.chunk.id for r in new_text} <= set(got.ids)
+        assert local.local.loads == 1
+    finally:
+        sql.close()
+        local.close()
+
+
+def test_own_writes_and_deletes_are_seen_at_once(pg_url) -> None:  # noqa: F811
+    rnd, rng = random.Random(5), np.random.default_rng(5)
+    _, local = _pair(pg_url)
+    try:
+        rows = make_rows(rnd, rng, 40)
+        local.insert(rows)
+        every = build_filter({"status": ["active", "archived"]})
+        got = local.retrieve({}, rows[0].vector, every, 100)
+        assert set(got.ids) == {r.chunk.id for r in rows}
+        local.delete([rows[0].chunk.id])
+        got = local.retrieve({}, rows[0].vector, every, 100)
+        assert rows[0].chunk.id not in got.ids and len(got.ids) == 39
+    finally:
+        local.close()
+
+
+def test_forgetting_a_user_repair_and_drop_rebuild_the_index(pg_url) -> None:  # noqa: F811
+    rnd, rng = random.Random(3), np.random.default_rng(3)
+    sql, local = _pair(pg_url)
+    try:
+        rows = make_rows(rnd, rng, 90)
+        sql.insert(rows)
+        every = build_filter({"status": ["active", "archived"]})
+        local.retrieve({}, rows[0].vector, every, 100)
+        assert local.local.loads == 1
+        sql.delete_user("ann")
+        got = local.retrieve({}, rows[0].vector, every, 100)
+        assert local.local.loads == 2
+        assert set(got.ids) == {r.chunk.id for r in rows if r.chunk.user_id != "ann"}
+        assert not any(c.user_id == "ann" for c in local.get(got.ids).values())
+        sql.repair()
+        _check_all(sql, local, rnd, rng)
+        assert local.local.loads == 3
+        sql.drop_tenant()
+        assert local.retrieve({}, rows[0].vector, every, 100).ids == []
+        sql.insert(rows[:5])
+        assert len(local.retrieve({}, rows[0].vector, every, 100).ids) == 5
+    finally:
+        sql.close()
+        local.close()
+
+
+def test_a_log_pruned_past_the_index_rebuilds_it(pg_url, monkeypatch) -> None:  # noqa: F811
+    rnd, rng = random.Random(9), np.random.default_rng(9)
+    sql, local = _pair(pg_url)
+    monkeypatch.setattr(pg_store, "CHANGES_KEEP", 5)
+    monkeypatch.setattr(pg_store, "CHANGES_PRUNE_EVERY", 10)
+    try:
+        rows = make_rows(rnd, rng, 60)
+        sql.insert(rows[:10])
+        every = build_filter({"status": ["active", "archived"]})
+        local.retrieve({}, rows[0].vector, every, 100)
+        for i in range(10, 60, 5):  # 50 more entries: pruned to the last few
+            sql.insert(rows[i : i + 5])
+        got = local.retrieve({}, rows[0].vector, every, 100)
+        assert local.local.loads == 2
+        assert set(got.ids) == {r.chunk.id for r in rows}
+    finally:
+        sql.close()
+        local.close()
+
+
+def test_a_declared_field_filter_is_answered_in_sql(pg_url) -> None:  # noqa: F811
+    rnd, rng = random.Random(4), np.random.default_rng(4)
+    sql, local = _pair(pg_url)
+    try:
+        rows = make_rows(rnd, rng, 30)
+        sql.insert(rows)
+        flt = build_filter({"speaker": "ann"}, declared={"speaker": "str"})
+        want = sql.retrieve({}, rows[0].vector, flt, 50)
+        got = local.retrieve({}, rows[0].vector, flt, 50)
+        assert got.ids == want.ids and got.ids
+        assert local.local.seen < 0  # never built: the SQL statement answered
+    finally:
+        sql.close()
+        local.close()
+
+
+def test_the_url_flag_is_checked(pg_url) -> None:  # noqa: F811
+    from beeweave_core.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="local_index"):
+        PostgresStore(pg_url + "&local_index=maybe", tenant=new_tenant())
