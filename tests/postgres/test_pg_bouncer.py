@@ -1,5 +1,5 @@
 """PostgresStore behind a real PgBouncer in transaction pooling mode: two schemas and two
-tenants through two server connections shared by every client. Nothing crosses: no
+tenants (one with a local index) through two server connections shared by every client. Nothing crosses: no
 statement depends on a connection's search_path or prepared statements, and every
 setting is transaction-local."""
 
@@ -32,7 +32,9 @@ def _rows(prefix: str, n: int, seed: int) -> list[ChunkRow]:
 def test_two_schemas_and_tenants_through_transaction_pooling_never_cross() -> None:
     with pgbouncer(server_url(), pool_size=2) as bouncer, fresh_schema("pgb") as s1, fresh_schema("pgb") as s2:
         # One tenant name in both schemas, and a second tenant in the first: three memories.
-        stores = {(s, t): PostgresStore(schema_url(bouncer, s), tenant=t, pool_size=3, exact_limit=0)
+        # The third answers searches from a local index, caught up through the pooler.
+        stores = {(s, t): PostgresStore(schema_url(bouncer, s), tenant=t, pool_size=3, exact_limit=0,
+                                        local_index=t == "beta")
                   for s, t in ((s1, "acme"), (s2, "acme"), (s1, "beta"))}
         try:
             names = {key: f"{key[0][-4:]}{key[1]}" for key in stores}
@@ -61,6 +63,7 @@ def test_two_schemas_and_tenants_through_transaction_pooling_never_cross() -> No
             for th in threads:
                 th.join(120)
             assert not errors, errors[0]
+            assert stores[(s1, "beta")].local.loads == 1  # built once, then caught up through the pooler
             for key, store in stores.items():
                 name = names[key]
                 assert store.count() == 60
