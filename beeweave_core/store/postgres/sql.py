@@ -289,8 +289,16 @@ _RECORD_COLUMNS = """c.id, c.doc::text, a.n, a.last,
     (SELECT json_agg(json_build_array(e.dst, e.type, e.weight) ORDER BY e.dst, e.type)::text
      FROM @edges e WHERE e.tenant = c.tenant AND e.src = c.id)"""
 
+# A record's access counts by key, never by a join the planner may turn into a hash join over
+# the tenant's whole access table: with no statistics yet (a table just bulk-loaded, before
+# autovacuum's ANALYZE) it estimated 45 rows for 10,000 and read them all, 1.4 of a 10-record
+# read's 1.9 ms (measured in benchmarks/scale.py's fresh server). LIMIT 1 keeps PostgreSQL from
+# flattening the subquery back into a join.
+_ACCESS_BY_KEY = """LEFT JOIN LATERAL (SELECT a.n, a.last FROM @access a
+    WHERE a.tenant = c.tenant AND a.seq = c.seq LIMIT 1) a ON true"""
+
 GET_SQL = "SELECT " + _RECORD_COLUMNS + """
-FROM @chunks c LEFT JOIN @access a ON a.tenant = c.tenant AND a.seq = c.seq
+FROM @chunks c """ + _ACCESS_BY_KEY + """
 WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
 """
 
@@ -326,6 +334,6 @@ SELECT c.id, coalesce(l.score, 0), """ + _CONTEXT_SCORE + """,
     coalesce(l.heavy, 0), (SELECT array_agg(term ORDER BY term) FROM tbest), (SELECT array_agg(best ORDER BY term) FROM tbest)
 FROM cand JOIN @chunks c ON c.tenant = %(t)s AND c.seq = cand.seq
 JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
-LEFT JOIN @access a ON a.tenant = c.tenant AND a.seq = c.seq
+""" + _ACCESS_BY_KEY + """
 LEFT JOIN lex l ON l.seq = cand.seq""" + _NEIGHBOUR_SUM + """
 """
