@@ -238,3 +238,30 @@ def test_the_graph_is_built_by_the_first_search_past_exact_limit_not_by_writes()
             assert set(want) <= set(got.ids)
         finally:
             store.close()
+
+
+def test_a_bulk_insert_that_outgrows_the_planner_statistics_analyzes() -> None:
+    """Right after an import the planner would plan with the statistics of an empty table
+    (adds three times slower until autovacuum ran); a batch of ANALYZE_BATCH rows or more
+    that leaves them under half of what is stored runs ANALYZE, a small batch does not."""
+    import random
+
+    from beeweave_core.store.postgres.store import ANALYZE_BATCH
+    from tests.postgres.test_pg_parity import make_rows
+
+    with fresh_schema("an") as schema:
+        url = schema_url(server_url(), schema)
+        store = PostgresStore(url, tenant=new_tenant())
+        try:
+            def planned() -> float:
+                with psycopg.connect(server_url(), autocommit=True) as conn:
+                    return float(conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass",
+                                              (f'"{schema}".chunks',)).fetchone()[0])
+
+            rows = make_rows(random.Random(1), np.random.default_rng(1), ANALYZE_BATCH + 10)
+            store.insert(rows[:10])
+            assert planned() < 0  # never analyzed: a small batch leaves it to autovacuum
+            store.insert(rows[10:])
+            assert planned() == ANALYZE_BATCH + 10
+        finally:
+            store.close()
