@@ -117,9 +117,9 @@ KEY_LOOKUP_COST = 4.0
 
 HNSW_EF_CAP = 1_000  # the largest hnsw.ef_search pgvector accepts
 
-# A batch of this many records or more may be followed by ANALYZE (PostgresStore._analyze_after),
-# of these tables: the ones an add or a search reads.
-ANALYZE_BATCH = 1_000
+# A batch of this many records or more (add_many writes 512 at a time) may be followed by
+# ANALYZE (PostgresStore._analyze_after) of these tables, the ones an add or a search reads.
+ANALYZE_BATCH = 256
 _ANALYZED = ("chunks", "vectors", "access", "postings", "cpost", "neighbours", "ctxvec", "terms", "df_hist",
              "ucount", "stats", "edges", "changes")
 
@@ -433,7 +433,7 @@ class PostgresStore:
         search read. Autovacuum would, within a minute or so; until then the planner plans
         with the statistics of a far smaller table: measured in benchmarks/scale.py, an add
         right after a 10k import took 31.6 ms p50, 10.7 ms once analyzed. The doubling rule
-        bounds the cost: a 100k import analyzes about four times. A role that may not
+        bounds the cost: a 100k import in batches of 512 analyzes eight times. A role that may not
         ANALYZE (not the owner) only waits for autovacuum."""
         if n < ANALYZE_BATCH or self.read_only:
             return
