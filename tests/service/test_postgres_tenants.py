@@ -9,15 +9,18 @@ from beeweave_core.server import ServerConfig
 from tests.service.service_support import ACME_KEY, BETA_KEY, EMBEDDER, KEYS, event, start_server
 
 pg_support = pytest.importorskip("tests.postgres.pg_support", reason="PostgreSQL tests need psycopg and pgserver")
-pg_url = pg_support.pg_url  # a fixture: a fresh schema for this module
 
 
-@pytest.fixture(scope="module")
-def pg_live(pg_url, tmp_path_factory):
-    queues = tmp_path_factory.mktemp("queues")
-    srv = start_server(ServerConfig(pg_url, KEYS, embedder=EMBEDDER, queue_dir=queues))
-    yield srv, queues
-    srv.stop()
+@pytest.fixture(scope="module", params=[False, True], ids=["sql", "local-index"])
+def pg_live(request, tmp_path_factory):
+    """The server on a fresh schema; its stores answer searches in SQL, or from a local index
+    (``?local_index=true`` in the store URL)."""
+    with pg_support.fresh_schema() as schema:
+        url = pg_support.schema_url(pg_support.server_url(), schema) + ("&local_index=true" if request.param else "")
+        queues = tmp_path_factory.mktemp("queues")
+        srv = start_server(ServerConfig(url, KEYS, embedder=EMBEDDER, queue_dir=queues))
+        yield srv, queues
+        srv.stop()
 
 
 def test_tenants_on_one_database_stay_apart(pg_live):
@@ -36,5 +39,6 @@ def test_tenants_on_one_database_stay_apart(pg_live):
             beta.feedback(["pg-acme:0"], "up")
         assert beta.forget_user("alice") == 1
         assert [h.id for h in acme.search("vault code", user_id="alice", k=10)] == ["pg-acme:0"]
+        assert [h.id for h in beta.search("vault code", user_id="alice", k=10)] == []  # forgotten
     # The 202s were durable in the database (its ingest_events table), not in files of this host.
     assert list(queues.glob("*.queue")) == []
