@@ -17,9 +17,10 @@ again on it. So a search never sees less than what was committed before it start
 whichever host committed it. A log entry ``'f'`` (a user forgotten, a repair, a dropped
 tenant), or a log pruned past what the index holds, rebuilds the index from the rows.
 
-What it costs: the process holds the tenant's vectors and postings (as the embedded
-store does: ~1.6 kB a memory with 384-dim vectors), and the first search of a process
-loads them (and past ``VectorIndex.exact_limit`` builds the in-memory HNSW graph).
+What it costs: the process holds the tenant's vectors and postings (5.9 kB a memory at
+100k with 384-dim vectors, measured after malloc_trim; the embedded store 2.9), and the
+first search of a process loads them (and past ``VectorIndex.exact_limit`` builds the
+in-memory HNSW graph: 16 s at 100k in all).
 Searches with a declared-metadata-field filter, which the in-memory columns do not hold,
 run in SQL as without a local index.
 """
