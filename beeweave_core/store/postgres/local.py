@@ -54,7 +54,8 @@ __all__ = ["LocalCandidates", "LocalIndex"]
 # What the index is built from, per record: the columns it filters on, its text's term
 # counts and its vector. (``turn``: whether it takes part in its session's context.)
 _ROW_COLUMNS = """c.seq, c.id, c.user_id, c.agent_id, c.session_id, c.ts, c.status, c.ctype, c.intent,
-    c.tags, c.entities, c.tier, c.turn, c.doc::text, p.terms, p.tfs, v.embedding, c.doc->>'timestamp', c.doc->>'weight', c.doc->>'confidence', c.doc->>'pinned',
+    c.tags, c.entities, c.tier, c.turn, c.doc::text, p.terms, p.tfs, v.embedding,
+    c.doc->>'timestamp', c.doc->>'weight', c.doc->>'confidence', c.doc->>'pinned',
     c.doc->'metadata'->'stale', c.doc->>'reinforced_at', c.doc->>'expires_at'"""
 
 # (the postings of a record read once, both arrays in one pass of its index range)
@@ -62,13 +63,14 @@ _ROW_FROM = """FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq =
 LEFT JOIN LATERAL (SELECT array_agg(p.term ORDER BY p.term) AS terms, array_agg(p.tf ORDER BY p.term) AS tfs
     FROM @postings p WHERE p.tenant = c.tenant AND p.chunk_seq = c.seq) p ON true"""
 
-# Every record: the tenant's postings grouped in one pass rather than looked up record by
-# record (100k records: 3.1 s waiting for the server, against 3.6 s with the lateral lookup
-# and 4.2 s with two subqueries per record; the whole load ~10 s, the FAISS graph built by
-# the first search ~8 s more).
+# Every record, without its document (the columns hold all the index needs; a record caught
+# up later is built from its document), and the tenant's postings grouped in one pass rather
+# than looked up record by record (100k records: 3.1 s waiting for the server, against 3.6 s
+# with the lateral lookup and 4.2 s with two subqueries per record; the whole load ~10 s, the
+# FAISS graph built by the first search ~8 s more).
 _LOAD_SQL = """WITH p AS (SELECT p.chunk_seq, array_agg(p.term ORDER BY p.term) AS terms,
     array_agg(p.tf ORDER BY p.term) AS tfs FROM @postings p WHERE p.tenant = %(t)s GROUP BY p.chunk_seq)
-SELECT """ + _ROW_COLUMNS + """
+SELECT """ + _ROW_COLUMNS.replace("c.doc::text,", "NULL,") + """
 FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq LEFT JOIN p ON p.chunk_seq = c.seq
 WHERE c.tenant = %(t)s ORDER BY c.seq"""
 
