@@ -230,3 +230,31 @@ def test_concurrent_writers_lose_nothing_for_a_searching_local_index(pg_url) -> 
     finally:
         for s in (sql, local, *writers):
             s.close()
+
+
+def test_a_catch_up_that_fails_half_way_rebuilds_at_the_next_search(pg_url, monkeypatch) -> None:  # noqa: F811
+    from beeweave_core.store.postgres.local import LocalIndex
+
+    rnd, rng = random.Random(13), np.random.default_rng(13)
+    sql, local = _pair(pg_url)
+    try:
+        rows = make_rows(rnd, rng, 40)
+        sql.insert(rows[:20])
+        every = build_filter({"status": ["active", "archived"]})
+        local.retrieve({}, rows[0].vector, every, 100)
+        sql.insert(rows[20:])
+        real = LocalIndex._apply
+
+        def half(self, changed, got):
+            real(self, changed[:3], got)  # some of it applied, then a failure
+            raise RuntimeError("failed half way")
+
+        monkeypatch.setattr(LocalIndex, "_apply", half)
+        with pytest.raises(RuntimeError):
+            local.retrieve({}, rows[0].vector, every, 100)
+        monkeypatch.setattr(LocalIndex, "_apply", real)
+        got = local.retrieve({}, rows[0].vector, every, 100)
+        assert local.local.loads == 2 and set(got.ids) == {r.chunk.id for r in rows}
+    finally:
+        sql.close()
+        local.close()

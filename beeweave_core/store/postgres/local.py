@@ -143,6 +143,7 @@ class LocalIndex:
         finally:
             conn.execute("ROLLBACK")
         index = self.index
+        self.seen = -1  # until the index is whole again: a failure below means a load next time
         index.clear()
         self._counts = {}
         if rows:
@@ -177,6 +178,15 @@ class LocalIndex:
         if forget or (floor is not None and int(floor) > self.seen):
             self._load(conn)
             return
+        try:
+            self._apply(changed, rows)
+        except BaseException:
+            self.seen = -1  # half applied: build it again from the rows at the next search
+            raise
+        self.seen = int(high)
+
+    def _apply(self, changed: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
+        """Patch the index with the current rows of the ``changed`` ids (absent: deleted)."""
         index = self.index
         current = {r[1]: r for r in rows}
         gone: dict[str, dict[int, int]] = {}
@@ -197,7 +207,6 @@ class LocalIndex:
         index.remove(gone)
         index.update(same)
         index.add(sorted(new, key=lambda e: e.seq))
-        self.seen = int(high)
 
     # -- the search ---------------------------------------------------------------------
     def _candidates(self, terms: Mapping[str, int], q: np.ndarray, flt: Filter, k: int,
@@ -255,6 +264,3 @@ class LocalIndex:
                 self._load(conn)
             else:
                 self._catch_up(conn)
-
-    def statistics(self) -> dict[str, Any]:
-        return {"records": len(self.index), "seen": self.seen, "loads": self.loads}
