@@ -139,13 +139,13 @@ def test_a_log_pruned_past_the_index_rebuilds_it(pg_url, monkeypatch) -> None:  
     rnd, rng = random.Random(9), np.random.default_rng(9)
     sql, local = _pair(pg_url)
     monkeypatch.setattr(pg_store, "CHANGES_KEEP", 5)
-    monkeypatch.setattr(pg_store, "CHANGES_PRUNE_EVERY", 10)
+    monkeypatch.setattr(pg_store, "CHANGES_PRUNE_EVERY", 1)  # every write prunes
     try:
         rows = make_rows(rnd, rng, 60)
         sql.insert(rows[:10])
         every = build_filter({"status": ["active", "archived"]})
         local.retrieve({}, rows[0].vector, every, 100)
-        for i in range(10, 60, 5):  # 50 more entries: pruned to the last few
+        for i in range(10, 60, 5):  # 50 more entries, pruned to the last few as they come
             sql.insert(rows[i : i + 5])
         got = local.retrieve({}, rows[0].vector, every, 100)
         assert local.local.loads == 2
@@ -258,3 +258,28 @@ def test_a_catch_up_that_fails_half_way_rebuilds_at_the_next_search(pg_url, monk
     finally:
         sql.close()
         local.close()
+
+
+def test_short_lived_stores_prune_the_log_too(pg_url, monkeypatch) -> None:  # noqa: F811
+    """Forty stores that each write one record and close (as CLI calls do) still prune the
+    log: pruning is drawn per write (chance 1/2 here), not counted per process, which
+    would never reach 2 in any of them. (Twenty entries left would take 17 writes in a row
+    without a prune: a chance of 2^-17.)"""
+    import psycopg
+
+    monkeypatch.setattr(pg_store, "CHANGES_KEEP", 3)
+    monkeypatch.setattr(pg_store, "CHANGES_PRUNE_EVERY", 2)
+    tenant = new_tenant()
+    rows = make_rows(random.Random(17), np.random.default_rng(17), 40)
+    for row in rows:
+        store = PostgresStore(pg_url, tenant=tenant, pool_size=1)
+        store.insert([row])
+        store.close()
+    store = PostgresStore(pg_url, tenant=tenant, pool_size=1)
+    try:
+        with psycopg.connect(store.url, autocommit=True) as conn:
+            left = conn.execute(f'SELECT count(*) FROM "{store.schema}".changes WHERE tenant = %s',
+                                (tenant,)).fetchone()[0]
+        assert left < 20
+    finally:
+        store.close()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import threading
 import uuid
@@ -124,7 +125,8 @@ _ANALYZED = ("chunks", "vectors", "access", "postings", "cpost", "neighbours", "
              "ucount", "stats", "edges", "changes")
 
 # The change log (schema 0009) keeps a tenant's last CHANGES_KEEP entries: a local index
-# further behind rebuilds from the rows. A store prunes after logging CHANGES_PRUNE_EVERY.
+# further behind rebuilds from the rows. A write of n entries prunes with chance
+# n / CHANGES_PRUNE_EVERY.
 CHANGES_KEEP = 100_000
 CHANGES_PRUNE_EVERY = 10_000
 
@@ -278,7 +280,7 @@ class PostgresStore:
         self._sql: dict[str, str] = {}
         self.last_vector_path = ""  # how the last vector_search answered: exact, hnsw or hnsw+exact
         self._closed = False
-        self._logged = 0  # change-log entries this store wrote since it last pruned
+        self._prune_draw = random.Random()  # when a write prunes the change log (see _log)
         try:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1)),
                                  prepare_threshold=None) as conn:
@@ -747,15 +749,16 @@ class PostgresStore:
     def _log(self, conn: psycopg.Connection, ids: Sequence[str], op: str = "w") -> None:
         """Tell local indexes (local.py) which records this write transaction changed ('w'), or
         that the tenant's index must be rebuilt ('f'); under the write lock, so in commit order.
-        Every ``CHANGES_PRUNE_EVERY`` entries this store logs, entries past the last
+        About once every ``CHANGES_PRUNE_EVERY`` entries, entries past the last
         ``CHANGES_KEEP`` go (a local index further behind rebuilds)."""
         if not ids:
             return
         conn.execute(self._q("INSERT INTO @changes (tenant, id, op) SELECT %s, unnest(%s::text[]), %s"),
                      (self.tenant, list(ids), op))
-        self._logged += len(ids)
-        if self._logged >= CHANGES_PRUNE_EVERY:
-            self._logged = 0
+        # By chance, not by this process's count: many short-lived processes (a CLI call, a
+        # script) that each log a few entries must prune too, about once every
+        # CHANGES_PRUNE_EVERY entries whoever writes them.
+        if self._prune_draw.random() * CHANGES_PRUNE_EVERY < len(ids):
             conn.execute(self._q(
                 "WITH cut AS (SELECT seq FROM @changes WHERE tenant = %(t)s ORDER BY seq DESC "
                 "OFFSET %(keep)s LIMIT 1), "
