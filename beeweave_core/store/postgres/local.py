@@ -6,15 +6,13 @@ search's candidates (``retrieve``) from a :class:`~beeweave_core.index.memory_in
 from the tenant's rows at the first search and kept current from the change log
 (schema 0009): every write transaction logs the ids it changed under the tenant write
 lock, so within a tenant the log's ``seq`` follows commit order. The database stays the
-only truth: the fields ranking reads, the access counts and the records always come from
-it, in the one statement that also tells whether the log moved past what the index holds.
+only truth: the records a search returns, with their access counts and relationships, are
+read from it (the fields ranking reads are held in memory: they change only by logged writes).
 
-A search is one round trip when nothing changed since the index last caught up: the
-candidates are ranked in memory, then their rows are read together with the log's last
-``seq``; if the log moved on (another process or host wrote), the index catches up (one
-round trip: the log entries and the changed rows in one snapshot) and the search runs
-again on it. So a search never sees less than what was committed before it started,
-whichever host committed it. A log entry ``'f'`` (a user forgotten, a repair, a dropped
+A search first reads the log's last ``seq`` (one small statement); if the log moved on
+(another process or host wrote), the index catches up (the log entries and the changed
+rows in one snapshot) before the candidates are ranked in memory. So a search never sees
+less than what was committed before it started, whichever host committed it. A log entry ``'f'`` (a user forgotten, a repair, a dropped
 tenant), or a log pruned past what the index holds, rebuilds the index from the rows.
 
 What it costs: the process holds the tenant's vectors and postings (5.9 kB a memory at
@@ -29,7 +27,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +84,15 @@ _CHANGED_SQL = "SELECT " + _ROW_COLUMNS + "\n" + _ROW_FROM + """
 WHERE c.tenant = %(t)s AND c.id IN (SELECT id FROM @changes WHERE tenant = %(t)s AND seq > %(seen)s)"""
 
 
+@contextmanager
+def _snapshot(conn: psycopg.Connection) -> Iterator[None]:
+    """One read-only snapshot for the statements inside (the log's position and the rows)."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    try:
+        yield
+    finally:
+        conn.execute("ROLLBACK")
+
 
 def _pairs(counts: Mapping[int, int]) -> bytes:
     """Term counts as the index stores them: (term id, count) int32 pairs."""
@@ -136,12 +144,9 @@ class LocalIndex:
     def _load(self, conn: psycopg.Connection) -> None:
         """Build the index from every row of the tenant, in one snapshot with the log's last seq."""
         q, t = self._store._q, self._store.tenant
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        try:
+        with _snapshot(conn):
             high = int(conn.execute(q(_HIGH_SQL), {"t": t}).fetchone()[0])  # type: ignore[index]
             rows = conn.execute(q(_LOAD_SQL), {"t": t}, binary=True).fetchall()
-        finally:
-            conn.execute("ROLLBACK")
         index = self.index
         self.seen = -1  # until the index is whole again: a failure below means a load next time
         index.clear()
@@ -166,16 +171,12 @@ class LocalIndex:
         """Apply the log entries after ``seen``: the entries and the changed rows in one snapshot."""
         q, t = self._store._q, self._store.tenant
         args = {"t": t, "seen": self.seen}
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        try:
+        with _snapshot(conn):
             high, forget, floor, changed = conn.execute(q(_LOG_SQL), args).fetchone()  # type: ignore[misc]
-            if forget or (floor is not None and int(floor) > self.seen) or not changed:
-                rows = []
-            else:
-                rows = conn.execute(q(_CHANGED_SQL), args, binary=True).fetchall()
-        finally:
-            conn.execute("ROLLBACK")
-        if forget or (floor is not None and int(floor) > self.seen):
+            # a rebuild is asked for, or entries this index needs were pruned
+            rebuild = forget or (floor is not None and int(floor) > self.seen)
+            rows = [] if rebuild or not changed else conn.execute(q(_CHANGED_SQL), args, binary=True).fetchall()
+        if rebuild:
             self._load(conn)
             return
         try:
