@@ -9,6 +9,8 @@ tenant, and a log pruned past what the index holds."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import numpy as np
@@ -23,14 +25,27 @@ from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url 
 from tests.postgres.test_pg_parity import DIM, make_rows, queries, random_filters
 from tests.support import term_counts, unit_vectors
 
+# Every record, whatever its status.
+EVERY = build_filter({"status": ["active", "archived"]})
 
-def _pair(url: str, cfg: IndexConfig | None = None) -> tuple[PostgresStore, PostgresStore]:
-    """A store answering in SQL and one with a local index, on one tenant."""
+
+@contextmanager
+def _pair(url: str, cfg: IndexConfig | None = None) -> Iterator[tuple[PostgresStore, PostgresStore]]:
+    """A store answering in SQL and one with a local index, on one tenant; both closed after."""
     tenant = new_tenant()
     sql = PostgresStore(url, index_config=cfg, tenant=tenant, exact_limit=10_000)
     local = PostgresStore(url + "&local_index=true", tenant=tenant, exact_limit=10_000)
-    assert local.local is not None and sql.local is None
-    return sql, local
+    try:
+        assert local.local is not None and sql.local is None
+        yield sql, local
+    finally:
+        sql.close()
+        local.close()
+
+
+def _held(local: PostgresStore, vector: np.ndarray) -> list[str]:
+    """The ids a search of every record (up to 100) finds through the local index."""
+    return local.retrieve({}, vector, EVERY, 100).ids
 
 
 def assert_same_candidates(sql: PostgresStore, local: PostgresStore, terms: dict, qvec: np.ndarray,
@@ -62,8 +77,7 @@ def _check_all(sql, local, rnd, rng) -> None:
 @pytest.mark.parametrize("cfg", [IndexConfig(), IndexConfig(context_radius=0)], ids=["context", "plain"])
 def test_local_candidates_equal_the_sql_statement_through_every_kind_of_write(pg_url, cfg) -> None:  # noqa: F811
     rnd, rng = random.Random(11), np.random.default_rng(11)
-    sql, local = _pair(pg_url, cfg)
-    try:
+    with _pair(pg_url, cfg) as (sql, local):
         rows = make_rows(rnd, rng, 200)
         sql.insert(rows[:120])
         _check_all(sql, local, rnd, rng)  # the first search builds the index
@@ -85,80 +99,61 @@ def test_local_candidates_equal_the_sql_statement_through_every_kind_of_write(pg
                              ["fresh", "words", "here"]) for i, cid in enumerate(rnd.sample(alive, 10))]
         sql.replace(new_text)
         _check_all(sql, local, rnd, rng)
-        got = local.retrieve(term_counts(["fresh"]), vecs[0], build_filter({"status": ["active", "archived"]}), 20)
+        got = local.retrieve(term_counts(["fresh"]), vecs[0], EVERY, 20)
         assert {r.chunk.id for r in new_text} <= set(got.ids)
         assert local.local.loads == 1
-    finally:
-        sql.close()
-        local.close()
 
 
 def test_own_writes_and_deletes_are_seen_at_once(pg_url) -> None:  # noqa: F811
     rnd, rng = random.Random(5), np.random.default_rng(5)
-    _, local = _pair(pg_url)
-    try:
+    with _pair(pg_url) as (_, local):
         rows = make_rows(rnd, rng, 40)
         local.insert(rows)
-        every = build_filter({"status": ["active", "archived"]})
-        got = local.retrieve({}, rows[0].vector, every, 100)
-        assert set(got.ids) == {r.chunk.id for r in rows}
+        assert set(_held(local, rows[0].vector)) == {r.chunk.id for r in rows}
         local.delete([rows[0].chunk.id])
-        got = local.retrieve({}, rows[0].vector, every, 100)
-        assert rows[0].chunk.id not in got.ids and len(got.ids) == 39
-    finally:
-        local.close()
+        held = _held(local, rows[0].vector)
+        assert rows[0].chunk.id not in held and len(held) == 39
 
 
 def test_forgetting_a_user_repair_and_drop_rebuild_the_index(pg_url) -> None:  # noqa: F811
     rnd, rng = random.Random(3), np.random.default_rng(3)
-    sql, local = _pair(pg_url)
-    try:
+    with _pair(pg_url) as (sql, local):
         rows = make_rows(rnd, rng, 90)
         sql.insert(rows)
-        every = build_filter({"status": ["active", "archived"]})
-        local.retrieve({}, rows[0].vector, every, 100)
+        _held(local, rows[0].vector)
         assert local.local.loads == 1
         sql.delete_user("ann")
-        got = local.retrieve({}, rows[0].vector, every, 100)
+        held = _held(local, rows[0].vector)
         assert local.local.loads == 2
-        assert set(got.ids) == {r.chunk.id for r in rows if r.chunk.user_id != "ann"}
-        assert not any(c.user_id == "ann" for c in local.get(got.ids).values())
+        assert set(held) == {r.chunk.id for r in rows if r.chunk.user_id != "ann"}
+        assert not any(c.user_id == "ann" for c in local.get(held).values())
         sql.repair()
         _check_all(sql, local, rnd, rng)
         assert local.local.loads == 3
         sql.drop_tenant()
-        assert local.retrieve({}, rows[0].vector, every, 100).ids == []
+        assert _held(local, rows[0].vector) == []
         sql.insert(rows[:5])
-        assert len(local.retrieve({}, rows[0].vector, every, 100).ids) == 5
-    finally:
-        sql.close()
-        local.close()
+        assert len(_held(local, rows[0].vector)) == 5
 
 
 def test_a_log_pruned_past_the_index_rebuilds_it(pg_url, monkeypatch) -> None:  # noqa: F811
     rnd, rng = random.Random(9), np.random.default_rng(9)
-    sql, local = _pair(pg_url)
     monkeypatch.setattr(pg_store, "CHANGES_KEEP", 5)
     monkeypatch.setattr(pg_store, "CHANGES_PRUNE_EVERY", 1)  # every write prunes
-    try:
+    with _pair(pg_url) as (sql, local):
         rows = make_rows(rnd, rng, 60)
         sql.insert(rows[:10])
-        every = build_filter({"status": ["active", "archived"]})
-        local.retrieve({}, rows[0].vector, every, 100)
+        _held(local, rows[0].vector)
         for i in range(10, 60, 5):  # 50 more entries, pruned to the last few as they come
             sql.insert(rows[i : i + 5])
-        got = local.retrieve({}, rows[0].vector, every, 100)
+        held = _held(local, rows[0].vector)
         assert local.local.loads == 2
-        assert set(got.ids) == {r.chunk.id for r in rows}
-    finally:
-        sql.close()
-        local.close()
+        assert set(held) == {r.chunk.id for r in rows}
 
 
 def test_a_declared_field_filter_is_answered_in_sql(pg_url) -> None:  # noqa: F811
     rnd, rng = random.Random(4), np.random.default_rng(4)
-    sql, local = _pair(pg_url)
-    try:
+    with _pair(pg_url) as (sql, local):
         rows = make_rows(rnd, rng, 30)
         sql.insert(rows)
         flt = build_filter({"speaker": "ann"}, declared={"speaker": "str"})
@@ -166,9 +161,6 @@ def test_a_declared_field_filter_is_answered_in_sql(pg_url) -> None:  # noqa: F8
         got = local.retrieve({}, rows[0].vector, flt, 50)
         assert got.ids == want.ids and got.ids
         assert local.local.seen < 0  # never built: the SQL statement answered
-    finally:
-        sql.close()
-        local.close()
 
 
 def test_the_url_flag_is_checked(pg_url) -> None:  # noqa: F811
@@ -185,63 +177,61 @@ def test_concurrent_writers_lose_nothing_for_a_searching_local_index(pg_url) -> 
     import threading
 
     rnd, rng = random.Random(21), np.random.default_rng(21)
-    sql, local = _pair(pg_url)
-    writers = [PostgresStore(pg_url, tenant=sql.tenant, pool_size=2) for _ in range(3)]
     rows = make_rows(rnd, rng, 240)
     errors: list[BaseException] = []
     done = threading.Event()
-    every = build_filter({"status": ["active", "archived"]})
+    with _pair(pg_url) as (sql, local):
+        writers = [PostgresStore(pg_url, tenant=sql.tenant, pool_size=2) for _ in range(3)]
 
-    def write(w: int) -> None:
+        def write(w: int) -> None:
+            try:
+                mine = rows[w * 80 : (w + 1) * 80]
+                for i in range(0, 80, 8):
+                    writers[w].insert(mine[i : i + 8])
+                    if i >= 16:
+                        writers[w].delete([mine[i - 16].chunk.id])
+                        c = writers[w].get([mine[i - 8].chunk.id])[mine[i - 8].chunk.id]
+                        writers[w].update([c.copy(status=ChunkStatus.ARCHIVED, session_id="s9")])
+            except BaseException as exc:
+                errors.append(exc)
+
+        def search() -> None:
+            try:
+                while not done.is_set():
+                    local.retrieve({"alpha": 1}, rows[0].vector, EVERY, 50)
+            except BaseException as exc:
+                errors.append(exc)
+
         try:
-            mine = rows[w * 80 : (w + 1) * 80]
-            for i in range(0, 80, 8):
-                writers[w].insert(mine[i : i + 8])
-                if i >= 16:
-                    writers[w].delete([mine[i - 16].chunk.id])
-                    c = writers[w].get([mine[i - 8].chunk.id])[mine[i - 8].chunk.id]
-                    writers[w].update([c.copy(status=ChunkStatus.ARCHIVED, session_id="s9")])
-        except BaseException as exc:
-            errors.append(exc)
-
-    def search() -> None:
-        try:
-            while not done.is_set():
-                local.retrieve({"alpha": 1}, rows[0].vector, every, 50)
-        except BaseException as exc:
-            errors.append(exc)
-
-    try:
-        threads = [threading.Thread(target=write, args=(w,)) for w in range(3)]
-        reader = threading.Thread(target=search)
-        reader.start()
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(120)
-        done.set()
-        reader.join(60)
-        assert not errors, errors[0]
-        local.local.refresh()
-        stored = set(sql.contains([r.chunk.id for r in rows]))
-        assert set(local.local.index.slot_of) == stored and len(stored) == 240 - 3 * 8
-        assert local.local.loads == 1
-        _check_all(sql, local, rnd, rng)
-    finally:
-        for s in (sql, local, *writers):
-            s.close()
+            threads = [threading.Thread(target=write, args=(w,)) for w in range(3)]
+            reader = threading.Thread(target=search)
+            reader.start()
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(120)
+            done.set()
+            reader.join(60)
+            assert not errors, errors[0]
+            local.local.refresh()
+            stored = set(sql.contains([r.chunk.id for r in rows]))
+            assert set(local.local.index.slot_of) == stored and len(stored) == 240 - 3 * 8
+            assert local.local.loads == 1
+            _check_all(sql, local, rnd, rng)
+        finally:
+            done.set()
+            for w in writers:
+                w.close()
 
 
 def test_a_catch_up_that_fails_half_way_rebuilds_at_the_next_search(pg_url, monkeypatch) -> None:  # noqa: F811
     from beeweave_core.store.postgres.local import LocalIndex
 
     rnd, rng = random.Random(13), np.random.default_rng(13)
-    sql, local = _pair(pg_url)
-    try:
+    with _pair(pg_url) as (sql, local):
         rows = make_rows(rnd, rng, 40)
         sql.insert(rows[:20])
-        every = build_filter({"status": ["active", "archived"]})
-        local.retrieve({}, rows[0].vector, every, 100)
+        _held(local, rows[0].vector)
         sql.insert(rows[20:])
         real = LocalIndex._apply
 
@@ -251,13 +241,10 @@ def test_a_catch_up_that_fails_half_way_rebuilds_at_the_next_search(pg_url, monk
 
         monkeypatch.setattr(LocalIndex, "_apply", half)
         with pytest.raises(RuntimeError):
-            local.retrieve({}, rows[0].vector, every, 100)
+            _held(local, rows[0].vector)
         monkeypatch.setattr(LocalIndex, "_apply", real)
-        got = local.retrieve({}, rows[0].vector, every, 100)
-        assert local.local.loads == 2 and set(got.ids) == {r.chunk.id for r in rows}
-    finally:
-        sql.close()
-        local.close()
+        held = _held(local, rows[0].vector)
+        assert local.local.loads == 2 and set(held) == {r.chunk.id for r in rows}
 
 
 def test_short_lived_stores_prune_the_log_too(pg_url, monkeypatch) -> None:  # noqa: F811
