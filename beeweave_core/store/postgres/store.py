@@ -237,8 +237,9 @@ class PostgresStore:
         listen_url: where ``listen()`` connects (LISTEN needs a session: a direct or
             session-pooled URL when ``url`` goes through a transaction pooler).
         local_index: answer searches from an index of the tenant held in this process and
-            kept current from the database's change log (local.py): a search is then one
-            round trip, for the memory of holding the tenant's vectors and postings. Also
+            kept current from the database's change log (local.py): a search then reads
+            the log's position and the returned records (two small round trips), for the
+            memory of holding the tenant's vectors and postings. Also
             ``?local_index=true`` in the URL; default off.
     """
 
