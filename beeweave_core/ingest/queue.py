@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StoreUnavailableError
+from ..store.wal import use_wal
 from .intake import _numbered, _try_lock
 
 __all__ = ["QueuedEvent", "DeadRow", "EventQueue", "SQLiteEventQueue"]
@@ -240,7 +241,7 @@ class SQLiteEventQueue:
         db = sqlite3.connect(":memory:" if self.path is None else str(self.path), timeout=timeout,
                              check_same_thread=False, isolation_level=None)
         if self.path is not None:
-            db.execute("PRAGMA journal_mode=WAL")
+            use_wal(db, timeout)
         return db
 
     def _check(self) -> None:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..store.wal import use_wal
+
 __all__ = ["EventLog", "EventFilter", "Webhook", "WebhookSender", "sign"]
 
 logger = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ class EventLog:
                                    isolation_level=None)
         self._lock = threading.Lock()
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._db, 30.0)
             self._db.execute(_SCHEMA)
         self._listeners: list[Callable[[], None]] = []
         self._appended = 0

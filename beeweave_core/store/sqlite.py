@@ -31,6 +31,7 @@ from ..scoring import RankFields
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
 from .links import Derive, LinkReads, insert_then_link
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
+from .wal import use_wal
 
 __all__ = ["SQLiteStore"]
 
@@ -183,7 +184,7 @@ class SQLiteStore:
                 ":memory:" if self.path is None else str(self.path), timeout=timeout,
                 check_same_thread=False, isolation_level=None,  # we issue BEGIN/COMMIT ourselves
             )
-            self._db.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._db, timeout)
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL is durable across process crashes
             self._db.execute("PRAGMA foreign_keys=ON")
             # Deleted rows are overwritten with zeros: forgotten text does not linger in free pages.
