@@ -12,10 +12,18 @@ again; the queue ignores an event id it already holds, and a processed event's m
 are skipped by id, so nothing is processed twice.
 
 A record is ``[length u32][crc32 u32][seq u64][payload]``, 8-byte aligned; the sequence
-number is written last and must follow its predecessor's, so a record torn by a crash,
-or one left from an earlier pass over the file, is never read. Consumed records are
-zeroed. When every record is consumed the journal starts again at the top; a journal
-that is full makes the caller move the records itself (slower, still correct).
+number is written last. The header holds where the unconsumed records start and the last
+consumed seq; sequence numbers only grow over the file's life, so a record left from an
+earlier pass over the file has a seq at or below the header's and is never read, nor is a
+record torn by a crash. Records after the first must follow their predecessor's seq. When
+every record is consumed the journal starts again at the top; a journal that is full makes
+the caller move the records itself (slower, still correct).
+
+A commit must survive being killed after any of its writes, because records appended after
+the drain sit right behind the committed ones: it first moves the header past the committed
+records (the start, then the seq, each a write of 8 aligned bytes), then zeroes them, and only
+then sends the header back to the top. A kill between the header's two stores leaves the new
+start with the old seq, which is why the first record may have any seq above the header's.
 
 Several processes on one store: a journal file belongs to one process at a time, held by an
 exclusive ``flock`` for as long as it is open. A process takes the first free file of
@@ -115,6 +123,7 @@ class MmapJournal:
             self._release()
             raise StoreUnavailableError(f"cannot open the ingest journal at {self.base}: {exc}") from exc
         if fresh or self._mm[:8] != _MAGIC:
+            self._mm[:8] = _MAGIC
             self._write_header(_TOP, 0)
         self._recover()
 
@@ -127,22 +136,18 @@ class MmapJournal:
             self._file = None
 
     def _write_header(self, consumed: int, seq: int) -> None:
-        self._mm[: _HEADER.size] = _HEADER.pack(_MAGIC, consumed, seq)
+        # The start first, then the seq (see the module docstring): never one store of both.
+        self._mm[8:16] = _SEQ.pack(consumed)
+        self._mm[16:24] = _SEQ.pack(seq)
         self._consumed, self._consumed_seq = consumed, seq
 
     def _recover(self) -> None:
         """Find the records a previous process appended but the worker never consumed."""
-        _, consumed, seq = _HEADER.unpack_from(self._mm, 0)
-        self._consumed, self._consumed_seq = consumed, seq
-        pos, expected, n = consumed, seq + 1, 0
-        while pos + _REC_HEAD <= self._cap:
-            length, crc = _RECORD.unpack_from(self._mm, pos)
-            (got,) = _SEQ.unpack_from(self._mm, pos + 8)
-            end = pos + _REC_HEAD + length
-            if got != expected or end > self._cap or zlib.crc32(self._mm[pos + _REC_HEAD: end]) != crc:
-                break
-            pos, expected, n = _aligned(end), expected + 1, n + 1
-        self._head, self._next_seq, self._count = pos, expected, n
+        spans, self._head, self._next_seq = _scan(self._mm, self._cap)
+        _, self._consumed, self._consumed_seq = _HEADER.unpack_from(self._mm, 0)
+        self._count = len(spans)
+        if spans:  # after a kill between the header's two stores the header's seq is older
+            self._consumed_seq = self._next_seq - len(spans) - 1
 
     def append(self, payload: bytes) -> bool:
         size = _aligned(_REC_HEAD + len(payload))
@@ -188,15 +193,16 @@ class MmapJournal:
         start, end, last_seq, n = cast(tuple[int, int, int, int], mark)
         if n == 0 or self._consumed != start:
             return  # nothing, or committed already
-        # Consumed events leave no trace. No lock: callers only write above the head.
-        self._mm[start:end] = bytes(end - start)
+        # In this order, so that a kill after any write loses nothing (module docstring). The
+        # zeroing holds the lock (an append's restart at the top must not run meanwhile), which
+        # costs callers nothing: the copy holds the GIL anyway.
         with self._lock:
+            self._write_header(end, last_seq)
+            self._mm[start:end] = bytes(end - start)  # consumed events leave no trace
             self._count -= n
             if end == self._head:
                 self._head = _TOP
                 self._write_header(_TOP, last_seq)
-            else:
-                self._write_header(end, last_seq)
 
     def count(self) -> int:
         return self._count + sum(len(o.records) for o in self._orphans)
@@ -285,17 +291,28 @@ def _read_records(fd: int) -> list[bytes]:
     data = os.pread(fd, os.fstat(fd).st_size, 0)
     if len(data) < _TOP or data[:8] != _MAGIC:
         return []
+    spans, _, _ = _scan(data, len(data))
+    return [data[a:b] for a, b in spans]
+
+
+def _scan(data: mmap.mmap | bytes, size: int) -> tuple[list[tuple[int, int]], int, int]:
+    """The payload spans of the unconsumed records, where the next record goes, and its seq.
+
+    The first record after the header's start may have any seq above the header's (a commit
+    killed between the header's two stores leaves an older seq there); each later record's
+    must follow its predecessor's."""
     _, pos, seq = _HEADER.unpack_from(data, 0)
-    out, expected = [], seq + 1
-    while pos + _REC_HEAD <= len(data):
+    spans: list[tuple[int, int]] = []
+    expected = seq + 1
+    while pos + _REC_HEAD <= size:
         length, crc = _RECORD.unpack_from(data, pos)
         (got,) = _SEQ.unpack_from(data, pos + 8)
         end = pos + _REC_HEAD + length
-        if got != expected or end > len(data) or zlib.crc32(data[pos + _REC_HEAD: end]) != crc:
+        if (got != expected if spans else got <= seq) or end > size or zlib.crc32(data[pos + _REC_HEAD: end]) != crc:
             break
-        out.append(data[pos + _REC_HEAD: end])
-        pos, expected = _aligned(end), expected + 1
-    return out
+        spans.append((pos + _REC_HEAD, end))
+        pos, expected = _aligned(end), got + 1
+    return spans, pos, expected
 
 
 def _aligned(n: int) -> int:

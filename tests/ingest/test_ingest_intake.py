@@ -103,3 +103,64 @@ def test_a_full_journal_makes_the_caller_move_it_and_order_is_kept(make_memory, 
     assert taken == sorted(taken) and 0 < len(taken) < 20  # moved by the caller when the journal filled up
     assert m.flush(20)
     assert len([c for c in everything(m) if not c.id.startswith("pattern:")]) == 20
+
+
+class _Killed(Exception):
+    pass
+
+
+class _DiesAfter:
+    """Stands in for the journal's mapping and lets ``writes`` writes through, then 'kills' the
+    process: the writes made so far stay in the file, as they do in the page cache after SIGKILL."""
+
+    def __init__(self, mm, writes: int) -> None:  # type: ignore[no-untyped-def]
+        self.mm, self.left, self.closed = mm, writes, False
+
+    def __setitem__(self, key, value) -> None:  # type: ignore[no-untyped-def]
+        if self.left == 0:
+            raise _Killed
+        self.left -= 1
+        self.mm[key] = value
+
+
+def _commit_killed_after(path: Path, writes: int, first: list[bytes], later: list[bytes]) -> bool:
+    """Append ``first``, drain them, append ``later``, then commit with the process killed after
+    ``writes`` writes into the mapping. True if the commit finished before that."""
+    j = MmapJournal(path, size=4096)
+    for r in first:
+        assert j.append(r)
+    _, mark = j.drain()
+    for r in later:
+        assert j.append(r)
+    real = j._mm
+    j._mm = _DiesAfter(real, writes)  # type: ignore[assignment]
+    try:
+        j.commit(mark)
+        finished = True
+    except _Killed:
+        finished = False
+    real.close()
+    j._release()  # the dead process's flock goes with it
+    return finished
+
+
+def test_a_commit_killed_at_any_write_loses_no_record_appended_after_the_drain(tmp_path: Path) -> None:
+    # The drained records are in the queue by the time commit runs; the ones appended after the
+    # drain are only in the journal, so a reopen must find every one of them whatever write the
+    # commit died after. Both cases: the commit empties the journal (nothing after the drain) and
+    # the commit leaves later records behind.
+    first, later = [b"drained-%d" % i for i in range(2)], [b"later-%d" % i for i in range(3)]
+    for after in (later, []):
+        writes = 0
+        while True:
+            path = tmp_path / f"j{len(after)}-{writes}"
+            finished = _commit_killed_after(path, writes, first, after)
+            j = MmapJournal(path, size=4096)
+            records, _ = j.drain()
+            assert [r for r in records if r not in first] == after, (writes, records)
+            assert j.append(b"next")  # and the journal goes on from there
+            assert j.drain()[0][-1] == b"next"
+            j.close()
+            if finished:
+                break
+            writes += 1
