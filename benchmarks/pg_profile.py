@@ -4,6 +4,7 @@ scale benchmark's corpus (benchmarks/scale_data.py) on a running server.
 
     python benchmarks/pg_profile.py URL --n 10000 [--explain] [--queries 50] [--adds 10] [--filtered]
     python benchmarks/pg_profile.py URL --n 10000 --queries 0 --adds 50 [--add-trips]
+    python benchmarks/pg_profile.py URL --n 100000 --queries 0 --adds 30 --add-statements
     python benchmarks/pg_profile.py URL --n 10000 --queries 50 --adds 0 --evidence 4
 
 The store (schema ``prof_<n>``, tenant ``scale``) is built on first use and reused, so
@@ -208,6 +209,45 @@ def _trips(backend: object, n: int = 300) -> None:
           f"{statistics.median(before):.2f} ms (medians of {n}, interleaved)", flush=True)
 
 
+def _add_statements(memory: BeeWeave, corpus: ScaleCorpus, vectors: Vectors, n_adds: int, n: int) -> None:
+    """Time each statement of ``n_adds`` adds with psycopg's pipeline turned off, so each one
+    waits for its result: the sum is larger than a pipelined add, the shares are what counts."""
+    spent: dict[str, list[float]] = {}
+    plain_execute, plain_pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+    plain_many = psycopg.Cursor.executemany
+
+    def note(query: Any, t0: float) -> None:
+        text = query if isinstance(query, str) else repr(query)
+        spent.setdefault(" ".join(text.split())[:100], []).append((time.perf_counter() - t0) * 1000)
+
+    def timed(self: psycopg.Connection, query: Any, params: Any = None, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        cur = plain_execute(self, query, params, **kw)
+        note(query, t0)
+        return cur
+
+    def timed_many(self: psycopg.Cursor, query: Any, rows: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        plain_many(self, query, rows, **kw)
+        note(query, t0)
+
+    adds = corpus.additions(2 * n_adds, n, 1)[1::2]  # other sessions than the timed adds'
+    psycopg.Connection.execute, psycopg.Connection.pipeline = timed, lambda self: nullcontext()  # type: ignore
+    psycopg.Cursor.executemany = timed_many  # type: ignore
+    try:
+        for j, (m, v) in enumerate(zip(adds, vectors.added(adds))):
+            memory.add(m.content, user_id=m.user_id, session_id=m.session_id,
+                       chunk_id=f"prof-stmt-{time.time_ns()}-{j}", timestamp=m.source.timestamp, embedding=v)
+    finally:
+        psycopg.Connection.execute, psycopg.Connection.pipeline = plain_execute, plain_pipeline  # type: ignore
+        psycopg.Cursor.executemany = plain_many  # type: ignore
+    total = sum(sum(v) for v in spent.values()) / n_adds
+    print(f"per add, pipeline off: {total:.1f} ms in {sum(len(v) for v in spent.values()) / n_adds:.0f} "
+          f"statements; the largest:", flush=True)
+    for text, ms in sorted(spent.items(), key=lambda kv: -sum(kv[1]))[:12]:
+        print(f"  {sum(ms) / n_adds:6.2f} ms ({100 * sum(ms) / n_adds / total:4.1f} %)  {text}", flush=True)
+
+
 class _WireTrace:
     """Counts what the timed adds send, from libpq's trace of every connection the store
     takes from its pool: a round trip is a run of client messages answered by the server
@@ -288,6 +328,9 @@ def main() -> None:
     ap.add_argument("--add-trips", action="store_true",
                     help="trace the wire protocol of each timed add (libpq's trace) and print its round trips, "
                          "statements and transactions (tracing slows the adds: time them in a run without it)")
+    ap.add_argument("--add-statements", action="store_true",
+                    help="after the timed adds, run as many more with the pipeline off and time each statement "
+                         "(its server time plus a local round trip): where an add's time goes")
     ap.add_argument("--ab", action="store_true",
                     help="time each search with the store's search settings and with only the HNSW ones "
                          "(as before the planner settings), interleaved, so machine load hits both alike")
@@ -356,6 +399,8 @@ def main() -> None:
               flush=True)
     if tracer is not None and at:
         tracer.report(len(at))
+    if args.add_statements and args.adds:
+        _add_statements(memory, corpus, vectors, args.adds, args.n)
 
     if args.explain:
         q = queries[7]
