@@ -1,7 +1,8 @@
 """The backend conformance suite (conformance.py), unchanged, against PostgresStore on a
 real PostgreSQL with pgvector (pgserver): once as configured by default, and once with
 the HNSW path forced on (exact_limit=0) so the pgvector index and its fallback are
-exercised too, and once with a local index (searches answered in the process). Every backend the suite opens is a fresh tenant in one schema."""
+exercised too, and once with a local index (searches answered in the process), and once with the writes'
+statements prepared on the server. Every backend the suite opens is a fresh tenant in one schema."""
 
 from __future__ import annotations
 
@@ -15,18 +16,21 @@ from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url 
 def _reopen(backend: PostgresStore) -> PostgresStore:
     backend.close()
     return PostgresStore(backend.url, schema=backend.schema, tenant=backend.tenant,
-                         exact_limit=backend.exact_limit, local_index=backend.local is not None)
+                         exact_limit=backend.exact_limit, local_index=backend.local is not None,
+                         prepare_writes=backend.prepare_writes)
 
 
 class TestPostgres(BackendConformance):
     exact_limit = 10_000
     local_index = False
+    prepare_writes = False
 
     @pytest.fixture
     def backend_factory(self, pg_url):  # noqa: F811
         return lambda index_config=None: PostgresStore(pg_url, index_config=index_config, tenant=new_tenant(),
                                                        exact_limit=self.exact_limit, pool_size=2,
-                                                       local_index=self.local_index)
+                                                       local_index=self.local_index,
+                                                       prepare_writes=self.prepare_writes)
 
     @pytest.fixture
     def reopen(self):
@@ -41,3 +45,9 @@ class TestPostgresLocalIndex(TestPostgres):
     """Searches' candidates from the index held in the process (store/postgres/local.py)."""
 
     local_index = True
+
+
+class TestPostgresPreparedWrites(TestPostgres):
+    """Writes' statements as server-side prepared statements (``prepare_writes``)."""
+
+    prepare_writes = True

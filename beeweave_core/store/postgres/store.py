@@ -201,7 +201,15 @@ def _own_params(url: str) -> tuple[str, dict[str, str]]:
     return urlunsplit(parts._replace(query=urlencode(rest))), ours
 
 
-_OWN_PARAMS = ("schema", "ingest_lease", "local_index")
+_OWN_PARAMS = ("schema", "ingest_lease", "local_index", "prepare_writes")
+
+
+def _flag(own: Mapping[str, str], name: str) -> bool:
+    """A boolean URL parameter of BeeWeave's own (absent: false)."""
+    flag = own.get(name, "false").lower()
+    if flag not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+        raise InvalidInputError(f"{name} must be true or false, got {flag!r}")
+    return flag in ("1", "true", "yes", "on")
 
 
 class PostgresStore:
@@ -241,12 +249,20 @@ class PostgresStore:
             the log's position and the returned records (two small round trips), for the
             memory of holding the tenant's vectors and postings. Also
             ``?local_index=true`` in the URL; default off.
+        prepare_writes: run the statements of writes (add, update, delete) as server-side
+            prepared statements, so each server connection parses and plans them once
+            rather than every time. For direct connections and poolers that carry
+            protocol-level prepared statements (PgBouncer 1.21 and later with
+            ``max_prepared_statements`` set); not for older transaction poolers, which
+            would hand a statement prepared on one client's behalf to another. Searches
+            stay unprepared either way. Also ``?prepare_writes=true``; default off.
     """
 
     def __init__(self, url: str, *, index_config: IndexConfig | None = None, pool_size: int = 4,
                  tenant: str = "default", schema: str | None = None, exact_limit: int = EXACT_LIMIT,
                  ef_search: int = 96, timeout: float = 30.0, read_only: bool = False,
-                 listen_url: str | None = None, local_index: bool | None = None) -> None:
+                 listen_url: str | None = None, local_index: bool | None = None,
+                 prepare_writes: bool | None = None) -> None:
         if not isinstance(url, str) or not url:
             raise InvalidInputError("url must be a PostgreSQL URL")
         if not isinstance(tenant, str) or not tenant or "\x00" in tenant:
@@ -263,10 +279,8 @@ class PostgresStore:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", self.schema):
             raise InvalidInputError(f"schema must be a plain SQL identifier, got {self.schema!r}")
         if local_index is None:
-            flag = own.get("local_index", "false").lower()
-            if flag not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                raise InvalidInputError(f"local_index must be true or false, got {flag!r}")
-            local_index = flag in ("1", "true", "yes", "on")
+            local_index = _flag(own, "local_index")
+        self.prepare_writes = _flag(own, "prepare_writes") if prepare_writes is None else bool(prepare_writes)
         self.tenant = tenant
         self.read_only = bool(read_only)
         self.listen_url = _split_url(listen_url, self.schema)[0] if listen_url else self.url
@@ -360,8 +374,18 @@ class PostgresStore:
     def _write(self) -> Iterator[psycopg.Connection]:
         """A transaction holding the tenant's write lock: the BM25 statistics are tenant-wide."""
         with self._tx(write=True) as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-            yield conn
+            if not self.prepare_writes:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                yield conn
+                return
+            # Every statement is prepared on its first use on this connection (psycopg keeps
+            # the names per connection); the pool's connections go back unpreparing.
+            conn.prepare_threshold = 0
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                yield conn
+            finally:
+                conn.prepare_threshold = None
 
     def _resolve_index_config(self, wanted: IndexConfig | None) -> IndexConfig:
         with self._conn() as conn:
