@@ -12,6 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+MAINTENANCE_WORK_MEM = "4GB"  # the graph of 1M vectors of 384 dimensions is ~2 GB
+
+
 @contextmanager
 def local_postgres(parent: str | Path | None = None) -> Iterator[str]:
     """Start PostgreSQL in a new data directory under ``parent`` (default: the system temp
@@ -28,6 +31,11 @@ def local_postgres(parent: str | Path | None = None) -> Iterator[str]:
     os.chmod(data, 0o755)
     server = pgserver.get_server(data, cleanup_mode="delete")
     try:
+        # pgvector builds an HNSW graph in memory while it fits in maintenance_work_mem (64 MB
+        # by default: ~40k vectors of 384 dimensions) and far more slowly on disk past it; a
+        # server meant for millions of vectors is given room for its graph (docs/postgres.md).
+        server.psql(f"ALTER SYSTEM SET maintenance_work_mem = '{MAINTENANCE_WORK_MEM}'")
+        server.psql("SELECT pg_reload_conf()")
         yield server.get_uri()
     finally:
         server.cleanup()
