@@ -2,6 +2,7 @@
 
 Usage:
     python benchmarks/abstention.py [DATA_DIR] [--fit] [--features PATH] [--per-conv N]
+    python benchmarks/abstention.py [DATA_DIR] --small-stores 3,5,10,30,100,300,all [--per-conv N]
 
 One store per conversation (as benchmarks/locomo.py builds them), searched with the default
 settings (k = 10, no floor). Three kinds of query:
@@ -20,6 +21,15 @@ relevant memory" (positive: the unthresholded top 10 holds an evidence turn; pre
 reaches the threshold). The same is measured for the scores a peer would threshold (raw
 cosine, raw BM25, the old fused score), each at its own floor chosen by the same rule (the
 highest that keeps 95 % of R@10).
+
+``--small-stores SIZES``: the gate in stores of a few memories, as a new user has. For each
+size n and conversation, ``--per-conv`` (40) of its questions are each asked of a store of
+their evidence turns plus random other turns of the conversation (n in all), and as many
+off-topic queries (swapped and generic, drawn together) of a store of n random turns; ``all``
+is the whole conversation. The turns are stored as independent memories (no session, so no
+session context: a new user's facts), with their vectors computed once. Per size: the
+highest gate that keeps 95 % of the on-topic R@10, the off-topic share it silences, and what
+``DEFAULT_ABSTAIN_BELOW`` keeps and silences.
 
 ``--fit`` refits the logistic curve of ``beeweave_core/relevance.py`` (hit level: an evidence
 turn of an on-topic question is 1, any other hit 0; balanced classes) and prints the
@@ -234,8 +244,77 @@ def report(rows: list[dict[str, Any]]) -> None:
               f"{m['silent_swapped']:.3f} | {m['silent_generic']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} |")
 
 
+def small_stores(data_dir: Path, sizes: list[str], per_conv: int) -> None:
+    """The gate in small stores (see the module docstring, ``--small-stores``)."""
+    import random
+
+    import numpy as np
+
+    convs, questions = load_locomo(data_dir)
+    embedder = SentenceTransformerEmbedder()
+    rnd = random.Random(0)
+    names = {c.conv_id: _speakers(c.turns) for c in convs}
+    by_conv = {c.conv_id: [q for q in questions if q.conv_id == c.conv_id] for c in convs}
+    rows: list[tuple[str, str, float, float]] = []  # size, kind, best relevance, R@10
+    for conv in convs:
+        turns = {t.dia_id: t for t in conv.turns}
+        ids = list(turns)
+        vectors = dict(zip(ids, embedder.embed_documents([turns[i].content for i in ids]), strict=True))
+        on = rnd.sample([q for q in by_conv[conv.conv_id] if all(e in turns for e in q.evidence)], per_conv)
+        off = [_swap(q.question, names[o.conv_id], names[conv.conv_id])
+               for o in convs if o.conv_id != conv.conv_id for q in by_conv[o.conv_id][:per_conv]]
+        off = rnd.sample([*off, *GENERIC], per_conv)
+        qvec = {t: embedder.embed_query(t) for t in [*(q.question for q in on), *off]}
+
+        def ask(store: list[str], query: str) -> list[Any]:
+            with BeeWeave(embedder=embedder) as memory:
+                memory.add_many([{"content": turns[i].content, "user_id": "u", "chunk_id": i,
+                                  "timestamp": turns[i].timestamp, "embedding": vectors[i]} for i in store],
+                                show_progress=False, trusted=True)
+                return memory.search(query, user_id="u", k=K, query_embedding=qvec[query])
+
+        for size in sizes:
+            n = len(ids) if size == "all" else int(size)
+            for q in on:
+                if len(q.evidence) > n:
+                    continue
+                rest = [i for i in ids if i not in q.evidence]
+                hits = ask([*q.evidence, *rnd.sample(rest, n - len(q.evidence))], q.question)
+                rows.append((size, "on", max(h.relevance or 0.0 for h in hits),
+                             recall_at_k([h.id for h in hits], q.evidence, K)))
+            for text in off:
+                hits = ask(rnd.sample(ids, n), text)
+                rows.append((size, "off", max((h.relevance or 0.0 for h in hits), default=0.0), 0.0))
+        print(f"conversation {conv.conv_id}: searched", file=sys.stderr, flush=True)
+    print("| memories | on-topic | off-topic | gate keeping 95 % | off-topic silent there | "
+          f"kept at {DEFAULT_ABSTAIN_BELOW} | silent at {DEFAULT_ABSTAIN_BELOW} |")
+    print("|---|---|---|---|---|---|---|")
+    for size in sizes:
+        best = np.array([r[2] for r in rows if r[0] == size and r[1] == "on"])
+        rec = np.array([r[3] for r in rows if r[0] == size and r[1] == "on"])
+        off_best = np.array([r[2] for r in rows if r[0] == size and r[1] == "off"])
+
+        def kept(t: float, best: Any = best, rec: Any = rec) -> float:
+            return float(rec[best >= t].sum() / rec.sum())
+
+        gate = max((t for t in sorted(set(best.tolist())) if kept(t) >= KEEP), default=0.0)
+        print(f"| {size} | {len(best)} | {len(off_best)} | {gate:.3f} | {np.mean(off_best < gate):.3f} | "
+              f"{kept(DEFAULT_ABSTAIN_BELOW):.3f} | {np.mean(off_best < DEFAULT_ABSTAIN_BELOW):.3f} |")
+
+
 def main(argv: list[str]) -> None:
     args = list(argv)
+    if "--small-stores" in args:
+        i = args.index("--small-stores")
+        sizes = args[i + 1].split(",")
+        del args[i : i + 2]
+        per_conv = 40
+        if "--per-conv" in args:
+            i = args.index("--per-conv")
+            per_conv = int(args[i + 1])
+            del args[i : i + 2]
+        small_stores(Path(args[0]) if args else DEFAULT_DATA_DIR, sizes, per_conv)
+        return
     do_fit = "--fit" in args
     if do_fit:
         args.remove("--fit")

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-
 MAINTENANCE_WORK_MEM = "4GB"  # the graph of 1M vectors of 384 dimensions is ~2 GB
 
 
