@@ -1,5 +1,5 @@
 """The backend conformance suite (conformance.py), unchanged, against PostgresStore on a
-real PostgreSQL with pgvector (pgserver): once as configured by default, and once with
+real PostgreSQL with pgvector (tests/postgres/pg_support.py): once as configured by default, and once with
 the HNSW path forced on (exact_limit=0) so the pgvector index and its fallback are
 exercised too, and once with a local index (searches answered in the process), and once with the writes'
 statements prepared on the server. Every backend the suite opens is a fresh tenant in one schema."""

@@ -6,7 +6,7 @@ checkpointers only), so these are written from the documented contract of ``Base
 offset, query) and ``ListNamespacesOp`` (prefix, suffix, wildcards, max_depth). Every test
 runs on InMemoryStore too (with the same hashing embedder for query searches), which
 shows that the tests ask for LangGraph's behaviour, not for BeeWeave's; BeeWeaveStore runs
-on both BeeWeave backends (SQLite in memory, and PostgreSQL + pgvector from pgserver).
+on both BeeWeave backends (SQLite in memory, and PostgreSQL + pgvector from tests/postgres/pg_support.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[BaseStore]:
     if request.param == "inmemory":
         yield InMemoryStore(index={"dims": DIM, "embed": _embed})
         return
-    if request.param == "beeweave-postgres":  # a real PostgreSQL + pgvector (pgserver), one tenant per test
+    if request.param == "beeweave-postgres":  # a real PostgreSQL + pgvector, one tenant per test
         memory = BeeWeave.from_url(request.getfixturevalue("pg_url"), tenant=new_tenant(),
                                    embedder=HashingEmbedder(DIM))
     else:

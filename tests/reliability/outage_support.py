@@ -100,7 +100,7 @@ class Proxy:
 
 
 def pg_proxy_url(url: str, port: int) -> tuple[str, Path]:
-    """A pgserver URL (Unix socket in ``?host=``) rewritten to go through 127.0.0.1:``port``,
+    """A test server URL (Unix socket in ``?host=``) rewritten to go through 127.0.0.1:``port``,
     and the socket file the proxy should forward to."""
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
