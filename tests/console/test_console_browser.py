@@ -348,3 +348,20 @@ def test_a_key_of_two_users_picks_the_user_the_review_and_dashboard_show(seeded:
     with seeded.server.http(ADMIN_KEY) as h:
         bobs = h.get("/api/v1/stats", params={"user_id": "bob"}).json()["total"]
     assert page.inner_text("#cards").startswith(f"{bobs}\nMemories")
+
+
+def test_axis_labels_read_as_their_ticks_whatever_the_step(seeded: Seeded, page: Any) -> None:
+    """The dashboard's latency axis labelled a step of 2.5 "0, 3, 5, 8, 10" (labels rounded
+    to whole numbers for every step of 1 or more), depending on the latencies measured. The
+    chart code's ticks and labels, for maxima that give each kind of step."""
+    sign_in(page, seeded.server.url, ADMIN_KEY, next_path="/ui/dashboard")
+    page.wait_for_selector("#latency svg")
+    got = page.evaluate("""() => [10, 1, 0.9, 37, 220, 0.03].map((max) => {
+        const {ticks, step} = window.BWCharts.niceTicks(max, 4, false);
+        return ticks.map((t) => window.BWCharts.fmt(t, step));
+    })""")
+    for labels in got:
+        values = [float(t.replace(",", "")) for t in labels]
+        assert is_nice_tick_series(values), labels
+    assert got[0] == ["0.0", "2.5", "5.0", "7.5", "10.0"]
+    assert got[3] == ["0", "10", "20", "30", "40"]

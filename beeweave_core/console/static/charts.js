@@ -31,8 +31,17 @@
     return {ticks, top, step};
   }
 
+  // As many decimals as the step has: a step of 2.5 labels 2.5 and 7.5, not "3" and "8".
+  function stepDecimals(step) {
+    for (let d = 0; d < 6; d++) {
+      const scaled = step * Math.pow(10, d);
+      if (Math.abs(scaled - Math.round(scaled)) < 1e-9 * Math.max(1, scaled)) return d;
+    }
+    return 6;
+  }
+
   function fmt(v, step) {
-    const decimals = step >= 1 ? 0 : Math.min(6, Math.ceil(-Math.log10(step) - 1e-9));
+    const decimals = stepDecimals(step);
     return Number(v).toLocaleString("en-US", {minimumFractionDigits: decimals, maximumFractionDigits: decimals});
   }
 
