@@ -280,7 +280,7 @@ def small_stores(data_dir: Path, sizes: list[str], per_conv: int) -> None:
                     continue
                 rest = [i for i in ids if i not in q.evidence]
                 hits = ask([*q.evidence, *rnd.sample(rest, n - len(q.evidence))], q.question)
-                rows.append((size, "on", max(h.relevance or 0.0 for h in hits),
+                rows.append((size, "on", max((h.relevance or 0.0 for h in hits), default=0.0),
                              recall_at_k([h.id for h in hits], q.evidence, K)))
             for text in off:
                 hits = ask(rnd.sample(ids, n), text)

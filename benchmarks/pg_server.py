@@ -33,6 +33,8 @@ def local_postgres(parent: str | Path | None = None) -> Iterator[str]:
         # pgvector builds an HNSW graph in memory while it fits in maintenance_work_mem (64 MB
         # by default: ~40k vectors of 384 dimensions) and far more slowly on disk past it; a
         # server meant for millions of vectors is given room for its graph (docs/postgres.md).
+        # A parallel build shares the graph through dynamic shared memory: in a container whose
+        # /dev/shm is small (Docker's 64 MB) it fails; this machine's is not.
         server.psql(f"ALTER SYSTEM SET maintenance_work_mem = '{MAINTENANCE_WORK_MEM}'")
         server.psql("SELECT pg_reload_conf()")
         yield server.get_uri()

@@ -5,7 +5,9 @@ pipelined transaction (the insert of the memories being linked, which they there
 see; sent before the insert reads the session region, so they share its round trip): the nearest records as ``vector_search`` asks them, each session's ids with the
 session edges out of them (one statement: the edges of the ids a subquery scans), and the
 newest records sharing a tag or entity with their labels. Each answer equals the protocol
-method's (tested against links.read_links in tests/postgres/test_pg_links.py).
+method's (tested against links.read_links in tests/postgres/test_pg_links.py). They are
+reads: never prepared, even in a store that prepares its writes (``prepare_writes``), where
+a generic plan would misjudge the vector search and the scans.
 """
 
 from __future__ import annotations
@@ -54,24 +56,24 @@ def send(store: PostgresStore, conn: psycopg.Connection, reads: LinkReads) -> Se
             continue
         stmt, params = store._vector_sql(q, scope, k, False)  # noqa: SLF001
         store._settings(conn, k, narrowed(scope))  # noqa: SLF001
-        similar.append((q, conn.execute(stmt, params), bool(params["graph"])))
+        similar.append((q, conn.execute(stmt, params, prepare=False), bool(params["graph"])))
     if any(cur is not None for _, cur, _ in similar):
         # The search settings are SET LOCAL: back to the defaults for the rest of the
         # transaction (the insert's context statements, the edges), planned as without them.
         for setting in store._search_settings:  # noqa: SLF001
-            conn.execute(f"SET LOCAL {setting.split()[2]} TO DEFAULT")
+            conn.execute(f"SET LOCAL {setting.split()[2]} TO DEFAULT", prepare=False)
     sessions = []
     for scope in reads.sessions:
         stmt, params = store._scan_sql(scope, order="timestamp")  # noqa: SLF001
         where, args = filter_sql(scope)
         edges = conn.execute(store._q(_SESSION_EDGES_SQL.format(flt=where)),  # noqa: SLF001
-                             {"t": store.tenant, "etype": RelationType.SESSION.value, **args})
-        sessions.append((conn.execute(stmt, params), edges))
+                             {"t": store.tenant, "etype": RelationType.SESSION.value, **args}, prepare=False)
+        sessions.append((conn.execute(stmt, params, prepare=False), edges))
     shared = []
     for scope, limit in reads.shared:
         stmt, params = store._scan_sql(scope, order="timestamp", descending=True, limit=limit,  # noqa: SLF001
                                        columns="c.id, c.tags, c.entities")
-        shared.append(conn.execute(stmt, params))
+        shared.append(conn.execute(stmt, params, prepare=False))
     return Sent(similar, sessions, shared)
 
 

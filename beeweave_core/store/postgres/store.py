@@ -252,10 +252,12 @@ class PostgresStore:
         prepare_writes: run the statements of writes (add, update, delete) as server-side
             prepared statements, so each server connection parses and plans them once
             rather than every time. For direct connections and poolers that carry
-            protocol-level prepared statements (PgBouncer 1.21 and later with
-            ``max_prepared_statements`` set); not for older transaction poolers, which
-            would hand a statement prepared on one client's behalf to another. Searches
-            stay unprepared either way. Also ``?prepare_writes=true``; default off.
+            protocol-level prepared statements (PgBouncer 1.22 and later with
+            ``max_prepared_statements`` set, and libpq 17 or later); not for older
+            transaction poolers, which
+            would hand a statement prepared on one client's behalf to another. Reads stay
+            unprepared, the linking reads inside an add included (a generic plan
+            misjudges them). Also ``?prepare_writes=true``; default off.
     """
 
     def __init__(self, url: str, *, index_config: IndexConfig | None = None, pool_size: int = 4,
@@ -924,7 +926,7 @@ class PostgresStore:
         # is answered by the exact scan
         ef = min(ef, HNSW_EF_CAP)
         for stmt in self._search_settings:
-            conn.execute(stmt.format(ef=ef))
+            conn.execute(stmt.format(ef=ef), prepare=False)  # a search's, even inside a write
 
     def _search_rows(self, stmt: str, params: Mapping[str, Any], k: int, narrowed: bool = False) -> list[tuple[Any, ...]]:
         """Run a search statement with its settings in one round trip: BEGIN, the SET
