@@ -304,22 +304,12 @@ def small_stores(data_dir: Path, sizes: list[str], per_conv: int) -> None:
 
 def main(argv: list[str]) -> None:
     args = list(argv)
-    if "--small-stores" in args:
-        i = args.index("--small-stores")
-        sizes = args[i + 1].split(",")
-        del args[i : i + 2]
-        per_conv = 40
-        if "--per-conv" in args:
-            i = args.index("--per-conv")
-            per_conv = int(args[i + 1])
-            del args[i : i + 2]
-        small_stores(Path(args[0]) if args else DEFAULT_DATA_DIR, sizes, per_conv)
-        return
     do_fit = "--fit" in args
     if do_fit:
         args.remove("--fit")
     cache = None
     per_conv = 40
+    sizes = None
     if "--features" in args:
         i = args.index("--features")
         cache = Path(args[i + 1])
@@ -328,7 +318,14 @@ def main(argv: list[str]) -> None:
         i = args.index("--per-conv")
         per_conv = int(args[i + 1])
         del args[i : i + 2]
+    if "--small-stores" in args:
+        i = args.index("--small-stores")
+        sizes = args[i + 1].split(",")
+        del args[i : i + 2]
     data_dir = Path(args[0]) if args else DEFAULT_DATA_DIR
+    if sizes is not None:
+        small_stores(data_dir, sizes, per_conv)
+        return
     fresh = cache is None or not cache.exists()
     if not fresh:
         assert cache is not None

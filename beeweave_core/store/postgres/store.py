@@ -8,8 +8,9 @@ filtered candidate set is small, as the embedded FAISS index does. ``retrieve`` 
 a whole hybrid search's candidates in one statement.
 
 Every statement is schema-qualified and runs without server-side prepared statements
-or session settings (transaction-local ones only), so the store works through a
-transaction pooler such as PgBouncer; connections are in autocommit, so a read is one
+(unless ``prepare_writes`` asks for them on a write's statements) or session settings
+(transaction-local ones only), so the store works through a transaction pooler such as
+PgBouncer; connections are in autocommit, so a read is one
 round trip, and a write is one transaction sent as a pipeline.
 
 Isolation: a ``tenant`` column leads every key and every WHERE clause, so one set of
@@ -254,8 +255,8 @@ class PostgresStore:
             rather than every time. For direct connections and poolers that carry
             protocol-level prepared statements (PgBouncer 1.22 and later with
             ``max_prepared_statements`` set, and libpq 17 or later); not for older
-            transaction poolers, which
-            would hand a statement prepared on one client's behalf to another. Reads stay
+            transaction poolers, which would hand a statement prepared on one client's
+            behalf to another. Reads stay
             unprepared, the linking reads inside an add included (a generic plan
             misjudges them). Also ``?prepare_writes=true``; default off.
     """
@@ -376,13 +377,10 @@ class PostgresStore:
     def _write(self) -> Iterator[psycopg.Connection]:
         """A transaction holding the tenant's write lock: the BM25 statistics are tenant-wide."""
         with self._tx(write=True) as conn:
-            if not self.prepare_writes:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-                yield conn
-                return
-            # Every statement is prepared on its first use on this connection (psycopg keeps
-            # the names per connection); the pool's connections go back unpreparing.
-            conn.prepare_threshold = 0
+            # prepare_writes: every statement is prepared on its first use on this connection
+            # (psycopg keeps the names per connection); the pool's connections go back
+            # unpreparing (None, their setting) whatever happens.
+            conn.prepare_threshold = 0 if self.prepare_writes else None
             try:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
                 yield conn
