@@ -174,15 +174,15 @@ class BeeWeave:
     def from_url(cls, url: str, **kwargs: Any) -> BeeWeave:
         """Open a store by URL: ``postgresql://...`` (PostgreSQL + pgvector), ``sqlite:///path``
         or a plain path. Other keyword arguments are those of the constructor; ``pool_size``,
-        ``tenant``, ``schema``, ``read_only``, ``listen_url``, ``local_index`` and ``prepare_writes`` go to the
-        PostgreSQL backend."""
+        ``tenant``, ``schema``, ``read_only``, ``listen_url``, ``local_index``, ``prepare_writes`` and
+        ``sql_search`` go to the PostgreSQL backend."""
         if not isinstance(url, str):
             raise InvalidInputError("url must be a string")
         if url.startswith(("postgresql://", "postgres://")):
             from .store.postgres import PostgresStore
 
             backend_kw = {k: kwargs.pop(k) for k in ("pool_size", "tenant", "schema", "read_only", "listen_url",
-                                                     "local_index", "prepare_writes") if k in kwargs}
+                                                     "local_index", "prepare_writes", "sql_search") if k in kwargs}
             return cls(backend=PostgresStore(url, index_config=kwargs.pop("index", None), **backend_kw), **kwargs)
         if url.startswith("sqlite:///"):
             url = url[len("sqlite:///"):]

