@@ -82,3 +82,60 @@ def test_a_failure_while_linking_stores_nothing(pg_url) -> None:  # noqa: F811
         assert store.lexical_search({"c": 1}, build_filter(None), 5) == []
     finally:
         store.close()
+
+
+def _spy_send(monkeypatch) -> list[bool]:
+    """Record, for each linking pass sent, whether its nearest records came from a local index."""
+    from beeweave_core.store.postgres import links as pg_links
+
+    used: list[bool] = []
+    real = pg_links.send
+
+    def spy(store, conn, reads, near=None):
+        used.append(near is not None)
+        return real(store, conn, reads, near)
+
+    monkeypatch.setattr(pg_links, "send", spy)
+    return used
+
+
+@pytest.mark.parametrize("flag", ["&local_index=true", "&sql_search=false"], ids=["local_index", "sql_search_off"])
+def test_adds_read_their_nearest_records_from_a_built_local_index_and_link_alike(pg_url, flag, monkeypatch) -> None:  # noqa: F811
+    records = _records(60)
+    ids = [r["chunk_id"] for r in records]
+    used = _spy_send(monkeypatch)
+    with BeeWeave.from_url(pg_url + flag, embedder=HashingEmbedder(32), tenant=new_tenant(), clock=lambda: NOW) as pg, \
+            BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
+        for memory in (pg, lite):
+            memory.add(**records[0])  # the local index is not built yet: SQL reads
+            memory.search("kiwi mango", user_id="ann")  # builds it
+            for r in records[1:40]:
+                memory.add(**r)
+            memory.add_many(records[40:])  # a batch: SQL reads (the index holds none of the others)
+        assert _edges(pg, ids) == _edges(lite, ids)
+        assert {e[2] for e in _edges(pg, ids)} >= {"semantic"}
+    assert used == [False] + [True] * 39 + [False]
+
+
+def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url, monkeypatch) -> None:  # noqa: F811
+    from beeweave_core.store.postgres.local import LocalIndex
+
+    tenant = new_tenant()
+    used = _spy_send(monkeypatch)
+    with BeeWeave.from_url(pg_url + "&local_index=true", embedder=HashingEmbedder(32), tenant=tenant,
+                           clock=lambda: NOW) as first, \
+            BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as other:
+        first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
+        first.search("kiwi", user_id="ann")  # builds the local index
+        real = LocalIndex.nearest
+
+        def then_another_store_writes(self, similar):
+            got = real(self, similar)
+            other.add("papaya quince fig", user_id="ann", chunk_id="b0")  # committed before the add's lock
+            return got
+
+        monkeypatch.setattr(LocalIndex, "nearest", then_another_store_writes)
+        first.add("papaya quince fig", user_id="ann", chunk_id="a1")
+        semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a1"]) if e.type.value == "semantic"}
+        assert ("a1", "b0") in semantic or ("b0", "a1") in semantic  # the SQL read saw it
+    assert used[-1] is False  # a0 (SQL: no index yet), b0 (the other store: no index), a1 (back to SQL)

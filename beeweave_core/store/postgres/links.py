@@ -39,6 +39,7 @@ class Sent:
     similar: list[tuple[np.ndarray, psycopg.Cursor[Any] | None, bool]]
     sessions: list[tuple[psycopg.Cursor[Any], psycopg.Cursor[Any]]]
     shared: list[psycopg.Cursor[Any]]
+    near: list[list[tuple[str, float]]] | None = None  # the similar reads, answered by a local index
 
 
 def read(store: PostgresStore, conn: psycopg.Connection, reads: LinkReads) -> LinkFacts:
@@ -46,10 +47,12 @@ def read(store: PostgresStore, conn: psycopg.Connection, reads: LinkReads) -> Li
     return receive(store, send(store, conn, reads))
 
 
-def send(store: PostgresStore, conn: psycopg.Connection, reads: LinkReads) -> Sent:
-    """Send the statements of ``reads`` on ``conn`` (in a pipeline) without waiting."""
+def send(store: PostgresStore, conn: psycopg.Connection, reads: LinkReads,
+         near: list[list[tuple[str, float]]] | None = None) -> Sent:
+    """Send the statements of ``reads`` on ``conn`` (in a pipeline) without waiting; ``near``:
+    the answers of its similar reads, already known (a local index's), which then send nothing."""
     similar: list[tuple[np.ndarray, psycopg.Cursor[Any] | None, bool]] = []
-    for vector, scope, k in reads.similar:
+    for vector, scope, k in [] if near is not None else reads.similar:
         q = np.asarray(vector, np.float32)
         if k <= 0:
             similar.append((q, None, False))
@@ -74,12 +77,12 @@ def send(store: PostgresStore, conn: psycopg.Connection, reads: LinkReads) -> Se
         stmt, params = store._scan_sql(scope, order="timestamp", descending=True, limit=limit,  # noqa: SLF001
                                        columns="c.id, c.tags, c.entities")
         shared.append(conn.execute(stmt, params, prepare=False))
-    return Sent(similar, sessions, shared)
+    return Sent(similar, sessions, shared, near)
 
 
 def receive(store: PostgresStore, sent: Sent) -> LinkFacts:
     """The answers of ``send``'s statements (the first read waits for them all)."""
-    found_similar: list[list[tuple[str, float]]] = [
+    found_similar: list[list[tuple[str, float]]] = sent.near if sent.near is not None else [
         [] if cur is None else store._vector_hits(q, cur.fetchall(), graph)  # noqa: SLF001
         for q, cur, graph in sent.similar]
     found_sessions = [([r[0] for r in ids.fetchall()], [Relationship(s, d, t, w) for s, d, t, w in edges.fetchall()])

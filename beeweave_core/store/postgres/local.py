@@ -266,6 +266,19 @@ class LocalIndex:
             fields = index.rank_fields(ids, lambda missing: store.get(missing).values())
         return LocalCandidates(ids, lexical, vec, fields, found, store.get)
 
+    def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]]) -> tuple[int, list[list[tuple[str, float]]]] | None:
+        """A linking pass's nearest-records reads (``LinkReads.similar``) answered from the
+        index after catching it up, with the log position they reflect; None when the index
+        is not built (an add never pays for a load) or the vectors do not fit it. The caller
+        uses them only if the log has not moved past that position when it holds the tenant
+        write lock (``PostgresStore.insert_linked``)."""
+        if self.seen < 0:
+            return None
+        with self._fresh() as index:
+            if index.dim is not None and any(len(q) != index.dim for q, _, _ in similar):
+                return None
+            return self.seen, [index.vector_search(np.asarray(q, np.float32), scope, k) for q, scope, k in similar]
+
     def lexical_searches(self, queries: Sequence[Mapping[str, int]], flt: Filter, k: int,
                          include: Sequence[str]) -> list[list[tuple[str, float]]]:
         """``PostgresStore.lexical_searches`` from the local index (a tenant whose SQL search is off)."""

@@ -561,17 +561,26 @@ class PostgresStore:
 
     def insert_linked(self, rows: Sequence[ChunkRow], reads: LinkReads, derive: Derive) -> bool:
         """One transaction: the insert, the reads (links.send: no round trip of their own),
-        the edges."""
+        the edges. With a local index already built, the nearest records are read from it
+        (caught up just before the transaction) when the change log shows, under the write
+        lock, that nothing was committed since: the pgvector walk was a fifth of an add."""
         prepared = self._new_rows(rows)
+        local = self.local
+        # (one record: the index does not hold the others of a batch, which SQL sees in the transaction)
+        near = local.nearest(reads.similar) if local is not None and len(prepared) == 1 and reads.similar else None
         with self._write() as conn:
             sent: list[pg_links.Sent] = []
+
+            def send(high: int | None) -> None:
+                current = near is not None and high == near[0]
+                sent.append(pg_links.send(self, conn, reads, near[1] if current and near is not None else None))
+
             if prepared:
                 # The reads need the new rows, not their session context: they go out before
                 # it is computed and come back with the session region read.
-                self._insert(conn, prepared, EventType.CREATED,
-                             before_context=lambda: sent.append(pg_links.send(self, conn, reads)))
+                self._insert(conn, prepared, EventType.CREATED, before_context=send)
             else:
-                sent.append(pg_links.send(self, conn, reads))
+                send(None)
             add, stale = derive(pg_links.receive(self, sent[0]))
             if stale:
                 self._delete_edges(conn, stale)
@@ -591,10 +600,11 @@ class PostgresStore:
         return [(_checked(r.chunk, self.index_config.session_context), r) for r in rows]
 
     def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
-                event: EventType, *, before_context: Callable[[], None] | None = None) -> None:
+                event: EventType, *, before_context: Callable[[int], None] | None = None) -> None:
         """Insert new records with everything derived from them. ``before_context`` is called
         once the records, vectors, postings and counts are written, before their session
-        context is (what it sends then rides the session region read's round trip)."""
+        context is (what it sends then rides the session region read's round trip), with the
+        change log's last position as read under the write lock."""
         t, q = self.tenant, self._q
         ids = [cols[0] for cols, _ in prepared]
         vectors = [np.asarray(r.vector, np.float32) for _, r in prepared]
@@ -605,11 +615,12 @@ class PostgresStore:
         for tc in counts:
             _no_nul("term", list(tc))
         n = len(prepared)
-        existing, store_dim, seqs, setting = one(conn.execute(q(
+        existing, store_dim, seqs, setting, high = one(conn.execute(q(
             "SELECT (SELECT array_agg(id) FROM @chunks WHERE tenant = %(t)s AND id = ANY(%(ids)s)), "
             "(SELECT dim FROM @stats WHERE tenant = %(t)s AND n_docs > 0), "
             "ARRAY(SELECT nextval('@chunk_seq') FROM generate_series(1, %(n)s)), "
-            "(SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'sql_search')"),
+            "(SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'sql_search'), "
+            "(SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s)"),
             {"t": t, "ids": ids, "n": n}).fetchone())
         context = self._note_sql_search(setting)  # read under the write lock: no switch meanwhile
         if existing:
@@ -636,7 +647,7 @@ class PostgresStore:
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
         if before_context is not None:
             pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), dim=dim)  # what it reads counts them
-            before_context()
+            before_context(int(high))
         nb, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
         if context:
             pg_index.refresh_context(conn, q, t, self._w, [*seqs, *around], self._vw)
