@@ -454,6 +454,11 @@ class PostgresStore:
                 self.local = None
         return on
 
+    def _read_sql_search(self, cur: psycopg.Cursor[Any]) -> bool:
+        """``_note_sql_search`` of what ``cur`` (``_SQL_SEARCH_SQL``) read."""
+        row = cur.fetchone()
+        return self._note_sql_search(None if row is None else row[0])
+
     def set_sql_search(self, enabled: bool) -> None:
         """Turn the tenant's SQL search on or off, for every store of the tenant in every process.
 
@@ -471,8 +476,7 @@ class PostgresStore:
             raise StoreUnavailableError("this store was opened read_only (e.g. on a replica): switch the SQL "
                                         "search through a store on the primary")
         with self._write() as conn:
-            row = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)).fetchone()
-            if (row is None or row[0] != "off") != bool(enabled):
+            if self._read_sql_search(conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,))) != bool(enabled):
                 pg_verify.set_context(conn, self._q, self.tenant, bool(enabled), self._w, self._vw)
                 if enabled:
                     conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key = %s"),
@@ -485,8 +489,7 @@ class PostgresStore:
         """After a SQL search: raise ``_SqlSearchOff`` if ``cur`` (``_SQL_SEARCH_SQL``, sent after
         the search's statements) finds the tenant's SQL search turned off. Read after them, in a
         later snapshot: 'on' there means the switch had not committed when they read either."""
-        row = cur.fetchone()
-        if not self._note_sql_search(None if row is None else row[0]):
+        if not self._read_sql_search(cur):
             raise _SqlSearchOff
 
     def _fields_as_ids(self, flt: Filter) -> Filter:
@@ -724,8 +727,7 @@ class PostgresStore:
             "SELECT id, seq, user_id, session_id, ts, nb_len, status, turn FROM @chunks "
             "WHERE tenant = %s AND id = ANY(%s)"),
             (t, list(prepared)))}
-        row = setting.fetchone()
-        context = self._note_sql_search(None if row is None else row[0])
+        context = self._read_sql_search(setting)
         missing = [i for i in prepared if i not in old]
         if missing:
             raise NotFoundError(f"no chunk with id {missing[0]!r}")
@@ -850,8 +852,7 @@ class PostgresStore:
             "DELETE FROM @chunks WHERE tenant = %s AND id = ANY(%s) "
             "RETURNING id, seq, user_id, agent_id, session_id, ts, tags, doc_len, nb_len, turn"),
             (t, list(ids))).fetchall()
-        row = setting.fetchone()
-        context = self._note_sql_search(None if row is None else row[0])
+        context = self._read_sql_search(setting)
         if not gone:
             return []
         seqs = [g[1] for g in gone]
@@ -1362,8 +1363,7 @@ class PostgresStore:
         with self._conn() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
-                row = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)).fetchone()
-                context = self._note_sql_search(None if row is None else row[0])
+                context = self._read_sql_search(conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)))
                 found = pg_verify.problems(conn, self._q, self.tenant, self.index_config.context_radius, self._w,
                                            self._vw, context=context)
                 records, edges = one(conn.execute(self._q(
@@ -1377,8 +1377,7 @@ class PostgresStore:
         """Recompute every derived table from the records and drop dangling relationships;
         return a fresh check."""
         with self._write() as conn:
-            row = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)).fetchone()
-            context = self._note_sql_search(None if row is None else row[0])
+            context = self._read_sql_search(conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)))
             pg_verify.rebuild(conn, self._q, self.tenant, self.index_config.context_radius, self._w, self._vw,
                               context=context)
             self._log(conn, [""], "f")
