@@ -139,3 +139,24 @@ def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url
         semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a1"]) if e.type.value == "semantic"}
         assert ("a1", "b0") in semantic or ("b0", "a1") in semantic  # the SQL read saw it
     assert used[-1] is False  # a0 (SQL: no index yet), b0 (the other store: no index), a1 (back to SQL)
+
+
+def test_an_add_never_loads_the_local_index(pg_url, monkeypatch) -> None:  # noqa: F811
+    """A rebuild asked for by another store (a forgotten user) is left to the next search:
+    the add reads its nearest records in SQL instead of loading the tenant."""
+    tenant = new_tenant()
+    used = _spy_send(monkeypatch)
+    with BeeWeave.from_url(pg_url + "&local_index=true", embedder=HashingEmbedder(32), tenant=tenant,
+                           clock=lambda: NOW) as first, \
+            BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as other:
+        first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
+        other.add("papaya quince fig", user_id="bob", chunk_id="b0")
+        first.search("kiwi", user_id="ann")  # builds the local index
+        local = first.backend.local
+        loads = local.loads
+        other.backend.delete_user("bob")  # logs a rebuild
+        first.add("kiwi mango papaya", user_id="ann", chunk_id="a1")
+        assert local.loads == loads and used[-1] is False
+        assert first.backend.contains(["a1"]) == {"a1"}
+        first.search("kiwi", user_id="ann")
+        assert local.loads == loads + 1

@@ -132,8 +132,13 @@ def test_a_store_opened_before_the_switch_follows_at_its_next_search_and_write(p
         assert got.ids == want.ids
         np.testing.assert_allclose(got.lexical, want.lexical, rtol=0, atol=1e-6)
         first.set_sql_search(True)
-        assert second.local is not None  # until its next write reads the setting
-        second.insert(rows[40:])  # writes the context rows again, as the setting now asks
+        assert second.local is not None  # until its next search or write reads the setting
+        again = second.retrieve(terms, qvec, flt, 10)  # its freshness check reads it: SQL from the next one
+        assert again.ids == want.ids and second.sql_search and second.local is None
+        first.set_sql_search(False)
+        first.set_sql_search(True)
+        second._note_sql_search("off")  # as if it had last seen it off  # noqa: SLF001
+        second.insert(rows[40:])  # the write reads the setting under the lock: context rows kept
         assert second.sql_search and second.local is None
         assert second.verify().problems == []
         first.set_sql_search(False)
@@ -191,3 +196,37 @@ def test_the_engine_on_a_tenant_without_sql_search(pg_url) -> None:  # noqa: F81
         hits = memory.search("staging port", user_id="alice", k=2)
         assert hits[0].chunk.raw_content == "Staging listens on port 5433."
         assert memory.backend.local is not None and _context_rows(memory.backend) == 0
+
+
+def test_a_switch_between_a_sql_search_and_its_setting_read_is_seen(pg_url) -> None:  # noqa: F811
+    """The search statement and the setting read share one snapshot: a switch back on that
+    commits between them cannot pass off an answer read from the emptied tables."""
+    from beeweave_core.store.postgres.store import _SQL_SEARCH_SQL
+
+    rnd, rng = random.Random(25), np.random.default_rng(25)
+    tenant = new_tenant()
+    with closing(PostgresStore(pg_url, tenant=tenant, exact_limit=10_000)) as first, \
+            closing(PostgresStore(pg_url, tenant=tenant, exact_limit=10_000)) as second:
+        first.insert(make_rows(rnd, rng, 60))
+        terms, qvec, flt = queries(rnd)[0], unit_vectors(rng, 1, DIM)[0], build_filter({})
+        want = second.retrieve(terms, qvec, flt, 10)
+        first.set_sql_search(False)  # the tables emptied; ``second`` still believes it on
+        held: dict = {}
+        settings, qualify = second._settings, second._q  # noqa: SLF001
+
+        def keep_conn(conn, k, narrowed=False):
+            held["conn"] = conn
+            return settings(conn, k, narrowed)
+
+        def q(text):
+            if text == _SQL_SEARCH_SQL and "conn" in held:
+                conn = held.pop("conn")
+                conn._pipeline.sync()  # the search statement has run (tables empty)  # noqa: SLF001
+                first.set_sql_search(True)  # another process switches back on and commits
+            return qualify(text)
+
+        second._settings, second._q = keep_conn, q  # noqa: SLF001
+        got = second.retrieve(terms, qvec, flt, 10)
+        assert got.ids == want.ids
+        np.testing.assert_allclose(got.lexical, want.lexical, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got.vector, want.vector, rtol=0, atol=1e-5)

@@ -74,6 +74,10 @@ FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq LEFT JOI
 WHERE c.tenant = %(t)s ORDER BY c.seq"""
 
 _HIGH_SQL = "SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s"
+# A search's freshness check, which also reads the tenant's SQL-search setting: a store that
+# searches locally only because the setting was off turns back to SQL when it is on again.
+_FRESH_SQL = ("SELECT coalesce(max(seq), 0), (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'sql_search') "
+              "FROM @changes WHERE tenant = %(t)s")
 
 _LOG_SQL = """SELECT coalesce(max(seq), %(seen)s), coalesce(bool_or(op = 'f'), false),
     (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'changes_floor'),
@@ -167,8 +171,9 @@ class LocalIndex:
         self.seen = high
         self.loads += 1
 
-    def _catch_up(self, conn: psycopg.Connection) -> None:
-        """Apply the log entries after ``seen``: the entries and the changed rows in one snapshot."""
+    def _catch_up(self, conn: psycopg.Connection, *, load: bool = True) -> bool:
+        """Apply the log entries after ``seen``: the entries and the changed rows in one
+        snapshot. Returns False, changing nothing, when that needs a load and ``load`` is off."""
         q, t = self._store._q, self._store.tenant
         args = {"t": t, "seen": self.seen}
         with _snapshot(conn):
@@ -177,14 +182,17 @@ class LocalIndex:
             rebuild = forget or (floor is not None and int(floor) > self.seen)
             rows = [] if rebuild or not changed else conn.execute(q(_CHANGED_SQL), args, binary=True).fetchall()
         if rebuild:
+            if not load:
+                return False
             self._load(conn)
-            return
+            return True
         try:
             self._apply(changed, rows)
         except BaseException:
             self.seen = -1  # half applied: build it again from the rows at the next search
             raise
         self.seen = int(high)
+        return True
 
     def _apply(self, changed: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
         """Patch the index with the current rows of the ``changed`` ids (absent: deleted)."""
@@ -237,20 +245,28 @@ class LocalIndex:
                 np.fromiter((vector.get(cid, 0.0) for cid in ids), np.float64, len(ids)), found)
 
     @contextmanager
-    def _fresh(self) -> Iterator[MemoryIndex]:
+    def _fresh(self, *, load: bool = True) -> Iterator[MemoryIndex | None]:
         """The index, caught up with every write committed before this call, held under the
-        lock until the block ends."""
+        lock until the block ends; None when that needs a load and ``load`` is off."""
         store = self._store
         with self._lock:
             with store._conn() as conn:
                 if self.seen < 0:
+                    if not load:
+                        yield None
+                        return
                     self._load(conn)
                 else:
-                    high = int(conn.execute(store._q(_HIGH_SQL), {"t": store.tenant}).fetchone()[0])  # type: ignore[index]
-                    if high < self.seen:  # the log was emptied under it: start again from the rows
+                    high, setting = conn.execute(store._q(_FRESH_SQL), {"t": store.tenant}).fetchone()  # type: ignore[misc]
+                    store._note_sql_search(setting)
+                    if int(high) < self.seen:  # the log was emptied under it: start again from the rows
+                        if not load:
+                            yield None
+                            return
                         self._load(conn)
-                    elif high > self.seen:  # another store wrote: the index is then as new as this search
-                        self._catch_up(conn)
+                    elif int(high) > self.seen and not self._catch_up(conn, load=load):
+                        yield None  # another store wrote, and its entries ask for a load
+                        return
             yield self.index
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int,
@@ -261,6 +277,7 @@ class LocalIndex:
         terms = {t: c for t, c in terms.items() if "\x00" not in t}
         evidence = [t for t in clean(evidence) if t in terms]
         with self._fresh() as index:
+            assert index is not None  # (load=True)
             ids, lexical, vec, found = self._candidates(terms, q, flt, k, evidence)
             # every held slot has its fields (filled at load and by every write caught up)
             fields = index.rank_fields(ids, lambda missing: store.get(missing).values())
@@ -272,10 +289,8 @@ class LocalIndex:
         is not built (an add never pays for a load) or the vectors do not fit it. The caller
         uses them only if the log has not moved past that position when it holds the tenant
         write lock (``PostgresStore.insert_linked``)."""
-        if self.seen < 0:
-            return None
-        with self._fresh() as index:
-            if index.dim is not None and any(len(q) != index.dim for q, _, _ in similar):
+        with self._fresh(load=False) as index:
+            if index is None or (index.dim is not None and any(len(q) != index.dim for q, _, _ in similar)):
                 return None
             return self.seen, [index.vector_search(np.asarray(q, np.float32), scope, k) for q, scope, k in similar]
 
@@ -284,6 +299,7 @@ class LocalIndex:
         """``PostgresStore.lexical_searches`` from the local index (a tenant whose SQL search is off)."""
         include = clean(include)
         with self._fresh() as index:
+            assert index is not None  # (load=True)
             return [index.lexical_search({t: c for t, c in terms.items() if "\x00" not in t}, flt, k, include=include)
                     for terms in queries]
 
@@ -291,14 +307,12 @@ class LocalIndex:
         """``PostgresStore.vector_scores`` (context vectors) from the local index."""
         q = np.asarray(vector, np.float32)
         with self._fresh() as index:
+            assert index is not None  # (load=True)
             if index.dim is not None and index.dim != len(q):
-                raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({index.dim},)")
+                return {}  # as the SQL statement answers: no record's vector has this dimension
             return index.vector_scores(q, list(clean(ids)))
 
     def refresh(self) -> None:
         """Catch up now (tests; a search does it when it must)."""
-        with self._lock, self._store._conn() as conn:
-            if self.seen < 0:
-                self._load(conn)
-            else:
-                self._catch_up(conn)
+        with self._fresh():
+            pass

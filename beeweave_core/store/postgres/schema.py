@@ -290,6 +290,15 @@ MIGRATIONS: list[tuple[str, str]] = [
             PRIMARY KEY (tenant, seq)
         );
     """),
+    # A tenant's SQL search may be off (meta 'sql_search' = 'off', PostgresStore.set_sql_search):
+    # its writes then keep no context postings or vectors and its searches go to local
+    # indexes. Code before this version would keep writing them and search them in SQL, so
+    # the version moves on (an older BeeWeave refuses to open the schema); the comments say
+    # it to whoever reads the tables.
+    ("0010_sql_search_setting", """
+        COMMENT ON TABLE cpost IS 'context postings: none for a tenant whose meta sql_search is off';
+        COMMENT ON TABLE ctxvec IS 'context vectors: none for a tenant whose meta sql_search is off';
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 

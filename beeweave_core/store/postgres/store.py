@@ -383,14 +383,19 @@ class PostgresStore:
             raise StoreUnavailableError(f"the PostgreSQL store failed: {exc}") from exc
 
     @contextmanager
-    def _tx(self, *, write: bool = False, read_only: bool = False) -> Iterator[psycopg.Connection]:
+    def _tx(self, *, write: bool = False, read_only: bool = False,
+            snapshot: bool = False) -> Iterator[psycopg.Connection]:
         """One transaction sent as a pipeline: BEGIN and COMMIT travel with the statements, so
         only a result the code reads costs a round trip (psycopg's ``conn.transaction()``
-        waits for BEGIN and for COMMIT: a search took three round trips instead of one)."""
+        waits for BEGIN and for COMMIT: a search took three round trips instead of one).
+        ``snapshot``: a read-only transaction whose statements all see one snapshot
+        (REPEATABLE READ), as a search and its read of the SQL-search setting must."""
+        begin = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else
+                 "BEGIN READ ONLY" if read_only else "BEGIN")
         with self._conn(write=write) as conn:
             try:
                 with conn.pipeline():
-                    conn.execute("BEGIN READ ONLY" if read_only else "BEGIN")
+                    conn.execute(begin)
                     yield conn
                     conn.execute("COMMIT")
             except BaseException:
@@ -446,8 +451,8 @@ class PostgresStore:
         """Take the tenant's setting as read (its meta value, None: on); return whether its
         SQL search is on. Off: this store answers searches from a local index from now on."""
         on = value != "off"
-        self.sql_search = on
         with self._local_lock:
+            self.sql_search = on
             if not on and self.local is None:
                 self.local = LocalIndex(self)
             elif on and not self._local_asked:
@@ -486,9 +491,9 @@ class PostgresStore:
         self._note_sql_search(None if enabled else "off")
 
     def _sql_search_read(self, cur: psycopg.Cursor[Any]) -> None:
-        """After a SQL search: raise ``_SqlSearchOff`` if ``cur`` (``_SQL_SEARCH_SQL``, sent after
-        the search's statements) finds the tenant's SQL search turned off. Read after them, in a
-        later snapshot: 'on' there means the switch had not committed when they read either."""
+        """After a SQL search: raise ``_SqlSearchOff`` if ``cur`` (``_SQL_SEARCH_SQL``, sent with
+        the search's statements in one REPEATABLE READ snapshot) finds the tenant's SQL search
+        off, i.e. the tables they read emptied."""
         if not self._read_sql_search(cur):
             raise _SqlSearchOff
 
@@ -570,13 +575,17 @@ class PostgresStore:
         prepared = self._new_rows(rows)
         local = self.local
         # (one record: the index does not hold the others of a batch, which SQL sees in the transaction)
-        near = local.nearest(reads.similar) if local is not None and len(prepared) == 1 and reads.similar else None
+        near = None
+        if local is not None and len(prepared) == 1 and reads.similar:
+            try:
+                near = local.nearest(reads.similar)
+            except StoreUnavailableError:  # the SQL read inside the transaction answers instead
+                logger.info("catching the local index up for an add failed; reading in SQL", exc_info=True)
         with self._write() as conn:
             sent: list[pg_links.Sent] = []
 
             def send(high: int | None) -> None:
-                current = near is not None and high == near[0]
-                sent.append(pg_links.send(self, conn, reads, near[1] if current and near is not None else None))
+                sent.append(pg_links.send(self, conn, reads, near[1] if near is not None and high == near[0] else None))
 
             if prepared:
                 # The reads need the new rows, not their session context: they go out before
@@ -1038,7 +1047,7 @@ class PostgresStore:
         LOCALs, the statement and COMMIT go out together and the rows are read after the
         pipeline's single sync. ``context``: the statement reads what only SQL search keeps
         (``cpost``, ``ctxvec``), so the tenant's setting is read after it (``_sql_search_read``)."""
-        with self._tx(read_only=True) as conn:
+        with self._tx(read_only=True, snapshot=context) as conn:
             self._settings(conn, k, narrowed)
             cur = conn.execute(stmt, params)
             setting = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,)) if context else None
@@ -1066,7 +1075,7 @@ class PostgresStore:
         # With the search settings: the statement's join order as written (sql.LEX_FILTERED
         # reads the passing records, then their postings), which the planner, misjudging
         # the postings of a term, abandoned for reading every posting of the terms.
-        with self._tx(read_only=True) as conn:
+        with self._tx(snapshot=True) as conn:
             self._settings(conn, k, False)
             cursors = [conn.execute(stmt, {**self._lexical_params(terms), **common}) for terms in queries]
             setting = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,))
@@ -1114,7 +1123,7 @@ class PostgresStore:
         local = self.local
         if local is not None and not self.sql_search:
             return local.vector_scores(q, ids)
-        with self._tx(read_only=True) as conn:
+        with self._tx(snapshot=True) as conn:
             cur = conn.execute(self._q(VECTOR_SCORES_SQL.format(d=int(len(q)))),
                                {"t": self.tenant, "ids": ids, "q": q, "vw": self._vw})
             setting = conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,))
