@@ -5,6 +5,8 @@ edges, and a failure anywhere in it stores nothing."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import numpy as np
@@ -84,6 +86,16 @@ def test_a_failure_while_linking_stores_nothing(pg_url) -> None:  # noqa: F811
         store.close()
 
 
+@contextmanager
+def _local_and_sql(url: str) -> Iterator[tuple[BeeWeave, BeeWeave]]:
+    """Two memories on one new tenant: with a local index, and without."""
+    tenant = new_tenant()
+    with BeeWeave.from_url(url + "&local_index=true", embedder=HashingEmbedder(32), tenant=tenant,
+                           clock=lambda: NOW) as first, \
+            BeeWeave.from_url(url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as other:
+        yield first, other
+
+
 def _spy_send(monkeypatch) -> list[bool]:
     """Record, for each linking pass sent, whether its nearest records came from a local index."""
     from beeweave_core.store.postgres import links as pg_links
@@ -120,11 +132,8 @@ def test_adds_read_their_nearest_records_from_a_built_local_index_and_link_alike
 def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url, monkeypatch) -> None:  # noqa: F811
     from beeweave_core.store.postgres.local import LocalIndex
 
-    tenant = new_tenant()
     used = _spy_send(monkeypatch)
-    with BeeWeave.from_url(pg_url + "&local_index=true", embedder=HashingEmbedder(32), tenant=tenant,
-                           clock=lambda: NOW) as first, \
-            BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as other:
+    with _local_and_sql(pg_url) as (first, other):
         first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
         first.search("kiwi", user_id="ann")  # builds the local index
         real = LocalIndex.nearest
@@ -144,11 +153,8 @@ def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url
 def test_an_add_never_loads_the_local_index(pg_url, monkeypatch) -> None:  # noqa: F811
     """A rebuild asked for by another store (a forgotten user) is left to the next search:
     the add reads its nearest records in SQL instead of loading the tenant."""
-    tenant = new_tenant()
     used = _spy_send(monkeypatch)
-    with BeeWeave.from_url(pg_url + "&local_index=true", embedder=HashingEmbedder(32), tenant=tenant,
-                           clock=lambda: NOW) as first, \
-            BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as other:
+    with _local_and_sql(pg_url) as (first, other):
         first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
         other.add("papaya quince fig", user_id="bob", chunk_id="b0")
         first.search("kiwi", user_id="ann")  # builds the local index
