@@ -248,26 +248,27 @@ class LocalIndex:
     def _fresh(self, *, load: bool = True) -> Iterator[MemoryIndex | None]:
         """The index, caught up with every write committed before this call, held under the
         lock until the block ends; None when that needs a load and ``load`` is off."""
-        store = self._store
         with self._lock:
-            with store._conn() as conn:
-                if self.seen < 0:
-                    if not load:
-                        yield None
-                        return
-                    self._load(conn)
-                else:
-                    high, setting = conn.execute(store._q(_FRESH_SQL), {"t": store.tenant}).fetchone()  # type: ignore[misc]
-                    store._note_sql_search(setting)
-                    if int(high) < self.seen:  # the log was emptied under it: start again from the rows
-                        if not load:
-                            yield None
-                            return
-                        self._load(conn)
-                    elif int(high) > self.seen and not self._catch_up(conn, load=load):
-                        yield None  # another store wrote, and its entries ask for a load
-                        return
-            yield self.index
+            with self._store._conn() as conn:
+                current = self._bring_up(conn, load)
+            yield self.index if current else None
+
+    def _bring_up(self, conn: psycopg.Connection, load: bool) -> bool:
+        """Catch the index up (``_fresh``); False, changing nothing, when that needs a load
+        and ``load`` is off."""
+        store = self._store
+        if self.seen >= 0:
+            high, setting = conn.execute(store._q(_FRESH_SQL), {"t": store.tenant}).fetchone()  # type: ignore[misc]
+            store._note_sql_search(setting)
+            if int(high) > self.seen:  # another store wrote: the index is then as new as this search
+                return self._catch_up(conn, load=load)
+            if int(high) == self.seen:
+                return True
+            # below it: the log was emptied under the index; start again from the rows
+        if not load:
+            return False
+        self._load(conn)
+        return True
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int,
                  evidence: Sequence[str]) -> LocalCandidates:

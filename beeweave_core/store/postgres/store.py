@@ -499,8 +499,8 @@ class PostgresStore:
 
     def _fields_as_ids(self, flt: Filter) -> Filter:
         """A filter naming declared metadata fields, which a local index does not hold, as the
-        ids of the records passing it (read in SQL) for the local index."""
-        return flt.replace(fields=None, ids=frozenset(self.scan_ids(flt)))
+        ids of the records passing it (read in SQL) for the local index; others as they are."""
+        return flt.replace(fields=None, ids=frozenset(self.scan_ids(flt))) if flt.fields else flt
 
     # -- metadata ------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -1069,7 +1069,7 @@ class PostgresStore:
             return []
         local = self.local
         if local is not None and not self.sql_search:
-            return local.lexical_searches(queries, self._fields_as_ids(flt) if flt.fields else flt, k, include)
+            return local.lexical_searches(queries, self._fields_as_ids(flt), k, include)
         stmt, args = self._statement(LEXICAL_SQL, flt)
         common = {"k": max(int(k), 0), "include": list(dict.fromkeys(clean(include))), **args}
         # With the search settings: the statement's join order as written (sql.LEX_FILTERED
@@ -1150,7 +1150,7 @@ class PostgresStore:
         if local is not None and (not flt.fields or not self.sql_search):
             # declared fields are not held in memory: with SQL search on, such a search runs
             # in SQL; with it off, SQL reads the ids passing them for the local index
-            return local.retrieve(terms, q, self._fields_as_ids(flt) if flt.fields else flt, k, evidence)
+            return local.retrieve(terms, q, self._fields_as_ids(flt), k, evidence)
         stmt, args = self._statement(SEARCH_SQL, flt, d=int(len(q)))
         params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False),
                   "heavy": list(dict.fromkeys(clean(evidence))), **args}

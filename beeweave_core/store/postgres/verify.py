@@ -77,16 +77,20 @@ _CHECKS: list[tuple[str, str]] = [
         WHERE c.n IS DISTINCT FROM u.n"""),
 ]
 
+# The context postings and vectors of every record of the tenant (index.py's statements
+# for some records, with their ``seqs`` condition dropped).
+_ALL_CONTEXT_ROWS = CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true").replace("n.seq = ANY(%(seqs)s)", "true")
+_ALL_CONTEXT_VECTORS = CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true")
+
 # What only the SQL search reads: checked against the records when it is on, else absent.
 _CONTEXT_CHECKS: list[tuple[str, str]] = [
     ("context postings that differ from the postings and neighbours", """
-        SELECT count(*) FROM (""" + CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true")
-                                   .replace("n.seq = ANY(%(seqs)s)", "true") + """) e
+        SELECT count(*) FROM (""" + _ALL_CONTEXT_ROWS + """) e
         FULL JOIN (SELECT * FROM cpost WHERE tenant = %(t)s) a ON a.seq = e.seq AND a.term = e.term
         WHERE e.seq IS NULL OR a.seq IS NULL OR a.user_id <> e.user_id OR a.status <> e.status
         OR abs(a.f - e.f) > 1e-9 OR abs(a.clen - e.clen) > 1e-9"""),
     ("context vectors that differ from the vectors and neighbours", """
-        SELECT count(*) FROM (""" + CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true") + """) e
+        SELECT count(*) FROM (""" + _ALL_CONTEXT_VECTORS + """) e
         FULL JOIN (SELECT * FROM ctxvec WHERE tenant = %(t)s) a ON a.seq = e.seq
         WHERE e.seq IS NULL OR a.seq IS NULL OR abs(a.norm - e.norm) > 1e-6
         OR (a.s IS NULL) <> (e.s IS NULL) OR (a.s <-> e.s) > 1e-5"""),
@@ -125,9 +129,8 @@ def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float,
 
 
 _CONTEXT_REBUILD = (
-    "INSERT INTO cpost (tenant, seq, term, user_id, status, f, clen) "
-    + CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true").replace("n.seq = ANY(%(seqs)s)", "true"),
-    "INSERT INTO ctxvec (tenant, seq, s, norm) " + CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true"),
+    "INSERT INTO cpost (tenant, seq, term, user_id, status, f, clen) " + _ALL_CONTEXT_ROWS,
+    "INSERT INTO ctxvec (tenant, seq, s, norm) " + _ALL_CONTEXT_VECTORS,
 )
 
 
