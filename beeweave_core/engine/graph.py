@@ -247,15 +247,24 @@ class Graph:
                 out.append(SearchHit(chunks[cid], score, {"graph": HitSource(rank, score, via, origin, hops)}))
         return out
 
-    def with_contradictions(self, hits: list[SearchHit], flt: Filter) -> list[SearchHit]:
+    def with_contradictions(self, hits: list[SearchHit], flt: Filter,
+                            known: Mapping[str, Sequence[Relationship]] | None = None) -> list[SearchHit]:
         """Each hit followed by the memories recorded as contradicting it (``relate(...,
         "contradicts")``, either direction) that the filter allows, so an answer is never
         shown without its rival; each carries a "contradicts" source naming the hit. A rival
-        already in the results is marked the same way and moved next to it."""
+        already in the results is marked the same way and moved next to it. ``known``: the
+        ``contradicts`` relationships of some hits, as the search read them with the records;
+        only the others' are asked of the backend."""
         if not hits:
             return hits
-        edges = self.shared.backend.edges([h.id for h in hits], types=[RelationType.CONTRADICTS.value],
-                                          direction="both")
+        known = known or {}
+        ask = [h.id for h in hits if h.id not in known]
+        edges = self.shared.backend.edges(ask, types=[RelationType.CONTRADICTS.value],
+                                          direction="both") if ask else []
+        if len(ask) < len(hits):  # (an edge between two hits is listed by both: once here, as edges lists it)
+            held = {(e.source_id, e.target_id): e for e in edges}
+            held.update(((e.source_id, e.target_id), e) for h in hits for e in known.get(h.id, ()))
+            edges = [held[key] for key in sorted(held)]
         if not edges:
             return hits
         rivals: dict[str, list[tuple[str, float]]] = {}

@@ -23,7 +23,7 @@ from ..fusion import FusionMode, fuse_scores
 from ..language import embedder_languages, retriever_weights
 from ..network import ExpandOptions, check_ranking
 from ..query import prepare_query, split_questions
-from ..records import SearchHit
+from ..records import Relationship, SearchHit
 from ..relevance import Evidence, evidence_terms, lexical_evidence, relevance, term_coverage
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
@@ -99,25 +99,27 @@ class Search:
         check_content(query, "query")
         if k == 0:
             return []
-        hits = self._timed_search(query, flt, k, qvec, mode, min_score, rerank, mmr, now, min_relevance)
+        rivals: dict[str, list[Relationship]] = {}  # read with the records, when the backend can
+        hits = self._timed_search(query, flt, k, qvec, mode, min_score, rerank, mmr, now, min_relevance, rivals)
         if loosen and len(hits) < k:
             loose = flt.replace(tags_any=None, tags_all=None, entities=None)
             seen = {h.id for h in hits}
-            more = self._timed_search(query, loose, k, qvec, mode, None, rerank, mmr, now, min_relevance)
+            more = self._timed_search(query, loose, k, qvec, mode, None, rerank, mmr, now, min_relevance, rivals)
             hits += [replace(h, loosened=True) for h in more if h.id not in seen][: k - len(hits)]
         if abstain_below is not None and max((h.relevance or 0.0 for h in hits), default=0.0) < abstain_below:
             hits = []  # nothing relevant: the caller takes the no-memory path
         if opts is not None:
             hits += self._expanded(hits, self.graph.expand(hits, flt, opts, k), opts, min_relevance)
         if self.shared.config.contradictions:
-            hits = self.graph.with_contradictions(hits, flt)
+            hits = self.graph.with_contradictions(hits, flt, known=rivals)
         for hook in self.shared.hooks.on_search:
             hook(hits, now)
         return hits
 
     def _timed_search(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                       min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
-                      now: datetime, min_relevance: float | None = None) -> list[SearchHit]:
+                      now: datetime, min_relevance: float | None = None,
+                      rivals: dict[str, list[Relationship]] | None = None) -> list[SearchHit]:
         """A time phrase in the query ("上周讨论的备份问题") filters to its range and leaves the
         text; when nothing in that range matches (the phrase was about the conversation's own
         time, not the clock's), the query is searched as written."""
@@ -129,10 +131,11 @@ class Search:
             if since <= until:
                 text = when.text if when.text.strip() else query
                 hits = self._search_questions(text, flt.replace(since=since, until=until), k, qvec, mode, min_score,
-                                              rerank, mmr_lambda, now, min_relevance)
+                                              rerank, mmr_lambda, now, min_relevance, rivals)
                 if hits:
                     return [replace(h, time_range=r) for h in hits]
-        return self._search_questions(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance)
+        return self._search_questions(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance,
+                                      rivals)
 
     @staticmethod
     def _expanded(hits: list[SearchHit], more: list[SearchHit], opts: ExpandOptions,
@@ -169,22 +172,28 @@ class Search:
 
     def _search_questions(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                           min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
-                          now: datetime, min_relevance: float | None = None) -> list[SearchHit]:
+                          now: datetime, min_relevance: float | None = None,
+                          rivals: dict[str, list[Relationship]] | None = None) -> list[SearchHit]:
         """A query that asks several questions is searched question by question (each embedded
         on its own unless the caller gave the vector); a memory keeps its best score."""
         parts = split_questions(query)
         if len(parts) == 1:
-            return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance)
+            return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance,
+                                     rivals)
         best: dict[str, SearchHit] = {}
         for part in parts:
-            for h in self._search_once(part, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance):
+            for h in self._search_once(part, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance,
+                                       rivals):
                 if h.id not in best or h.score > best[h.id].score:
                     best[h.id] = h
         return sorted(best.values(), key=lambda h: (-h.score, h.id))[:k]
 
     def _search_once(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                      min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
-                     now: datetime, min_relevance: float | None = None) -> list[SearchHit]:
+                     now: datetime, min_relevance: float | None = None,
+                     rivals: dict[str, list[Relationship]] | None = None) -> list[SearchHit]:
+        """One question's hits; ``rivals`` gathers the ``contradicts`` relationships the
+        backend read with the records (``Candidates.rivals``)."""
         backend = self.shared.backend
         # A dialogue query: its latest turns embedded, recent terms weigh more, cost bounded
         # (a plain question passes through unchanged).
@@ -220,6 +229,8 @@ class Search:
             ranked = ranked[:k]
         wanted = [cid for cid, _, _ in ranked]
         chunks = got.records(wanted) if got is not None else backend.get(wanted)
+        if got is not None and got.rivals is not None and rivals is not None:
+            rivals.update(got.rivals)
         scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked if cid in chunks]
         if rerank is not None:
             scored = rerank.rerank(query, scored)

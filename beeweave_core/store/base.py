@@ -245,13 +245,16 @@ class TermEvidence:
 class Candidates(Protocol):
     """A hybrid search's candidates with both retrievers' scores, the fields ranking reads
     and the records, as one backend round trip returns them; ``evidence`` when the
-    search asked for evidence terms."""
+    search asked for evidence terms. ``rivals``: when ``records`` brings them along, each
+    record's ``contradicts`` relationships in either direction (as ``edges(ids,
+    types=["contradicts"])`` answers), so the engine need not ask for them; None otherwise."""
 
     ids: list[str]
     lexical: np.ndarray
     vector: np.ndarray
     fields: dict[str, RankFields]
     evidence: TermEvidence | None
+    rivals: dict[str, list[Relationship]] | None
 
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
 

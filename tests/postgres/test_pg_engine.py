@@ -128,3 +128,39 @@ def test_declared_fields_reach_another_handle_and_filter(pg_url) -> None:  # noq
         first.close()
         if other is not None:
             other.close()
+
+
+def test_contradicting_memories_come_as_in_the_embedded_store(pg_url, local_index) -> None:  # noqa: F811
+    """A hit's rivals (``contradicts``, either direction, other relations beside them): the
+    same results as the embedded store. A local-index search reads them with the records
+    (``Candidates.rivals``), so it never asks ``edges`` for its hits."""
+    records = _records()
+    rnd = random.Random(9)
+    with _open(pg_url, new_tenant(), local_index) as pg, BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
+        pg.add_many(records, link=False)
+        lite.add_many(records, link=False)
+        users = {r["chunk_id"]: r["user_id"] for r in records}
+        pairs = {(a, b) for a, b in (rnd.sample(sorted(users), 2) for _ in range(80)) if users[a] == users[b]}
+        for a, b in sorted(pairs):
+            for m in (pg, lite):
+                m.relate(a, b, "contradicts" if (a + b).count("1") % 3 else "supports")
+        asked: list[list[str]] = []
+        plain_edges = pg.backend.edges
+
+        def edges(wanted, **kw):
+            asked.append(list(wanted))
+            return plain_edges(wanted, **kw)
+
+        pg.backend.edges = edges  # type: ignore[method-assign]
+        for _ in range(8):
+            query = sentence(rnd, 2, 6, WORDS[:60])
+            for kw in ({"user_id": "alice"}, {"user_id": "bob", "filters": {"tags": ["work", "food"]}}, {}):
+                asked.clear()
+                got = pg.search(query, k=6, **kw)
+                want = lite.search(query, k=6, **kw)
+                def rivals(hits):
+                    return [(h.id, s and (s.rank, s.from_id, s.via)) for h in hits
+                            for s in [h.sources.get("contradicts")]]
+                assert rivals(got) == rivals(want), (query, kw)
+                assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
+                assert (asked == []) == (local_index or not got)

@@ -37,18 +37,18 @@ import numpy as np
 from ...errors import DimensionMismatchError
 from ...filters import Filter
 from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
-from ...records import KnowledgeChunk
+from ...records import KnowledgeChunk, Relationship, RelationType
 from ...scoring import RankFields
 from ..base import TermEvidence
-from .search import rank_fields_of
-from .sql import clean
+from .search import decode_record, rank_fields_of
+from .sql import GET_WITH_RIVALS_SQL, clean
 
 if TYPE_CHECKING:
     import psycopg
 
     from .store import PostgresStore
 
-__all__ = ["LocalCandidates", "LocalIndex"]
+__all__ = ["LocalCandidates", "LocalIndex", "records_with_rivals"]
 
 # What the index is built from, per record: the columns it filters on, its text's term
 # counts and its vector. (``turn``: whether it takes part in its session's context.)
@@ -115,11 +115,36 @@ class LocalCandidates:
     vector: np.ndarray
     fields: dict[str, RankFields]
     evidence: TermEvidence | None
-    _get: Callable[[Sequence[str]], dict[str, KnowledgeChunk]] = field(repr=False)
+    _get: Callable[[Sequence[str]], tuple[dict[str, KnowledgeChunk], dict[str, list[Relationship]]]] = field(repr=False)
+    rivals: dict[str, list[Relationship]] | None = None  # filled by ``records``
 
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
         wanted = [cid for cid in ids if cid in self.fields]
-        return self._get(wanted) if wanted else {}
+        if not wanted:
+            return {}
+        chunks, rivals = self._get(wanted)
+        self.rivals = {**(self.rivals or {}), **rivals}
+        return chunks
+
+
+def records_with_rivals(store: PostgresStore, ids: Sequence[str]) -> tuple[dict[str, KnowledgeChunk],
+                                                                           dict[str, list[Relationship]]]:
+    """``store.get(ids)`` and, from the same statement, each record's ``contradicts``
+    relationships either way (``base.Candidates.rivals``), as ``store.edges`` would list them."""
+    store._check()
+    ids = list(dict.fromkeys(clean(ids)))
+    if not ids:
+        return {}, {}
+    with store._conn() as conn:
+        rows = conn.execute(store._q(GET_WITH_RIVALS_SQL), {"t": store.tenant, "ids": ids}).fetchall()
+    chunks: dict[str, KnowledgeChunk] = {}
+    rivals: dict[str, list[Relationship]] = {}
+    for *row, incoming in rows:
+        cid = row[0]
+        chunk = chunks[cid] = decode_record(*row)
+        rivals[cid] = [e for e in chunk.relationships if e.type is RelationType.CONTRADICTS]
+        rivals[cid] += [Relationship(src, cid, RelationType.CONTRADICTS, w) for src, w in json.loads(incoming or "[]")]
+    return chunks, rivals
 
 
 class LocalIndex:
@@ -282,7 +307,7 @@ class LocalIndex:
             ids, lexical, vec, found = self._candidates(terms, q, flt, k, evidence)
             # every held slot has its fields (filled at load and by every write caught up)
             fields = index.rank_fields(ids, lambda missing: store.get(missing).values())
-        return LocalCandidates(ids, lexical, vec, fields, found, store.get)
+        return LocalCandidates(ids, lexical, vec, fields, found, lambda wanted: records_with_rivals(store, wanted))
 
     def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]]) -> tuple[int, list[list[tuple[str, float]]]] | None:
         """A linking pass's nearest-records reads (``LinkReads.similar``) answered from the

@@ -61,6 +61,8 @@ class Candidates:
         vector: cosine with the context vector, aligned with ``ids``.
         fields: what ranking reads of each candidate.
         evidence: calibrated relevance's lexical evidence, when the search asked for it.
+        rivals: None: the search statement does not read the records' ``contradicts``
+            relationships (the engine asks ``edges``).
     """
 
     ids: list[str]
@@ -69,6 +71,7 @@ class Candidates:
     fields: dict[str, RankFields]
     _records: dict[str, RecordRow] = field(default_factory=dict, repr=False)
     evidence: TermEvidence | None = None
+    rivals: None = None
 
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
         """The records of those ``ids`` that are candidates (as ``get`` returns them)."""

@@ -20,7 +20,7 @@ from ...fields import FIELD_NAME
 from ...filters import Filter
 
 __all__ = ["one", "filter_sql", "split_filter", "narrowed", "clean", "qualify", "LEXICAL_SQL", "VECTOR_SQL", "VECTOR_SCORES_SQL",
-           "SEARCH_SQL", "GET_SQL", "LEX_PLAIN", "LEX_FILTERED", "POSTINGS_PLAIN", "POSTINGS_FILTERED",
+           "SEARCH_SQL", "GET_SQL", "GET_WITH_RIVALS_SQL", "LEX_PLAIN", "LEX_FILTERED", "POSTINGS_PLAIN", "POSTINGS_FILTERED",
            "FILTERED_CTES", "EST_USERS", "EST_FILTERED",
            "EXACT_FROM_USERS", "EXACT_FROM_FILTERED"]
 
@@ -298,6 +298,16 @@ _ACCESS_BY_KEY = """LEFT JOIN LATERAL (SELECT a.n, a.last FROM @access a
     WHERE a.tenant = c.tenant AND a.seq = c.seq LIMIT 1) a ON true"""
 
 GET_SQL = "SELECT " + _RECORD_COLUMNS + """
+FROM @chunks c """ + _ACCESS_BY_KEY + """
+WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
+"""
+
+# ``GET_SQL`` with each record's incoming ``contradicts`` relationships (its outgoing ones
+# are among its edges): a hit is shown with its rivals (Graph.with_contradictions), and a
+# local-index search reading them with the records is spared a round trip (edges_dst).
+GET_WITH_RIVALS_SQL = "SELECT " + _RECORD_COLUMNS + """,
+    (SELECT json_agg(json_build_array(e.src, e.weight) ORDER BY e.src)::text
+     FROM @edges e WHERE e.tenant = c.tenant AND e.dst = c.id AND e.type = 'contradicts')
 FROM @chunks c """ + _ACCESS_BY_KEY + """
 WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
 """
