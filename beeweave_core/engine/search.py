@@ -27,7 +27,7 @@ from ..records import Relationship, SearchHit
 from ..relevance import Evidence, evidence_terms, lexical_evidence, relevance, term_coverage
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor
-from ..store.base import RetrievesInOneTrip, TermEvidence
+from ..store.base import RetrievesInOneTrip, StaleCandidates, TermEvidence
 from ..timewords import DATED_LAG, find_time
 from ..validation import check_content, check_count, check_number, check_vector
 from .shared import Shared
@@ -205,7 +205,7 @@ class Search:
             # The backend answers the candidates, their fields and records, and the hits'
             # lexical evidence of relevance in one round trip.
             got = backend.retrieve(prepared.terms, qvec, flt, max(self.shared.config.candidates, 4 * k),
-                                   evidence=evidence_terms(prepared.terms))
+                                   evidence=evidence_terms(prepared.terms), optimistic=True)
             ids, scores = got.ids, {"lexical": got.lexical, "vector": got.vector}
         else:
             ids, scores = self._retrieve(prepared.terms, flt, k, qvec)
@@ -228,7 +228,11 @@ class Search:
         if rerank is None and mmr_lambda is None:
             ranked = ranked[:k]
         wanted = [cid for cid, _, _ in ranked]
-        chunks = got.records(wanted) if got is not None else backend.get(wanted)
+        try:
+            chunks = got.records(wanted) if got is not None else backend.get(wanted)
+        except StaleCandidates:  # ranked from a local index others have written past: again
+            return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance,
+                                     rivals)
         if got is not None and got.rivals is not None and rivals is not None:
             rivals.update(got.rivals)
         scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked if cid in chunks]

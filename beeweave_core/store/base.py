@@ -22,7 +22,8 @@ from ..scoring import RankFields
 if TYPE_CHECKING:
     from .links import Derive, LinkReads
 
-__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "VerifyReport", "records_in_order", "split_changes"]
+__all__ = ["ChunkRow", "StoreBackend", "SCHEMA_VERSION", "StaleCandidates", "VerifyReport", "records_in_order",
+           "split_changes"]
 
 # Bumped by every named migration; a store newer than the code refuses to open.
 SCHEMA_VERSION = 4
@@ -259,15 +260,27 @@ class Candidates(Protocol):
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
 
 
+class StaleCandidates(Exception):
+    """``Candidates.records`` of an ``optimistic`` retrieve: the candidates were ranked from
+    a state of the store that other writes have since moved past. The caller retrieves
+    again; the backend then checks before it ranks, so this is not raised twice in a row."""
+
+
 @runtime_checkable
 class RetrievesInOneTrip(Protocol):
     """An optional capability: a backend that answers a search's candidate set in one round
     trip (PostgreSQL), so the engine skips the five separate calls (which it must equal),
     and the lexical evidence of calibrated relevance for the ``evidence`` terms, so the
-    engine skips that round trip too."""
+    engine skips that round trip too.
+
+    ``optimistic``: the backend may rank from state it holds without first asking the
+    database whether other writes moved past it (a PostgreSQL local index); ``records``
+    then asks in its own statement and raises ``StaleCandidates`` if they did, so a search
+    costs one round trip when nothing changed. Without it the candidates are current when
+    returned."""
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int, *,
-                 evidence: Sequence[str] = ()) -> Candidates: ...
+                 evidence: Sequence[str] = (), optimistic: bool = False) -> Candidates: ...
 
 
 @runtime_checkable

@@ -9,10 +9,13 @@ lock, so within a tenant the log's ``seq`` follows commit order. The database st
 only truth: the records a search returns, with their access counts and relationships, are
 read from it (the fields ranking reads are held in memory: they change only by logged writes).
 
-A search first reads the log's last ``seq`` (one small statement); if the log moved on
-(another process or host wrote), the index catches up (the log entries and the changed
-rows in one snapshot) before the candidates are ranked in memory. So a search never sees
-less than what was committed before it started, whichever host committed it. A log entry ``'f'`` (a user forgotten, a repair, a dropped
+A search reads the log's last ``seq``; if the log moved on (another process or host
+wrote), the index catches up (the log entries and the changed rows in one snapshot) and the
+candidates are ranked again in memory. When the last search found the index current and
+this store has not written since, the engine's search ranks first and reads the log's last
+``seq`` in the statement that reads the records it returns (one round trip, not two), and
+ranks again only if the log moved. So a search never sees less than what was committed
+before it started, whichever host committed it. A log entry ``'f'`` (a user forgotten, a repair, a dropped
 tenant), or a log pruned past what the index holds, rebuilds the index from the rows.
 
 What it costs: the process holds the tenant's vectors and postings (5.9 kB a memory at
@@ -39,9 +42,9 @@ from ...filters import Filter
 from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
 from ...records import KnowledgeChunk, Relationship, RelationType
 from ...scoring import RankFields
-from ..base import TermEvidence
+from ..base import StaleCandidates, TermEvidence
 from .search import decode_record, rank_fields_of
-from .sql import GET_WITH_RIVALS_SQL, clean
+from .sql import GET_CHECKED_SQL, GET_WITH_RIVALS_SQL, clean
 
 if TYPE_CHECKING:
     import psycopg
@@ -119,24 +122,31 @@ class LocalCandidates:
     rivals: dict[str, list[Relationship]] | None = None  # filled by ``records``
 
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
-        wanted = [cid for cid in ids if cid in self.fields]
-        if not wanted:
-            return {}
-        chunks, rivals = self._get(wanted)
+        chunks, rivals = self._get([cid for cid in ids if cid in self.fields])
         self.rivals = {**(self.rivals or {}), **rivals}
         return chunks
 
 
-def records_with_rivals(store: PostgresStore, ids: Sequence[str]) -> tuple[dict[str, KnowledgeChunk],
-                                                                           dict[str, list[Relationship]]]:
+def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int | None = None
+                        ) -> tuple[dict[str, KnowledgeChunk], dict[str, list[Relationship]]]:
     """``store.get(ids)`` and, from the same statement, each record's ``contradicts``
-    relationships either way (``base.Candidates.rivals``), as ``store.edges`` would list them."""
+    relationships either way (``base.Candidates.rivals``), as ``store.edges`` would list them.
+    ``seen``: the statement also checks that the change log's last entry is still ``seen``
+    (the ranking that chose ``ids`` was current) and raises ``StaleCandidates`` if not."""
     store._check()
     ids = list(dict.fromkeys(clean(ids)))
-    if not ids:
+    if not ids and seen is None:
         return {}, {}
+    args = {"t": store.tenant, "ids": ids}
     with store._conn() as conn:
-        rows = conn.execute(store._q(GET_WITH_RIVALS_SQL), {"t": store.tenant, "ids": ids}).fetchall()
+        if seen is None:
+            rows = conn.execute(store._q(GET_WITH_RIVALS_SQL), args).fetchall()
+        else:
+            checked = conn.execute(store._q(GET_CHECKED_SQL), args).fetchall()
+            store._note_sql_search(checked[0][1])
+            if int(checked[0][0]) != seen:
+                raise StaleCandidates(f"the change log moved from {seen} to {checked[0][0]}")
+            rows = [r[2:] for r in checked if r[2] is not None]
     chunks: dict[str, KnowledgeChunk] = {}
     rivals: dict[str, list[Relationship]] = {}
     for *row, incoming in rows:
@@ -158,6 +168,11 @@ class LocalIndex:
         # memory would hold ~0.7 kB; these ~0.1 kB): what removing it from BM25 needs
         self._counts: dict[str, bytes] = {}
         self._lock = threading.Lock()
+        # Whether a search may rank before it checks the log (``retrieve``'s ``optimistic``):
+        # set by a search that found the index current, cleared by this store's writes and by
+        # a check that found the index behind. Never what makes an answer right: an
+        # optimistic ranking is checked by its records' statement whatever this says.
+        self.trusted = False
         self.loads = 0  # how often the index was built from the rows (tests read it)
 
     # -- building and catching up -----------------------------------------------------
@@ -296,18 +311,38 @@ class LocalIndex:
         return True
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int,
-                 evidence: Sequence[str]) -> LocalCandidates:
-        """``PostgresStore.retrieve`` answered from the local index (see the module's text)."""
+                 evidence: Sequence[str], *, optimistic: bool = False) -> LocalCandidates:
+        """``PostgresStore.retrieve`` answered from the local index (see the module's text).
+
+        ``optimistic`` (the engine's searches): when the last search found the index current
+        and this store has not written since (``trusted``), rank first and let the records'
+        statement check the change log (``records_with_rivals``): one round trip instead of
+        two. If another store wrote meanwhile, ``records`` raises ``StaleCandidates`` and the
+        engine retrieves again, which then catches up first."""
         store = self._store
         q = np.asarray(vector, np.float32)
         terms = {t: c for t, c in terms.items() if "\x00" not in t}
         evidence = [t for t in clean(evidence) if t in terms]
-        with self._fresh() as index:
-            assert index is not None  # (load=True)
+        with self._lock:
+            hoped = self.seen if optimistic and self.trusted and self.seen >= 0 else None
+            if hoped is None:
+                with store._conn() as conn:
+                    self._bring_up(conn, True)
+                self.trusted = True
             ids, lexical, vec, found = self._candidates(terms, q, flt, k, evidence)
             # every held slot has its fields (filled at load and by every write caught up)
-            fields = index.rank_fields(ids, lambda missing: store.get(missing).values())
-        return LocalCandidates(ids, lexical, vec, fields, found, lambda wanted: records_with_rivals(store, wanted))
+            fields = self.index.rank_fields(ids, lambda missing: store.get(missing).values())
+        return LocalCandidates(ids, lexical, vec, fields, found, lambda wanted: self._records(wanted, hoped))
+
+    def _records(self, ids: Sequence[str], hoped: int | None) -> tuple[dict[str, KnowledgeChunk],
+                                                                       dict[str, list[Relationship]]]:
+        """The records of an optimistic search (``hoped``: the log entry its ranking reflects)
+        with the check that no write came after it; stale, the next search checks first."""
+        try:
+            return records_with_rivals(self._store, ids, seen=hoped)
+        except StaleCandidates:
+            self.trusted = False
+            raise
 
     def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]]) -> tuple[int, list[list[tuple[str, float]]]] | None:
         """A linking pass's nearest-records reads (``LinkReads.similar``) answered from the

@@ -20,8 +20,8 @@ from ...fields import FIELD_NAME
 from ...filters import Filter
 
 __all__ = ["one", "filter_sql", "split_filter", "narrowed", "clean", "qualify", "LEXICAL_SQL", "VECTOR_SQL", "VECTOR_SCORES_SQL",
-           "SEARCH_SQL", "GET_SQL", "GET_WITH_RIVALS_SQL", "LEX_PLAIN", "LEX_FILTERED", "POSTINGS_PLAIN", "POSTINGS_FILTERED",
-           "FILTERED_CTES", "EST_USERS", "EST_FILTERED",
+           "SEARCH_SQL", "GET_SQL", "GET_WITH_RIVALS_SQL", "GET_CHECKED_SQL", "LEX_PLAIN", "LEX_FILTERED",
+           "POSTINGS_PLAIN", "POSTINGS_FILTERED", "FILTERED_CTES", "EST_USERS", "EST_FILTERED",
            "EXACT_FROM_USERS", "EXACT_FROM_FILTERED"]
 
 def one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
@@ -311,6 +311,14 @@ GET_WITH_RIVALS_SQL = "SELECT " + _RECORD_COLUMNS + """,
 FROM @chunks c """ + _ACCESS_BY_KEY + """
 WHERE c.tenant = %(t)s AND c.id = ANY(%(ids)s)
 """
+
+# ``GET_WITH_RIVALS_SQL`` after the change log's last seq and the SQL-search setting, read
+# in the same statement's snapshot (one row with no record when none is asked for or left):
+# an optimistic local search's records and the check that its ranking was current.
+GET_CHECKED_SQL = """SELECT f.high, f.setting, r.* FROM (SELECT coalesce(max(seq), 0) AS high,
+    (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'sql_search') AS setting
+    FROM @changes WHERE tenant = %(t)s) f
+LEFT JOIN LATERAL (""" + GET_WITH_RIVALS_SQL + """) r ON true"""
 
 # A search's BM25 side also gives calibrated relevance its lexical evidence
 # (relevance.lexical_evidence) for the query's evidence terms (``heavy``): each term's best

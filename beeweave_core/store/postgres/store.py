@@ -893,6 +893,9 @@ class PostgresStore:
         ``CHANGES_KEEP`` go (a local index further behind rebuilds)."""
         if not ids:
             return
+        local = self.local
+        if local is not None:
+            local.trusted = False  # its next search catches this write up before it ranks
         conn.execute(self._q("INSERT INTO @changes (tenant, id, op) SELECT %s, unnest(%s::text[]), %s"),
                      (self.tenant, list(ids), op))
         # By chance, not by this process's count: many short-lived processes (a CLI call, a
@@ -1135,13 +1138,14 @@ class PostgresStore:
         return {cid: float(s) for cid, s in rows}
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int, *,
-                 evidence: Sequence[str] = ()) -> Candidates | LocalCandidates:
+                 evidence: Sequence[str] = (), optimistic: bool = False) -> Candidates | LocalCandidates:
         """A hybrid search's candidates in one statement: the lexical top ``k`` (as
         ``lexical_search``), the dense top ``k`` (as ``vector_search``), and for all of them
         the BM25 score, the context-vector score (as ``vector_scores``), the fields ranking
         reads (as ``rank_fields``) and the record (as ``get``), from one snapshot; with
         ``evidence`` (terms of ``terms``) also calibrated relevance's lexical evidence for
-        those terms (``Candidates.evidence``)."""
+        those terms (``Candidates.evidence``). ``optimistic``: a local index may rank before
+        it checks the change log (``LocalIndex.retrieve``)."""
         self._check()
         q = np.asarray(vector, np.float32)
         if q.ndim != 1 or not len(q):
@@ -1150,14 +1154,14 @@ class PostgresStore:
         if local is not None and (not flt.fields or not self.sql_search):
             # declared fields are not held in memory: with SQL search on, such a search runs
             # in SQL; with it off, SQL reads the ids passing them for the local index
-            return local.retrieve(terms, q, self._fields_as_ids(flt), k, evidence)
+            return local.retrieve(terms, q, self._fields_as_ids(flt), k, evidence, optimistic=optimistic)
         stmt, args = self._statement(SEARCH_SQL, flt, d=int(len(q)))
         params = {**self._lexical_params(terms), "k": max(int(k), 0), **self._vector_params(q, flt, k, False),
                   "heavy": list(dict.fromkeys(clean(evidence))), **args}
         try:
             rows = self._search_rows(stmt, params, k, narrowed(flt), context=True)
         except _SqlSearchOff:
-            return self.retrieve(terms, vector, flt, k, evidence=evidence)
+            return self.retrieve(terms, vector, flt, k, evidence=evidence, optimistic=optimistic)
         if rows and params["graph"]:
             self._maybe_index(len(q), int(rows[0][15]))
         if not rows:
