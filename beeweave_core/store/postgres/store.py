@@ -259,8 +259,9 @@ class PostgresStore:
             session-pooled URL when ``url`` goes through a transaction pooler).
         local_index: answer searches from an index of the tenant held in this process and
             kept current from the database's change log (local.py): a search then reads
-            the log's position and the returned records (two small round trips), for the
-            memory of holding the tenant's vectors and postings. Also
+            the returned records and the log's position in one round trip (two after this
+            store wrote, or when the log moved), for the memory of holding the tenant's
+            vectors and postings. Also
             ``?local_index=true`` in the URL; default off.
         sql_search: False turns the tenant's SQL search off (``set_sql_search``) as the store
             opens; True turns it back on. Also ``?sql_search=false`` in the URL; default: the
