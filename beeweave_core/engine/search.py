@@ -191,9 +191,12 @@ class Search:
     def _search_once(self, query: str, flt: Filter, k: int, qvec: np.ndarray | None, mode: FusionMode,
                      min_score: float | None, rerank: Reranker | None, mmr_lambda: float | None,
                      now: datetime, min_relevance: float | None = None,
-                     rivals: dict[str, list[Relationship]] | None = None) -> list[SearchHit]:
+                     rivals: dict[str, list[Relationship]] | None = None, *,
+                     optimistic: bool = True) -> list[SearchHit]:
         """One question's hits; ``rivals`` gathers the ``contradicts`` relationships the
-        backend read with the records (``Candidates.rivals``)."""
+        backend read with the records (``Candidates.rivals``). ``optimistic``: the backend
+        may rank before it checks for others' writes (``RetrievesInOneTrip``); a second try
+        after stale candidates is not, so there is never a third."""
         backend = self.shared.backend
         # A dialogue query: its latest turns embedded, recent terms weigh more, cost bounded
         # (a plain question passes through unchanged).
@@ -205,7 +208,7 @@ class Search:
             # The backend answers the candidates, their fields and records, and the hits'
             # lexical evidence of relevance in one round trip.
             got = backend.retrieve(prepared.terms, qvec, flt, max(self.shared.config.candidates, 4 * k),
-                                   evidence=evidence_terms(prepared.terms), optimistic=True)
+                                   evidence=evidence_terms(prepared.terms), optimistic=optimistic)
             ids, scores = got.ids, {"lexical": got.lexical, "vector": got.vector}
         else:
             ids, scores = self._retrieve(prepared.terms, flt, k, qvec)
@@ -232,9 +235,9 @@ class Search:
             chunks = got.records(wanted) if got is not None else backend.get(wanted)
         except StaleCandidates:  # ranked from a local index others have written past: again
             return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance,
-                                     rivals)
-        if got is not None and got.rivals is not None and rivals is not None:
-            rivals.update(got.rivals)
+                                     rivals, optimistic=False)
+        if got is not None and rivals is not None and (read := getattr(got, "rivals", None)) is not None:
+            rivals.update(read)
         scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked if cid in chunks]
         if rerank is not None:
             scored = rerank.rerank(query, scored)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..errors import BeeWeaveError
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..scoring import RankFields
@@ -260,10 +261,10 @@ class Candidates(Protocol):
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
 
 
-class StaleCandidates(Exception):
+class StaleCandidates(BeeWeaveError):
     """``Candidates.records`` of an ``optimistic`` retrieve: the candidates were ranked from
     a state of the store that other writes have since moved past. The caller retrieves
-    again; the backend then checks before it ranks, so this is not raised twice in a row."""
+    again, not optimistically (the engine does; it never reaches a user)."""
 
 
 @runtime_checkable

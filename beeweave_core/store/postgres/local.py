@@ -169,9 +169,10 @@ class LocalIndex:
         self._counts: dict[str, bytes] = {}
         self._lock = threading.Lock()
         # Whether a search may rank before it checks the log (``retrieve``'s ``optimistic``):
-        # set by a search that found the index current, cleared by this store's writes and by
-        # a check that found the index behind. Never what makes an answer right: an
-        # optimistic ranking is checked by its records' statement whatever this says.
+        # set by a check that found the index current, cleared by one that found it behind
+        # (another store writes: checking first saves ranking twice) and by this store's
+        # writes. Never what makes an answer right: an optimistic ranking is checked by its
+        # records' statement whatever this says.
         self.trusted = False
         self.loads = 0  # how often the index was built from the rows (tests read it)
 
@@ -297,12 +298,14 @@ class LocalIndex:
         """Catch the index up (``_fresh``); False, changing nothing, when that needs a load
         and ``load`` is off."""
         store = self._store
+        self.trusted = False
         if self.seen >= 0:
             high, setting = conn.execute(store._q(_FRESH_SQL), {"t": store.tenant}).fetchone()  # type: ignore[misc]
             store._note_sql_search(setting)
             if int(high) > self.seen:  # another store wrote: the index is then as new as this search
                 return self._catch_up(conn, load=load)
             if int(high) == self.seen:
+                self.trusted = True  # nothing new: the next search may rank first
                 return True
             # below it: the log was emptied under the index; start again from the rows
         if not load:
@@ -328,7 +331,6 @@ class LocalIndex:
             if hoped is None:
                 with store._conn() as conn:
                     self._bring_up(conn, True)
-                self.trusted = True
             ids, lexical, vec, found = self._candidates(terms, q, flt, k, evidence)
             # every held slot has its fields (filled at load and by every write caught up)
             fields = self.index.rank_fields(ids, lambda missing: store.get(missing).values())
