@@ -237,7 +237,7 @@ class TermEvidence:
             ``lexical_search({term: qtf}, flt, 1)`` ranks first); a term no record in scope
             has is absent.
         lexical: each candidate's BM25 over the evidence terms, summing only its positive
-            per-term scores (0 when it has none).
+            per-term scores (0 when it has none); a local index's only the records asked for.
     """
 
     best: dict[str, float]
@@ -247,7 +247,8 @@ class TermEvidence:
 class Candidates(Protocol):
     """A hybrid search's candidates with both retrievers' scores, the fields ranking reads
     and the records, as one backend round trip returns them; ``evidence`` when the
-    search asked for evidence terms. ``rivals``: when ``records`` brings them along, each
+    search asked for evidence terms, covering at least the ids ``records`` was asked for
+    (read once ``records`` returned: a local index scores only those). ``rivals``: when ``records`` brings them along, each
     record's ``contradicts`` relationships in either direction (as ``edges(ids,
     types=["contradicts"])`` answers), so the engine need not ask for them; None otherwise."""
 

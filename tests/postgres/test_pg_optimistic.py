@@ -97,10 +97,10 @@ def test_a_write_between_the_ranking_and_the_records_is_seen(pg_url, monkeypatch
         written: list[str] = []
         plain = pg_local.records_with_rivals
 
-        def late(store, ids, *, seen=None):
+        def late(store, ids, *, seen=None, **kw):
             if not written:  # once: after this search ranked, before its records are read
                 written.append(writer.add("a heron visited the pond this morning", user_id="u"))
-            return plain(store, ids, seen=seen)
+            return plain(store, ids, seen=seen, **kw)
 
         monkeypatch.setattr(pg_local, "records_with_rivals", late)
         hits = reader.search("heron pond morning", user_id="u", k=1)
@@ -116,12 +116,12 @@ def test_a_stale_search_tries_again_once_and_checks_first(pg_url, monkeypatch) -
         stale: list[int] = []
         plain = pg_local.LocalIndex._records
 
-        def racing(self, ids, hoped):
+        def racing(self, ids, hoped, meanwhile):
             if hoped is None or len(stale) > 5:
-                return plain(self, ids, hoped)
+                return plain(self, ids, hoped, meanwhile)
             writer.add(f"a heron visited the pond, visit {len(stale)}", user_id="u")
             try:
-                return plain(self, ids, hoped)
+                return plain(self, ids, hoped, meanwhile)
             except StaleCandidates:
                 stale.append(1)
                 self.trusted = True  # as if another thread's search had just found it current
@@ -156,11 +156,11 @@ def _late(monkeypatch, action):
     stale = [0]
     plain = pg_local.records_with_rivals
 
-    def late(store, ids, *, seen=None):
+    def late(store, ids, *, seen=None, **kw):
         if seen is not None and not done:
             done.append(action())
         try:
-            return plain(store, ids, seen=seen)
+            return plain(store, ids, seen=seen, **kw)
         except StaleCandidates:
             stale[0] += 1
             raise
@@ -224,3 +224,48 @@ def test_rebuild_between_ranking_and_check(pg_url, monkeypatch, how) -> None:  #
         done, stale = _late(monkeypatch, act)
         hits = reader.search("heron pond", user_id="v", k=3, query_embedding=HashingEmbedder(64).embed_query("heron pond"))
         assert done and stale[0] == 1 and hits == [] and reader.backend.local.loads > loads
+
+
+def test_threads_searching_a_small_pool_while_another_store_writes(pg_url) -> None:  # noqa: F811
+    """Searches in six threads share two pooled connections while another store writes, so
+    some check first (holding the index lock, waiting for a connection) while others read
+    their records (holding a connection, scoring relevance under the lock): every search
+    ends well inside the pool's timeout, none fails, and each sees what was written before it."""
+    import threading
+    import time
+
+    tenant = new_tenant()
+    emb = HashingEmbedder(64)
+    reader = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=tenant, local_index=True, pool_size=2,
+                                                     timeout=10), embedder=emb)
+    writer = BeeWeave.from_url(pg_url, embedder=emb, tenant=tenant)
+    errors: list[BaseException] = []
+    slowest: list[float] = []
+    try:
+        _filler(writer)
+        reader.search("garden weather", user_id="u", k=3)
+
+        def search(n: int) -> None:
+            try:
+                for i in range(12):
+                    start = time.perf_counter()
+                    hits = reader.search(f"garden weather note {n} {i}", user_id="u", k=5)
+                    slowest.append(time.perf_counter() - start)
+                    assert hits and all(h.relevance is not None for h in hits)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=search, args=(n,)) for n in range(6)]
+        for th in threads:
+            th.start()
+        for i in range(10):
+            writer.add(f"garden weather note written {i}", user_id="u")
+        for th in threads:
+            th.join(60)
+        assert not errors, errors[0]
+        assert len(slowest) == 72 and max(slowest) < 5  # a lock-order deadlock waits out the 10 s pool timeout
+        last = writer.add("a kingfisher in the garden weather", user_id="u")
+        assert reader.search("kingfisher garden weather", user_id="u", k=1)[0].id == last
+    finally:
+        reader.close()
+        writer.close()

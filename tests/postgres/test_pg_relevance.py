@@ -203,3 +203,48 @@ def test_a_term_below_the_idf_floor_is_no_evidence(pg_url) -> None:  # noqa: F81
         assert one_trip["r2"] == pytest.approx(1.0) and one_trip["r0"] == 0.0
     finally:
         pg.close()
+
+
+def test_a_local_index_scores_the_evidence_of_the_records_asked_for(pg_url) -> None:  # noqa: F811
+    """A local index reads the evidence when the records are asked for, and only theirs:
+    each one's as the single-term searches give it, and each term's best in scope the same
+    whichever records were asked for."""
+    rows = _rows(7)
+    sql = PostgresStore(pg_url, index_config=IndexConfig(), tenant=new_tenant())
+    local = PostgresStore(pg_url, index_config=IndexConfig(), tenant=sql.tenant, local_index=True)
+    try:
+        sql.insert(rows)
+        terms = term_counts(["budget", "agent", "invoice", VOCAB[-1], VOCAB[-2]])
+        f = build_filter({"user_id": "ann"})
+        qvec = unit_vectors(np.random.default_rng(7), 1, DIM)[0]
+        want = sql.retrieve(terms, qvec, f, 30, evidence=evidence_terms(terms))
+        got = local.retrieve(terms, qvec, f, 30, evidence=evidence_terms(terms))
+        assert got.ids == want.ids and got.evidence is None  # nothing read before the records
+        asked = got.ids[:4]
+        got.records(asked)
+        assert got.evidence is not None and set(got.evidence.lexical) == set(asked)
+        assert got.evidence.best.keys() == want.evidence.best.keys()
+        for term, best in want.evidence.best.items():
+            assert got.evidence.best[term] == pytest.approx(best, abs=1e-6)
+        for cid in asked:
+            assert got.evidence.lexical[cid] == pytest.approx(want.evidence.lexical[cid], abs=1e-6)
+        got.records(got.ids[4:6])  # asked again: the earlier records keep theirs
+        assert set(got.evidence.lexical) == set(got.ids[:6])
+    finally:
+        sql.close()
+        local.close()
+
+
+def test_a_local_index_search_gives_the_relevance_of_the_single_term_searches(pg_url) -> None:  # noqa: F811
+    rows = _rows(5)
+    with BeeWeave.from_url(pg_url, tenant=new_tenant(), embedder="beeweave:hashing-64", sql_search=False) as memory:
+        for r in rows[:150]:
+            memory.add(r.chunk.raw_content, user_id=r.chunk.user_id, session_id=r.chunk.session_id)
+        checked = 0
+        for q in ["agent invoice", "memory deadline report preference", "budget hotel", " ".join(VOCAB[:24])]:
+            hits = memory.search(q, user_id="ann", k=8)
+            old = _old_relevance(memory, q, "ann", hits)
+            for h in hits:
+                assert h.relevance is not None and abs(h.relevance - old[h.id]) <= 1e-9, (q, h.id)
+                checked += 1
+        assert checked > 20
