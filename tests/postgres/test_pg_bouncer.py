@@ -48,8 +48,12 @@ def test_two_schemas_and_tenants_through_transaction_pooling_never_cross() -> No
                         # Reads interleave with the other stores' writes on the shared connections.
                         hits = store.lexical_search({"deploy": 1, name: 1}, build_filter(None), 100)
                         assert all(cid.startswith(name + "-") for cid, _ in hits), hits
-                        got = store.retrieve({"deploy": 1}, _rows(name, 1, seed + 1)[0].vector, build_filter(None), 20)
+                        got = store.retrieve({"deploy": 1}, _rows(name, 1, seed + 1)[0].vector, build_filter(None), 20,
+                                             evidence=["deploy"], optimistic=True)
                         assert got.ids and all(cid.startswith(name + "-") for cid in got.ids)
+                        # the records (a local index: pipelined, with the evidence scored meanwhile)
+                        records = got.records(got.ids[:5])
+                        assert sorted(records) == sorted(got.ids[:5]) and got.evidence is not None
                         assert store.count() == start + 10
                         q = store.ingest_queue()
                         q.put(f"{name}-ev{start}", "ann", '{"id": "x"}')

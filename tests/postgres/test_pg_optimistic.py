@@ -6,6 +6,7 @@ ranking and its records, is never missed: the search ranks again."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -269,3 +270,98 @@ def test_threads_searching_a_small_pool_while_another_store_writes(pg_url) -> No
     finally:
         reader.close()
         writer.close()
+
+
+# -- the records' statement and the evidence scored meanwhile (records_with_rivals) ---------
+
+
+@contextmanager
+def _slow_records(pg_url: str, monkeypatch) -> Iterator[tuple[pg_store.PostgresStore, list[str]]]:  # noqa: F811
+    """A local-index store of a few records whose records' statement sleeps 0.6 s on the server."""
+    memory = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=new_tenant(), local_index=True),
+                      embedder=HashingEmbedder(64))
+    try:
+        ids = memory.add_many([{"content": f"note {i} about the garden", "user_id": "u"} for i in range(5)],
+                              link=False)
+        slow = pg_local.GET_WITH_RIVALS_SQL.replace(
+            "WHERE c.tenant = %(t)s AND", "WHERE c.tenant = %(t)s AND (SELECT pg_sleep(0.6)::text) IS NOT NULL AND")
+        assert slow != pg_local.GET_WITH_RIVALS_SQL
+        monkeypatch.setattr(pg_local, "GET_WITH_RIVALS_SQL", slow)
+        yield memory.backend, ids[:3]
+    finally:
+        memory.close()
+
+
+def _sleeping_statements(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                            "AND query LIKE '%pg_sleep(0.6)%' AND pid <> pg_backend_pid()").fetchone()[0]
+
+
+def test_the_evidence_is_scored_while_the_server_reads_the_records(pg_url, monkeypatch) -> None:  # noqa: F811
+    """``meanwhile`` runs after the statement is sent (the server is running it) and holds the
+    index lock (no catch-up can change the index under it), and the lock is free again before
+    the rows come back."""
+    with _slow_records(pg_url, monkeypatch) as (store, ids):
+        lock = store.local._lock
+        seen: dict[str, object] = {}
+        got_lock = threading.Event()
+
+        def meanwhile() -> None:
+            seen["running"] = _sleeping_statements(store.url)
+            seen["locked"] = lock.locked()
+
+            def other() -> None:
+                with lock:
+                    got_lock.set()
+
+            threading.Thread(target=other).start()
+
+        chunks, _ = pg_local.records_with_rivals(store, ids, meanwhile=meanwhile, lock=lock)
+        assert set(chunks) == set(ids)
+        assert seen == {"running": 1, "locked": True}
+        assert got_lock.wait(5)
+        # the other thread took the lock while this one awaited the rows (0.6 s of them)
+        assert seen and _sleeping_statements(store.url) == 0
+
+
+def test_a_failure_meanwhile_frees_the_lock_at_once_and_is_reported(pg_url, monkeypatch) -> None:  # noqa: F811
+    with _slow_records(pg_url, monkeypatch) as (store, ids):
+        lock = store.local._lock
+        freed_while_running: list[int] = []
+
+        def meanwhile() -> None:
+            def other() -> None:
+                with lock:  # before the 0.6 s statement is done
+                    freed_while_running.append(_sleeping_statements(store.url))
+
+            threading.Thread(target=other).start()
+            raise KeyError("scoring failed")
+
+        with pytest.raises(KeyError, match="scoring failed"):
+            pg_local.records_with_rivals(store, ids, meanwhile=meanwhile, lock=lock)
+        assert not lock.locked()
+        for _ in range(100):
+            if freed_while_running:
+                break
+            threading.Event().wait(0.05)
+        assert freed_while_running == [1]
+        monkeypatch.undo()
+        assert set(pg_local.records_with_rivals(store, ids, lock=lock)[0]) == set(ids)  # the pool works on
+
+
+def test_a_search_scores_its_evidence_holding_the_index_lock(pg_url, monkeypatch) -> None:  # noqa: F811
+    """Without it, a catch-up in another thread could change the index under the scoring."""
+    with _two(pg_url) as (reader, writer):
+        _filler(writer)
+        held: list[bool] = []
+        plain = pg_local.LocalIndex._evidence
+
+        def checked(self, *args):
+            held.append(self._lock.locked())
+            return plain(self, *args)
+
+        monkeypatch.setattr(pg_local.LocalIndex, "_evidence", checked)
+        for _ in range(2):  # checking first, then optimistic
+            assert reader.search("garden weather", user_id="u", k=3)
+        assert held == [True, True]

@@ -169,11 +169,13 @@ def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int |
         with store._conn() as conn:
             with conn.pipeline():
                 cur = conn.execute(store._q(GET_WITH_RIVALS_SQL if seen is None else GET_CHECKED_SQL), args)
-                if meanwhile is not None:
-                    meanwhile()
-                if held:
-                    lock.release()  # type: ignore[union-attr]
-                    held = False
+                try:
+                    if meanwhile is not None:
+                        meanwhile()
+                finally:  # failed or not, other searches need not wait for these rows
+                    if held:
+                        lock.release()  # type: ignore[union-attr]
+                        held = False
             got = cur.fetchall()
     finally:
         if held:
