@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.errors import InvalidInputError
 from beeweave_core.store.base import StaleCandidates
 from beeweave_core.store.postgres import local as pg_local
 from beeweave_core.store.postgres import store as pg_store
@@ -365,3 +366,69 @@ def test_a_search_scores_its_evidence_holding_the_index_lock(pg_url, monkeypatch
         for _ in range(2):  # checking first, then optimistic
             assert reader.search("garden weather", user_id="u", k=3)
         assert held == [True, True]
+
+
+@contextmanager
+def _round_trips(store: pg_store.PostgresStore, tmp_path) -> Iterator[list[int]]:
+    """How many round trips the store's connections make in the block, from libpq's trace:
+    a run of client messages the server then answers is one."""
+    from psycopg import pq
+
+    trace = tmp_path / "wire.trace"
+    plain = type(store)._conn
+    out: list[int] = []
+
+    @contextmanager
+    def traced(*a, **kw):
+        with plain(store, *a, **kw) as conn, open(trace, "a") as f:
+            conn.pgconn.trace(f.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+            try:
+                yield conn
+            finally:
+                conn.pgconn.untrace()
+
+    store._conn = traced  # type: ignore[method-assign]
+    try:
+        yield out
+    finally:
+        del store._conn
+    sides = [line.split("\t")[0] for line in trace.read_text().splitlines() if "\t" in line]
+    out.append(sum(1 for a, b in zip(sides, sides[1:], strict=False) if (a, b) == ("F", "B")))
+
+
+def test_a_search_after_another_stores_write_makes_two_round_trips(pg_url, tmp_path) -> None:  # noqa: F811
+    """The check, the log entries and the changed rows in one round trip, then the records'."""
+    with _two(pg_url) as (reader, writer):
+        _filler(writer)
+        vec = HashingEmbedder(64).embed_query("heron pond")
+        reader.search("heron pond", user_id="u", k=3, query_embedding=vec)
+        new = writer.add("a heron by the pond", user_id="u")
+        with _round_trips(reader.backend, tmp_path) as trips:
+            hits = reader.search("heron pond", user_id="u", k=3, query_embedding=vec)
+        assert hits[0].id == new
+        assert trips == [2]
+
+
+def test_a_catch_up_whose_read_fails_leaves_the_connection_clean(pg_url, monkeypatch) -> None:  # noqa: F811
+    """A statement of the one-trip catch-up fails: the error is reported, the transaction
+    its pipeline opened is closed, and the next search catches up on the same pooled connection."""
+    tenant = new_tenant()
+    emb = HashingEmbedder(64)
+    reader = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=tenant, local_index=True, pool_size=1),
+                      embedder=emb)
+    writer = BeeWeave.from_url(pg_url, embedder=emb, tenant=tenant)
+    try:
+        _filler(writer)
+        reader.search("garden", user_id="u", k=3)
+        new = writer.add("a heron by the pond", user_id="u")
+        monkeypatch.setattr(pg_local, "_CHANGED_SQL", "SELECT 1 / (SELECT count(*) - count(*) FROM @changes)")
+        with pytest.raises(InvalidInputError):
+            reader.search("heron pond", user_id="u", k=3)
+        monkeypatch.undo()
+        with reader.backend._conn() as conn:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert reader.search("heron pond", user_id="u", k=3)[0].id == new
+    finally:
+        reader.close()
+        writer.close()
