@@ -360,19 +360,17 @@ class LocalIndex:
         store = self._store
         self.trusted = False
         if self.seen >= 0:
-            # One round trip: the log's last entry (with the SQL-search setting), and what the
-            # index lacks (the entries after ``seen`` and their rows), in one snapshot. Sent
-            # one after another, the check and the catch-up after an add took five round
-            # trips, ~1.5 ms of a 100k add's ~10 (the rows are read for nothing only when the
-            # log asks for a rebuild, which is rare).
-            args, q = {"t": store.tenant, "seen": self.seen}, store._q
-            with _sent_together(conn):
-                fresh = conn.execute(q(_FRESH_SQL), args)
-                log = conn.execute(q(_LOG_SQL), args)
-                changed = conn.execute(q(_CHANGED_SQL), args, binary=True)
-            high, setting = one(fresh.fetchone())
+            q, t = store._q, store.tenant
+            high, setting = one(conn.execute(q(_FRESH_SQL), {"t": t}).fetchone())
             store._note_sql_search(setting)
             if int(high) > self.seen:  # another store wrote: the index is then as new as this search
+                # The log entries after ``seen`` and their rows in one snapshot and one round
+                # trip (BEGIN, the two reads and ROLLBACK in a pipeline: four round trips when
+                # each waited; the rows are read for nothing only when the log asks for a rebuild).
+                args = {"t": t, "seen": self.seen}
+                with _sent_together(conn):
+                    log = conn.execute(q(_LOG_SQL), args)
+                    changed = conn.execute(q(_CHANGED_SQL), args, binary=True)
                 return self._catch_up(conn, one(log.fetchone()), changed.fetchall(), load=load)
             if int(high) == self.seen:
                 self.trusted = True  # nothing new: the next search may rank first
