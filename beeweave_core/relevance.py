@@ -33,13 +33,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from .store.base import SearchesTermsInOneTrip
+from .store.base import SearchesTermsInOneTrip, TermEvidence
 
 if TYPE_CHECKING:
     from .filters import Filter
-    from .store.base import StoreBackend, TermEvidence
+    from .store.base import StoreBackend
 
-__all__ = ["Evidence", "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "DEFAULT_MIN_RELEVANCE",
+__all__ = ["Evidence", "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "term_evidence", "DEFAULT_MIN_RELEVANCE",
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
 # Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations.
@@ -140,21 +140,29 @@ def _read_evidence(backend: StoreBackend, heaviest: list[tuple[str, int]], flt: 
                    ids: Sequence[str]) -> tuple[float, dict[str, float]]:
     """The sum of the terms' best scores in scope, and each id's sum of its positive
     per-term scores: a single-term search per term."""
-    matched = dict.fromkeys(ids, 0.0)
-    best_total = 0.0
     queries = [{term: count} for term, count in heaviest]
     if isinstance(backend, SearchesTermsInOneTrip):  # PostgreSQL: one round trip, not one per term
         results = backend.lexical_searches(queries, flt, 1, include=ids)
     else:
         results = [backend.lexical_search(q, flt, 1, include=ids) for q in queries]
-    for got in results:
-        if not got:
+    found = term_evidence([term for term, _ in heaviest], results, ids)
+    return sum(found.best.values()), found.lexical
+
+
+def term_evidence(terms: Sequence[str], results: Sequence[Sequence[tuple[str, float]]],
+                  ids: Sequence[str]) -> TermEvidence:
+    """``TermEvidence`` from each term's single-term search (``lexical_search({term: qtf},
+    flt, 1, include=ids)``, aligned with ``terms``): a term's best is its search's top score
+    when positive (a term no memory matches, or whose idf is below the floor, is no evidence
+    either way); each id sums its positive per-term scores."""
+    best: dict[str, float] = {}
+    matched = dict.fromkeys(ids, 0.0)
+    for term, got in zip(terms, results, strict=True):
+        top = max((s for _, s in got), default=0.0)
+        if top <= 0.0:
             continue
-        best = max(s for _, s in got)
-        if best <= 0.0:
-            continue
-        best_total += best
+        best[term] = top
         for cid, s in got:
             if cid in matched and s > 0.0:
                 matched[cid] += s
-    return best_total, matched
+    return TermEvidence(best, matched)

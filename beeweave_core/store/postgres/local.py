@@ -42,6 +42,7 @@ from ...errors import DimensionMismatchError
 from ...filters import Filter
 from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
 from ...records import KnowledgeChunk, Relationship, RelationType
+from ...relevance import term_evidence
 from ...scoring import RankFields
 from ..base import StaleCandidates, TermEvidence
 from .search import decode_record, rank_fields_of
@@ -92,18 +93,9 @@ WHERE c.tenant = %(t)s AND c.id IN (SELECT id FROM @changes WHERE tenant = %(t)s
 
 @contextmanager
 def _snapshot(conn: psycopg.Connection) -> Iterator[None]:
-    """One read-only snapshot for the statements inside (the log's position and the rows)."""
-    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-    try:
-        yield
-    finally:
-        conn.execute("ROLLBACK")
-
-
-@contextmanager
-def _sent_together(conn: psycopg.Connection) -> Iterator[None]:
-    """``_snapshot`` in one round trip: BEGIN, the statements inside and the end of the
-    transaction go out in a pipeline; their cursors are read after the block."""
+    """One read-only snapshot for the statements inside (the log's position and the rows),
+    in one round trip: BEGIN, the statements and ROLLBACK go out in a pipeline; their
+    cursors are read after the block."""
     try:
         with conn.pipeline():
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -244,8 +236,9 @@ class LocalIndex:
         """Build the index from every row of the tenant, in one snapshot with the log's last seq."""
         q, t = self._store._q, self._store.tenant
         with _snapshot(conn):
-            high = int(conn.execute(q(_HIGH_SQL), {"t": t}).fetchone()[0])  # type: ignore[index]
-            rows = conn.execute(q(_LOAD_SQL), {"t": t}, binary=True).fetchall()
+            high_cur = conn.execute(q(_HIGH_SQL), {"t": t})
+            rows_cur = conn.execute(q(_LOAD_SQL), {"t": t}, binary=True)
+        high, rows = int(one(high_cur.fetchone())[0]), rows_cur.fetchall()
         index = self.index
         self.seen = -1  # until the index is whole again: a failure below means a load next time
         index.clear()
@@ -326,24 +319,16 @@ class LocalIndex:
     def _evidence(self, terms: Mapping[str, int], flt: Filter, evidence: Sequence[str],
                   ids: Sequence[str]) -> TermEvidence:
         """Calibrated relevance's lexical evidence (``base.TermEvidence``) for ``ids``, as
-        ``relevance._read_evidence`` reads it: each term's single-term search in scope.
+        ``relevance.term_evidence`` makes it of each term's single-term search in scope.
 
         The caller holds the index's lock. Read when the engine asks for the records (while
         the server reads them: ``records_with_rivals``), not with the candidates. If another
         search caught the index up in between, these are the newer index's scores: the
         ranking's own state is what an optimistic search's records statement checks, and
         relevance read from a newer state is as right as a search started a moment later."""
-        best: dict[str, float] = {}
-        matched = dict.fromkeys(ids, 0.0)
-        for term in dict.fromkeys(evidence):
-            got = self.index.lexical_search({term: terms[term]}, flt, 1, include=ids)
-            top = max((s for _, s in got), default=0.0)
-            if top > 0.0:
-                best[term] = top
-            for cid, s in got:
-                if cid in matched and s > 0.0:
-                    matched[cid] += s
-        return TermEvidence(best, matched)
+        unique = list(dict.fromkeys(evidence))
+        return term_evidence(unique, [self.index.lexical_search({t: terms[t]}, flt, 1, include=ids) for t in unique],
+                             ids)
 
     @contextmanager
     def _fresh(self, *, load: bool = True) -> Iterator[MemoryIndex | None]:
@@ -368,7 +353,7 @@ class LocalIndex:
                 # trip (BEGIN, the two reads and ROLLBACK in a pipeline: four round trips when
                 # each waited; the rows are read for nothing only when the log asks for a rebuild).
                 args = {"t": t, "seen": self.seen}
-                with _sent_together(conn):
+                with _snapshot(conn):
                     log = conn.execute(q(_LOG_SQL), args)
                     changed = conn.execute(q(_CHANGED_SQL), args, binary=True)
                 return self._catch_up(conn, one(log.fetchone()), changed.fetchall(), load=load)
