@@ -248,9 +248,10 @@ class Candidates(Protocol):
     """A hybrid search's candidates with both retrievers' scores, the fields ranking reads
     and the records, as one backend round trip returns them; ``evidence`` when the
     search asked for evidence terms, covering at least the ids ``records`` was asked for
-    (read once ``records`` returned: a local index scores only those). ``rivals``: when ``records`` brings them along, each
-    record's ``contradicts`` relationships in either direction (as ``edges(ids,
-    types=["contradicts"])`` answers), so the engine need not ask for them; None otherwise."""
+    (read once ``records`` returned: a local index scores only those). ``rivals``: when
+    ``records`` brings them along, each record's ``contradicts`` relationships in either
+    direction (as ``edges(ids, types=["contradicts"])`` answers), so the engine need not ask
+    for them; None otherwise."""
 
     ids: list[str]
     lexical: np.ndarray
