@@ -150,6 +150,26 @@ def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url
     assert used[-1] is False  # a0 (SQL: no index yet), b0 (the other store: no index), a1 (back to SQL)
 
 
+def test_an_add_reading_a_trusted_index_behind_another_stores_write_goes_to_sql(pg_url, monkeypatch) -> None:  # noqa: F811
+    """After a search found the index current, an add reads its nearest records from it
+    without checking the log first; when another store wrote in between, the check under
+    the write lock sends the add to SQL, which links the other store's record too."""
+    used = _spy_send(monkeypatch)
+    with _local_and_sql(pg_url) as (first, other):
+        first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
+        first.search("kiwi", user_id="ann")
+        first.search("kiwi", user_id="ann")
+        assert first.backend.local.trusted
+        first.add("kiwi lime tart", user_id="ann", chunk_id="a1")  # from the index, taken back from memory
+        assert used[-1] is True and first.backend.local.trusted
+        other.add("papaya quince fig", user_id="ann", chunk_id="b0")
+        first.add("papaya quince fig", user_id="ann", chunk_id="a2")
+        assert used[-1] is False
+        semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a2"]) if e.type.value == "semantic"}
+        assert ("a2", "b0") in semantic or ("b0", "a2") in semantic
+        assert {h.id for h in first.search("papaya quince fig", user_id="ann", k=5)} >= {"a2", "b0"}
+
+
 def test_an_add_never_loads_the_local_index(pg_url, monkeypatch) -> None:  # noqa: F811
     """A rebuild asked for by another store (a forgotten user) is left to the next search:
     the add reads its nearest records in SQL instead of loading the tenant."""

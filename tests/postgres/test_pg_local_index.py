@@ -115,6 +115,65 @@ def test_own_writes_and_deletes_are_seen_at_once(pg_url) -> None:  # noqa: F811
         assert rows[0].chunk.id not in held and len(held) == 39
 
 
+def test_own_inserts_are_indexed_from_memory_as_a_catch_up_would(pg_url, monkeypatch) -> None:  # noqa: F811
+    """This store's inserts, taken into its built index from memory (``take_own``): nothing is
+    read back, and the candidates still equal the SQL statement's. An insert after another
+    store's write is not taken (the index is behind): the catch-up reads both."""
+    from beeweave_core.store.postgres.local import LocalIndex
+
+    rnd, rng = random.Random(17), np.random.default_rng(17)
+    applied: list[int] = []
+    real = LocalIndex._apply
+
+    def counted(self, changed, got):
+        applied.append(len(changed))
+        real(self, changed, got)
+
+    monkeypatch.setattr(LocalIndex, "_apply", counted)
+    with _pair(pg_url) as (sql, local):
+        rows = make_rows(rnd, rng, 160)
+        local.insert(rows[:60])  # not built yet: nothing to take
+        _check_all(sql, local, rnd, rng)
+        assert local.local.loads == 1
+        for i in range(60, 120, 12):  # batches into sessions already held: neighbours change
+            local.insert(rows[i : i + 12])
+            assert local.local.trusted
+        _check_all(sql, local, rnd, rng)
+        assert applied == [] and local.local.loads == 1
+        sql.insert(rows[120:130])
+        local.insert(rows[130:140])  # behind another store's write: left to the catch-up
+        assert not local.local.trusted
+        _check_all(sql, local, rnd, rng)
+        assert applied == [20] and local.local.loads == 1
+        local.insert(rows[140:])
+        _check_all(sql, local, rnd, rng)
+        assert applied == [20] and local.local.loads == 1
+        assert set(local.local.index.slot_of) == {r.chunk.id for r in rows}
+
+
+def test_an_own_insert_the_index_cannot_take_is_kept_and_rebuilt(pg_url, monkeypatch) -> None:  # noqa: F811
+    """A failure while the index takes this store's committed insert is no failure of the
+    insert: it is kept, and the next search builds the index again from the rows."""
+    from beeweave_core.index.memory_index import MemoryIndex
+
+    rnd, rng = random.Random(19), np.random.default_rng(19)
+    with _pair(pg_url) as (sql, local):
+        rows = make_rows(rnd, rng, 30)
+        local.insert(rows[:20])
+        _held(local, rows[0].vector)
+
+        def broken(self, entries):
+            raise MemoryError("no room")
+
+        monkeypatch.setattr(MemoryIndex, "add", broken)
+        local.insert(rows[20:])  # committed; the index is marked for a rebuild
+        monkeypatch.undo()
+        assert sql.contains([r.chunk.id for r in rows[20:]]) == {r.chunk.id for r in rows[20:]}
+        assert set(_held(local, rows[0].vector)) == {r.chunk.id for r in rows}
+        assert local.local.loads == 2
+        _check_all(sql, local, rnd, rng)
+
+
 def test_forgetting_a_user_repair_and_drop_rebuild_the_index(pg_url) -> None:  # noqa: F811
     rnd, rng = random.Random(3), np.random.default_rng(3)
     with _pair(pg_url) as (sql, local):

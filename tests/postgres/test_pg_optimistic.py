@@ -75,9 +75,21 @@ def test_a_search_with_nothing_new_is_one_statement(pg_url, statements) -> None:
         again = reader.search("garden weather", user_id="u", k=3, query_embedding=vec)
         assert [h.id for h in again] == [h.id for h in first]
         assert len(statements) == 1 and "changes" in statements[0], statements
-        reader.add("the garden shed was painted blue", user_id="u")  # its own write: checked first
+        # Its own write, taken into the index from memory: the add checks nothing first and the
+        # next search is one statement again.
         statements.clear()
-        assert reader.search("garden shed painted", user_id="u", k=1)[0].chunk.content.startswith("the garden shed")
+        reader.add("the garden shed was painted blue", user_id="u")
+        assert statements[0] == "BEGIN" and statements.count("BEGIN") == 1, statements  # one transaction
+        statements.clear()
+        shed = HashingEmbedder(64).embed_query("garden shed painted")
+        assert reader.search("garden shed painted", user_id="u", k=1,
+                             query_embedding=shed)[0].chunk.content.startswith("the garden shed")
+        assert len(statements) == 1, statements
+        writer.add("the garden gate was painted green", user_id="u")  # another store's: checked
+        statements.clear()
+        assert reader.search("garden gate painted", user_id="u", k=1,
+                             query_embedding=HashingEmbedder(64).embed_query("garden gate painted")
+                             )[0].chunk.content.startswith("the garden gate")
         assert len(statements) > 1
 
 

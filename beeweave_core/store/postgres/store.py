@@ -73,7 +73,7 @@ from . import index as pg_index
 from . import links as pg_links
 from . import verify as pg_verify
 from .events import RemoteListener, channel_name, event_payloads
-from .local import LocalCandidates, LocalIndex
+from .local import LocalCandidates, LocalIndex, OwnInsert
 from .schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
 from .search import Candidates, decode_record, rank_fields_of
 from .sql import (
@@ -543,7 +543,9 @@ class PostgresStore:
         prepared = self._new_rows(rows)
         if prepared:
             with self._write() as conn:
-                self._insert(conn, prepared, EventType.CREATED)
+                own = self._insert(conn, prepared, EventType.CREATED)
+            if self.local is not None:
+                self.local.take_own(own)
             self._analyze_after(len(prepared))
 
     def _analyze_after(self, n: int) -> None:
@@ -582,6 +584,7 @@ class PostgresStore:
                 near = local.nearest(reads.similar)
             except StoreUnavailableError:  # the SQL read inside the transaction answers instead
                 logger.info("catching the local index up for an add failed; reading in SQL", exc_info=True)
+        own = None
         with self._write() as conn:
             sent: list[pg_links.Sent] = []
 
@@ -591,13 +594,15 @@ class PostgresStore:
             if prepared:
                 # The reads need the new rows, not their session context: they go out before
                 # it is computed and come back with the session region read.
-                self._insert(conn, prepared, EventType.CREATED, before_context=send)
+                own = self._insert(conn, prepared, EventType.CREATED, before_context=send)
             else:
                 send(None)
             add, stale = derive(pg_links.receive(self, sent[0]))
             if stale:
                 self._delete_edges(conn, stale)
             self._add_edges(conn, add)
+        if local is not None and own is not None:
+            local.take_own(own)
         self._analyze_after(len(prepared))
         return True
 
@@ -613,11 +618,12 @@ class PostgresStore:
         return [(_checked(r.chunk, self.index_config.session_context), r) for r in rows]
 
     def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
-                event: EventType, *, before_context: Callable[[int], None] | None = None) -> None:
+                event: EventType, *, before_context: Callable[[int], None] | None = None) -> OwnInsert:
         """Insert new records with everything derived from them. ``before_context`` is called
         once the records, vectors, postings and counts are written, before their session
         context is (what it sends then rides the session region read's round trip), with the
-        change log's last position as read under the write lock."""
+        change log's last position as read under the write lock. Returns what this store's
+        local index takes from memory once the transaction commits (``LocalIndex.take_own``)."""
         t, q = self.tenant, self._q
         ids = [cols[0] for cols, _ in prepared]
         vectors = [np.asarray(r.vector, np.float32) for _, r in prepared]
@@ -668,8 +674,10 @@ class PostgresStore:
             pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), nb_length=nb, dim=dim)
         elif nb:
             pg_index.bump_stats(conn, q, t, nb_length=nb)
-        self._log(conn, ids)
+        logged = self._log(conn, ids)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
+        assert logged is not None  # (ids is not empty)
+        return OwnInsert(int(high), logged, [(seq, cols[11], r) for seq, (cols, r) in zip(seqs, prepared, strict=True)])
 
     def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
         """The access counts of records as written (their side table holds the live ones)."""
@@ -887,18 +895,20 @@ class PostgresStore:
         deleted = {g[0] for g in gone}
         return [i for i in ids if i in deleted]
 
-    def _log(self, conn: psycopg.Connection, ids: Sequence[str], op: str = "w") -> None:
+    def _log(self, conn: psycopg.Connection, ids: Sequence[str], op: str = "w") -> psycopg.Cursor[Any] | None:
         """Tell local indexes (local.py) which records this write transaction changed ('w'), or
         that the tenant's index must be rebuilt ('f'); under the write lock, so in commit order.
+        Returns the cursor of the last entry's ``seq`` (read once the pipeline is through).
         About once every ``CHANGES_PRUNE_EVERY`` entries, entries past the last
         ``CHANGES_KEEP`` go (a local index further behind rebuilds)."""
         if not ids:
-            return
+            return None
         local = self.local
         if local is not None:
             local.trusted = False  # its next search catches this write up before it ranks
-        conn.execute(self._q("INSERT INTO @changes (tenant, id, op) SELECT %s, unnest(%s::text[]), %s"),
-                     (self.tenant, list(ids), op))
+        logged = conn.execute(self._q(
+            "WITH e AS (INSERT INTO @changes (tenant, id, op) SELECT %s, unnest(%s::text[]), %s RETURNING seq) "
+            "SELECT max(seq) FROM e"), (self.tenant, list(ids), op))
         # By chance, not by this process's count: many short-lived processes (a CLI call, a
         # script) that each log a few entries must prune too, about once every
         # CHANGES_PRUNE_EVERY entries whoever writes them.
@@ -911,6 +921,7 @@ class PostgresStore:
                 "INSERT INTO @meta (tenant, key, value) SELECT %(t)s, 'changes_floor', max(seq)::text FROM gone "
                 "HAVING count(*) > 0 ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value"),
                 {"t": self.tenant, "keep": CHANGES_KEEP})
+        return logged
 
     def _notify(self, conn: psycopg.Connection, event: EventType, rows: list[tuple[str, str, str | None, Any]]) -> None:
         payloads = event_payloads(event.value, rows, tenant=self.tenant, origin=self.origin)
