@@ -86,6 +86,26 @@ def test_a_failure_while_linking_stores_nothing(pg_url) -> None:  # noqa: F811
         store.close()
 
 
+def test_a_failure_while_linking_leaves_a_built_local_index_without_the_record(pg_url) -> None:  # noqa: F811
+    """The local index takes an insert only once its transaction committed."""
+    store = PostgresStore(pg_url + "&local_index=true", tenant=new_tenant())
+    try:
+        store.insert([_row("a", 1), _row("b", 2)])
+        everyone = build_filter({"user_id": "ann"})
+        assert sorted(store.retrieve({"kiwi": 1}, _row("a", 1).vector, everyone, 5).ids) == ["a", "b"]
+        reads = LinkReads(similar=[(_row("c", 3).vector, everyone, 3)])
+
+        def derive(facts):
+            raise RuntimeError("the graph part failed")
+
+        with pytest.raises(RuntimeError):
+            store.insert_linked([_row("c", 3)], reads, derive)
+        assert "c" not in store.local.index
+        assert sorted(store.retrieve({"kiwi": 1}, _row("c", 3).vector, everyone, 5).ids) == ["a", "b"]
+    finally:
+        store.close()
+
+
 @contextmanager
 def _local_and_sql(url: str) -> Iterator[tuple[BeeWeave, BeeWeave]]:
     """Two memories on one new tenant: with a local index, and without."""
@@ -167,6 +187,12 @@ def test_an_add_reading_a_trusted_index_behind_another_stores_write_goes_to_sql(
         assert used[-1] is False
         semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a2"]) if e.type.value == "semantic"}
         assert ("a2", "b0") in semantic or ("b0", "a2") in semantic
+        other.add("grape melon fig", user_id="ann", chunk_id="b1")
+        assert not first.backend.local.trusted  # its insert came after another store's write
+        first.add("grape melon lime", user_id="ann", chunk_id="a3")  # checks first, then reads the index
+        assert used[-1] is True
+        semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a3"]) if e.type.value == "semantic"}
+        assert ("a3", "b1") in semantic or ("b1", "a3") in semantic
         assert {h.id for h in first.search("papaya quince fig", user_id="ann", k=5)} >= {"a2", "b0"}
 
 

@@ -151,6 +151,52 @@ def test_own_inserts_are_indexed_from_memory_as_a_catch_up_would(pg_url, monkeyp
         assert set(local.local.index.slot_of) == {r.chunk.id for r in rows}
 
 
+def test_own_inserts_taken_from_memory_can_be_deleted_and_rewritten(pg_url) -> None:  # noqa: F811
+    """What the index took from memory is removed, moved and replaced as a caught-up record
+    is (its term counts are kept for the removal)."""
+    rnd, rng = random.Random(23), np.random.default_rng(23)
+    with _pair(pg_url) as (sql, local):
+        rows = make_rows(rnd, rng, 80)
+        local.insert(rows[:40])
+        _check_all(sql, local, rnd, rng)
+        local.insert(rows[40:])  # taken from memory
+        ids = [r.chunk.id for r in rows[40:]]
+        local.delete(ids[:10])
+        sql.delete(ids[10:20])
+        c = local.get([ids[20]])[ids[20]]
+        local.update([c.copy(session_id="s2", status=ChunkStatus.ARCHIVED)])
+        vecs = unit_vectors(rng, 2, DIM)
+        sql.replace([ChunkRow(sql.get([cid])[cid].copy(raw_content="fresh words"), vecs[i], ["fresh", "words"])
+                     for i, cid in enumerate(ids[21:23])])
+        _check_all(sql, local, rnd, rng)
+        assert set(local.local.index.slot_of) == sql.contains([r.chunk.id for r in rows])
+        assert local.local.loads == 1
+
+
+def test_an_insert_caught_up_before_the_index_takes_it_is_not_taken_twice(pg_url, monkeypatch) -> None:  # noqa: F811
+    """Another thread's search may catch the committed insert up from the log before this
+    thread's ``take_own`` runs; the index then holds it once."""
+    from beeweave_core.store.postgres.local import LocalIndex
+
+    rnd, rng = random.Random(29), np.random.default_rng(29)
+    real = LocalIndex.take_own
+
+    def search_first(self, own):
+        self.refresh()  # as a search in another thread would, between the commit and this
+        real(self, own)
+
+    with _pair(pg_url) as (sql, local):
+        rows = make_rows(rnd, rng, 50)
+        local.insert(rows[:30])
+        _check_all(sql, local, rnd, rng)
+        monkeypatch.setattr(LocalIndex, "take_own", search_first)
+        local.insert(rows[30:])
+        index = local.local.index
+        assert len(index) == 50 and sorted(cid for cid in index.ids if cid is not None) == sorted(
+            r.chunk.id for r in rows)
+        _check_all(sql, local, rnd, rng)
+
+
 def test_an_own_insert_the_index_cannot_take_is_kept_and_rebuilt(pg_url, monkeypatch) -> None:  # noqa: F811
     """A failure while the index takes this store's committed insert is no failure of the
     insert: it is kept, and the next search builds the index again from the rows."""
