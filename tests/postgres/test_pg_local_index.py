@@ -197,9 +197,11 @@ def test_an_insert_caught_up_before_the_index_takes_it_is_not_taken_twice(pg_url
         _check_all(sql, local, rnd, rng)
 
 
-def test_an_own_insert_the_index_cannot_take_is_kept_and_rebuilt(pg_url, monkeypatch) -> None:  # noqa: F811
+@pytest.mark.parametrize("failure", [MemoryError, KeyboardInterrupt])
+def test_an_own_insert_the_index_cannot_take_is_kept_and_rebuilt(pg_url, monkeypatch, failure) -> None:  # noqa: F811
     """A failure while the index takes this store's committed insert is no failure of the
-    insert: it is kept, and the next search builds the index again from the rows."""
+    insert: it is kept, and the next search builds the index again from the rows. An
+    interrupt half way is passed on, and the half-taken index is built again too."""
     from beeweave_core.index.memory_index import MemoryIndex
 
     rnd, rng = random.Random(19), np.random.default_rng(19)
@@ -207,12 +209,18 @@ def test_an_own_insert_the_index_cannot_take_is_kept_and_rebuilt(pg_url, monkeyp
         rows = make_rows(rnd, rng, 30)
         local.insert(rows[:20])
         _held(local, rows[0].vector)
+        real = MemoryIndex.add
 
         def broken(self, entries):
-            raise MemoryError("no room")
+            real(self, entries[:3])  # some of it taken, then the failure
+            raise failure("no room")
 
         monkeypatch.setattr(MemoryIndex, "add", broken)
-        local.insert(rows[20:])  # committed; the index is marked for a rebuild
+        if failure is KeyboardInterrupt:
+            with pytest.raises(KeyboardInterrupt):
+                local.insert(rows[20:])
+        else:
+            local.insert(rows[20:])  # committed; the index is marked for a rebuild
         monkeypatch.undo()
         assert sql.contains([r.chunk.id for r in rows[20:]]) == {r.chunk.id for r in rows[20:]}
         assert set(_held(local, rows[0].vector)) == {r.chunk.id for r in rows}

@@ -442,6 +442,9 @@ class LocalIndex:
                                exc_info=True)
                 self.seen = -1
                 return
+            except BaseException:  # (an interrupt) half taken: built again at the next search
+                self.seen = -1
+                raise
             self.seen = after
             self.trusted = True  # as current as a check at the commit would have found it
 

@@ -544,8 +544,9 @@ class PostgresStore:
         if prepared:
             with self._write() as conn:
                 own = self._insert(conn, prepared, EventType.CREATED)
-            if self.local is not None:
-                self.local.take_own(own)
+            local = self.local  # read once: a switch of the tenant's SQL search may drop it meanwhile
+            if local is not None and own is not None:
+                local.take_own(own)
             self._analyze_after(len(prepared))
 
     def _analyze_after(self, n: int) -> None:
@@ -618,12 +619,13 @@ class PostgresStore:
         return [(_checked(r.chunk, self.index_config.session_context), r) for r in rows]
 
     def _insert(self, conn: psycopg.Connection, prepared: list[tuple[tuple[Any, ...], ChunkRow]],
-                event: EventType, *, before_context: Callable[[int], None] | None = None) -> OwnInsert:
+                event: EventType, *, before_context: Callable[[int], None] | None = None) -> OwnInsert | None:
         """Insert new records with everything derived from them. ``before_context`` is called
         once the records, vectors, postings and counts are written, before their session
         context is (what it sends then rides the session region read's round trip), with the
         change log's last position as read under the write lock. Returns what this store's
-        local index takes from memory once the transaction commits (``LocalIndex.take_own``)."""
+        local index takes from memory once the transaction commits (``LocalIndex.take_own``),
+        None when nothing was logged."""
         t, q = self.tenant, self._q
         ids = [cols[0] for cols, _ in prepared]
         vectors = [np.asarray(r.vector, np.float32) for _, r in prepared]
@@ -676,7 +678,8 @@ class PostgresStore:
             pg_index.bump_stats(conn, q, t, nb_length=nb)
         logged = self._log(conn, ids)
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
-        assert logged is not None  # (ids is not empty)
+        if logged is None:
+            return None
         return OwnInsert(int(high), logged, [(seq, cols[11], r) for seq, (cols, r) in zip(seqs, prepared, strict=True)])
 
     def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
