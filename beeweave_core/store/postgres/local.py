@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
 from ...records import KnowledgeChunk, Relationship, RelationType
 from ...relevance import term_evidence
 from ...scoring import RankFields
-from ..base import ChunkRow, StaleCandidates, TermEvidence
+from ..base import StaleCandidates, TermEvidence
 from .search import decode_record, rank_fields_of
 from .sql import GET_CHECKED_SQL, GET_WITH_RIVALS_SQL, clean, one
 
@@ -123,7 +122,7 @@ class OwnInsert:
 
     before: int  # the change log's last seq, read under the tenant write lock before the insert
     logged: psycopg.Cursor[Any]  # its own entries' last seq, readable once the transaction is through
-    rows: list[tuple[int, str, ChunkRow]]  # each record's seq, stored document and row
+    rows: list[tuple[int, str, dict[str, int], np.ndarray]]  # each record's seq, stored document, term counts, vector
 
 
 @dataclass
@@ -295,6 +294,15 @@ class LocalIndex:
         self.seen = int(high)
         return True
 
+    def _entry(self, seq: int, doc: str, terms: Sequence[str] | None, tfs: Sequence[int] | None,
+               vector: np.ndarray) -> IndexEntry:
+        """A record as the index takes it (its stored document, term counts and vector), its
+        term counts kept for its removal."""
+        chunk = KnowledgeChunk.from_stored(json.loads(doc))
+        counts = self._term_counts(terms, tfs)
+        self._counts[chunk.id] = _pairs(counts)
+        return IndexEntry(chunk, vector, counts, seq)
+
     def _apply(self, changed: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
         """Patch the index with the current rows of the ``changed`` ids (absent: deleted)."""
         index = self.index
@@ -310,10 +318,7 @@ class LocalIndex:
             if held is not None:
                 gone[cid] = lex_counts(self._counts.pop(cid))
             if row is not None:
-                counts = self._term_counts(row[14], row[15])
-                self._counts[cid] = _pairs(counts)
-                new.append(IndexEntry(KnowledgeChunk.from_stored(json.loads(row[13])),
-                                      row[16].to_numpy().astype(np.float32), counts, int(row[0])))
+                new.append(self._entry(int(row[0]), row[13], row[14], row[15], row[16].to_numpy().astype(np.float32)))
         index.remove(gone)
         index.update(same)
         index.add(sorted(new, key=lambda e: e.seq))
@@ -428,15 +433,8 @@ class LocalIndex:
                 return  # not built, or behind (or past it: another thread caught the insert up)
             try:
                 after = int(one(own.logged.fetchone())[0])
-                entries = []
-                for seq, doc, row in own.rows:
-                    counts = Counter(row.terms)
-                    terms = sorted(counts)
-                    term_counts = self._term_counts(terms, [counts[t] for t in terms])
-                    self._counts[row.chunk.id] = _pairs(term_counts)
-                    entries.append(IndexEntry(KnowledgeChunk.from_stored(json.loads(doc)),
-                                              np.asarray(row.vector, np.float32), term_counts, seq))
-                self.index.add(entries)
+                self.index.add([self._entry(seq, doc, list(counts), list(counts.values()), vector)
+                                for seq, doc, counts, vector in own.rows])
             except Exception:  # committed all the same: the next search builds the index again
                 logger.warning("a local index could not take this store's insert; it is rebuilt at the next search",
                                exc_info=True)

@@ -680,7 +680,8 @@ class PostgresStore:
         self._notify(conn, event, [(cols[0], cols[1], cols[2], cols[8]) for cols, _ in prepared])
         if logged is None:
             return None
-        return OwnInsert(int(high), logged, [(seq, cols[11], r) for seq, (cols, r) in zip(seqs, prepared, strict=True)])
+        return OwnInsert(int(high), logged, [(seq, cols[11], tc, vec) for seq, (cols, _), tc, vec
+                                             in zip(seqs, prepared, counts, vectors, strict=True)])
 
     def _set_access(self, conn: psycopg.Connection, seqs: Sequence[int], chunks: Sequence[KnowledgeChunk]) -> None:
         """The access counts of records as written (their side table holds the live ones)."""
