@@ -5,6 +5,7 @@ with its own marker word), updates some (tags, or new content keeping the marker
 some, and searches for the marker another process published last (in ``<dir>/<name>.last``,
 written only after that add returned): one search must find it. It reports each outcome on
 stdout, one line at a time; a line starting ``ERROR`` is an error outside BeeWeaveError.
+``dim`` is the hashing embedder's width.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def marker(name: str, i: int) -> str:
 def main(args: dict) -> None:
     name, workdir, peers = args["name"], Path(args["dir"]), args["peers"]
     rnd = random.Random(name)
-    m = BeeWeave(args["path"], embedder=HashingEmbedder(32), ingest=IngestConfig(batch_size=8))
+    m = BeeWeave(args["path"], embedder=HashingEmbedder(args["dim"]), ingest=IngestConfig(batch_size=8))
     say("open")
     added: list[str] = []
     end = time.monotonic() + args["seconds"]

@@ -188,7 +188,7 @@ def duplicates(values: Sequence[str]) -> list[str]:
     return [v for v, n in Counter(values).items() if n > 1]
 
 
-def open_file_store(path: Path, **kw: Any) -> BeeWeave:
+def open_file_store(path: Path, *, dim: int = 32, **kw: Any) -> BeeWeave:
     from beeweave_core import HashingEmbedder
 
-    return BeeWeave(path, embedder=HashingEmbedder(32), **kw)
+    return BeeWeave(path, embedder=HashingEmbedder(dim), **kw)

@@ -18,13 +18,18 @@ import pytest
 from tests.reliability.rel_support import all_chunks, assert_consistent, child, env_number, open_file_store
 
 SECONDS = env_number("BEEWEAVE_MULTIPROC_SECONDS", 8)
+# The hashing embedder's width. At 32 a marker's own memory could have a vector far below the
+# pool's (signed hash collisions: cosine -0.3 with the query that names it) and lose the fused
+# ranking to unrelated memories; at 256 a memory shares its marker's features with the query,
+# so a search that misses it did not see it.
+DIM = 256
 
 
 def _run(tmp_path: Path, n: int) -> list[list[str]]:
     db = tmp_path / "shared.db"
     names = [f"w{k}" for k in range(n)]
     procs = [child("multiproc_worker.py", json.dumps({"path": str(db), "dir": str(tmp_path), "name": name,
-                                                      "peers": names, "seconds": SECONDS}))
+                                                      "peers": names, "seconds": SECONDS, "dim": DIM}))
              for name in names]
     outs = []
     for p in procs:
@@ -52,7 +57,7 @@ def test_processes_sharing_one_store_lose_nothing_and_see_each_other(tmp_path: P
     searches = Counter(s.split()[2] for s in lines if s.startswith("search"))
     assert len(acked) >= 5 * n and len(added) >= 5 * n
     assert searches["seen"] >= n
-    with open_file_store(tmp_path / "shared.db") as m:  # another process, after them
+    with open_file_store(tmp_path / "shared.db", dim=DIM) as m:  # another process, after them
         assert m.flush(120)
         assert m.dead_letters() == [] and m.pending_events() == 0
         chunks = all_chunks(m.backend)
