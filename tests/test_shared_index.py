@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from beeweave_core.filters import build_filter
 from beeweave_core.records import KnowledgeChunk
@@ -69,5 +70,35 @@ def test_each_store_sees_the_others_commits(tmp_path: Path) -> None:
             for s in (a, b):
                 assert _answers(s, probes) == expected
                 assert s.verify().ok, s.verify().problems
+    a.close()
+    b.close()
+
+
+
+@pytest.mark.parametrize("read", ["get", "rank_fields"])
+def test_a_rewrite_committed_while_a_read_looks_rows_up_is_never_a_missing_memory(tmp_path: Path, read: str) -> None:
+    """A rewrite gives a row a new number. Another store's commit that lands after a read
+    caught up but before it looked its rows up by number must not make the memory vanish
+    from that read (get; rank_fields of rows loaded at open): a search dropped a memory it had
+    ranked."""
+    db = tmp_path / "s.db"
+    rnd = random.Random(3)
+    a = SQLiteStore(db)
+    a.insert([_row(rnd, "c1", "u0"), _row(rnd, "c2", "u0")])
+    b = SQLiteStore(db)  # built from the rows: it reads their records when first asked
+    real, calls = b._select_by_seq, []
+
+    def rewrite_first(columns: str, seqs: list[int]) -> list[tuple[object, ...]]:
+        if not calls:
+            a.replace([_row(rnd, "c1", "u0")])  # committed by the other connection, right now
+        calls.append(seqs)
+        return real(columns, seqs)
+
+    b._select_by_seq = rewrite_first  # type: ignore[method-assign]
+    assert set(getattr(b, read)(["c1", "c2"])) == {"c1", "c2"}
+    assert calls  # the rows were looked up, with the rewrite in between
+    del b._select_by_seq
+    assert set(getattr(b, read)(["c1", "c2"])) == {"c1", "c2"} and b.verify().ok
+    assert b.get(["c1"])["c1"].content == a.get(["c1"])["c1"].content  # the next read has the rewrite
     a.close()
     b.close()

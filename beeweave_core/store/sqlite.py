@@ -13,6 +13,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -757,15 +758,39 @@ class SQLiteStore:
         return out
 
     def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
-        with self._lock:
-            self._check()
+        with self._lock, self._reading():
             return self._chunks_from_rows(self._record_rows(self.index.present(ids)))
 
     def rank_fields(self, ids: Sequence[str]) -> dict[str, RankFields]:
-        with self._lock:
-            self._check()
+        with self._lock, self._reading():
             return self.index.rank_fields(
                 ids, lambda names: self._chunks_from_rows(self._record_rows(names), edges=False).values())
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """``_check``, then one read transaction around a last catch-up and the reads that look
+        rows up by the row numbers the index holds. Apart, another process's update committed
+        in between gives the row a new number, and the read would silently miss a memory that
+        is there."""
+        self._check()
+        if self.path is None or self._db.in_transaction:
+            yield
+            return
+        try:
+            self._db.execute("BEGIN")
+            if self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0] > self._seen:
+                self._catch_up()  # committed since _check: take it from this same snapshot
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise StoreUnavailableError(f"the store at {self.path} is unavailable (reading others' "
+                                        f"changes): {exc}") from exc
+        except BaseException:
+            self._rollback()
+            raise
+        try:
+            yield
+        finally:
+            self._rollback()  # a read transaction: nothing to keep
 
     def _record_rows(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, doc) of stored ids, looked up by row number: one b-tree walk per row instead of
