@@ -249,3 +249,25 @@ def test_a_graph_read_from_disk_grows_and_is_saved_again(hnsw_data, tmp_path) ->
         again.set(np.arange(N_HNSW), mat)
         assert again.load_graph(path, keys) and again.graph_size == back.graph_size
         assert _recall(again, mat, np.ones(N_HNSW, bool), queries, None) >= 0.95
+
+
+@pytest.mark.parametrize("kernel", ["vecdot", "einsum"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [0, 1, 7, 3000])
+def test_matvec_equals_the_float64_product(monkeypatch: pytest.MonkeyPatch, kernel: str, dtype: type,
+                                           rows: int) -> None:
+    """The exact scan's kernel (numpy's vecdot, or einsum where numpy has no vecdot) against
+    the plain float64 product, on contiguous matrices and on a strided view."""
+    import beeweave_core.index.vectors as vectors
+
+    if kernel == "einsum":
+        monkeypatch.setattr(vectors, "_vecdot", None)
+    elif vectors._vecdot is None:
+        pytest.skip("numpy < 2.0 has no vecdot")
+    rng = np.random.default_rng(rows)
+    mat = rng.standard_normal((rows, 384)).astype(dtype)
+    vec = rng.standard_normal(384)
+    for m in (mat, mat[::2], mat[:, :200]):
+        got = vectors.matvec(m, vec[: m.shape[1]])
+        assert got.dtype == dtype and got.shape == (m.shape[0],)
+        np.testing.assert_allclose(got, m.astype(np.float64) @ vec[: m.shape[1]], rtol=1e-5, atol=1e-4)
