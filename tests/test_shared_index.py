@@ -5,11 +5,15 @@ deletes and forgets by either, both answer exactly as a store opened afresh on t
 from __future__ import annotations
 
 import random
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from beeweave_core.errors import StoreUnavailableError
 from beeweave_core.filters import build_filter
 from beeweave_core.records import KnowledgeChunk
 from beeweave_core.store.base import ChunkRow
@@ -100,5 +104,75 @@ def test_a_rewrite_committed_while_a_read_looks_rows_up_is_never_a_missing_memor
     del b._select_by_seq
     assert set(getattr(b, read)(["c1", "c2"])) == {"c1", "c2"} and b.verify().ok
     assert b.get(["c1"])["c1"].content == a.get(["c1"])["c1"].content  # the next read has the rewrite
+    a.close()
+    b.close()
+
+
+class _Hooked:
+    """A store's connection with a hook run before each statement (the hook may commit
+    through another store, or raise as a failing disk would)."""
+
+    def __init__(self, db: sqlite3.Connection, hook: Callable[[str], None]) -> None:
+        self._db, self._hook = db, hook
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self._hook(sql)
+        return self._db.execute(sql, *args)
+
+
+def test_an_error_while_catching_up_leaves_the_changes_to_the_next_call(tmp_path: Path) -> None:
+    """A catch-up that fails reading the changed rows (rolled back) must not mark their
+    change-log entries seen: the next call applies them, instead of the index never holding
+    the rewrite (get then missed the memory until the store was reopened)."""
+    db = tmp_path / "s.db"
+    rnd = random.Random(4)
+    a, b = SQLiteStore(db), SQLiteStore(db)
+    a.insert([_row(rnd, "c1", "u0"), _row(rnd, "c2", "u0")])
+    assert set(b.get(["c1", "c2"])) == {"c1", "c2"}
+    failed: list[str] = []
+
+    def disk_error_once(sql: str) -> None:
+        if "FROM chunks WHERE id IN" in sql and not failed:
+            failed.append(sql)
+            raise sqlite3.OperationalError("disk I/O error")
+
+    plain = b._db
+    b._db = _Hooked(plain, disk_error_once)  # type: ignore[assignment]
+    a.replace([_row(rnd, "c1", "u0")])
+    with pytest.raises(StoreUnavailableError):
+        b.get(["c1", "c2"])
+    assert failed
+    b._db = plain
+    assert set(b.get(["c1", "c2"])) == {"c1", "c2"}
+    assert b.get(["c1"])["c1"].content == a.get(["c1"])["c1"].content
+    assert b.verify().ok, b.verify().problems
+    a.close()
+    b.close()
+
+
+def test_verify_beside_another_stores_rewrite_reports_no_false_problem(tmp_path: Path) -> None:
+    """verify() compares the index with the records of the state it was caught up to: a
+    rewrite another store commits while it reads is not a problem of this store's index."""
+    db = tmp_path / "s.db"
+    rnd = random.Random(6)
+    a, b = SQLiteStore(db), SQLiteStore(db)
+    a.insert([_row(rnd, f"c{i}", "u0") for i in range(5)])
+    assert b.verify().ok
+    done: list[str] = []
+
+    def rewrite_once(sql: str) -> None:
+        if "FROM chunks" in sql and "lex" in sql and not done:
+            done.append(sql)
+            a.replace([_row(rnd, "c1", "u0")])
+
+    plain = b._db
+    b._db = _Hooked(plain, rewrite_once)  # type: ignore[assignment]
+    report = b.verify()
+    b._db = plain
+    assert done and report.ok, report.problems
+    assert b.verify().ok
     a.close()
     b.close()

@@ -375,7 +375,6 @@ class SQLiteStore:
             self._drop_graph_files()
             self._load(snapshot=False)
             return
-        self._seen = int(entries[-1][0])
         index = self.index
         high = max(index.term_ids.values(), default=-1)
         index.add_terms({t: i for i, t in self._db.execute("SELECT id, term FROM terms WHERE id > ?", (high,))})
@@ -411,6 +410,9 @@ class SQLiteStore:
         index.remove(gone)
         index.update(same)
         index.add(sorted(new, key=lambda e: e.seq))
+        # Only now: an error reading the rows above (rolled back) leaves these entries to
+        # the next catch-up instead of skipping them for good.
+        self._seen = int(entries[-1][0])
         if gone or new or same:
             self._snapshot_token = None  # the index is no longer the snapshot it was loaded from
 
@@ -1039,8 +1041,7 @@ class SQLiteStore:
     # -- integrity -------------------------------------------------------------------
     def verify(self) -> VerifyReport:
         """Check the in-memory index and the relationships against the committed records."""
-        with self._lock:
-            self._check()
+        with self._lock, self._reading():  # the records of the state the index was caught up to
             rows = self._db.execute("SELECT id, lex, vector FROM chunks").fetchall()
             known_terms = {i for (i,) in self._db.execute("SELECT id FROM terms")}
             problems = self.index.verify(rows, known_terms)
