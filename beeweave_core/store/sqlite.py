@@ -348,9 +348,12 @@ class SQLiteStore:
                         self._db.execute("COMMIT")
                     self._data_version = version
             except sqlite3.Error as exc:
-                self._rollback()
-                raise StoreUnavailableError(f"the store at {self.path} is unavailable (reading others' "
-                                            f"changes): {exc}") from exc
+                raise self._catch_up_failed(exc) from exc
+
+    def _catch_up_failed(self, exc: sqlite3.Error) -> StoreUnavailableError:
+        """The error to raise when reading others' changes failed (rolled back here)."""
+        self._rollback()
+        return StoreUnavailableError(f"the store at {self.path} is unavailable (reading others' changes): {exc}")
 
     # -- other processes' commits ---------------------------------------------------
     def _log(self, ids: Sequence[str], op: str) -> None:
@@ -770,22 +773,23 @@ class SQLiteStore:
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
-        """``_check``, then one read transaction around a last catch-up and the reads that look
-        rows up by the row numbers the index holds. Apart, another process's update committed
-        in between gives the row a new number, and the read would silently miss a memory that
-        is there."""
-        self._check()
-        if self.path is None or self._db.in_transaction:
+        """``_check`` for reads that look rows up by the row numbers the index holds: the
+        catch-up and those reads in one read transaction. Apart, another process's rewrite
+        committed in between gives the row a new number, and the read would silently miss a
+        memory that is there. Whether to catch up is the change log's last entry as this
+        snapshot sees it (``data_version``, read before the snapshot, can miss a commit)."""
+        if self.path is None or self._closed or self._db.in_transaction:
+            self._check()  # nothing to hold open (or already in one: caught up at its BEGIN)
             yield
             return
         try:
+            version = self._db.execute("PRAGMA data_version").fetchone()[0]
             self._db.execute("BEGIN")
             if self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0] > self._seen:
-                self._catch_up()  # committed since _check: take it from this same snapshot
+                self._catch_up()
+            self._data_version = version  # as _check would: every commit up to it is in the index
         except sqlite3.Error as exc:
-            self._rollback()
-            raise StoreUnavailableError(f"the store at {self.path} is unavailable (reading others' "
-                                        f"changes): {exc}") from exc
+            raise self._catch_up_failed(exc) from exc
         except BaseException:
             self._rollback()
             raise
