@@ -11,19 +11,17 @@ import random
 import sys
 import time
 
-import numpy as np
-
-from beeweave_core.records import KnowledgeChunk
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.sqlite import SQLiteStore
+from tests import conformance
 
 PERMANENT = [f"s{i}" for i in range(60)]
 
 
 def row(rnd: random.Random, cid: str, n: int) -> ChunkRow:
-    terms = [f"w{rnd.randint(0, 50)}" for _ in range(5)] + [f"only{cid}", f"v{n}"]
-    vec = np.asarray([rnd.gauss(0, 1) for _ in range(16)], np.float32)
-    return ChunkRow(KnowledgeChunk(" ".join(terms), user_id="u0", id=cid), vec / np.linalg.norm(vec), terms)
+    """A record with new text (version ``n``) and a new vector."""
+    words = " ".join(f"w{rnd.randint(0, 50)}" for _ in range(5))
+    return conformance.row(cid, f"{words} only{cid} v{n}", seed=rnd.randrange(2**31), user_id="u0")
 
 
 def main(path: str, seconds: float) -> None:
