@@ -9,7 +9,8 @@ fusion mode:
 - ``lexical``: the memory's BM25 score over the query's terms divided by the sum of each
   term's best score in the searched scope (the score of a memory that matched every term as
   well as the best memory matched it). Rare terms weigh more, as in BM25; a term every memory
-  shares (a speaker's name) weighs little;
+  shares (a speaker's name) weighs little; a term no memory of the scope holds weighs as much
+  as the heaviest matched one (the store does not know that part of the question);
 - ``coverage``: the share of the query's distinct terms found in the memory's own text (the
   one lexical evidence left in a store of a few memories, where BM25's idf is 0).
 
@@ -43,19 +44,19 @@ __all__ = ["Evidence", "relevance", "lexical_evidence", "evidence_terms", "term_
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
 # Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations.
-COEF_COSINE = 5.711
-COEF_LEXICAL = 2.208
-COEF_COVERAGE = 2.637
-INTERCEPT = -5.299
+COEF_COSINE = 4.724
+COEF_LEXICAL = 3.984
+COEF_COVERAGE = 1.381
+INTERCEPT = -4.866
 # The per-hit floor: the highest that keeps 95 % of the on-topic recall@10 when every hit
 # below it is dropped (`min_relevance`; no floor by default).
-DEFAULT_MIN_RELEVANCE = 0.249
+DEFAULT_MIN_RELEVANCE = 0.253
 # The faces' "nothing relevant" gate (`abstain_below`): a search whose best hit is below it
 # returns nothing, one that has a hit above it returns its hits as ranked (an indirectly
 # useful memory, "allergic to peanuts" for "a dessert for my dinner party", stays beside the
 # relevant one). The highest gate that keeps 95 % of the on-topic recall@10 (a gate loses a
 # query's recall only when it silences the whole query, so it can sit higher than the floor).
-DEFAULT_ABSTAIN_BELOW = 0.464
+DEFAULT_ABSTAIN_BELOW = 0.422
 
 # A dialogue query may carry 64 terms; the heaviest this many bound the lexical evidence's cost
 # (one index lookup per term).
@@ -107,9 +108,12 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
                      ids: Sequence[str], own: Mapping[str, set[str]] | None = None,
                      found: TermEvidence | None = None) -> dict[str, float]:
     """Each id's BM25 score over the query's (heaviest) terms against the sum of each term's
-    best score in the scope ``flt``, in [0, 1]. A term no memory matches adds nothing to the
-    denominator (it is no evidence either way). ``found``: those scores as the search's own
-    round trip read them for ``evidence_terms(terms)`` (PostgreSQL), else they are read here.
+    best score in the scope ``flt``, in [0, 1]. A term no memory in the scope holds counts in
+    the denominator as much as the heaviest term that some memory matched: "what is Mel
+    allergic to?" asked of memories that never mention an allergy is not answered by one
+    that only names Mel, however well it matches the name. ``found``: those scores as the
+    search's own round trip read them for ``evidence_terms(terms)`` (PostgreSQL), else they
+    are read here.
 
     Where no term scores at all (a store of one or two memories, or terms every memory has:
     BM25's idf is then 0), ``own`` (each id's own terms) gives the evidence instead: the share
@@ -118,35 +122,37 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
     heaviest = _heaviest(terms)
     if not heaviest or not ids:
         return dict.fromkeys(ids, 0.0)
-    if found is not None:
-        # the same sums, term by term in the same order: the bests are the single-term
-        # searches' top scores, the ids' sums their positive per-term scores
-        best_total = 0.0
-        for term, _ in heaviest:
-            best = found.best.get(term, 0.0)
-            if best > 0.0:
-                best_total += best
-        matched = {cid: found.lexical.get(cid, 0.0) for cid in ids}
-    else:
-        best_total, matched = _read_evidence(backend, heaviest, flt, ids)
-    if best_total <= 0.0 and own is not None:
-        present = [t for t, _ in heaviest if any(t in own.get(cid, ()) for cid in ids)]
-        if present:
-            return {cid: sum(t in own.get(cid, ()) for t in present) / len(present) for cid in ids}
-    return {cid: min(matched[cid] / best_total, 1.0) if best_total > 0 else 0.0 for cid in ids}
+    if found is None:
+        found = _read_evidence(backend, heaviest, flt, ids)
+    # the same sums, term by term in the same order: the bests are the single-term searches'
+    # top scores, the ids' sums their positive per-term scores
+    bests = [b for b in (found.best.get(term, 0.0) for term, _ in heaviest) if b > 0.0]
+    best_total = sum(bests)
+    matched = {cid: found.lexical.get(cid, 0.0) for cid in ids}
+    if best_total <= 0.0:
+        if own is not None:
+            present = [t for t, _ in heaviest if any(t in own.get(cid, ()) for cid in ids)]
+            if present:
+                return {cid: sum(t in own.get(cid, ()) for t in present) / len(present) for cid in ids}
+        return dict.fromkeys(ids, 0.0)
+    # A term without a best is absent from the scope, unless a hit holds it (its idf fell
+    # to the floor: a term nearly every memory of a small store has), which is no evidence.
+    absent = sum(1 for term, _ in heaviest if found.best.get(term, 0.0) <= 0.0
+                 and not (own is not None and any(term in own.get(cid, ()) for cid in ids)))
+    total = best_total + absent * max(bests)
+    return {cid: min(matched[cid] / total, 1.0) for cid in ids}
 
 
 def _read_evidence(backend: StoreBackend, heaviest: list[tuple[str, int]], flt: Filter,
-                   ids: Sequence[str]) -> tuple[float, dict[str, float]]:
-    """The sum of the terms' best scores in scope, and each id's sum of its positive
-    per-term scores: a single-term search per term."""
+                   ids: Sequence[str]) -> TermEvidence:
+    """Each term's best score in scope, and each id's sum of its positive per-term scores: a
+    single-term search per term."""
     queries = [{term: count} for term, count in heaviest]
     if isinstance(backend, SearchesTermsInOneTrip):  # PostgreSQL: one round trip, not one per term
         results = backend.lexical_searches(queries, flt, 1, include=ids)
     else:
         results = [backend.lexical_search(q, flt, 1, include=ids) for q in queries]
-    found = term_evidence([term for term, _ in heaviest], results, ids)
-    return sum(found.best.values()), found.lexical
+    return term_evidence([term for term, _ in heaviest], results, ids)
 
 
 def term_evidence(terms: Sequence[str], results: Sequence[Sequence[tuple[str, float]]],

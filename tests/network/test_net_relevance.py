@@ -192,3 +192,41 @@ def test_a_new_users_two_memories_are_told_apart_by_the_terms_each_has() -> None
         assert lexical_evidence(m.backend, terms, build_filter(None, user_id="u"), [tea, nuts]) == {tea: 0.0, nuts: 0.0}
         rel = {h.id: h.relevance for h in hits}
         assert rel[tea] > 5 * rel[nuts]
+
+
+def test_a_query_term_no_memory_holds_weighs_against_the_hits() -> None:
+    """A term absent from the searched scope counts in the lexical evidence's denominator as
+    much as the heaviest matched term: a memory that only names the person asked about is
+    not evidence for "what is Mel allergic to?" when no memory mentions an allergy."""
+    texts = ["Mel went hiking with her dog", "Mel painted a sunset by the lake", "Jon baked bread",
+             "Jon fixed his bike", "The weather was rainy all week"]
+    with _store(*texts) as m:
+        f = build_filter(None, user_id="u")
+        ids = [h.id for h in m.search("Mel hiking", user_id="u", k=5)]
+        hiking = next(h.id for h in m.search("hiking", user_id="u", k=1))
+        own = {cid: set(m.parts.shared.tokenizer.tokenize(m.get(cid).content)) for cid in ids}
+
+        def lexical(query: str) -> dict[str, float]:
+            return lexical_evidence(m.backend, prepare_query(query, m.parts.shared.tokenizer).terms, f, ids, own)
+
+        alone = lexical("Mel")
+        assert max(alone.values()) == pytest.approx(1.0)
+        absent = lexical("Mel allergic")  # "allergic": in no memory
+        assert max(absent.values()) == pytest.approx(0.5)
+        assert all(absent[c] == pytest.approx(alone[c] / 2) for c in ids)
+        both = lexical("Mel hiking")  # a term some memory holds is weighed by its own best
+        assert both[hiking] == pytest.approx(1.0)
+        assert m.search("Mel allergic", user_id="u", k=1)[0].relevance < m.search("Mel", user_id="u", k=1)[0].relevance
+
+
+def test_a_term_every_memory_holds_is_not_taken_for_an_absent_one() -> None:
+    """A term whose idf falls to the floor has no best either, but a hit holds it: it is no
+    evidence either way, as before, not a missing topic."""
+    with _store("alpha beta", "alpha beta", "alpha beta gamma") as m:
+        f = build_filter(None, user_id="u")
+        terms = prepare_query("alpha gamma", m.parts.shared.tokenizer).terms
+        ids = [h.id for h in m.search("alpha gamma", user_id="u", k=3)]
+        own = {cid: set(m.parts.shared.tokenizer.tokenize(m.get(cid).content)) for cid in ids}
+        got = lexical_evidence(m.backend, terms, f, ids, own)
+        gamma = next(c for c in ids if "gamma" in own[c])
+        assert got[gamma] == pytest.approx(1.0)
