@@ -135,8 +135,10 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
             if present:
                 return {cid: sum(t in own.get(cid, ()) for t in present) / len(present) for cid in ids}
         return dict.fromkeys(ids, 0.0)
-    # A term without a best is absent from the scope, unless a hit holds it (its idf fell
-    # to the floor: a term nearly every memory of a small store has), which is no evidence.
+    # A term without a positive best is absent from the scope, unless a hit holds it: its idf
+    # fell to the floor (a term nearly every memory of a small store has), which is no
+    # evidence either way. (PostgreSQL's SQL search keeps such a term's best, not positive;
+    # reading "not positive" alike keeps both backends' answers equal.)
     absent = sum(1 for term, _ in heaviest if found.best.get(term, 0.0) <= 0.0
                  and not (own is not None and any(term in own.get(cid, ()) for cid in ids)))
     total = best_total + absent * max(bests)
