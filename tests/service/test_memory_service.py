@@ -366,16 +366,23 @@ def test_each_request_is_logged_with_its_id_parameters_and_result_count(srv):
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.disabled = False  # an earlier test's logging.config.dictConfig may have disabled existing loggers
+
+    def mine() -> list[logging.LogRecord]:
+        return [r for r in records if getattr(r, "request_id", None) == "trace-77"]
+
     try:
         with _h(srv, ADMIN) as h:
             h.post("/api/v1/search", json={"query": "nginx reload", "k": 3}, headers={"X-Request-ID": "trace-77"})
+        # The line is written once the response is sent, so the client can have it first.
+        deadline = time.monotonic() + 10
+        while not mine() and time.monotonic() < deadline:
+            time.sleep(0.01)
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
         log.disabled = disabled
-    mine = [r for r in records if getattr(r, "request_id", None) == "trace-77"]
-    assert len(mine) == 1
-    line = json.loads(JSONFormatter().format(mine[0]))
+    assert len(mine()) == 1
+    line = json.loads(JSONFormatter().format(mine()[0]))
     assert line["route"] == "/api/v1/search" and line["status"] == 200 and line["tenant"] == "acme"
     assert line["p_k"] == 3 and isinstance(line["p_results"], int) and line["p_model"] == EMBEDDER
 
