@@ -31,7 +31,7 @@ does. Nothing here knows the data: the features are general retrieval evidence.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from .store.base import SearchesTermsInOneTrip, TermEvidence
@@ -50,13 +50,13 @@ COEF_COVERAGE = 1.381
 INTERCEPT = -4.866
 # The per-hit floor: the highest that keeps 95 % of the on-topic recall@10 when every hit
 # below it is dropped (`min_relevance`; no floor by default).
-DEFAULT_MIN_RELEVANCE = 0.253
+DEFAULT_MIN_RELEVANCE = 0.252
 # The faces' "nothing relevant" gate (`abstain_below`): a search whose best hit is below it
 # returns nothing, one that has a hit above it returns its hits as ranked (an indirectly
 # useful memory, "allergic to peanuts" for "a dessert for my dinner party", stays beside the
 # relevant one). The highest gate that keeps 95 % of the on-topic recall@10 (a gate loses a
 # query's recall only when it silences the whole query, so it can sit higher than the floor).
-DEFAULT_ABSTAIN_BELOW = 0.422
+DEFAULT_ABSTAIN_BELOW = 0.421
 
 # A dialogue query may carry 64 terms; the heaviest this many bound the lexical evidence's cost
 # (one index lookup per term).
@@ -135,12 +135,9 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
             if present:
                 return {cid: sum(t in own.get(cid, ()) for t in present) / len(present) for cid in ids}
         return dict.fromkeys(ids, 0.0)
-    # A term without a positive best is absent from the scope, unless a hit holds it: its idf
-    # fell to the floor (a term nearly every memory of a small store has), which is no
-    # evidence either way. (PostgreSQL's SQL search keeps such a term's best, not positive;
-    # reading "not positive" alike keeps both backends' answers equal.)
-    absent = sum(1 for term, _ in heaviest if found.best.get(term, 0.0) <= 0.0
-                 and not (own is not None and any(term in own.get(cid, ()) for cid in ids)))
+    # A term with no best at all is held by no memory of the scope (a term whose idf fell to
+    # zero or below has one, not positive, and is no evidence either way).
+    absent = sum(1 for term, _ in heaviest if term not in found.best)
     total = best_total + absent * max(bests)
     return {cid: min(matched[cid] / total, 1.0) for cid in ids}
 
@@ -149,22 +146,32 @@ def _read_evidence(backend: StoreBackend, heaviest: list[tuple[str, int]], flt: 
                    ids: Sequence[str]) -> TermEvidence:
     """Each term's best score in scope, and each id's sum of its positive per-term scores: a
     single-term search per term."""
-    queries = [{term: count} for term, count in heaviest]
-    if isinstance(backend, SearchesTermsInOneTrip):  # PostgreSQL: one round trip, not one per term
-        results = backend.lexical_searches(queries, flt, 1, include=ids)
-    else:
-        results = [backend.lexical_search(q, flt, 1, include=ids) for q in queries]
-    return term_evidence([term for term, _ in heaviest], results, ids)
+    counts = dict(heaviest)
+
+    def search(terms: Sequence[str], include: Sequence[str]) -> list[list[tuple[str, float]]]:
+        queries = [{t: counts[t]} for t in terms]
+        if isinstance(backend, SearchesTermsInOneTrip):  # PostgreSQL: one round trip, not one per term
+            return backend.lexical_searches(queries, flt, 1, include=include) if queries else []
+        return [backend.lexical_search(q, flt, 1, include=include) for q in queries]
+
+    terms = list(counts)
+    return term_evidence(terms, search(terms, ids), ids, lambda unsure: search(unsure, ()))
 
 
-def term_evidence(terms: Sequence[str], results: Sequence[Sequence[tuple[str, float]]],
-                  ids: Sequence[str]) -> TermEvidence:
+def term_evidence(terms: Sequence[str], results: Sequence[Sequence[tuple[str, float]]], ids: Sequence[str],
+                  alone: Callable[[list[str]], Sequence[Sequence[tuple[str, float]]]] | None = None) -> TermEvidence:
     """``TermEvidence`` from each term's single-term search (``lexical_search({term: qtf},
     flt, 1, include=ids)``, aligned with ``terms``): a term's best is its search's top score
-    when positive (a term no memory matches, or whose idf is below the floor, is no evidence
-    either way); each id sums its positive per-term scores."""
+    when positive. For the terms whose top is not positive, ``alone`` gives the same searches
+    without ``include``: a term found there has its top as its best (it is in scope, its idf
+    fell to zero or below: no evidence either way), one not found has none (no memory in
+    scope has it, as the search statement of PostgreSQL tells apart). Each id sums its
+    positive per-term scores."""
     best: dict[str, float] = {}
     matched = dict.fromkeys(ids, 0.0)
+    unsure = [t for t, got in zip(terms, results, strict=True) if max((s for _, s in got), default=0.0) <= 0.0]
+    if unsure and alone is not None:
+        best.update((t, got[0][1]) for t, got in zip(unsure, alone(unsure), strict=True) if got)
     for term, got in zip(terms, results, strict=True):
         top = max((s for _, s in got), default=0.0)
         if top <= 0.0:

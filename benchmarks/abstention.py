@@ -45,6 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -179,8 +180,9 @@ def fit(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         for h in r["hits"]:
             h["relevance"] = float(model.predict_proba([[h["cosine"], h["lexical"], h["coverage"]]])[0, 1])
-    print(f"DEFAULT_MIN_RELEVANCE = {tune(rows, 'relevance'):.3f}")
-    print(f"DEFAULT_ABSTAIN_BELOW = {tune(rows, 'relevance', gate=True):.3f}")
+    # Rounded down: a threshold rounded up would keep less than KEEP.
+    print(f"DEFAULT_MIN_RELEVANCE = {math.floor(tune(rows, 'relevance') * 1000) / 1000:.3f}")
+    print(f"DEFAULT_ABSTAIN_BELOW = {math.floor(tune(rows, 'relevance', gate=True) * 1000) / 1000:.3f}")
 
 
 def _kept_recall(rows: list[dict[str, Any]], key: str, t: float, gate: bool = False) -> float:

@@ -234,8 +234,9 @@ class TermEvidence:
 
     Attributes:
         best: each evidence term's best single-term BM25 score in the searched scope (what
-            ``lexical_search({term: qtf}, flt, 1)`` ranks first); a term no record in scope
-            has is absent.
+            ``lexical_search({term: qtf}, flt, 1)`` ranks first; not positive for a term whose
+            idf fell to zero or below); a term no record in scope has is absent, which
+            relevance reads as a part of the query the store does not know.
         lexical: each candidate's BM25 over the evidence terms, summing only its positive
             per-term scores (0 when it has none); a local index's only the records asked for.
     """

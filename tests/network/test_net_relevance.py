@@ -220,8 +220,8 @@ def test_a_query_term_no_memory_holds_weighs_against_the_hits() -> None:
 
 
 def test_a_term_every_memory_holds_is_not_taken_for_an_absent_one() -> None:
-    """A term whose idf falls to the floor has no best either, but a hit holds it: it is no
-    evidence either way, as before, not a missing topic."""
+    """A term whose idf falls to zero or below has no positive best, but the scope holds it:
+    it is no evidence either way, not a missing topic."""
     with _store("alpha beta", "alpha beta", "alpha beta gamma") as m:
         f = build_filter(None, user_id="u")
         terms = prepare_query("alpha gamma", m.parts.shared.tokenizer).terms
@@ -230,3 +230,34 @@ def test_a_term_every_memory_holds_is_not_taken_for_an_absent_one() -> None:
         got = lexical_evidence(m.backend, terms, f, ids, own)
         gamma = next(c for c in ids if "gamma" in own[c])
         assert got[gamma] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_relevance_does_not_depend_on_which_other_hits_come_back(k: int) -> None:
+    """Whether a term is in the scope is read from the scope, not from the hits: "alpha" (in
+    three of four memories, idf below zero) is not taken for an absent term when no hit
+    returned holds it."""
+    with _store("alpha beta", "alpha beta", "alpha beta", "gamma delta") as m:
+        full = {h.id: h.relevance for h in m.search("alpha gamma", user_id="u", k=4)}
+        for h in m.search("alpha gamma", user_id="u", k=k):
+            assert h.relevance == pytest.approx(full[h.id], abs=1e-12)
+        f = build_filter(None, user_id="u")
+        terms = prepare_query("alpha gamma", m.parts.shared.tokenizer).terms
+        gamma = next(cid for cid, _ in m.backend.lexical_search({"gamma": 1}, f, 1))
+        assert lexical_evidence(m.backend, terms, f, [gamma]) == {gamma: pytest.approx(1.0)}
+
+
+def test_an_absent_term_weighs_as_the_heaviest_matched_term() -> None:
+    """Two matched terms of different weights and one absent: the absent one counts as the
+    heavier of the two (not their sum, not the lighter)."""
+    texts = ["rare words here", "common words", "common talk", "common chat", "common notes", "other things"]
+    with _store(*texts) as m:
+        f = build_filter(None, user_id="u")
+        terms = prepare_query("rare common zzyzx", m.parts.shared.tokenizer).terms
+        best = {t: m.backend.lexical_search({t: 1}, f, 1)[0][1] for t in ("rare", "common")}
+        assert best["rare"] > best["common"] > 0
+        ids = [cid for cid, _ in m.backend.lexical_search({"rare": 1, "common": 1}, f, 6)]
+        got = lexical_evidence(m.backend, terms, f, ids)
+        rare = next(cid for cid, _ in m.backend.lexical_search({"rare": 1}, f, 1))
+        total = best["rare"] + best["common"] + max(best.values())
+        assert got[rare] == pytest.approx(best["rare"] / total)

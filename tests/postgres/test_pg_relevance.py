@@ -188,7 +188,8 @@ def test_a_tiny_store_takes_its_evidence_from_the_hits_terms(pg_url) -> None:  #
 def test_a_term_below_the_idf_floor_is_no_evidence(pg_url) -> None:  # noqa: F811
     """Terms every record has make the mean idf negative, so their weight (the epsilon floor
     times the mean) is negative: such a term's best is not positive and adds nothing, to the
-    denominator or to a hit's sum, as when each term was searched alone."""
+    denominator or to a hit's sum, and it is not an absent term either, as when each term was
+    searched alone."""
     texts = ["alpha beta", "alpha beta", "alpha beta gamma"]
     rng = np.random.default_rng(1)
     rows = [ChunkRow(KnowledgeChunk(raw_content=t, id=f"r{i}", user_id="u", session_id=f"s{i}"), v, t.split())
@@ -250,3 +251,23 @@ def test_a_local_index_search_gives_the_relevance_of_the_single_term_searches(pg
                 assert h.relevance is not None and abs(h.relevance - old[h.id]) <= 1e-9, (q, h.id)
                 checked += 1
         assert checked > 20
+
+
+@pytest.mark.parametrize("sql_search", [True, False])
+def test_relevance_is_the_embedded_stores_whichever_hits_come_back(pg_url, sql_search) -> None:  # noqa: F811
+    """"alpha" is in three of four memories (idf below zero): no returned hit may hold it, yet
+    it is in scope, not absent, on both search paths (the statement's bests, a local index's
+    searches) as in the embedded store, for every k."""
+    texts = ["alpha beta", "alpha beta", "alpha beta", "gamma delta"]
+    url = f"{pg_url}{'&' if '?' in pg_url else '?'}sql_search={'true' if sql_search else 'false'}"
+    with BeeWeave.from_url(url, tenant=new_tenant(), embedder="beeweave:hashing-64") as pg, \
+            BeeWeave(embedder="beeweave:hashing-64") as embedded:
+        for i, text in enumerate(texts):
+            for m in (pg, embedded):
+                m.add(text, user_id="u", chunk_id=f"m{i}", session_id=f"s{i}")
+        full = {h.id: h.relevance for h in embedded.search("alpha gamma", user_id="u", k=4)}
+        for k in (1, 2, 4):
+            got = {h.id: h.relevance for h in pg.search("alpha gamma", user_id="u", k=k)}
+            assert got.keys() == {h.id for h in embedded.search("alpha gamma", user_id="u", k=k)}
+            for cid, rel in got.items():
+                assert rel == pytest.approx(full[cid], abs=1e-6), (k, cid)  # cosines in float32

@@ -348,8 +348,12 @@ class LocalIndex:
         ranking's own state is what an optimistic search's records statement checks, and
         relevance read from a newer state is as right as a search started a moment later."""
         unique = list(dict.fromkeys(evidence))
-        return term_evidence(unique, [self.index.lexical_search({t: terms[t]}, flt, 1, include=ids) for t in unique],
-                             ids)
+        index = self.index
+
+        def search(words: Sequence[str], include: Sequence[str]) -> list[list[tuple[str, float]]]:
+            return [index.lexical_search({t: terms[t]}, flt, 1, include=include) for t in words]
+
+        return term_evidence(unique, search(unique, ids), ids, lambda unsure: search(unsure, ()))
 
     @contextmanager
     def _fresh(self, *, load: bool = True) -> Iterator[MemoryIndex | None]:
