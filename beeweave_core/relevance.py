@@ -159,7 +159,7 @@ def _read_evidence(backend: StoreBackend, heaviest: list[tuple[str, int]], flt: 
 
 
 def term_evidence(terms: Sequence[str], results: Sequence[Sequence[tuple[str, float]]], ids: Sequence[str],
-                  alone: Callable[[list[str]], Sequence[Sequence[tuple[str, float]]]] | None = None) -> TermEvidence:
+                  alone: Callable[[list[str]], Sequence[Sequence[tuple[str, float]]]]) -> TermEvidence:
     """``TermEvidence`` from each term's single-term search (``lexical_search({term: qtf},
     flt, 1, include=ids)``, aligned with ``terms``): a term's best is its search's top score
     when positive. For the terms whose top is not positive, ``alone`` gives the same searches
@@ -169,15 +169,16 @@ def term_evidence(terms: Sequence[str], results: Sequence[Sequence[tuple[str, fl
     positive per-term scores."""
     best: dict[str, float] = {}
     matched = dict.fromkeys(ids, 0.0)
-    unsure = [t for t, got in zip(terms, results, strict=True) if max((s for _, s in got), default=0.0) <= 0.0]
-    if unsure and alone is not None:
-        best.update((t, got[0][1]) for t, got in zip(unsure, alone(unsure), strict=True) if got)
+    unsure = []
     for term, got in zip(terms, results, strict=True):
         top = max((s for _, s in got), default=0.0)
         if top <= 0.0:
+            unsure.append(term)
             continue
         best[term] = top
         for cid, s in got:
             if cid in matched and s > 0.0:
                 matched[cid] += s
+    if unsure:
+        best.update((t, got[0][1]) for t, got in zip(unsure, alone(unsure), strict=True) if got)
     return TermEvidence(best, matched)
