@@ -2,6 +2,7 @@
 
 Usage:
     python benchmarks/abstention.py [DATA_DIR] [--fit] [--features PATH] [--per-conv N]
+                                    [--answerable benchmarks/abstention_answerable.json]
     python benchmarks/abstention.py [DATA_DIR] --small-stores 3,5,10,30,100,300,all [--per-conv N]
 
 One store per conversation (as benchmarks/locomo.py builds them), searched with the default
@@ -21,6 +22,13 @@ relevant memory" (positive: the unthresholded top 10 holds an evidence turn; pre
 reaches the threshold). The same is measured for the scores a peer would threshold (raw
 cosine, raw BM25, the old fused score), each at its own floor chosen by the same rule (the
 highest that keeps 95 % of R@10).
+
+``--answerable FILE`` prints the table again without the swapped questions that FILE judges
+answered by the conversation they are asked of after all ("How do X and Y both like to
+destress?" asked of any two friends' chat). ``abstention_answerable.json`` holds one reader's
+judgment of the swapped questions that passed the gate at ``--per-conv 15`` on 2026-12-05
+(see its ``about``); questions the gate silenced were not read, so the second table bounds
+from below what a better relevance could reach, and is not a labelled measure.
 
 ``--small-stores SIZES``: the gate in stores of a few memories, as a new user has. For each
 size n and conversation, ``--per-conv`` (40) of its questions are each asked of a store of
@@ -149,10 +157,10 @@ def collect(data_dir: Path, per_conv: int, partial: Path | None = None) -> list[
             for other in convs:
                 if other.conv_id == conv.conv_id:
                     continue
-                for q in by_conv[other.conv_id][:per_conv]:
+                for i, q in enumerate(by_conv[other.conv_id][:per_conv]):
                     text = _swap(q.question, names[other.conv_id], names[conv.conv_id])
                     rows.append({"conv": conv.conv_id, "kind": "swapped", "query": text, "evidence": [],
-                                 "hits": _hits(memory, user, text)})
+                                 "source": f"{other.conv_id}:{i}", "hits": _hits(memory, user, text)})
             for text in GENERIC:
                 rows.append({"conv": conv.conv_id, "kind": "generic", "query": text, "evidence": [],
                              "hits": _hits(memory, user, text)})
@@ -246,6 +254,17 @@ def report(rows: list[dict[str, Any]]) -> None:
               f"{m['silent_swapped']:.3f} | {m['silent_generic']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} |")
 
 
+def without_answerable(rows: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """``rows`` less the swapped questions that ``path`` judges answered by the conversation asked."""
+    keys = set(json.loads(path.read_text())["answerable"])
+    swapped = [r for r in rows if r["kind"] == "swapped"]
+    if any("source" not in r for r in swapped):
+        raise SystemExit("--answerable needs features collected by this version (they name each question's source)")
+    out = [r for r in rows if r["kind"] != "swapped" or f"{r['conv']}<-{r['source']}" not in keys]
+    print(f"\nWithout the {len(rows) - len(out)} swapped questions {path.name} judges answerable:")
+    return out
+
+
 def small_stores(data_dir: Path, sizes: list[str], per_conv: int) -> None:
     """The gate in small stores (see the module docstring, ``--small-stores``)."""
     import random
@@ -310,11 +329,16 @@ def main(argv: list[str]) -> None:
     if do_fit:
         args.remove("--fit")
     cache = None
+    answerable = None
     per_conv = 40
     sizes = None
     if "--features" in args:
         i = args.index("--features")
         cache = Path(args[i + 1])
+        del args[i : i + 2]
+    if "--answerable" in args:
+        i = args.index("--answerable")
+        answerable = Path(args[i + 1])
         del args[i : i + 2]
     if "--per-conv" in args:
         i = args.index("--per-conv")
@@ -348,6 +372,8 @@ def main(argv: list[str]) -> None:
             want = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"]))
             assert abs(want - h["relevance"]) < 1e-9, (r["query"], h)
     report(rows)
+    if answerable is not None:
+        report(without_answerable(rows, answerable))
 
 
 if __name__ == "__main__":
