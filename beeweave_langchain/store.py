@@ -6,6 +6,11 @@ would index (the whole value as JSON, or the ``index`` fields), and the value it
 namespace, the key and both timestamps are kept as JSON in the memory's metadata under
 ``"langgraph"``, so nothing of the item is lost whatever the text looks like.
 
+An item is an application's record under its own key, not a memory the engine curates: it
+is stored as given (no redaction unless ``redact=True``, never held for review), pinned
+(decay, tiers and capacity eviction leave it alone) and of ``kind="item"`` (maintenance
+never merges it with another memory). Only a delete or its TTL removes it.
+
 Namespaces map to BeeWeave scopes (``user_level``, ``agent_level``, ``session_level``
 choose which namespace labels are the user, agent and session) and every prefix of the
 namespace is a tag, so prefix searches are exact filters inside BeeWeave's retrieval.
@@ -42,7 +47,7 @@ from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
 from beeweave_core.errors import DuplicateIdError, InvalidInputError
 from beeweave_core.filters import build_filter
-from beeweave_core.records import KnowledgeChunk
+from beeweave_core.records import ChunkStatus, KnowledgeChunk
 
 __all__ = ["BeeWeaveStore", "NAMESPACE_TAG", "item_id"]
 
@@ -175,6 +180,13 @@ class BeeWeaveStore(BaseStore):
     model: an ``index`` with ``embed`` is refused (give the model to ``BeeWeave(embedder=...)``)
     and ``dims`` must be that model's dimension.
 
+    Items are kept as put: ``get`` returns the value that was put. They are pinned and of
+    ``kind="item"``, so BeeWeave's lifecycle (decay, tiers, eviction, merging near-duplicates
+    in ``maintain()``) never changes or hides one; only ``delete`` or its TTL removes it.
+    ``redact=True`` applies the memory's redaction of personal data and secrets to items as
+    they are written (the value and the indexed text): ``get`` then returns the redacted
+    value.
+
     TTL: ``put(..., ttl=minutes)`` sets the memory's ``expires_at``; an expired item is
     absent from every read, reading refreshes the TTL (``refresh_ttl`` / ``ttl_config``),
     and ``sweep()`` deletes expired items.
@@ -189,13 +201,15 @@ class BeeWeaveStore(BaseStore):
         default_user: the user of items whose namespace has no user level.
         index: LangGraph's index configuration (``fields``; ``dims`` checked).
         ttl: LangGraph's TTL configuration (``default_ttl`` minutes, ``refresh_on_read``).
+        redact: redact personal data and secrets in items as they are written (off: a
+            store returns what was put).
     """
 
     supports_ttl: bool = True
 
     def __init__(self, memory: Any, *, user_level: int | None = 1, agent_level: int | None = None,
                  session_level: int | None = None, default_user: str = "langgraph",
-                 index: IndexConfig | None = None, ttl: TTLConfig | None = None) -> None:
+                 index: IndexConfig | None = None, ttl: TTLConfig | None = None, redact: bool = False) -> None:
         levels = [lv for lv in (user_level, agent_level, session_level) if lv is not None]
         if any(not isinstance(lv, int) or isinstance(lv, bool) or lv < 0 for lv in levels):
             raise InvalidInputError("user_level, agent_level and session_level are non-negative integers or None")
@@ -210,7 +224,10 @@ class BeeWeaveStore(BaseStore):
         self._fields = _tokenized((self.index_config or {}).get("fields") or ["$"])
         if ttl is not None and not isinstance(ttl, Mapping):
             raise InvalidInputError("ttl must be a TTLConfig dict")
+        if not isinstance(redact, bool):
+            raise InvalidInputError("redact must be True or False")
         self.ttl_config = ttl
+        self.redact = redact
 
     def _check_index(self, index: IndexConfig | None) -> IndexConfig | None:
         if index is None:
@@ -273,8 +290,10 @@ class BeeWeaveStore(BaseStore):
             # An item with nothing to index still needs a text: its key (query searches skip it).
             content=text or op.key, user_id=self._user_of(ns), agent_id=self._label(ns, self.agent_level),
             session_id=self._label(ns, self.session_level), chunk_id=item_id(ns, op.key),
-            tags=[_prefix_tag(ns[:n]) for n in range(len(ns) + 1)], metadata={_META: item},
-            expires_at=now + timedelta(minutes=ttl) if ttl is not None else None)
+            tags=[_prefix_tag(ns[:n]) for n in range(len(ns) + 1)], metadata={_META: item, "kind": "item"},
+            expires_at=now + timedelta(minutes=ttl) if ttl is not None else None, pinned=True,
+            # An explicit status: admission never holds an item for review (a put is readable).
+            status=ChunkStatus.ACTIVE)
 
     def _ttl(self, ttl: Any) -> float | None:
         if ttl is None:
@@ -364,13 +383,14 @@ class BeeWeaveStore(BaseStore):
         now = self._now()
         existing = {c.id: c for c in self.memory.get_many(list(writes))}
         new = [self._record(op, now, None) for cid, op in writes.items() if cid not in existing]
+        trusted = not self.redact  # redaction only: the explicit status keeps admission out
         try:
             if new:
-                self.memory.add_many(new, show_progress=False)
+                self.memory.add_many(new, show_progress=False, trusted=trusted)
         except DuplicateIdError:  # another writer added some of them meanwhile: update those instead
             for record in new:
                 try:
-                    self.memory.add_many([record], show_progress=False)
+                    self.memory.add_many([record], show_progress=False, trusted=trusted)
                 except DuplicateIdError:
                     existing[record["chunk_id"]] = self.memory.get(record["chunk_id"])
         for cid, chunk in existing.items():
@@ -378,9 +398,12 @@ class BeeWeaveStore(BaseStore):
             expired = self._expired(chunk, now)
             created = datetime.fromisoformat(data["created_at"]) if data and not expired else None
             record = self._record(writes[cid], now, created)
-            self.memory.update(cid, content=record["content"], metadata={**chunk.metadata, **record["metadata"]},
-                               tags=record["tags"], expires_at=record["expires_at"], agent_id=record["agent_id"],
-                               session_id=record["session_id"])
+            # A put makes the key a live item again, whatever an older version or a person did
+            # to the memory meanwhile (archived it, unpinned it, or maintenance merged it).
+            self.memory.update(cid, trusted=trusted, content=record["content"],
+                               metadata={**chunk.metadata, **record["metadata"]}, tags=record["tags"],
+                               expires_at=record["expires_at"], agent_id=record["agent_id"],
+                               session_id=record["session_id"], pinned=True, status=ChunkStatus.ACTIVE)
 
     def _scope(self, prefix: tuple[str, ...]) -> tuple[str | None, dict[str, Any]]:
         user = self._label(prefix, self.user_level)

@@ -13,7 +13,7 @@ from typing import Any
 from ..records import KnowledgeChunk, Relationship, RelationType
 from ..scoring import ScoringConfig, effective_weight, refreshed_weight
 
-__all__ = ["dedupable", "primary_key", "plan_groups", "fold", "redirect_edges", "RESERVED_KEYS"]
+__all__ = ["KEYED_KINDS", "dedupable", "primary_key", "plan_groups", "fold", "redirect_edges", "RESERVED_KEYS"]
 
 # Lifecycle bookkeeping in metadata: never copied from a merged memory into its primary.
 RESERVED_KEYS = frozenset({"merged_into", "merged_at", "merged_from", "stale", "feedback", "source", "sources",
@@ -22,10 +22,17 @@ RESERVED_KEYS = frozenset({"merged_into", "merged_at", "merged_from", "stale", "
 Neighbours = Callable[[KnowledgeChunk], Sequence[tuple[str, float]]]
 
 
+# Memories that keep their own identity: facts and opinions (versioned by key), and items an
+# application keeps under its own key (``kind="item"``: the LangGraph store's), which must stay
+# readable and findable under that key whatever else the store holds.
+KEYED_KINDS = ("fact", "opinion", "item")
+
+
 def dedupable(chunk: KnowledgeChunk) -> bool:
-    """Facts, opinions and marked conflicts keep their own identity: they are never merged."""
+    """Facts, opinions, keyed items and marked conflicts keep their own identity: they are
+    never merged (neither absorbed nor absorbing)."""
     md = chunk.metadata
-    return md.get("kind") not in ("fact", "opinion") and not md.get("conflict_group")
+    return md.get("kind") not in KEYED_KINDS and not md.get("conflict_group")
 
 
 def primary_key(chunk: KnowledgeChunk, now: datetime, scoring: ScoringConfig) -> tuple[Any, ...]:

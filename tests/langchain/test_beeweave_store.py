@@ -11,6 +11,7 @@ import pytest
 from langgraph.store.base import PutOp
 
 from beeweave_core import BeeWeave, HashingEmbedder, InvalidInputError
+from beeweave_core.records import ChunkStatus
 from beeweave_langchain import BeeWeaveStore
 from beeweave_langchain.store import item_id
 
@@ -150,3 +151,53 @@ def test_a_deleted_namespace_is_no_longer_listed(memory) -> None:
     store.put(("a", "b"), "k", {"text": "x"})
     store.delete(("a", "b"), "k")
     assert store.list_namespaces() == []
+
+
+def test_maintenance_never_merges_or_hides_an_item(memory) -> None:
+    # Two items of the same words under different keys and namespaces, and an agent's own
+    # memory of the same words: maintenance used to fold k3 into k1 (k3 vanished from its
+    # namespace, k1 showed up in k3's) and a later put of k3 stayed invisible.
+    store = BeeWeaveStore(memory)
+    store.put(("memories", "alice"), "k1", {"text": "Alice is allergic to peanuts."})
+    store.put(("memories", "alice", "work"), "k3", {"text": "Alice is allergic to peanuts!"})
+    own = memory.add("Alice is allergic to peanuts", user_id="alice")
+    memory.maintain()
+    assert keys_of(store.search(("memories",))) == {"k1", "k3"}
+    assert keys_of(store.search(("memories", "alice", "work"))) == {"k3"}
+    assert store.list_namespaces() == [("memories", "alice"), ("memories", "alice", "work")]
+    for ns, key in ((("memories", "alice"), "k1"), (("memories", "alice", "work"), "k3")):
+        chunk = memory.get(item_id(ns, key))
+        assert chunk.status is ChunkStatus.ACTIVE and chunk.pinned and chunk.metadata["kind"] == "item"
+    assert memory.get(own).status is ChunkStatus.ACTIVE  # not absorbed into an item either
+    store.put(("memories", "alice", "work"), "k3", {"text": "Alice now works at Initech."})
+    assert [i.key for i in store.search(("memories",), query="Initech", limit=1)] == ["k3"]
+
+
+def test_a_put_makes_an_archived_or_unpinned_item_live_again(memory) -> None:
+    store = BeeWeaveStore(memory)
+    store.put(("memories", "alice"), "diet", {"text": "vegetarian"})
+    cid = item_id(("memories", "alice"), "diet")
+    memory.update(cid, status="archived", pinned=False)  # a person's edit, or an older version
+    assert store.search(("memories", "alice")) == []
+    store.put(("memories", "alice"), "diet", {"text": "vegan"})
+    assert [i.value for i in store.search(("memories", "alice"))] == [{"text": "vegan"}]
+    assert memory.get(cid).pinned
+
+
+def test_redact_applies_the_memory_redaction_to_items(memory) -> None:
+    value = {"text": "Call Alice at 13812345678", "email": "alice@example.com"}
+    store = BeeWeaveStore(memory, redact=True)
+    for _ in range(2):  # the first put adds the memory, the second updates it: both redact
+        store.put(("contacts",), "alice", value)
+        got = store.get(("contacts",), "alice").value
+        assert "13812345678" not in str(got) and "alice@example.com" not in str(got)
+        assert "13812345678" not in memory.get(item_id(("contacts",), "alice")).content
+    store.put(("notes",), "short", {"text": "hi"})  # redaction only: nothing is held for review
+    assert store.get(("notes",), "short").value == {"text": "hi"}
+    assert [i.key for i in store.search(("notes",), query="hi")] == ["short"]
+    with pytest.raises(InvalidInputError):
+        BeeWeaveStore(memory, redact="yes")
+
+
+def keys_of(items: list) -> set[str]:
+    return {i.key for i in items}

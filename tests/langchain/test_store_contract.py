@@ -77,6 +77,20 @@ def test_put_then_get_returns_the_item(store: BaseStore) -> None:
     assert item.updated_at >= item.created_at
 
 
+def test_a_value_comes_back_as_put_whatever_it_holds(store: BaseStore) -> None:
+    # What looks like personal data, a card number or a very short text is an application's
+    # value: a store returns it as put and a query finds it (no redaction, no review queue).
+    value = {"text": "Call Alice at 13812345678", "email": "alice@example.com", "card": "4111111111111111",
+             "ip": "192.168.1.20"}
+    store.put(("contacts",), "alice", value)
+    store.put(("notes",), "short", {"text": "hi"})
+    assert store.get(("contacts",), "alice").value == value
+    assert [i.value for i in store.search(("contacts",), query="Call Alice")] == [value]
+    assert [i.key for i in store.search(("notes",), query="hi")] == ["short"]
+    store.put(("contacts",), "alice", {**value, "note": "second put"})
+    assert store.get(("contacts",), "alice").value == {**value, "note": "second put"}
+
+
 def test_a_missing_item_is_none(store: BaseStore) -> None:
     store.put(("users", "alice"), "profile", {"text": "x"})
     assert store.get(("users", "alice"), "other") is None
