@@ -17,6 +17,11 @@ are found through a small per-owner index from each concept to the keys holding 
 我的订单怎么还没发, 订单发货状态是什么 and 我的订单为什么还没发货 are one pattern, whatever
 intent each was classified with.
 
+Numbers and identifiers that hold a digit (order 1001, iPhone13, 2024) are part of the key
+and match only themselves: "What's the status of order 1001?" and "... order 1003?" are two
+questions, and a pattern's memory must not pair one with the other's answer. Two questions
+are paraphrases only when they name the same such terms.
+
 Sightings are stored per key through the backend's key-value store (so they survive a
 reopen), each with its event id: seeing the same event twice (a crash repair) changes
 nothing.
@@ -68,9 +73,15 @@ def concepts(terms: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
+def _numbered(term: str) -> bool:
+    return any(ch.isdigit() for ch in term)
+
+
 def _same(a: str, b: str) -> bool:
     if a == b:
         return True
+    if _numbered(a) or _numbered(b):  # order 1001 is not order 100 (no prefix, no substring)
+        return False
     if _cjk(a) and _cjk(b):
         return a in b or b in a
     if a.isascii() and b.isascii() and min(len(a), len(b)) >= 3:
@@ -82,6 +93,8 @@ def paraphrase(a: frozenset[str], b: frozenset[str]) -> bool:
     """Whether two questions' concepts say the same thing (see the module docstring)."""
     if not a or not b:
         return False
+    if {t for t in a if _numbered(t)} != {t for t in b if _numbered(t)}:
+        return False  # about another order, model or year: another question
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
     if not all(any(_same(s, t) for t in long_) for s in short):
         return False
@@ -167,8 +180,7 @@ class PatternTracker:
         tokens = self.tokenizer(REDACTION_TOKEN.sub(" ", query))
         # Character bigrams (tokenizer v2's backoff for Chinese segmentation) help recall but
         # differ between paraphrases: a pattern's key is its words only.
-        return tuple(sorted({t for t in tokens if t not in self._filler and not t.isdigit()
-                             and not t.startswith(BIGRAM_PREFIX)}))
+        return tuple(sorted({t for t in tokens if t not in self._filler and not t.startswith(BIGRAM_PREFIX)}))
 
     def key(self, query: str, intent: Intent) -> str | None:
         terms = self.terms(query)
@@ -328,12 +340,24 @@ class PatternTracker:
         by_id = {e["answer_id"]: e for e in examples if e.get("answer_id") and e.get("answer")}
         if not by_id:
             return None, ""
-        live = [c for c in memory.get_many(list(by_id)) if c.status.value == "active"]
+        order = {e["answer_id"]: i for i, e in enumerate(examples)}  # later examples are newer
+        # An answer whose memory was merged lives on in the memory it was merged into (the same
+        # question asked again with the same answer is one memory): offer that one.
+        live: dict[str, tuple[Any, int, str]] = {}
+        moved: dict[str, tuple[int, str]] = {}
+        for c in memory.get_many(list(by_id)):
+            example = (order[c.id], by_id[c.id]["answer"])
+            if c.status.value == "active":
+                live[c.id] = (c, *example)
+            elif c.status.value == "merged" and isinstance(c.metadata.get("merged_into"), str):
+                moved[c.metadata["merged_into"]] = max(moved.get(c.metadata["merged_into"], example), example)
+        for c in memory.get_many([i for i in moved if i not in live]):
+            if c.status.value == "active":
+                live[c.id] = (c, *moved[c.id])
         if not live:
             return None, ""
-        order = {e["answer_id"]: i for i, e in enumerate(examples)}  # later examples are newer
-        best = max(live, key=lambda c: (c.weight, c.confidence, c.timestamp, order[c.id]))
-        return best.id, by_id[best.id]["answer"]
+        best, _, answer = max(live.values(), key=lambda v: (v[0].weight, v[0].confidence, v[0].timestamp, v[1]))
+        return best.id, answer
 
     # -- reading and housekeeping ---------------------------------------------------------------
     def _scan(self, user_id: str | None) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -188,6 +188,55 @@ def test_a_different_question_on_the_same_object_stays_apart(make_memory, clock)
     assert sorted(len(st["hits"]) for st in states) == [2, 2]
 
 
+@pytest.mark.parametrize(("ask_about", "answers"), [
+    ("What's the status of order {n}?", {"1001": "Order 1001 shipped yesterday.",
+                                         "1003": "Order 1003 was cancelled by the customer."}),
+    ("订单{n}的状态是什么？", {"1001": "订单1001昨天已发货。", "1003": "订单1003已被客户取消。"}),
+])
+def test_questions_about_different_numbers_stay_apart(make_memory, clock, ask_about, answers) -> None:
+    # A user trial saw "order 1001" and "order 1003" counted as one question, and the pattern
+    # memory "Frequently asked: ... order 1001?" holding order 1003's answer, ranked first.
+    m = make_memory()
+    tracker = m.parts.ingestion.runtime.patterns
+    keys = {tracker.key(ask_about.format(n=n), Intent.INFORMATION_QUERY) for n in answers}
+    assert len(keys) == 2
+    i = 0
+    for _ in range(3):
+        for n, answer in answers.items():
+            ask(m, i, ask_about.format(n=n), answer)
+            i += 1
+            clock.advance(minutes=5)
+    hot = m.hot_patterns()
+    assert len(hot) == 2
+    for p in hot:
+        [n] = [n for n in answers if n in p.query]
+        assert all(n in e for e in p.examples)
+        text = m.get(p.memory_id).raw_content
+        assert answers[n] in text and all(answers[o] not in text for o in answers if o != n)
+
+
+def test_the_same_question_and_answer_asked_again_keeps_its_answer(make_memory, clock) -> None:
+    # The repeats are merged into the first turn memory, so the newest example's answer memory
+    # is "merged": the pattern offers the memory it was merged into, not no answer at all.
+    m = make_memory()
+    for i in range(3):
+        ask(m, i, "Where is the staging database?", "Staging runs on db-stage-2, port 5433.")
+        clock.advance(minutes=5)
+    (hot,) = m.hot_patterns()
+    assert m.get(hot.memory_id).raw_content.endswith("Staging runs on db-stage-2, port 5433.")
+    assert hot.answer_id is not None and m.get(hot.answer_id).status.value == "active"
+
+
+def test_numbers_must_match_for_paraphrases_to_meet() -> None:
+    from beeweave_core.ingest.patterns import paraphrase
+
+    assert paraphrase(frozenset({"订单", "1001", "发货"}), frozenset({"订单", "1001", "发"}))
+    assert not paraphrase(frozenset({"订单", "1001", "发货"}), frozenset({"订单", "1002", "发"}))
+    assert not paraphrase(frozenset({"order", "ship"}), frozenset({"order", "1001", "ship"}))
+    assert not paraphrase(frozenset({"order", "100", "ship"}), frozenset({"order", "1001", "ship"}))
+    assert paraphrase(frozenset({"order", "ship"}), frozenset({"order", "shipment"}))
+
+
 def test_pattern_memories_go_through_admission(make_memory, clock) -> None:
     from beeweave_core.ingest import AdmissionRules, SourceRule
 
