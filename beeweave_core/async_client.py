@@ -17,7 +17,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import errors as _errors
-from .client import DEFAULT_TIMEOUTS, ServerError, _chunk, _hit, _plain, _plain_value, decode_response
+from .client import (
+    _FLUSH_CALL,
+    _FLUSH_MARGIN,
+    _FLUSH_PAUSE,
+    DEFAULT_TIMEOUTS,
+    ServerError,
+    _chunk,
+    _hit,
+    _plain,
+    _plain_value,
+    decode_response,
+)
 from .errors import BeeWeaveError, InvalidInputError, StoreUnavailableError
 from .ingest import errors as _ingest_errors
 from .records import KnowledgeChunk, SearchHit, utcnow
@@ -126,6 +137,9 @@ class AsyncBeeWeaveClient:
                 await asyncio.sleep(delay)
 
     async def flush(self, timeout: float | None = None) -> bool:
+        """``BeeWeaveClient.flush``: wait (at most ``timeout`` seconds, default 10) until the buffered
+        events are sent and the server has processed its queue; False when the time ran out. A
+        ``timeout`` longer than the server's ``max_flush_timeout`` is spent in several requests."""
         wait = 10.0 if timeout is None else float(timeout)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
@@ -133,9 +147,15 @@ class AsyncBeeWeaveClient:
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(0.02)
-        left = max(0.0, deadline - loop.time())
-        return bool((await self._call("POST", "/api/v1/flush", params={"timeout": left},
-                                      timeout=left + 30))["drained"])
+        while True:
+            left = min(max(0.0, deadline - loop.time()), _FLUSH_CALL)
+            if (await self._call("POST", "/api/v1/flush", params={"timeout": left},
+                                 timeout=left + _FLUSH_MARGIN))["drained"]:
+                return True
+            left = deadline - loop.time()
+            if not left > 0:  # (also ends a NaN timeout)
+                return False
+            await asyncio.sleep(min(_FLUSH_PAUSE, left))
 
     # -- reading and one memory ------------------------------------------------------------------------
     async def search(self, query: str, *, user_id: str | None = None, k: int = 5,

@@ -105,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON or TOML file of API key -> tenant (default: $BEEWEAVE_API_KEYS_FILE, "
                         "or $BEEWEAVE_API_KEYS='key1:tenantA,key2:tenantB')")
     c.add_argument("--max-body-bytes", type=int, default=1_048_576, help="larger requests get 413 (default 1 MiB)")
-    c.add_argument("--queue-dir", help="where PostgreSQL tenants keep their ingest queues (durable 202s)")
+    c.add_argument("--queue-dir", help="with a PostgreSQL store, where each tenant's event log for SSE is kept "
+                                       "(default: in memory); the ingest queue is a table in the database, "
+                                       "and a SQLite store keeps both beside its file")
     c.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     c.add_argument("--json-logs", action="store_true", help="write every log line as one JSON object")
     c.add_argument("--read-timeout", type=float, default=10.0,

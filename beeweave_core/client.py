@@ -48,6 +48,14 @@ logger = logging.getLogger(__name__)
 # The design's budget: an agent waits at most this long for memory (seconds).
 DEFAULT_TIMEOUTS = {"ingest": 2.0, "search": 1.5, "other": 10.0}
 
+# flush(): the server waits at most its max_flush_timeout (60 s by default) per POST /flush,
+# so a longer flush is several calls. Each asks for at most _FLUSH_CALL seconds (its HTTP
+# timeout stays finite and above the server's wait: asked + _FLUSH_MARGIN), with a short
+# pause between calls when the server answered "not drained" before the caller's deadline.
+_FLUSH_CALL = 600.0
+_FLUSH_MARGIN = 30.0
+_FLUSH_PAUSE = 0.1
+
 
 class AuthenticationError(BeeWeaveError, PermissionError):
     """The server refused the API key (401: none was sent; 403: it is not recognised)."""
@@ -305,13 +313,23 @@ class BeeWeaveClient:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds, default 10) until the buffered events are sent and the
-        server has processed its queue."""
+        server has processed its queue; True when everything was processed, False when the time ran out.
+
+        The server waits at most its ``max_flush_timeout`` (60 s by default) per request; a longer
+        ``timeout`` is spent in as many requests as it takes."""
         wait = 10.0 if timeout is None else float(timeout)
-        start = time.monotonic()
+        deadline = time.monotonic() + wait
         if not self.buffer.wait(wait):
             return False
-        left = max(0.0, wait - (time.monotonic() - start))
-        return self._call("POST", "/api/v1/flush", params={"timeout": left}, timeout=left + 30)["drained"]
+        while True:
+            left = min(max(0.0, deadline - time.monotonic()), _FLUSH_CALL)
+            if self._call("POST", "/api/v1/flush", params={"timeout": left},
+                          timeout=left + _FLUSH_MARGIN)["drained"]:
+                return True
+            left = deadline - time.monotonic()
+            if not left > 0:  # (also ends a NaN timeout)
+                return False
+            time.sleep(min(_FLUSH_PAUSE, left))
 
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,

@@ -131,11 +131,13 @@ class ServerConfig:
         embedder: the embedding model for new stores (existing stores use their own).
         max_body_bytes: larger request bodies get 413.
         max_k: the largest ``k`` a search may ask for.
-        max_flush_timeout: the longest ``POST /flush`` may wait, in seconds.
+        max_flush_timeout: the longest one ``POST /flush`` waits, in seconds; a longer ``timeout``
+            is capped to it (the answer says ``drained: false`` if the queue is not empty yet).
         memory_kwargs: other ``BeeWeave`` arguments for every store (``ingest=``, ``lifecycle=``...).
-        queue_dir: where the ingest queues of PostgreSQL tenants live (``<queue_dir>/<tenant>.queue``).
-            A SQLite store keeps its queue beside its file; without ``queue_dir`` a PostgreSQL
-            tenant's queue is in memory, so a 202 is not durable.
+        queue_dir: where the event logs of PostgreSQL tenants live (``<queue_dir>/<tenant>.events``,
+            the SSE resumption window); without it they are in memory. Their ingest queue is a
+            table in the database (durable 202s either way). A SQLite store keeps its queue and
+            its event log beside its file and does not use ``queue_dir``.
         eager: open every tenant's store at start (its model loaded, its queued events resumed)
             instead of at the tenant's first request.
         read_timeout: seconds a client has to send a request's headers (and each part of its body).

@@ -65,7 +65,9 @@ def test_wrong_shapes_and_types(h):
     _error(h.post("/api/v1/review/resolve", json={"chunk_id": "ev-1:0", "decision": "maybe"}), 422, "decision:")
     _error(h.get("/api/v1/review/pending", params={"limit": -5}), 422, "limit:")
     _error(h.get("/api/v1/stats", params={"top": "many"}), 422, "top:")
-    _error(h.post("/api/v1/flush", params={"timeout": 1e9}), 422, "timeout:")
+    _error(h.post("/api/v1/flush", params={"timeout": -1}), 422, "timeout:")
+    _error(h.post("/api/v1/flush", params={"timeout": "soon"}), 422, "timeout:")
+    assert h.post("/api/v1/flush", params={"timeout": 1e9}).json()["drained"]  # a long wait is capped, not refused
 
 
 def test_unknown_fields_and_filter_keys(h):
