@@ -19,6 +19,7 @@ reasons in ``metadata["review"]``, for the reviewer to see.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -85,7 +86,10 @@ class AdmissionRules:
     """Which new memories need review.
 
     Attributes:
-        min_chars: shorter memories wait for review ("ok", "thanks" are not knowledge).
+        min_chars: shorter memories wait for review ("ok", "thanks" are not knowledge). Length is
+            counted in display columns: a Chinese, Japanese or Korean character (East Asian
+            wide or fullwidth) counts as two, since one carries about what two Latin letters
+            do (你住在杭州西湖区 says more than "In Hangzhou").
         min_chars_roles: the roles ``min_chars`` applies to.
         min_confidence, min_importance: memories whose stated confidence / importance is
             below wait for review (a memory that states none is not held by these).
@@ -134,6 +138,11 @@ def _check_minimums(*values: float | None) -> None:
             raise InvalidInputError(f"a minimum confidence or importance is a number in [0, 1], got {v!r}")
 
 
+def text_width(text: str) -> int:
+    """The text's length in display columns (East Asian wide and fullwidth characters are two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
 def admit(rules: AdmissionRules, c: Candidate) -> tuple[ChunkStatus, list[str]]:
     """The status for a new memory and the reasons it must wait (empty when active)."""
     reasons: list[str] = []
@@ -148,9 +157,9 @@ def admit(rules: AdmissionRules, c: Candidate) -> tuple[ChunkStatus, list[str]]:
             if rule.decision is Admission.PENDING:
                 return ChunkStatus.PENDING, [*reasons, f"source rule: {_describe(rule)}"]
             break
-    size = len(c.text.strip())
+    size = text_width(c.text.strip())
     if c.role in rules.min_chars_roles and size < rules.min_chars:
-        reasons.append(f"too short ({size} < {rules.min_chars} characters)")
+        reasons.append(f"too short ({size} < {rules.min_chars} characters, a CJK character counting as two)")
     if rules._blocked is not None:
         hit = rules._blocked.search(c.text)
         if hit is not None:

@@ -20,7 +20,20 @@ def test_defaults_admit_ordinary_memories() -> None:
 
 def test_minimum_length() -> None:
     status, why = admit(AdmissionRules(min_chars=20), c("ok thanks"))
-    assert status is ChunkStatus.PENDING and why == ["too short (9 < 20 characters)"]
+    assert status is ChunkStatus.PENDING and why == ["too short (9 < 20 characters, a CJK character counting as two)"]
+
+
+@pytest.mark.parametrize("text, active", [
+    ("我住在哪里？\n\n你住在杭州西湖区。", True),  # 17 characters, more than "Where do I live? In Hangzhou."
+    ("Where do I live?\n\nIn Hangzhou.", True),
+    ("好的。\n\n谢谢！", False),  # "ok", "thanks" in Chinese are not knowledge either
+    ("ＯＫ\n\n好", False),  # fullwidth letters are wide too: 8 columns
+])
+def test_minimum_length_counts_a_cjk_character_as_two(text: str, active: bool) -> None:
+    # A user trial saw a Chinese question and answer held for review while the same exchange in
+    # English, which says less, was stored.
+    status, _ = admit(AdmissionRules(min_chars=20), c(text))
+    assert (status is ChunkStatus.ACTIVE) is active
 
 
 @pytest.mark.parametrize("text, blocked", [
