@@ -272,11 +272,14 @@ class BeeWeave:
         """The memories that exist, in the order asked; missing ids are skipped."""
         return self._records.get_many(chunk_ids)
 
-    def update(self, chunk_id: str, *, trusted: bool = False, **changes: Any) -> KnowledgeChunk:
+    def update(self, chunk_id: str, *, trusted: bool = False, versioned: bool = True,
+               **changes: Any) -> KnowledgeChunk:
         """Change fields of a stored memory and return it. New content is re-tokenised and
         re-embedded; feedback or accesses recorded meanwhile are kept. New text, summary,
-        tags, entities and metadata are redacted as ``add`` redacts them unless ``trusted``."""
-        return self._records.update(chunk_id, trusted=trusted, **changes)
+        tags, entities and metadata are redacted as ``add`` redacts them unless ``trusted``.
+        New text keeps the earlier version in ``history(chunk_id)``; ``versioned=False``
+        replaces it without one (a key-value store's put)."""
+        return self._records.update(chunk_id, trusted=trusted, versioned=versioned, **changes)
 
     def delete(self, chunk_id: str) -> bool:
         """Delete a memory with its index entries and relationships; False if it did not exist."""

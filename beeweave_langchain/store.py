@@ -400,7 +400,8 @@ class BeeWeaveStore(BaseStore):
             record = self._record(writes[cid], now, created)
             # A put makes the key a live item again, whatever an older version or a person did
             # to the memory meanwhile (archived it, unpinned it, or maintenance merged it).
-            self.memory.update(cid, trusted=trusted, content=record["content"],
+            # A put replaces the value (as LangGraph's stores do): no version history per item.
+            self.memory.update(cid, trusted=trusted, versioned=False, content=record["content"],
                                metadata={**chunk.metadata, **record["metadata"]}, tags=record["tags"],
                                expires_at=record["expires_at"], agent_id=record["agent_id"],
                                session_id=record["session_id"], pinned=True, status=ChunkStatus.ACTIVE)

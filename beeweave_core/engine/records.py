@@ -21,6 +21,7 @@ from ..embedders import Embedder, as_embedder
 from ..errors import DuplicateIdError, InvalidInputError, NotFoundError, StoreUnavailableError
 from ..events import EventType
 from ..filters import build_filter
+from ..lifecycle.history import record_version
 from ..records import ChunkStatus, KnowledgeChunk, ProcessedContent
 from ..store.base import ChunkRow
 from ..validation import (
@@ -46,6 +47,11 @@ logger = logging.getLogger(__name__)
 RECORD_KEYS = frozenset({"content", "user_id", "session_id", "agent_id", "chunk_id", "tags", "metadata", "timestamp",
                          "embedding", "entities", "summary", "intent", "expires_at", "pinned", "weight", "confidence",
                          "status", "tier"})
+
+
+def _says(chunk: KnowledgeChunk) -> tuple[str, str]:
+    """What a memory says: an edit that changes this keeps the earlier version."""
+    return chunk.raw_content, chunk.content
 
 
 class Records:
@@ -226,11 +232,30 @@ class Records:
         return gone
 
     # -- changing ------------------------------------------------------------------------
-    def update(self, chunk_id: str, *, trusted: bool = False, **changes: Any) -> KnowledgeChunk:
+    def update(self, chunk_id: str, *, trusted: bool = False, versioned: bool = True,
+               **changes: Any) -> KnowledgeChunk:
+        if not isinstance(versioned, bool):
+            raise InvalidInputError("versioned must be True or False")
+        return self.revise(chunk_id, changes, trusted=trusted, reason="edit" if versioned else None)
+
+    def revise(self, chunk_id: str, changes: Mapping[str, Any], *, trusted: bool = False,
+               reason: str | None = "edit") -> KnowledgeChunk:
+        """``update``, whose earlier version, when the edit changes what the memory says (its
+        text), goes to the memory's version history (``history()``) with ``reason``
+        (``None``: replaced without a version, as a key-value store's put replaces a value).
+
+        Only a new text makes a version: tags, metadata, weight, status and the like are
+        bookkeeping the lifecycle changes all the time, and each version keeps the memory's
+        whole state anyway. The version is written just before the record, under the write
+        lock and after every check: bad input records nothing, and a crash in between leaves
+        a spare version (the current state), never a lost one. Should another process change
+        the text between the two, the state the edit really replaced is recorded too.
+        """
         if "id" in changes:
             raise InvalidInputError("a chunk's id cannot change")
         if not isinstance(trusted, bool):
             raise InvalidInputError("trusted must be True or False")
+        changes = dict(changes)
         if not trusted and self.policy is not None:
             # An edit must not store what add() would have redacted.
             changes = self.policy.changes(changes)
@@ -244,12 +269,14 @@ class Records:
         new = self.changed(current, changes)  # every check runs before anything is written
         # Embedding is slow: done now, outside any lock, for the text this update gives.
         rows = self.rows([(new, None)]) if new.content != current.content else []
+        replaced: list[KnowledgeChunk] = []  # the record as the write found it, if it said something else
 
         def change(found: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk | ChunkRow]:
             fresh = found.get(chunk_id)
             if fresh is None:
                 raise NotFoundError(f"no chunk with id {chunk_id!r} (deleted meanwhile)")
             out = self.changed(fresh, changes)
+            replaced[:] = [fresh] if _says(fresh) != _says(out) else []
             if out.content == fresh.content:
                 return [out]
             if rows and rows[0].chunk.content == out.content:
@@ -258,8 +285,19 @@ class Records:
             vec = self.check_vector(self.shared.embedder.embed_documents([out.content])[0])
             return [ChunkRow(out, vec, self.shared.tokenizer(out.content))]
 
-        with self.shared.write_lock:  # no feedback or access write interleaves
-            self.shared.backend.modify([chunk_id], change)
+        backend = self.shared.backend
+        with self.shared.write_lock:  # no feedback, access or other update of this process interleaves
+            before = None
+            if reason is not None and _says(current) != _says(new):
+                # Read again under the lock: another thread may have changed it meanwhile.
+                before = backend.get([chunk_id]).get(chunk_id)
+                if before is not None and _says(before) != _says(self.changed(before, changes)):
+                    record_version(backend, before, reason, self.shared.clock())
+                else:
+                    before = None
+            backend.modify([chunk_id], change)
+            if reason is not None and replaced and (before is None or _says(replaced[0]) != _says(before)):
+                record_version(backend, replaced[0], reason, self.shared.clock())
         out = self.get(chunk_id)
         self.shared.emit(EventType.UPDATED, out, fields=sorted(changes))
         return out

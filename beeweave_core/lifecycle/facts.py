@@ -15,7 +15,7 @@ from .base import LifecycleContext
 from .conflicts import GROUP_KEY, conflict_order
 from .expiry import rule_expiry
 from .feedback import FEEDBACK_KEY, STALE_KEY
-from .history import read_versions, record_version
+from .history import read_versions
 from .reports import MemoryVersion
 
 __all__ = ["Facts", "FACTS", "CONFLICTS"]
@@ -114,9 +114,8 @@ class Facts:
                     new_md.pop("expiry_rule")
         changes["metadata"] = new_md
         if any(current.to_dict().get(k) != (v.value if hasattr(v, "value") else v) for k, v in changes.items()):
-            new = self.ctx.records.update(current.id, **changes)  # validates first: bad input changes nothing
-            if "raw_content" in changes:
-                record_version(self.ctx.backend, current, "fact_update", new.timestamp)
+            # Validates first: bad input changes nothing. A new text keeps the old version.
+            self.ctx.records.revise(current.id, changes, reason="fact_update")
         return current.id
 
     def fact(self, subject_key: str, *, user_id: str) -> KnowledgeChunk | None:
@@ -127,8 +126,9 @@ class Facts:
     def history(self, chunk_id: str) -> list[MemoryVersion]:
         """The earlier versions of a memory, oldest first (the current state is ``get(id)``).
 
-        A version is written when a fact gets new content and when duplicates are merged
-        into the memory. Versions outlive a deleted memory until ``delete_user``.
+        A version is written when an edit (``update``) changes the memory's text, when a
+        fact gets new content and when duplicates are merged into the memory. Versions
+        outlive a deleted memory until ``delete_user``.
         """
         _name("chunk_id", chunk_id)
         versions = read_versions(self.ctx.backend, chunk_id)

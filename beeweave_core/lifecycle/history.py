@@ -2,8 +2,8 @@
 
 Both are ordered logs in the store (``log_append``), tagged with the user so that
 ``delete_user`` forgets them too:
-- ``lifecycle.versions``: a memory's full state just before new content replaced it or
-  duplicates were folded into it (``history()``);
+- ``lifecycle.versions``: a memory's full state just before new content replaced it (an
+  edit, a fact's new value) or duplicates were folded into it (``history()``);
 - ``lifecycle.audit``: what maintenance did to a memory and why (merged, archived,
   deleted; expired, evicted, duplicate), so nothing disappears without a record.
 """

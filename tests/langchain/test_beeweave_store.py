@@ -173,6 +173,14 @@ def test_maintenance_never_merges_or_hides_an_item(memory) -> None:
     assert [i.key for i in store.search(("memories",), query="Initech", limit=1)] == ["k3"]
 
 
+def test_a_put_replaces_the_value_without_a_version(memory) -> None:
+    # LangGraph's put replaces; an item updated every turn must not grow a history without end.
+    store = BeeWeaveStore(memory)
+    for text in ("vegetarian", "vegan", "pescatarian"):
+        store.put(("memories", "alice"), "diet", {"text": text})
+    assert memory.history(item_id(("memories", "alice"), "diet")) == []
+
+
 def test_a_put_makes_an_archived_or_unpinned_item_live_again(memory) -> None:
     store = BeeWeaveStore(memory)
     store.put(("memories", "alice"), "diet", {"text": "vegetarian"})

@@ -44,3 +44,13 @@ def test_memory_commands(store, capsys):
     assert main([*store, "memory", "show", mid]) == 1
     assert "0 dead letter(s)" in _run(capsys, *store, "dead-letters")
     assert "queued 0" in _run(capsys, *store, "dead-letters", "retry")
+
+
+def test_memory_history_shows_the_text_an_edit_replaced(store, capsys):
+    mid = _run(capsys, *store, "memory", "add", "Alice works at Acme", "--user-id", "alice",
+               "--status", "active").strip()
+    assert json.loads(_run(capsys, *store, "memory", "history", mid)) == []
+    _run(capsys, *store, "memory", "edit", mid, "--content", "Alice works at Initech")
+    (version,) = json.loads(_run(capsys, *store, "memory", "history", mid))
+    assert version["chunk"]["raw_content"] == "Alice works at Acme" and version["reason"] == "edit"
+    assert json.loads(_run(capsys, *store, "memory", "show", mid))["raw_content"] == "Alice works at Initech"
