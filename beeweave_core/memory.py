@@ -149,7 +149,7 @@ class BeeWeave:
             hooks.link = self._graph.plan
             hooks.on_insert += [self._records.announce_created, self._lifecycle.on_insert, self._watches.on_insert]
             hooks.on_search += [self._lifecycle.on_search]
-            hooks.on_delete += [self._graph.relink]
+            hooks.on_delete += [self._graph.relink, self._lifecycle.on_delete]
             hooks.on_flush += [self._lifecycle.flush]
             # The worker stops before access counts are written, and both before the store closes.
             hooks.on_close += [self._ingestion.close, self._lifecycle.close]

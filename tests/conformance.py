@@ -863,6 +863,10 @@ class BackendConformance:
         assert backend.log_read("versions", "c1", after=seqs[2], limit=5) == [(seqs[3], "c1", {"n": 3})]
         assert backend.log_read("notes") == [(other, "c1", {"note": "elsewhere"})]
         assert backend.log_read("nothing") == []
+        assert backend.log_delete("versions", ["c1", "absent"]) == 3
+        assert [k for _, k, _ in backend.log_read("versions")] == ["c2"]  # only that stream's c1 went
+        assert backend.log_read("notes") == [(other, "c1", {"note": "elsewhere"})]
+        assert backend.log_delete("versions", []) == 0
 
     def test_delete_user_forgets_everything_of_theirs(self, world) -> None:
         world.add_edges([Relationship("w0", "w2", "semantic"), Relationship("w4", "w1", "entity"),

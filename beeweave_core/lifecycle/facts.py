@@ -127,8 +127,8 @@ class Facts:
         """The earlier versions of a memory, oldest first (the current state is ``get(id)``).
 
         A version is written when an edit (``update``) changes the memory's text, when a
-        fact gets new content and when duplicates are merged into the memory. Versions
-        outlive a deleted memory until ``delete_user``.
+        fact gets new content and when duplicates are merged into the memory. Deleting the
+        memory deletes its versions.
         """
         _name("chunk_id", chunk_id)
         versions = read_versions(self.ctx.backend, chunk_id)

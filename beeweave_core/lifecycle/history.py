@@ -3,7 +3,8 @@
 Both are ordered logs in the store (``log_append``), tagged with the user so that
 ``delete_user`` forgets them too:
 - ``lifecycle.versions``: a memory's full state just before new content replaced it (an
-  edit, a fact's new value) or duplicates were folded into it (``history()``);
+  edit, a fact's new value) or duplicates were folded into it (``history()``); deleted with
+  the memory;
 - ``lifecycle.audit``: what maintenance did to a memory and why (merged, archived,
   deleted; expired, evicted, duplicate), so nothing disappears without a record.
 """
@@ -17,7 +18,7 @@ from ..records import KnowledgeChunk, to_datetime
 from ..store.base import StoreBackend
 from .reports import MemoryVersion
 
-__all__ = ["VERSIONS", "AUDIT", "record_version", "read_versions", "record_action", "read_actions"]
+__all__ = ["VERSIONS", "AUDIT", "record_version", "forget_versions", "read_versions", "record_action", "read_actions"]
 
 VERSIONS = "lifecycle.versions"
 AUDIT = "lifecycle.audit"
@@ -28,6 +29,13 @@ def record_version(backend: StoreBackend, chunk: KnowledgeChunk, reason: str, no
     state.pop("relationships")  # edges are not part of a version; the audit log has moved ones
     return backend.log_append(VERSIONS, chunk.id, {"reason": reason, "at": now.isoformat(), "chunk": state},
                               user_id=chunk.user_id)
+
+
+def forget_versions(backend: StoreBackend, chunk_ids: list[str]) -> None:
+    """Delete the versions of deleted memories: what a person deleted must not stay readable
+    in an earlier version (the audit log keeps what maintenance did, without the text)."""
+    if chunk_ids:
+        backend.log_delete(VERSIONS, chunk_ids)
 
 
 def read_versions(backend: StoreBackend, chunk_id: str) -> list[MemoryVersion]:

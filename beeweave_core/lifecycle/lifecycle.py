@@ -20,7 +20,7 @@ from .conflicts import order_conflicts
 from .expiry import inherited_expiry, rule_expiry
 from .facts import Facts
 from .feedback import FEEDBACK_KEY, STALE_KEY, apply_feedback
-from .history import read_actions, record_action
+from .history import forget_versions, read_actions, record_action
 from .maintenance import Maintenance
 from .provenance import Provenance
 from .reports import ReviewItem
@@ -162,6 +162,10 @@ class Lifecycle:
                 self.maintenance.merge_new(ingested, same_words=0.8)
         if cfg.capacity is not None and cfg.capacity_on_insert:
             self.maintenance.enforce_capacity(c.user_id for c in chunks)
+
+    def on_delete(self, before: dict[str, KnowledgeChunk], gone: list[str]) -> None:
+        """Deleted memories take their earlier versions with them."""
+        forget_versions(self.ctx.backend, gone)
 
     def flush(self) -> None:
         """Write pending access counts."""

@@ -198,6 +198,9 @@ class StoreBackend(Protocol):
                  limit: int | None = None) -> list[tuple[int, str, dict[str, Any]]]:
         """(seq, key, value) entries of a stream (optionally one key) with seq > ``after``, oldest first."""
 
+    def log_delete(self, stream: str, keys: Sequence[str]) -> int:
+        """Delete a stream's entries of these keys (a deleted memory's versions); returns how many."""
+
     def delete_user(self, user_id: str) -> int:
         """Forget a user: records, postings, vectors, edges, kv and log entries. Returns records deleted."""
 

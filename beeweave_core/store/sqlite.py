@@ -981,6 +981,20 @@ class SQLiteStore:
             rows = self._db.execute(sql, args).fetchall()
         return [(seq, k, json.loads(v)) for seq, k, v in rows]
 
+    def log_delete(self, stream: str, keys: Sequence[str]) -> int:
+        keys = list(keys)
+        if not keys:
+            return 0
+        with self._lock:
+            self._check()
+            with self._tx():
+                n = 0
+                for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+                    part = keys[start:start + 500]
+                    n += self._db.execute(f"DELETE FROM log WHERE stream=? AND key IN ({','.join('?' * len(part))})",
+                                          [stream, *part]).rowcount
+            return n
+
     def delete_user(self, user_id: str) -> int:
         """Forget a user: their records, relationships, kv and log rows, and every trace of them
         in the files: words no one else uses leave the terms table, deleted rows are zeroed

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from beeweave_core import ChunkStatus, InvalidInputError, NotFoundError
+from beeweave_core.lifecycle.history import read_versions
 
 
 def test_an_edit_keeps_the_earlier_version(reopen, clock) -> None:
@@ -51,6 +52,23 @@ def test_an_unversioned_edit_replaces_without_a_version(mem) -> None:
     with pytest.raises(InvalidInputError):
         mem.update(cid, content="The deploy runs daily", versioned="no")
     assert mem.get(cid).raw_content == "The deploy runs on Mondays"
+
+
+def test_a_deleted_memory_takes_its_versions_with_it(reopen) -> None:
+    # An edit that removed a card number, then a delete: the number must not stay readable.
+    m = reopen()
+    cid = m.add("my card is 4111 1111", user_id="u", trusted=True)
+    other = m.add("the deploy runs on Fridays", user_id="u")
+    m.update(cid, content="my card is on file", trusted=True)
+    m.update(other, content="the deploy runs on Mondays")
+    assert m.delete(cid)
+    with pytest.raises(NotFoundError):  # an unknown id now, with no version left behind
+        m.history(cid)
+    assert read_versions(m.backend, cid) == [] and len(m.history(other)) == 1
+    m.close()
+    m = reopen()
+    assert read_versions(m.backend, cid) == [] and len(m.history(other)) == 1
+    m.close()
 
 
 def test_a_refused_edit_records_nothing(mem) -> None:

@@ -1349,6 +1349,17 @@ class PostgresStore:
                  "limit": None if limit is None else int(limit)}).fetchall()
         return [(int(seq), k, v) for seq, k, v in rows]
 
+    def log_delete(self, stream: str, keys: Sequence[str]) -> int:
+        keys = [k for k in keys if "\x00" not in k]  # a key with NUL was never stored
+        if not keys or "\x00" in stream:
+            self._check()
+            return 0
+        with self._tx(write=True) as conn:
+            # (A count read from the statement: rowcount is not known yet inside a pipeline.)
+            return int(one(conn.execute(self._q(
+                "WITH d AS (DELETE FROM @log WHERE tenant = %s AND stream = %s AND key = ANY(%s) RETURNING 1) "
+                "SELECT count(*) FROM d"), (self.tenant, stream, keys)).fetchone())[0])
+
     def delete_user(self, user_id: str) -> int:
         self._check()
         if "\x00" in user_id:
