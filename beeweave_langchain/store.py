@@ -107,6 +107,8 @@ def _apply(value: Any, op: str, arg: Any) -> bool:
 
 
 def _compare(value: Any, want: Any) -> bool:
+    if isinstance(want, tuple):  # values are stored as JSON, where a tuple is a list
+        want = list(want)
     if isinstance(want, Mapping):
         if any(isinstance(k, str) and k.startswith("$") for k in want):
             return all(_apply(value, op, arg) for op, arg in want.items())
@@ -287,8 +289,9 @@ class BeeWeaveStore(BaseStore):
         item = {"namespace": list(ns), "key": op.key, "value": value, "indexed": indexed, "ttl": ttl,
                 "created_at": (created or now).isoformat(), "updated_at": now.isoformat()}
         return dict(
-            # An item with nothing to index still needs a text: its key (query searches skip it).
-            content=text or op.key, user_id=self._user_of(ns), agent_id=self._label(ns, self.agent_level),
+            # An item with nothing to index still needs a text: its key, or its namespace for the
+            # empty key LangGraph allows (query searches skip it).
+            content=text or op.key or "/".join(ns), user_id=self._user_of(ns), agent_id=self._label(ns, self.agent_level),
             session_id=self._label(ns, self.session_level), chunk_id=item_id(ns, op.key),
             tags=[_prefix_tag(ns[:n]) for n in range(len(ns) + 1)], metadata={_META: item, "kind": "item"},
             expires_at=now + timedelta(minutes=ttl) if ttl is not None else None, pinned=True,
@@ -369,8 +372,8 @@ class BeeWeaveStore(BaseStore):
         last: dict[str, PutOp] = {}
         for op in ops:  # validate all before writing any; the last put of a key wins
             _validate_namespace(op.namespace)
-            if not isinstance(op.key, str) or not op.key:
-                raise InvalidInputError("an item's key is a non-empty string")
+            if not isinstance(op.key, str):  # "" is a key, as in LangGraph's own stores
+                raise InvalidInputError("an item's key is a string")
             if op.value is not None:
                 self._record(op, self._now(), None)
             last[item_id(op.namespace, op.key)] = op

@@ -91,6 +91,22 @@ def test_a_value_comes_back_as_put_whatever_it_holds(store: BaseStore) -> None:
     assert store.get(("contacts",), "alice").value == {**value, "note": "second put"}
 
 
+def test_the_empty_key_is_a_key(store: BaseStore) -> None:
+    store.put(("users", "alice"), "", {"text": "the empty key"})
+    store.put(("users", "alice"), "k", {"text": "another"})
+    assert store.get(("users", "alice"), "").value == {"text": "the empty key"}
+    assert keys(store.search(("users", "alice"))) == {"", "k"}
+    store.delete(("users", "alice"), "")
+    assert store.get(("users", "alice"), "") is None
+
+
+def test_a_filter_with_a_tuple_matches_the_same_list(store: BaseStore) -> None:
+    store.put(("users", "alice"), "k", {"tags": ["a", "b"], "pair": [1, 2]})
+    assert keys(store.search(("users",), filter={"tags": ("a", "b")})) == {"k"}
+    assert keys(store.search(("users",), filter={"pair": [1, 2]})) == {"k"}
+    assert store.search(("users",), filter={"pair": (2, 1)}) == []
+
+
 def test_a_missing_item_is_none(store: BaseStore) -> None:
     store.put(("users", "alice"), "profile", {"text": "x"})
     assert store.get(("users", "alice"), "other") is None
