@@ -164,7 +164,8 @@ class Lifecycle:
             self.maintenance.enforce_capacity(c.user_id for c in chunks)
 
     def on_delete(self, before: dict[str, KnowledgeChunk], gone: list[str]) -> None:
-        """Deleted memories take their earlier versions with them."""
+        """Deleted memories take their earlier versions with them (in a second write after the
+        delete's: a process dying in between leaves the versions until the user is forgotten)."""
         forget_versions(self.ctx.backend, gone)
 
     def flush(self) -> None:
