@@ -27,6 +27,7 @@ from .language import model_languages
 from .quiet import quiet_model_loading
 
 __all__ = [
+    "recorded_model",
     "Embedder",
     "SentenceTransformerEmbedder",
     "LangChainEmbedder",
@@ -507,3 +508,18 @@ def as_embedder(obj: Any) -> Embedder:
         f"cannot use {type(obj).__name__} as an embedder: pass a model name or path, an Embedder, "
         "a LangChain Embeddings or a LlamaIndex BaseEmbedding"
     )
+
+
+def recorded_model(backend: Any) -> str | None:
+    """The name of the model an existing store was built with (``None`` for a new store), for
+    tools that open a store without being told its model (the CLI, the server, the worker)."""
+    import json
+
+    stored = backend.get_meta("embedder")
+    if stored is None:
+        return None
+    name = str(json.loads(stored)["name"])
+    if name.startswith(("langchain:", "llamaindex:")):
+        raise InvalidInputError(f"this store was embedded with {name!r}, an embeddings object that only Python "
+                                "code can pass: open it with BeeWeave(..., embedder=that object)")
+    return name

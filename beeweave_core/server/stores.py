@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..embedders import recorded_model
 from ..errors import InvalidInputError, StoreUnavailableError
 
 __all__ = ["open_memory", "TenantStores", "check_tenant", "is_postgres_url", "tenant_path"]
@@ -90,24 +91,11 @@ def open_memory(store: str | Path | None, *, tenant: str | None = None, embedder
         backend = SQLiteStore(path)
     try:
         if embedder is None:
-            embedder = _stored_embedder(backend)
+            embedder = recorded_model(backend)
         return BeeWeave(backend=backend, embedder=embedder, **kwargs)
     except BaseException:
         backend.close()
         raise
-
-
-def _stored_embedder(backend: Any) -> str | None:
-    import json
-
-    stored = backend.get_meta("embedder")
-    if stored is None:
-        return None
-    name = json.loads(stored)["name"]
-    if name.startswith(("langchain:", "llamaindex:")):
-        raise InvalidInputError(f"this store was embedded with {name!r}, an embeddings object that only Python "
-                                "code can pass: open it with BeeWeave(..., embedder=that object)")
-    return name
 
 
 class TenantStores:

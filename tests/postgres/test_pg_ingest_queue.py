@@ -108,3 +108,35 @@ def test_events_accepted_by_one_memory_are_stored_once_by_another(pg_url, tmp_pa
     finally:
         b.close()
         ref.close()
+
+
+def test_the_worker_opens_each_tenant_with_the_model_it_was_built_with(pg_url) -> None:  # noqa: F811
+    # `beeweave worker` without --embedder opened every tenant with MiniLM, so a tenant built
+    # with another model stopped it ("this store was embedded with ..."), for all tenants.
+    import threading
+
+    from beeweave_core.store.postgres.worker import run_worker
+
+    tenant = new_tenant()
+    a = BeeWeave.from_url(pg_url, tenant=tenant, embedder="beeweave:hashing-64", ingest=IngestConfig(autostart=False))
+    a.add("The tenant's first memory records its model.", user_id="ann")
+    for e in _events(4):
+        a.ingest(e)
+    a.close()
+    stop, opened, served = threading.Event(), threading.Event(), []
+    t = threading.Thread(target=lambda: served.append(run_worker(pg_url, tenants=[tenant], stop=stop,
+                                                                 opened=lambda _: opened.set())))
+    t.start()
+    try:
+        assert opened.wait(60)
+        b = BeeWeave.from_url(pg_url, tenant=tenant, embedder="beeweave:hashing-64",
+                              ingest=IngestConfig(autostart=False))
+        deadline = time.monotonic() + 60
+        while b.pending_events() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert b.pending_events() == 0 and b.count(user_id="ann") > 0
+        b.close()
+    finally:
+        stop.set()
+        t.join(60)
+    assert served == [1]

@@ -49,6 +49,8 @@ def run_worker(url: str, *, tenants: Sequence[str] | None = None, embedder: str 
         raise InvalidInputError("beeweave worker drains the shared ingest queue of a PostgreSQL store: "
                                 "--store must be a postgresql:// URL")
     from ... import BeeWeave
+    from ...embedders import recorded_model
+    from .store import PostgresStore
 
     stop = stop or threading.Event()
     open_: dict[str, Any] = {}
@@ -56,7 +58,15 @@ def run_worker(url: str, *, tenants: Sequence[str] | None = None, embedder: str 
         while not stop.is_set():
             for tenant in (list(tenants) if tenants else schema_tenants(url)):
                 if tenant not in open_:
-                    memory = BeeWeave.from_url(url, tenant=tenant, embedder=embedder)
+                    # Each tenant with the model it was built with, unless one is named (as every
+                    # other command opens a store).
+                    backend = PostgresStore(url, tenant=tenant)
+                    try:
+                        memory = BeeWeave(backend=backend,
+                                          embedder=embedder if embedder is not None else recorded_model(backend))
+                    except BaseException:
+                        backend.close()
+                        raise
                     memory.start_ingest()  # the worker polls the shared queue from now on
                     open_[tenant] = memory
                     logger.info("beeweave worker: draining tenant %r", tenant)
