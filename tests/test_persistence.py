@@ -390,3 +390,19 @@ def test_forget_drops_the_users_words_and_graph_and_new_words_never_reuse_a_live
     finally:
         m.close()
     assert _term_ids_in_use(db_path) == (set(), set())
+
+
+def test_a_store_emptied_by_deletes_reopens_from_its_snapshot(db_path: Path, caplog) -> None:
+    # Forgetting the only user left a snapshot of no records, whose restore failed (an index
+    # into an empty array) and logged a traceback on every later open.
+    with BeeWeave(db_path, embedder=HashingEmbedder(32)) as m:
+        m.add("the only memory", user_id="solo")
+    with BeeWeave(db_path, embedder=HashingEmbedder(32)) as m:
+        assert m.backend.delete_user("solo") == 1  # what `beeweave forget` and DELETE /users/{id} do
+    for _ in range(2):
+        with caplog.at_level("WARNING"), BeeWeave(db_path, embedder=HashingEmbedder(32)) as m:
+            assert m.count() == 0 and m.search("memory", user_id="solo") == []
+            m.add("a new memory", user_id="solo")
+            assert [h.chunk.raw_content for h in m.search("new memory", user_id="solo")] == ["a new memory"]
+            m.delete_many([c.id for c in m.backend.scan(build_filter(None, user_id="solo"))])
+    assert not [r for r in caplog.records if "snapshot" in r.getMessage()]

@@ -77,6 +77,8 @@ class _SlotsByCode:
         self.extra.setdefault(code, []).append(slot)
 
     def add_bulk(self, codes: np.ndarray, slots: np.ndarray) -> None:
+        if len(codes) == 0:  # an empty store's snapshot: nothing to add (codes[0] would not exist)
+            return
         order = np.argsort(codes, kind="stable")
         codes, slots = codes[order], slots[order].astype(np.int64)
         bounds = np.flatnonzero(np.diff(codes)) + 1
