@@ -58,6 +58,14 @@ class AccessRecorder:
         with self._lock:
             return len(self._pending)
 
+    def waiting(self, cid: str) -> int:
+        """Accesses of memory ``cid`` recorded but not written yet. Read under the owner's write
+        lock (which ``flush()`` holds while it writes), this plus the stored ``access_count`` is
+        every recorded access, each counted once."""
+        with self._lock:
+            entry = self._pending.get(cid)
+            return entry[0] if entry is not None else 0
+
     def flush(self) -> None:
         with self._write_lock:
             with self._lock:

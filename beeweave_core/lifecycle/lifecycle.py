@@ -45,7 +45,7 @@ class Lifecycle:
         cfg = ctx.config
         self.access = AccessRecorder(self._write_access, batch=cfg.access_batch,
                                      interval=cfg.access_flush_interval, write_lock=ctx.shared.write_lock)
-        self.tiers = Tiers(ctx)
+        self.tiers = Tiers(ctx, self.access.waiting)
         self.maintenance = Maintenance(ctx, self.access.flush, self.tiers)
         self.schedule = MaintenanceSchedule(lambda user_id: self.maintenance.maintain(user_id=user_id))
         self.facts = Facts(ctx)
@@ -139,10 +139,16 @@ class Lifecycle:
 
     # -- hooks -------------------------------------------------------------------------------
     def on_search(self, hits: list[SearchHit], now: datetime) -> None:
-        """Conflicting memories side by side in confidence order; accesses recorded."""
+        """Conflicting memories side by side in confidence order; accesses recorded (not on a
+        store opened read-only, e.g. on a replica: it writes nothing, so a use there neither
+        counts nor promotes)."""
         order_conflicts(hits)
-        self.access.record((h.id for h in hits), now)
+        if getattr(self.ctx.backend, "read_only", False):
+            return
+        # Promotion first, then the record: the recorder may write this hit at once (batch full,
+        # interval 0), and the tiers count it as the one extra use, never twice.
         self.tiers.on_search(hits)
+        self.access.record((h.id for h in hits), now)
 
     def _write_access(self, pending: Pending) -> None:
         with self.ctx.shared.write_lock:

@@ -131,8 +131,9 @@ class Tiers:
     shared write lock, read fresh from the store (a feedback or access written meanwhile
     is kept), and audited ("promoted", "demoted")."""
 
-    def __init__(self, ctx: LifecycleContext) -> None:
+    def __init__(self, ctx: LifecycleContext, waiting: Callable[[str], int] = lambda _id: 0) -> None:
         self.ctx = ctx
+        self._waiting = waiting  # a memory's accesses recorded but not yet written (AccessRecorder)
 
     @property
     def config(self) -> TierConfig:
@@ -150,8 +151,10 @@ class Tiers:
 
     def on_search(self, hits: Sequence[SearchHit]) -> None:
         """A search hit is a use: a short-term memory this use lifts over the bar is promoted
-        now, not at the next maintenance (its access is written later, by the recorder)."""
-        due = [h.id for h in hits if due_for_promotion(h.chunk, self.config, extra_uses=1)]
+        now, not at the next maintenance. Called before the hit is recorded: its uses are the
+        written ones, those waiting in the access recorder, and this one."""
+        due = [h.id for h in hits
+               if due_for_promotion(h.chunk, self.config, extra_uses=self._waiting(h.id) + 1)]
         if due:
             self._apply(due, ttl=False, why="used", extra_uses=1)
 
@@ -191,7 +194,9 @@ class Tiers:
             for c in fresh.values():
                 if c.tier is MemoryTier.LONG:
                     continue
-                value = promotion_score(c, cfg, extra_uses=extra_uses)
+                # Under the write lock, which the recorder's flush takes too: the stored count
+                # and the waiting accesses are read consistently, none counted twice.
+                value = promotion_score(c, cfg, extra_uses=self._waiting(c.id) + extra_uses)
                 if value >= cfg.promote_at:
                     changed.append((c, promoted(c, value, now), value))
                 elif ttl and (new := tier_expiry(c, cfg)) is not None:
