@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, NotFoundError
 
 __all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "worker", "stats", "export", "forget",
                                  "maintain", "invalidate", "review", "memory", "dead_letters", "report", "openapi", "mcp")]
@@ -284,6 +284,10 @@ def cmd_stats(args: Any) -> int:
 def cmd_export(args: Any) -> int:
     with _service(args) as svc:
         data = svc.export_user(args.user_id)
+    from .server.service import MemoryService
+
+    if MemoryService.export_is_empty(data):  # as a server answers (404): the same on both
+        raise NotFoundError(f"no data of user {args.user_id!r}")
     text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
     if args.output:
         out = Path(args.output)
@@ -449,7 +453,9 @@ def cmd_memory(args: Any) -> int:
             chunk = svc.update_memory(chunk_id, changes)
             print(_memory_line(chunk) if not args.json else json.dumps(chunk.to_dict(), default=str))
         elif args.action == "delete":
-            print(f"{chunk_id}: {'deleted' if svc.delete_memory(chunk_id) else 'not found'}")
+            if not svc.delete_memory(chunk_id):  # an error, as a server's 404 is: a script sees it
+                raise NotFoundError(f"no chunk with id {chunk_id!r}")
+            print(f"{chunk_id}: deleted")
         elif args.action == "history":
             versions = svc.history(chunk_id)
             _print_json([v if isinstance(v, dict) else {"seq": v.seq, "chunk": v.chunk.to_dict(),

@@ -149,7 +149,7 @@ def core_router(config: ServerConfig) -> APIRouter:
         c.access.must_admin("export")
         c.access.user(user)
         data = c.svc.export_user(user)
-        if not any(data[k] for k in ("chunks", "versions", "audit", "facts", "conflicts", "review", "searches")):
+        if c.svc.export_is_empty(data):
             raise NotFoundError(f"no data of user {user!r}")
         return data
 

@@ -268,12 +268,17 @@ class MemoryService:
         return self.memory.maintain(user_id=user_id)
 
     # -- a user's data ------------------------------------------------------------------------
+    @staticmethod
+    def export_is_empty(data: Mapping[str, Any]) -> bool:
+        """Whether an export holds nothing of the user (``GET /users/{id}/export`` says 404)."""
+        return not any(data[k] for k in ("chunks", "versions", "audit", "facts", "conflicts", "review", "searches"))
+
     def export_user(self, user_id: str) -> dict[str, Any]:
         """Everything stored about a user, as JSON-able data.
 
-        Memories of every status with their relationships, past versions (also of deleted
-        memories), the lifecycle's audit log, facts and conflict groups, the review queue,
-        hot question patterns, and the user's recorded searches.
+        Memories of every status with their relationships, past versions (a deleted memory's
+        go with it), the lifecycle's audit log (also of deleted memories), facts and conflict
+        groups, the review queue, hot question patterns, and the user's recorded searches.
         """
         user = check_user_id(user_id)
         m, backend = self.memory, self.memory.backend
