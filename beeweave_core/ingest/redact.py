@@ -198,6 +198,12 @@ def _rules() -> list[_Rule]:
                              r"(?P<value>\[[A-Z][A-Z_]*\]|\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+)"),
               check=_not_already_redacted, scope=_ANCH, keep="key",
               anchors=("pass", "secret", "client", "api", "access", "auth", "refresh", "token", "private")),
+        # The same in Chinese: 密码是Hunter2, 口令：hunter2. The value must be ASCII (after
+        # width folding) so that a question, 我的密码是什么？, keeps its words.
+        _Rule(*s, re.compile(r"(?P<key>(?:密码|口令|密钥|秘钥|私钥|令牌)\s*(?:是|为|[:=])\s*)"
+                             r"(?P<value>[\x21-\x2b\x2d-\x3a\x3c-\x7e]{3,})"),
+              check=_not_already_redacted, scope=_ANCH, keep="key",
+              anchors=("密码", "口令", "密钥", "秘钥", "私钥", "令牌")),
         _Rule(*s, re.compile(r"(?<![A-Za-z0-9_+/=-])[A-Za-z0-9_+/=-]{32,}(?![A-Za-z0-9_+/=-])"), check=_high_entropy),
         _Rule(*e, re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
                              r"(?![A-Za-z0-9-])"),
@@ -221,6 +227,9 @@ def _rules() -> list[_Rule]:
 
 
 _BUILTIN = _rules()
+# Full-width forms (what Chinese input methods type: １３８…, ａｌｉｃｅ＠…) fold to ASCII one
+# character for one, so the rules see the same positions and the original text is what is kept.
+_WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # Runs of digits with the separators numbers are written with; PII that is numbers lies inside one.
 _NUM_RUN = re.compile(r"[0-9][0-9 ().:+/\-]*")
 _CONTEXT = 3  # characters around a run that lookbehinds and lookaheads may need to see
@@ -316,10 +325,11 @@ class Redactor:
         """
         if not self.enabled or not text:
             return text
-        state = _Text(text)
+        folded = text.translate(_WIDTH_FOLD)
+        state = _Text(folded)
         json_like = text.lstrip()[:1] in ("{", "[")
         for rule in self._rules:
-            if rule.hints and not any(h in text for h in rule.hints):
+            if rule.hints and not any(h in folded for h in rule.hints):
                 continue
             for m in self._matches(rule, state):
                 start, end = m.span("value") if rule.keep else m.span()
@@ -328,6 +338,7 @@ class Redactor:
                 if counts is not None:
                     counts[rule.kind] += 1
                 state.claim(start, end, self._replacement(rule, m, json_like))
+        state.text = text  # the spans apply to the original: folding kept every position
         return state.result()
 
     @staticmethod

@@ -154,3 +154,20 @@ def test_redacted_text_is_stable_under_a_second_pass() -> None:
     once, _ = redact("mail a@b.io, card 4111 1111 1111 1111, password=x, ip 8.8.8.8")
     assert redact(once) == (once, {})
     assert not re.search(r"\d{4} \d{4}", once)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # Full-width forms, as Chinese input methods type them (a user trial found them stored as is,
+    # and an ASCII search for the number found the memory).
+    ("手机１３８１２３４５６７８", "手机[PHONE]"),
+    ("邮箱ａｌｉｃｅ＠ｅｘａｍｐｌｅ．ｃｏｍ，谢谢", "邮箱[EMAIL]，谢谢"),
+    ("卡号４１１１１１１１１１１１１１１１", "卡号[CARD]"),
+    ("全角ＡＢＣ１２３不是个人信息", "全角ＡＢＣ１２３不是个人信息"),  # kept as written, not folded
+    # Secrets labelled in Chinese.
+    ("密码是Hunter2Secret", "密码是[SECRET]"),
+    ("数据库密码：hunter2，明天改", "数据库密码：[SECRET]，明天改"),
+    ("口令: P@ssw0rd123", "口令: [SECRET]"),
+    ("我的密码是什么？", "我的密码是什么？"),  # a question keeps its words
+])
+def test_full_width_personal_data_and_chinese_secret_labels(text: str, expected: str) -> None:
+    assert Redactor().redact(text) == expected
