@@ -82,11 +82,23 @@ def _guess_format(name: str, text: str) -> DocFormat:
     return DocFormat.TEXT
 
 
+_DOC_SUFFIXES = (".md", ".markdown", ".mdx", ".jsonl", ".ndjson", ".json", ".txt", ".text", ".rst")
+
+
+def _looks_like_a_path(src: str) -> bool:
+    """One word with a document's suffix, or with a directory in it: a path, not a text."""
+    word = src.strip()
+    if not word or any(ch.isspace() for ch in word):
+        return False
+    return word.lower().endswith(_DOC_SUFFIXES) or (("/" in word or "\\" in word) and "." in Path(word).name)
+
+
 def load_sources(sources: Any, fmt: DocFormat | str | None = None) -> list[_Source]:
     """Read every source first, so a missing file raises before anything is stored.
 
     A source is a path (``os.PathLike``, or a one-line string naming an existing file)
-    or a text.
+    or a text. A one-word string that reads as a path to a document (``docs/guide.md``,
+    ``notes.txt``) but names no file is refused: a typo must not be stored as a memory.
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -108,6 +120,8 @@ def load_sources(sources: Any, fmt: DocFormat | str | None = None) -> list[_Sour
             except (OSError, UnicodeDecodeError) as exc:
                 raise InvalidInputError(f"cannot read {path} as UTF-8 text: {exc}") from None
             name = path.name
+        elif isinstance(src, str) and _looks_like_a_path(src):
+            raise InvalidInputError(f"no such document: {src}")
         elif isinstance(src, str):
             text = src
             name = "text:" + hashlib.sha1(src.encode("utf-8", "surrogatepass")).hexdigest()[:12]

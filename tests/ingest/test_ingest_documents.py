@@ -111,6 +111,8 @@ def test_a_json_array_file(make_memory, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sources, message", [
     ([Path("/no/such/file.md")], "no such document"),
+    (["docs/missing_typo.md"], "no such document"),  # a mistyped path is not a text to store
+    (["notes.txt"], "no such document"),
     (['{"title": "no text here"}'], "no text"),
     (['{"text": "ok"}\n{broken'], ":2: not a JSON line"),
     ([42], "path or a text"),
@@ -121,6 +123,12 @@ def test_bad_sources_raise_before_anything_is_stored(make_memory, sources, messa
         m.import_documents(["A good document that would be stored first.", *sources], user_id="kb",
                            format=None, show_progress=False)
     assert everything(m) == []
+
+
+def test_one_word_texts_that_are_not_paths_are_texts(make_memory) -> None:
+    m = make_memory()
+    ids = m.import_documents(["Kubernetes", "v1.2.3", "e.g.", "见附件"], user_id="kb", show_progress=False)
+    assert len(ids) == 4
 
 
 def test_bad_arguments(make_memory) -> None:
