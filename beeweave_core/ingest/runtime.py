@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelLoadError, StoreClosedError, StoreUnavailableError
+from ..errors import DuplicateIdError, ModelLoadError, StoreClosedError, StoreUnavailableError
 from ..records import KnowledgeChunk
 from .config import IngestConfig, QueueFullPolicy
 from .errors import QueueFullError
@@ -331,6 +331,15 @@ class IngestRuntime:
             return
         backend = self.memory.backend
         skip = backend.contains([c.id for c in chunks])
+        if skip:
+            # A stored id is this event's memory stored before a crash, or the memory of another
+            # user's event that reused the id: that one must fail (dead letter), not vanish.
+            stored = backend.get(list(skip))
+            for c in chunks:
+                other = stored.get(c.id)
+                if other is not None and other.user_id != c.user_id:
+                    raise DuplicateIdError(f"the memory id {c.id!r} belongs to another user: an event id "
+                                           "is one event, give this one its own id")
         new = [c for c in chunks if c.id not in skip and backend.kv_get(REJECTED, c.id) is None]
         if new:
             self.memory.add_many(new, show_progress=show_progress, batch_size=batch_size or len(new))

@@ -285,3 +285,25 @@ def test_bad_configuration_is_refused() -> None:
             IngestConfig(**bad)
     with pytest.raises(InvalidInputError):
         BeeWeave(embedder=HashingEmbedder(32), ingest={"batch_size": 3})
+
+
+def test_an_event_id_reused_by_another_user_goes_to_the_dead_letters(make_memory) -> None:
+    # A third user trial saw alice's event "run-1" accepted and then dropped without a trace,
+    # because bob's event "run-1" had already stored memories under the ids it derives.
+    m = make_memory()
+    m.ingest({"id": "run-1", "user_id": "bob", "query": "What is the vault code for the bank?",
+              "response": "The vault code is 7731-alpha."})
+    assert m.flush(10)
+    bob = m.count(user_id="bob")
+    m.ingest({"id": "run-1", "user_id": "alice", "query": "What is my favourite colour today?",
+              "response": "Your favourite colour today is blue."})
+    assert m.flush(10)
+    assert m.count(user_id="alice") == 0 and m.count(user_id="bob") == bob
+    [dead] = m.dead_letters()
+    assert dead.event.id == "run-1" and "belongs to another user" in dead.error
+    # The same user's event seen again (a crash repair, a retry) is still stored once, quietly.
+    m.ingest({"id": "run-2", "user_id": "bob", "query": "Who rotates the vault code?", "response": "Dana does."})
+    assert m.flush(10)
+    m.parts.ingestion.runtime.store_new(m.parts.ingestion.runtime.pipeline.prepare(
+        {"id": "run-2", "user_id": "bob", "query": "Who rotates the vault code?", "response": "Dana does."}).chunks)
+    assert len(m.dead_letters()) == 1
