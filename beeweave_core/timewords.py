@@ -314,11 +314,20 @@ def _check_now(now: datetime) -> None:
         raise TypeError("now must be an aware datetime")
 
 
+# Full-width forms and the traditional characters of time words, folded one character for one
+# (so a phrase's position in the folded text is its position in the text): ２０２３年５月３日,
+# 上週 and 過去兩週 read as 2023年5月3日, 上周 and 过去两周.
+_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20} | str.maketrans(
+    "週過兩個後禮時間點鐘號來這幾於", "周过两个后礼时间点钟号来这几于")
+
+
 def find_time(text: str, now: datetime, *, dated_lag: timedelta = timedelta(0)) -> TimeQuery | None:
     """The first time phrase in ``text`` (earliest in the text), resolved, and the text
     without it; None when the text names no time. ``dated_lag`` widens a calendar date's
-    range by that much after it (a query's date: see DATED_LAG); a filter's date is exact."""
+    range by that much after it (a query's date: see DATED_LAG); a filter's date is exact.
+    Full-width digits and traditional characters are read as their plain forms."""
     _check_now(now)
+    original, text = text, text.translate(_FOLD)
     best: tuple[int, int, str, re.Match[str]] | None = None
     for pattern, kind in _RULES:
         m = pattern.search(text)
@@ -338,6 +347,7 @@ def find_time(text: str, now: datetime, *, dated_lag: timedelta = timedelta(0)) 
             span = first, last + dated_lag
         else:
             span, start, end = _open_ended(text, span, start, end, now, dated_lag)
+    text = original  # the positions hold: the fold is one character for one
     rest = (text[:start] + " " + text[end:]).strip()
     rest = re.sub(r"\s{2,}", " ", rest)
     # 上周讨论的备份问题 -> 讨论的备份问题: a leading particle left by the phrase goes too.

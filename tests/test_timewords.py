@@ -202,3 +202,15 @@ def test_time_words_can_be_turned_off(clock):
         old = m.add("backup plan", user_id="u", timestamp=day(1, 1))
         hits = m.search("backup plan last week", user_id="u")
         assert [h.id for h in hits] == [old] and hits[0].time_range is None
+
+
+@pytest.mark.parametrize("query, plain", [
+    ("上週討論的備份問題", "上周讨论的备份问题"),  # traditional characters (a user trial: not resolved)
+    ("過去兩週的會議", "过去两周的会议"),
+    ("２０２３年５月３日的会议", "2023年5月3日的会议"),  # full-width digits, as input methods type them
+])
+def test_traditional_and_full_width_time_words_read_as_their_plain_forms(query, plain):
+    found, want = find_time(query, NOW), find_time(plain, NOW)
+    assert found is not None and want is not None
+    assert (found.range.start, found.range.end) == (want.range.start, want.range.end)
+    assert query.startswith(found.range.phrase) and query.endswith(found.text)  # the query's own words
