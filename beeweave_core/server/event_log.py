@@ -56,11 +56,13 @@ class EventLog:
 
     def __init__(self, path: str | Path | None, *, max_events: int = 100_000) -> None:
         self.max_events = max_events
+        self.path = None if path is None else Path(path)
         self._db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
                                    isolation_level=None)
         self._lock = threading.Lock()
         with self._lock:
             use_wal(self._db, 30.0)
+            self._db.execute("PRAGMA secure_delete=ON")  # deleted events are zeroed in the file
             self._db.execute(_SCHEMA)
         self._listeners: list[Callable[[], None]] = []
         self._appended = 0
@@ -103,6 +105,25 @@ class EventLog:
         with self._lock:
             row = self._db.execute("SELECT MAX(seq) FROM events").fetchone()
         return int(row[0] or 0)
+
+    def forget_user(self, user_id: str) -> int:
+        """Delete every event of ``user_id``; returns how many. The rows are zeroed in the file
+        (``secure_delete``) and the WAL is emptied into it (TRUNCATE checkpoint), so no byte of
+        the log's files holds them. Events without a user, and other users', stay."""
+        with self._lock:
+            n = self._db.execute("DELETE FROM events WHERE user_id=?", (user_id,)).rowcount
+            if self.path is not None:
+                try:
+                    busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                except sqlite3.OperationalError as exc:
+                    busy, detail = 1, str(exc)
+                else:
+                    detail = "another connection is reading"
+                if busy:
+                    logger.warning("BeeWeave: could not empty the WAL of the event log %s after forgetting a "
+                                   "user (%s); the deleted events stay in it until the next checkpoint",
+                                   self.path, detail)
+        return max(int(n), 0)
 
     def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
         with self._lock:

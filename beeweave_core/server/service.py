@@ -305,7 +305,8 @@ class MemoryService:
 
     def forget_user(self, user_id: str, flush_timeout: float | None = None) -> int:
         """Delete everything of a user (records, index entries, relationships, versions, review
-        and stats entries, dead letters); return how many memories were deleted.
+        and stats entries, dead letters, their events in the server's event log); return how
+        many memories were deleted.
 
         Queued events are processed first, so none of them brings the user back.
         """
@@ -319,7 +320,10 @@ class MemoryService:
         dead = [d.event.id for d in m.dead_letters() if d.event.user_id == user]
         if dead:
             m.discard_dead_letters(dead)
-        return m.backend.delete_user(user)
+        deleted = int(m.backend.delete_user(user))
+        if self.event_log is not None:  # the SSE log would replay their memories and watch matches
+            self.event_log.forget_user(user)
+        return deleted
 
     def close(self) -> None:
         try:
