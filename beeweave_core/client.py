@@ -431,10 +431,12 @@ class BeeWeaveClient:
         return [Relationship.from_dict(e) for e in data["relationships"]]
 
     def relate(self, source_id: str, target_id: str, type: str, *, weight: float = 1.0,
-               note: str | None = None) -> dict[str, Any]:
-        """A user-defined typed edge between two memories (``BeeWeave.relate``)."""
-        return self._call("POST", "/api/v1/relationships", body={"source_id": source_id, "target_id": target_id,
-                                                                 "type": type, "weight": weight, "note": note})
+               note: str | None = None) -> Any:
+        """A user-defined typed edge between two memories (``BeeWeave.relate``): the ``Relationship``."""
+        from .records import Relationship
+
+        return Relationship.from_dict(self._call("POST", "/api/v1/relationships", body={
+            "source_id": source_id, "target_id": target_id, "type": type, "weight": weight, "note": note}))
 
     def facts(self, user_id: str) -> dict[str, KnowledgeChunk]:
         data = self._call("GET", f"/api/v1/users/{self._seg(user_id, 'user_id')}/facts")

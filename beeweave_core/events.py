@@ -16,6 +16,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from .errors import InvalidInputError
 from .records import utcnow
 
 __all__ = ["EventType", "MemoryEvent", "EventBus", "Subscription"]
@@ -74,8 +75,15 @@ class EventBus:
     def subscribe(self, callback: Callable[[MemoryEvent], Any], *, types: Iterable[EventType | str] | None = None,
                   tags: Iterable[str] | None = None, user_id: str | None = None,
                   agent_id: str | None = None) -> Subscription:
-        sub = Subscription(next(self._ids), callback,
-                           None if types is None else frozenset(EventType(t) for t in types),
+        if not callable(callback):
+            raise InvalidInputError(f"a subscriber is a callable taking a MemoryEvent, got {type(callback).__name__}")
+        try:
+            kinds = None if types is None else frozenset(EventType(t) for t in ((types,) if isinstance(types, str)
+                                                                                 else types))
+        except ValueError:
+            raise InvalidInputError(f"unknown event types in {types!r}; known: "
+                                    f"{', '.join(t.value for t in EventType)}") from None
+        sub = Subscription(next(self._ids), callback, kinds,
                            None if tags is None else frozenset(tags), user_id, agent_id)
         with self._lock:
             self._subs[sub.id] = sub

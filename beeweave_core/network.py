@@ -59,13 +59,20 @@ class ExpandOptions:
                                        or self.limit < 0):
             raise InvalidInputError("ExpandOptions.limit must be a non-negative integer or None")
         if self.edge_types is not None:
-            types = (self.edge_types,) if isinstance(self.edge_types, str) else tuple(self.edge_types)
-            allowed = {t.value for t in RelationType}
-            names = tuple(getattr(t, "value", t) for t in types)
-            bad = [t for t in names if t not in allowed]
-            if bad:
-                raise InvalidInputError(f"unknown edge types {bad}; known: {sorted(allowed)}")
-            object.__setattr__(self, "edge_types", names)
+            object.__setattr__(self, "edge_types", check_edge_types(self.edge_types))
+
+
+def check_edge_types(types: Any) -> tuple[str, ...]:
+    """Relation type names (a name or an iterable of names or ``RelationType``s), each known."""
+    from .errors import InvalidInputError
+
+    types = (types,) if isinstance(types, (str, RelationType)) else tuple(types)
+    allowed = {t.value for t in RelationType}
+    names = tuple(getattr(t, "value", t) for t in types)
+    bad = [t for t in names if t not in allowed]
+    if bad:
+        raise InvalidInputError(f"unknown edge types {bad}; known: {sorted(allowed)}")
+    return names
 
 
 def check_ranking(rerank: Any, mmr: Any, expand: Any) -> ExpandOptions | None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, NotFoundError
 from ..filters import Filter, build_filter
-from ..network import Candidate, ExpandOptions, NetworkConfig, check_ranking
+from ..network import Candidate, ExpandOptions, NetworkConfig, check_edge_types, check_ranking
 from ..records import (
     USER_RELATIONS,
     ChunkStatus,
@@ -205,10 +205,8 @@ class Graph:
         check_id(chunk_id)
         if not self.shared.backend.contains([chunk_id]):
             raise NotFoundError(f"no chunk with id {chunk_id!r}")
-        if isinstance(types, str):
-            types = [types]
-        return self.shared.backend.edges([chunk_id], types=None if types is None else list(types),
-                                         direction=direction)
+        wanted = None if types is None else list(check_edge_types(types))  # a typo is an error, not []
+        return self.shared.backend.edges([chunk_id], types=wanted, direction=direction)
 
     def expand(self, hits: list[SearchHit], flt: Filter, opts: ExpandOptions, k: int) -> list[SearchHit]:
         """Follow edges from the hits; return new hits that say how they were reached."""

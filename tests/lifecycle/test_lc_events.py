@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from beeweave_core import EventType
+import pytest
+
+from beeweave_core import EventType, InvalidInputError
 from tests.lifecycle.lifecycle_support import unit
 
 
@@ -81,3 +83,14 @@ def test_a_subscriber_may_call_back_into_the_memory(make, clock) -> None:
     m.add("alpha", user_id="u", timestamp=clock.now - timedelta(days=3))
     m.add("alpha beta", user_id="u")  # evicts the first; the listener searches meanwhile
     assert found == [1]
+
+
+def test_a_bad_subscription_is_refused_with_a_beeweave_error(mem) -> None:
+    with pytest.raises(InvalidInputError, match="memory.create"):  # was a bare ValueError
+        mem.events.subscribe(lambda e: None, types=["memory.create"])
+    with pytest.raises(InvalidInputError):  # was accepted, then a traceback on every event
+        mem.events.subscribe("notcallable")
+    seen = []
+    mem.events.subscribe(seen.append, types="memory.created")  # one type by name
+    mem.add("a memory", user_id="u")
+    assert [e.type for e in seen] == [EventType.CREATED]

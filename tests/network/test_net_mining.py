@@ -195,6 +195,9 @@ def test_relationships_reject_unknown_ids_and_directions(mem):
         mem.relationships("nope")
     with pytest.raises(InvalidInputError):
         mem.relationships("a", direction="sideways")
+    with pytest.raises(InvalidInputError, match="suports"):  # a typo was an empty answer
+        mem.relationships("a", types=["suports"])
+    assert mem.relationships("a", types="session") == mem.relationships("a", types=[RelationType.SESSION])
 
 
 def test_edges_survive_close_and_reopen_of_a_file_store(make, db_path):

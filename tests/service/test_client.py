@@ -46,6 +46,14 @@ def test_search_returns_engine_types(acme, seeded):
     assert again == top.to_dict()
 
 
+def test_relate_returns_a_relationship_as_the_engine_does(acme, seeded):
+    from beeweave_core.records import Relationship
+
+    edge = acme.relate("cl-port:0", "cl-owner:0", "related", weight=0.5, note="same service map")
+    assert edge == Relationship("cl-port:0", "cl-owner:0", "related", 0.5)
+    assert edge in acme.relationships("cl-port:0", types=["related"], direction="out")
+
+
 def test_the_gate_travels_to_the_server(acme, seeded):
     hits = acme.search("api port", user_id="alice", k=2)
     best = max(h.relevance for h in hits)
