@@ -46,6 +46,10 @@ def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
     ``limit`` keeps only the best ``limit`` (their sources are the only ones built).
     A hit's sources name only the lists that matched it (a positive raw score: a BM25 of 0
     shares no term with the query), though every list's normalised score entered its total.
+    In RRF a list credits only the ids it matched (a positive score), and ids with equal
+    scores share a rank (the best of their places), so that neither a list that matched
+    nothing nor the ids' order (random uuids) decides anything. Equal totals are ordered by
+    each list's raw score (in the order of ``lists``), then by id.
     """
     mode = FusionMode(mode)
     weights = weights or {}
@@ -56,14 +60,19 @@ def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
             continue
         w = float(weights.get(name, 1.0))
         if mode is FusionMode.RRF:
-            for rank, (cid, _) in enumerate(ranked, start=1):
-                total[cid] += w / (rrf_k + rank)
+            rank, prev = 0, None
+            for place, (cid, score) in enumerate(ranked, start=1):
+                if score != prev:
+                    rank, prev = place, score
+                if score > 0:  # no credit for what the list did not match
+                    total[cid] += w / (rrf_k + rank)
             continue
         norm = _normalised(ranked, mode)
         floor = min(norm.values())
         for cid in all_ids:
             total[cid] += w * norm.get(cid, floor)
-    order = sorted(all_ids, key=lambda c: (-total[c], c))
+    raw = [{cid: float(score) for cid, score in ranked} for ranked in lists.values()]
+    order = sorted(all_ids, key=lambda c: (-total[c], *(-r.get(c, -math.inf) for r in raw), c))
     if limit is not None:
         order = order[: max(limit, 0)]
     sources: dict[str, dict[str, HitSource]] = {cid: {} for cid in order}
@@ -81,7 +90,8 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
     """``fuse`` for lists that each score every id (distinct ids), given as arrays aligned with
     ``ids``: the same result (each list ranked by score, then id), with array arithmetic where
     ``fuse`` loops over ids. The engine's two retrievers score the union of their candidates,
-    so its fusion takes this path."""
+    so its fusion takes this path (RRF credit only for positive scores, equal scores sharing
+    a rank, equal totals ordered by each list's score and then id, as in ``fuse``)."""
     mode = FusionMode(mode)
     weights = weights or {}
     n = len(ids)
@@ -91,14 +101,18 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
     by_id[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
     total = np.zeros(n)
     listed: dict[str, tuple[list[int], list[float]]] = {}  # each list's ranks and scores, for the sources
+    tie_keys: list[np.ndarray] = []  # each list's scores, negated: the tie-break after the total
     for name, s in scores.items():
         s = np.asarray(s, np.float64)
+        tie_keys.append(-s)
         rank = np.empty(n, np.int64)
         rank[np.lexsort((by_id, -s))] = np.arange(1, n + 1)
         listed[name] = (rank.tolist(), s.tolist())
         w = float(weights.get(name, 1.0))
         if mode is FusionMode.RRF:
-            total += w / (rrf_k + rank)
+            # Equal scores share the best of their ranks; only matches (score > 0) earn credit.
+            shared = np.searchsorted(np.sort(-s), -s, side="left") + 1
+            total += np.where(s > 0, w / (rrf_k + shared), 0.0)
         elif mode is FusionMode.WEIGHTED:
             lo, hi = float(s.min()), float(s.max())
             total += w * ((s - lo) / (hi - lo) if hi - lo else np.ones(n))
@@ -106,7 +120,7 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
             mean = math.fsum(listed[name][1]) / n
             std = math.sqrt(math.fsum(((s - mean) ** 2).tolist()) / n)  # population std
             total += w * ((s - mean) / std if std > 1e-9 else np.zeros(n))
-    order = np.lexsort((by_id, -total))
+    order = np.lexsort((by_id, *reversed(tie_keys), -total))
     if limit is not None:
         order = order[: max(limit, 0)]
     totals = total.tolist()

@@ -26,14 +26,17 @@ from .config import FeedbackSignal
 __all__ = ["AttributionConfig", "Reaction", "drawn_on", "reaction", "reaction_signal", "tool_failed", "tool_text"]
 
 # Cues of the user's next message, English and Chinese; whole words for English, substrings for
-# Chinese (no spaces between words). Checked in this order: a correction beats a thank-you.
+# Chinese (no spaces between words). Checked in this order: a correction beats a thank-you. A
+# thank-you cue does not count when negated ("没有用", "not perfect", "no thanks") or asked
+# ("解决了吗？").
 DOWN_CUES = ("that's wrong", "that is wrong", "thats wrong", "not right", "incorrect", "doesn't work",
-             "does not work", "didn't work", "did not work", "still broken", "wrong answer", "not what i asked",
-             "不对", "错了", "不是这样", "不行", "没用", "还是不行")
+             "does not work", "didn't work", "did not work", "still broken", "still failing", "wrong answer",
+             "not what i asked", "不对", "错了", "不是这样", "不行", "没用", "没有用", "还是不行", "还是报错",
+             "继续报错", "没解决", "没有解决")
 INCOMPLETE_CUES = ("and then?", "what else", "what next", "go on", "and then what", "then what", "is that all",
                    "然后呢", "还有呢", "接下来呢", "继续", "还有吗")
 UP_CUES = ("thanks", "thank you", "thx", "solved", "that worked", "it works", "works now", "perfect",
-           "great, that", "exactly", "谢谢", "多谢", "解决了", "好了", "可以了", "有用", "完美")
+           "great, that", "exactly", "fixed it", "谢谢", "多谢", "解决了", "好了", "可以了", "有用", "完美")
 
 
 class Reaction(str, Enum):
@@ -121,21 +124,63 @@ def drawn_on(memories: Mapping[str, str], answer: str, tool_calls: Sequence[str]
     return out
 
 
-def _has(text: str, cue: str) -> bool:
+def _spans(text: str, cue: str) -> list[tuple[int, int]]:
     if cue.isascii():
-        return re.search(r"(?<!\w)" + re.escape(cue.lower()) + r"(?!\w)", text) is not None
-    return cue in text
+        return [m.span() for m in re.finditer(r"(?<!\w)" + re.escape(cue.lower()) + r"(?!\w)", text)]
+    return [m.span() for m in re.finditer(re.escape(cue), text)]
+
+
+def _has(text: str, cue: str) -> bool:
+    return bool(_spans(text, cue))
+
+
+# A clause ends at punctuation; a sentence at a full stop, a question mark or an exclamation.
+_CLAUSE_END = re.compile(r"[,，;；:：.。!！?？\n、]")
+_SENTENCE_END = re.compile(r"[.。!！?？\n]")
+# Negations in the few words (English) or characters (Chinese) of the clause before a cue.
+_NEGATION_EN = re.compile(r"(?<!\w)(?:not|no|never|nor|without|hardly|\w+n't|cannot)(?!\w)")
+_NEGATION_ZH = re.compile(r"[没不别未无非]")
+_NOT_A_NEGATION_ZH = ("不错", "不客气", "非常")  # 不/非 in words that do not negate what follows
+
+
+def _negated(text: str, start: int) -> bool:
+    """Whether the cue at ``start`` follows a negation in its clause: one of the three words
+    before it (English) or the two characters before it (Chinese)."""
+    ends = list(_CLAUSE_END.finditer(text, 0, start))
+    before = text[ends[-1].end() if ends else 0:start]
+    if _NEGATION_EN.search(" ".join(re.findall(r"[\w']+", before)[-3:])):
+        return True
+    near = before.replace(" ", "")
+    for word in _NOT_A_NEGATION_ZH:
+        near = near.replace(word, "")
+    return _NEGATION_ZH.search(near[-2:]) is not None
+
+
+def _asked(text: str, end: int) -> bool:
+    """Whether the cue ending at ``end`` is in a question (its sentence ends with ? or 吗)."""
+    stop = _SENTENCE_END.search(text, end)
+    rest = text[end:stop.start() if stop else len(text)].rstrip()
+    return (stop is not None and stop.group() in "?？") or rest.endswith("吗")
+
+
+def _affirms(text: str, cue: str) -> bool:
+    """Whether a positive cue is said as such: neither negated nor asked."""
+    return any(not _negated(text, a) and not _asked(text, b) for a, b in _spans(text, cue))
 
 
 def reaction(text: str, config: AttributionConfig | None = None) -> Reaction | None:
-    """What the user's message says about the previous answer, or None when it says nothing."""
+    """What the user's message says about the previous answer, or None when it says nothing.
+
+    A correction beats an "and then?", which beats a thank-you; a thank-you cue counts only
+    when not negated in its clause ("没有用", "不完美", "not perfect", "no thanks") and not in a
+    question ("解决了吗？")."""
     cfg = config or AttributionConfig()
     low = text.lower().replace("’", "'")
     if any(_has(low, c) for c in cfg.down_cues):
         return Reaction.DOWN
     if any(_has(low, c) for c in cfg.incomplete_cues):
         return Reaction.INCOMPLETE
-    if any(_has(low, c) for c in cfg.up_cues):
+    if any(_affirms(low, c) for c in cfg.up_cues):
         return Reaction.UP
     return None
 
@@ -155,13 +200,25 @@ def reaction_signal(text: str, config: AttributionConfig | None = None) -> Feedb
 
 _EXIT = re.compile(r"\b(?:exit(?:ed)?(?:\s+with)?[ _-]?(?:code|status)|return[ _-]?code|returncode)\b"
                    r"[\"']?\s*[:=]?\s*(-?\d+)", re.IGNORECASE)
-_ERROR = re.compile(r"^\s*(?:error|exception|fatal)\b|Traceback \(most recent call last\)", re.IGNORECASE)
+# An error *label* at the start of the text ("Error: ...", "ERROR ...", "[error] ...",
+# "ValueError: ...", "错误：...", "执行失败：...", "无法连接..."), or a Python traceback anywhere.
+# A sentence that merely starts with the word ("Error rate dropped ...") is not one.
+_ERROR = re.compile(
+    r"^\s*(?:"
+    r"(?i:\[?(?:error|exception|fatal)\]?\s*[:：!\]])"  # Error: / error: / fatal: / [error]
+    r"|(?:ERROR|FATAL|EXCEPTION)\b"  # a log level, upper case
+    r"|[A-Za-z_][\w.]*(?:Error|Exception)\s*[:：]"  # ValueError: / requests.HTTPError:
+    r"|[\[【(（]?[\u4e00-\u9fff]{0,4}?(?<![无没未有])(?:错误|报错|失败|异常|出错)[\]】)）]?\s*[:：]"  # 错误：/ 执行失败：
+    r"|(?:无法|不能)[\u4e00-\u9fff]|(?:连接|访问|权限)(?:被)?拒绝"  # 无法连接… / 连接被拒绝
+    r")"
+    r"|Traceback \(most recent call last\)")
 
 
 def tool_failed(output: Any = None, error: str | None = None) -> bool:
     """Whether a tool call failed: it raised (``error``), reported a non-zero exit code (in a
     mapping's ``exit_code`` / ``returncode`` / ``status`` or in its text), or its text starts
-    with an error or holds a Python traceback."""
+    with an error label (``Error:``, ``ERROR``, ``ValueError:``, ``错误：``, ``执行失败：``,
+    ``无法…``; not the bare word, as in "Error rate dropped") or holds a Python traceback."""
     if error:
         return True
     if isinstance(output, Mapping):
