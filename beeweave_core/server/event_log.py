@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..store.wal import use_wal
+from ..store.wal import empty_wal, use_wal
 
 __all__ = ["EventLog", "EventFilter", "Webhook", "WebhookSender", "sign"]
 
@@ -113,16 +113,7 @@ class EventLog:
         with self._lock:
             n = self._db.execute("DELETE FROM events WHERE user_id=?", (user_id,)).rowcount
             if self.path is not None:
-                try:
-                    busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                except sqlite3.OperationalError as exc:
-                    busy, detail = 1, str(exc)
-                else:
-                    detail = "another connection is reading"
-                if busy:
-                    logger.warning("BeeWeave: could not empty the WAL of the event log %s after forgetting a "
-                                   "user (%s); the deleted events stay in it until the next checkpoint",
-                                   self.path, detail)
+                empty_wal(self._db, f"the event log {self.path}")
         return max(int(n), 0)
 
     def listen(self, wake: Callable[[], None]) -> Callable[[], None]:

@@ -32,7 +32,7 @@ from ..scoring import RankFields
 from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
 from .links import Derive, LinkReads, insert_then_link
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
-from .wal import use_wal
+from .wal import empty_wal, use_wal
 
 __all__ = ["SQLiteStore"]
 
@@ -1041,20 +1041,8 @@ class SQLiteStore:
 
     def _empty_wal(self) -> None:
         """Copy the WAL into the database file and truncate it, so deleted content is nowhere."""
-        if self.path is None:
-            return
-        try:
-            busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            busy, detail = 1, str(exc)
-        else:
-            detail = "another connection is reading"
-        if busy:
-            import logging
-
-            logging.getLogger(__name__).warning(
-                "BeeWeave: could not empty the WAL of %s after forgetting a user (%s); the deleted rows stay "
-                "in it until the next checkpoint", self.path, detail)
+        if self.path is not None:
+            empty_wal(self._db, str(self.path))
 
     # -- integrity -------------------------------------------------------------------
     def verify(self) -> VerifyReport:

@@ -10,10 +10,11 @@ again once the other has switched the file.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 
-__all__ = ["use_wal"]
+__all__ = ["use_wal", "empty_wal"]
 
 _FIRST_WAIT = 0.001  # seconds; doubled after each refusal, up to _MAX_WAIT
 _MAX_WAIT = 0.1
@@ -34,3 +35,18 @@ def use_wal(db: sqlite3.Connection, timeout: float) -> None:
                 raise
         time.sleep(wait)
         wait = min(2 * wait, _MAX_WAIT)
+
+
+def empty_wal(db: sqlite3.Connection, what: str) -> None:
+    """Copy a WAL into its database file and truncate it (after forgetting a user: deleted rows,
+    zeroed by ``secure_delete`` in the file, must not stay in the WAL); a warning if it cannot."""
+    try:
+        busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    except sqlite3.OperationalError as exc:
+        busy, detail = 1, str(exc)
+    else:
+        detail = "another connection is reading"
+    if busy:
+        logging.getLogger(__name__).warning(
+            "BeeWeave: could not empty the WAL of %s after forgetting a user (%s); the deleted rows stay "
+            "in it until the next checkpoint", what, detail)
