@@ -137,12 +137,14 @@ class BeeWeave:
             self._shared = shared
             ingest = ingest or IngestConfig()
             self._records = Records(shared, WritePolicy(ingest))
-            self._graph = Graph(shared, network or NetworkConfig())
+            # The write policy's redaction also covers the free text stored beside memories.
+            redact = self._records.policy.redactor.redact if self._records.policy else None
+            self._graph = Graph(shared, network or NetworkConfig(), redact)
             self._search = Search(shared, self._graph)
             self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records),
-                                        redact=self._records.policy.redactor.redact if self._records.policy else None)
+                                        redact=redact)
             self._ingestion = Ingestion(shared, self._records, ingest)
-            self._watches = Watches(shared, self._search.embed_query)
+            self._watches = Watches(shared, self._search.embed_query, redact)
             hooks = shared.hooks
             # Order matters: links exist before "created" is announced; lifecycle rules
             # (expiry, merge, capacity) see the linked, announced memories.

@@ -7,7 +7,7 @@ Edges are stored once (source -> target) and read in both directions; see
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -40,9 +40,10 @@ NOTES = "graph.notes"  # kv: "<source>\x1f<target>\x1f<type>" -> {"note": ...}
 class Graph:
     """Relationship mining, caller-recorded relations, expansion, session views."""
 
-    def __init__(self, shared: Shared, config: NetworkConfig) -> None:
+    def __init__(self, shared: Shared, config: NetworkConfig, redact: Callable[[str], str] | None = None) -> None:
         self.shared = shared
         self.config = config
+        self._redact = redact  # the write policy's redaction, for the free text of relation notes
 
     # -- mining -------------------------------------------------------------------------------
     # A pass reads what it needs in one request (plan), which the backend may answer inside
@@ -190,7 +191,8 @@ class Graph:
         with self.shared.write_lock:
             self.shared.backend.add_edges([edge])
             key = f"{source_id}\x1f{target_id}\x1f{kind.value}"
-            if note is not None:
+            if note is not None:  # redacted as a memory's text is: a note is stored too
+                note = self._redact(note) if self._redact is not None else note
                 self.shared.backend.kv_put(NOTES, key, {"note": note}, user_id=found[source_id].user_id)
         return edge
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,9 +61,10 @@ class Watch:
 class Watches:
     """The watches of one store; an ``on_insert`` hook and, while any exist, a bus subscriber."""
 
-    def __init__(self, shared: Shared, embed_query: object) -> None:
+    def __init__(self, shared: Shared, embed_query: object, redact: Callable[[str], str] | None = None) -> None:
         self.shared = shared
         self._embed = embed_query
+        self._redact = redact  # a standing query is stored: redacted as a memory's text is
         self._watches: dict[str, Watch] = {}
         self._lock = threading.Lock()
         self._sub: Subscription | None = None
@@ -77,6 +78,8 @@ class Watches:
         if agent_id is not None:
             check_id(agent_id, "agent_id")
         check_number("min_relevance", min_relevance, low=0.0, high=1.0)
+        if self._redact is not None:
+            query = self._redact(query)
         vec = np.asarray(self._embed(query), dtype=np.float32)  # type: ignore[operator]
         # A random id: watches of several processes share one namespace.
         w = Watch(f"w{uuid.uuid4().hex[:12]}", query, user_id, agent_id, float(min_relevance), vec, _owner=self)

@@ -111,3 +111,16 @@ def test_metadata_of_events_and_imported_records_is_redacted(make_memory, tmp_pa
     assert doc.metadata["author"] == "[EMAIL]"
     text = json.dumps([c.to_dict() for c in everything(m)], ensure_ascii=False)
     assert "@example.com" not in text and "13812345678" not in text and "abc123" not in text
+
+
+def test_relation_notes_and_standing_queries_are_redacted_as_memories_are(make_memory) -> None:
+    # A third user trial found a relation's note and a watch's query stored verbatim.
+    m = make_memory()
+    a = m.add("contact info stored", user_id="u")
+    b = m.add("another memory about contacts", user_id="u")
+    edge = m.relate(a, b, "related", note="from leak.me@example.com tel 13812345678")
+    assert m.relation_note(edge) == "from [EMAIL] tel [PHONE]"
+    w = m.watch("anything from leak.me@example.com or 13812345678", user_id="u")
+    assert w.query == "anything from [EMAIL] or [PHONE]"
+    assert [x.query for x in m.watches(user_id="u")] == ["anything from [EMAIL] or [PHONE]"]
+    w.cancel()
