@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from .tokenizer import WIDTH_FOLD
+
 __all__ = ["TimeRange", "TimeQuery", "resolve_time", "find_time", "time_bound", "DATED_LAG"]
 
 
@@ -317,7 +319,7 @@ def _check_now(now: datetime) -> None:
 # Full-width forms and the traditional characters of time words, folded one character for one
 # (so a phrase's position in the folded text is its position in the text): ２０２３年５月３日,
 # 上週 and 過去兩週 read as 2023年5月3日, 上周 and 过去两周.
-_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20} | str.maketrans(
+_FOLD = WIDTH_FOLD | str.maketrans(
     "週過兩個後禮時間點鐘號來這幾於", "周过两个后礼时间点钟号来这几于")
 
 

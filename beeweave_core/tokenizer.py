@@ -32,7 +32,13 @@ from typing import Any
 from .errors import InvalidInputError, MissingDependencyError
 from .quiet import quiet_jieba
 
-__all__ = ["TokenizerConfig", "Tokenizer", "BIGRAM_PREFIX"]
+__all__ = ["TokenizerConfig", "Tokenizer", "BIGRAM_PREFIX", "WIDTH_FOLD"]
+
+# Full-width forms fold to ASCII one character for one (U+FF01-FF5E to U+0021-007E, the
+# ideographic space to a space), for ``str.translate``. Unlike NFKC, a position in the folded
+# text is the same position in the text: code that finds a span in the fold and cuts the
+# original (redaction, time words) uses this.
+WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # A CJK run, or a run of word characters that are not CJK (Latin, digits, accents...).

@@ -27,6 +27,7 @@ from enum import Enum
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..tokenizer import WIDTH_FOLD
 
 __all__ = ["PiiKind", "PiiPattern", "Redactor", "luhn_valid", "cn_id_valid", "shannon_entropy"]
 
@@ -227,9 +228,6 @@ def _rules() -> list[_Rule]:
 
 
 _BUILTIN = _rules()
-# Full-width forms (what Chinese input methods type: １３８…, ａｌｉｃｅ＠…) fold to ASCII one
-# character for one, so the rules see the same positions and the original text is what is kept.
-_WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # Runs of digits with the separators numbers are written with; PII that is numbers lies inside one.
 _NUM_RUN = re.compile(r"[0-9][0-9 ().:+/\-]*")
 _CONTEXT = 3  # characters around a run that lookbehinds and lookaheads may need to see
@@ -325,7 +323,9 @@ class Redactor:
         """
         if not self.enabled or not text:
             return text
-        folded = text.translate(_WIDTH_FOLD)
+        # Full-width forms (what Chinese input methods type: １３８…, ａｌｉｃｅ＠…) are matched
+        # folded; the spans are the same positions in the original, which is what is kept.
+        folded = text.translate(WIDTH_FOLD)
         state = _Text(folded)
         json_like = text.lstrip()[:1] in ("{", "[")
         for rule in self._rules:
