@@ -407,7 +407,7 @@ class BeeWeaveStore(BaseStore):
             self.memory.update(cid, trusted=trusted, versioned=False, content=record["content"],
                                metadata={**chunk.metadata, **record["metadata"]}, tags=record["tags"],
                                expires_at=record["expires_at"], agent_id=record["agent_id"],
-                               session_id=record["session_id"], pinned=True, status=ChunkStatus.ACTIVE)
+                               session_id=record["session_id"], pinned=record["pinned"], status=record["status"])
 
     def _scope(self, prefix: tuple[str, ...]) -> tuple[str | None, dict[str, Any]]:
         user = self._label(prefix, self.user_level)
