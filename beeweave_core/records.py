@@ -143,6 +143,9 @@ class Relationship:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "type", _enum(RelationType, self.type, "relationship type"))
+        # A weight read back from JSON (PostgreSQL's json_agg) is 1 for 1.0: one type on every backend.
+        if type(self.weight) is int:
+            object.__setattr__(self, "weight", float(self.weight))
 
     def to_dict(self) -> dict[str, Any]:
         return {"source_id": self.source_id, "target_id": self.target_id, "type": self.type.value, "weight": self.weight}

@@ -196,3 +196,10 @@ def test_search_hit_to_dict_is_json() -> None:
     assert d["sources"]["lexical"] == {"rank": 1, "score": 2.0}
     assert d["sources"]["graph"]["via"] == "entity" and d["sources"]["graph"]["hops"] == 1
     assert hit.id == c.id
+
+
+def test_a_relationship_weight_is_a_float_whatever_json_gave() -> None:
+    # PostgreSQL's json_agg gives 1 for 1.0: an export from it must equal one from SQLite.
+    edge = Relationship("a", "b", "related", 1)
+    assert type(edge.weight) is float and edge.to_dict()["weight"] == 1.0
+    assert type(Relationship.from_dict({"source_id": "a", "target_id": "b", "type": "related"}).weight) is float
