@@ -29,6 +29,8 @@ COMMANDS = {
     "worker": "drain the shared ingest queue of a PostgreSQL store (no API)",
     "stats": "hottest and newest memories, distributions, growth, search latency",
     "export": "write all of a user's data as JSON",
+    "import": "write users' exports back (into this store or another)",
+    "copy": "copy every user (or some) into another store, e.g. SQLite to PostgreSQL",
     "forget": "delete everything of a user",
     "maintain": "merge duplicates, expire and evict now",
     "invalidate": "mark the memories about changed files 'to verify' (a git post-commit hook)",
@@ -133,6 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("export")
     c.add_argument("user_id")
     c.add_argument("-o", "--output", help="write to this file (default: standard output)")
+
+    c = cmd("import")
+    c.add_argument("files", nargs="+", metavar="FILE", help="export files (beeweave export -o FILE)")
+
+    c = cmd("copy")
+    c.add_argument("--to", required=True, metavar="STORE",
+                   help="the destination: SQLite file, directory of tenant stores or postgresql:// URL")
+    c.add_argument("--to-tenant", help="the tenant in a destination directory of stores or PostgreSQL database "
+                        "(PostgreSQL's default: default)")
+    c.add_argument("--user-id", action="append", dest="users", metavar="USER",
+                   help="copy only this user (repeat for more; default: every user)")
 
     c = cmd("forget")
     c.add_argument("user_id")

@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import InvalidInputError, NotFoundError
 
-__all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "worker", "stats", "export", "forget",
+__all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "worker", "stats", "export", "import", "copy", "forget",
                                  "maintain", "invalidate", "review", "memory", "dead_letters", "report", "openapi", "mcp")]
 
 
@@ -297,6 +297,70 @@ def cmd_export(args: Any) -> int:
         print(f"wrote {len(data['chunks'])} memories of {args.user_id!r} to {out}", file=sys.stderr)
     else:
         sys.stdout.write(text + "\n")
+    return 0
+
+
+def cmd_import(args: Any) -> int:
+    exports = []
+    for name in args.files:  # every file read and parsed before anything is written
+        path = Path(name)
+        if not path.is_file():
+            raise InvalidInputError(f"no export file {path}")
+        try:
+            exports.append((path, json.loads(path.read_text(encoding="utf-8"))))
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"{path} is not JSON: {exc}") from None
+    with _service(args) as svc:
+        for path, data in exports:
+            _print_import(svc.import_user(data), str(path))
+    return 0
+
+
+def _print_import(report: Any, source: str) -> None:
+    r = report if isinstance(report, dict) else report.to_dict()
+    extra = "".join(f", {n} {k}" for k, n in r["other"].items() if n)
+    again = f" ({r['skipped']} already there)" if r["skipped"] else ""
+    print(f"{source}: user {r['user_id']!r}: {r['memories']} memories{again}, {r['relationships']} relationships, "
+          f"{r['versions']} versions, {r['audit']} audit entries{extra}")
+
+
+def cmd_copy(args: Any) -> int:
+    from .embedders import recorded_model
+    from .errors import EmbedderMismatchError
+    from .server.service import MemoryService
+    from .server.stores import open_memory
+    from .server.user_import import users_of
+
+    if _is_remote(args.to):
+        raise InvalidInputError("copy writes the destination store directly: --to takes a store path or a "
+                                "PostgreSQL URL (to import into a server, use export and then import)")
+    with _local(args, "copy") as src:
+        model = recorded_model(src.memory.backend)
+        if model is None:
+            print("the source store holds no memories: nothing to copy")
+            return 0
+        src.memory.flush()  # events still queued are stored first, so they are copied too
+        try:  # the source's model, so that its vectors are copied instead of embedded again
+            dst_memory = open_memory(args.to, tenant=args.to_tenant, embedder=model)
+            same_model = True
+        except EmbedderMismatchError:
+            dst_memory = open_memory(args.to, tenant=args.to_tenant)
+            same_model = False
+            print(f"the destination was built with another model than {model!r}: every memory is embedded again",
+                  file=sys.stderr)
+        dst = MemoryService(dst_memory)
+        try:
+            if src.declared_fields():
+                dst.declare_fields(src.declared_fields())
+            for user in args.users or list(users_of(src.memory)):
+                data = src.export_user(user)
+                if MemoryService.export_is_empty(data):
+                    raise NotFoundError(f"no data of user {user!r} in the source store")
+                ids = [c["id"] for c in data["chunks"]]
+                vectors = src.memory.backend.get_vectors(ids) if same_model else None
+                _print_import(dst.import_user(data, vectors=vectors), "copy")
+        finally:
+            dst.close()
     return 0
 
 

@@ -517,6 +517,14 @@ class BeeWeaveClient:
         """All of a user's data as JSON (``NotFoundError`` if the server has none)."""
         return self._call("GET", f"/api/v1/users/{self._seg(user_id, 'user_id')}/export")
 
+    def import_user(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Write a user's export back on the server (``ImportReport.to_dict()``). One request:
+        an export larger than the server's body limit is refused (413); ``beeweave copy``
+        moves larger stores directly."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("user_id"), str):
+            raise InvalidInputError("an export is a JSON object with its user_id")
+        return self._call("POST", f"/api/v1/users/{self._seg(data['user_id'], 'user_id')}/import", body=dict(data))
+
     def forget_user(self, user_id: str) -> int:
         """Delete everything of a user on the server; returns how many memories were deleted."""
         return self._call("DELETE", f"/api/v1/users/{self._seg(user_id, 'user_id')}")["deleted"]

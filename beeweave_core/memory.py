@@ -55,6 +55,7 @@ from .rerank import Reranker
 from .scoring import ScoringConfig
 from .store.base import StoreBackend, VerifyReport
 from .tokenizer import Tokenizer, TokenizerConfig
+from .validation import check_chunk
 
 __all__ = ["BeeWeave", "Parts"]
 
@@ -265,6 +266,17 @@ class BeeWeave:
         Redaction and admission apply as in :meth:`add`; ``trusted=True`` skips them."""
         return self._records.add_many(records, batch_size=batch_size, show_progress=show_progress, link=link,
                                       trusted=trusted)
+
+    def restore(self, chunks: Sequence[KnowledgeChunk], *, vectors: Mapping[str, Any] | None = None) -> None:
+        """Write memories exactly as another store held them (ids, status, counters, times):
+        what an import of an export does (``MemoryService.import_user``). No redaction,
+        admission, linking, merging or ``memory.created`` event; ``vectors`` (by id) skip the
+        model. Each chunk is checked first; an id already stored refuses its batch whole."""
+        for c in chunks:
+            if not isinstance(c, KnowledgeChunk):
+                raise InvalidInputError(f"restore takes KnowledgeChunks, got {type(c).__name__}")
+            check_chunk(c)
+        self._records.restore(chunks, vectors)
 
     def get(self, chunk_id: str) -> KnowledgeChunk:
         """The memory with this id (``NotFoundError`` if there is none)."""

@@ -125,6 +125,17 @@ class Records:
                 progress.close()
         return ids
 
+    def restore(self, chunks: Sequence[KnowledgeChunk], vectors: Mapping[str, Any] | None = None, *,
+                batch_size: int = 512) -> None:
+        """Write memories exactly as they were stored elsewhere (an import): every field kept,
+        no write policy, no linking, no ``on_insert`` hook (nothing is derived twice, no
+        ``memory.created``). A vector in ``vectors`` is used as given; a memory without one is
+        embedded. The caller has checked the chunks (``check_chunk``) and their ids."""
+        vectors = vectors or {}
+        checked = [(c, None if c.id not in vectors else self.check_vector(vectors[c.id])) for c in chunks]
+        for start in range(0, len(checked), batch_size):
+            self.shared.backend.insert(self.rows(checked[start : start + batch_size]))
+
     def _policed(self, r: Mapping[str, Any] | KnowledgeChunk,
                  policy: WritePolicy) -> tuple[KnowledgeChunk, np.ndarray | None]:
         # Checked as given first: redaction rewrites values (a set in the metadata would come

@@ -29,6 +29,7 @@ from .schemas import (
     ForgetOut,
     IdsIn,
     IdsOut,
+    ImportOut,
     IngestAccepted,
     RejectIn,
     ResolveIn,
@@ -152,6 +153,16 @@ def core_router(config: ServerConfig) -> APIRouter:
         if c.svc.export_is_empty(data):
             raise NotFoundError(f"no data of user {user!r}")
         return data
+
+    @r.post("/users/{user_id}/import", response_model=ImportOut, tags=["users"],
+            summary="Write a user's export back: memories as they were, relationships, history (admin key)")
+    def import_(user_id: str, data: dict[str, Any], c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        user = segment(user_id)
+        c.access.must_admin("import")
+        c.access.user(user)
+        if data.get("user_id") != user:
+            raise InvalidInputError(f"the export is of user {data.get('user_id')!r}, not {user!r}")
+        return c.svc.import_user(data).to_dict()
 
     @r.delete("/users/{user_id}", response_model=ForgetOut, tags=["users"],
               summary="Forget everything of a user: records, index entries, relationships, history (admin key)")

@@ -298,6 +298,20 @@ class ExportOut(_Out):
     hot_patterns: list[dict[str, Any]]
     searches: list[dict[str, Any]]
     watches: list[dict[str, Any]] = Field(default_factory=list)
+    notes: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ImportOut(_Out):
+    """What ``POST /users/{user_id}/import`` wrote (``ImportReport``)."""
+
+    user_id: str
+    memories: int
+    skipped: int
+    relationships: int
+    versions: int
+    audit: int
+    dropped_relationships: int
+    other: dict[str, int]
 
 
 # -- stats and health -----------------------------------------------------------------------------------

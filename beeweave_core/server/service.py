@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from ..engine.graph import NOTES
 from ..engine.watch import WATCHES
 from ..errors import InvalidInputError
 from ..filters import build_filter
@@ -22,14 +23,14 @@ from ..lifecycle.facts import CONFLICTS, FACTS
 from ..lifecycle.history import AUDIT, VERSIONS
 from ..records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
 from ..stats import SEARCHES, MemoryStats, StatsRecorder, compute_stats
+from .user_import import EXPORT_FORMAT, ImportReport, import_user
+from .user_import import KV_SEP as _SEP
 
 __all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict", "Page", "EDITABLE"]
 
 logger = logging.getLogger(__name__)
 
-EXPORT_FORMAT = "beeweave.export/1"
 _ALL_STATUSES = [s.value for s in ChunkStatus]
-_SEP = "\x1f"  # the lifecycle's kv keys are "<user>\x1f<name>"
 # What PATCH /memories/{id} may change (the rest is derived or bookkeeping).
 EDITABLE = ("content", "tags", "pinned", "expires_at", "confidence", "status", "metadata", "summary", "entities",
             "weight")
@@ -276,9 +277,11 @@ class MemoryService:
     def export_user(self, user_id: str) -> dict[str, Any]:
         """Everything stored about a user, as JSON-able data.
 
-        Memories of every status with their relationships, past versions (a deleted memory's
-        go with it), the lifecycle's audit log (also of deleted memories), facts and conflict
-        groups, the review queue, hot question patterns, and the user's recorded searches.
+        Memories of every status with their relationships and the notes of relations a
+        caller recorded, past versions (a deleted memory's go with it), the lifecycle's audit
+        log (also of deleted memories), facts and conflict groups, the review queue, hot
+        question patterns, the user's recorded searches and watches. ``import_user`` takes it
+        back.
         """
         user = check_user_id(user_id)
         m, backend = self.memory, self.memory.backend
@@ -301,7 +304,13 @@ class MemoryService:
             "hot_patterns": [_jsonable(vars(p)) for p in m.hot_patterns(user_id=user)],
             "searches": [v for _, v in backend.kv_scan(SEARCHES) if v.get("user_id") == user],
             "watches": [{"id": k, **v} for k, v in backend.kv_scan(WATCHES) if v.get("user_id") == user],
+            "notes": [dict(zip(("source_id", "target_id", "type"), k.split(_SEP), strict=True), note=v["note"])
+                      for k, v in backend.kv_scan(NOTES) if k.split(_SEP, 1)[0] in ids],
         }
+
+    def import_user(self, data: Mapping[str, Any], *, vectors: Mapping[str, Any] | None = None) -> ImportReport:
+        """Write a user's export back (into this store or another): see ``user_import``."""
+        return import_user(self.memory, data, vectors=vectors)
 
     def forget_user(self, user_id: str, flush_timeout: float | None = None) -> int:
         """Delete everything of a user (records, index entries, relationships, versions, review
