@@ -144,7 +144,7 @@ class BeeWeave:
             self._search = Search(shared, self._graph)
             self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records),
                                         redact=redact)
-            self._ingestion = Ingestion(shared, self._records, ingest)
+            self._ingestion = Ingestion(shared, self._records, ingest, self._lifecycle.feedback)
             self._watches = Watches(shared, self._search.embed_query, redact)
             hooks = shared.hooks
             # Order matters: links exist before "created" is announced; lifecycle rules

@@ -88,7 +88,7 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
 
     Feedback (rules in ``beeweave_core.lifecycle.attribution``): of the memories a
     ``BeeWeaveRetriever`` gave the run, those the final answer or a tool call drew on get
-    ``"used"``, those a failed tool call (an error, a non-zero exit code) drew on ``"down"``;
+    ``"used"``, those a failed tool call (an error, a non-zero exit code, a failed status) drew on ``"down"``;
     the next run of the same user and session rates them from its message ("thanks",
     "解决了" → ``"up"``; "that's wrong", "不对" → ``"down"``).
 

@@ -97,7 +97,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
     Feedback (the rules are ``beeweave_core.lifecycle.attribution``'s): after the run, each
     recalled memory the final answer or a tool call drew on (at least ``used_overlap`` of its
     words there, or close in meaning when the store can embed) gets ``feedback(..., "used")``;
-    one a failed tool call (an error, a non-zero exit code) drew on gets ``"down"``. The user's
+    one a failed tool call (an error, a non-zero exit code, a failed status) drew on gets ``"down"``. The user's
     next message in the same thread rates what the previous answer used ("thanks", "解决了" →
     ``"up"``; "that's wrong", "不对" → ``"down"``; cue lists in ``attribution``).
 

@@ -8,7 +8,7 @@ link, count patterns) in batches. See :mod:`beeweave_core.ingest` for the whole 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -34,10 +34,11 @@ logger = logging.getLogger(__name__)
 
 
 class IngestSink:
-    """What the ingest runtime writes through: the store, tokenizer, clock and events, and
-    the records part's writers (so stored events get links, events and lifecycle rules)."""
+    """What the ingest runtime writes through: the store, tokenizer, clock and events, the
+    records part's writers (so stored events get links, events and lifecycle rules), and the
+    lifecycle's ``feedback`` (an event's own rating acts on its memories; None: not rated)."""
 
-    def __init__(self, shared: Shared, records: Records) -> None:
+    def __init__(self, shared: Shared, records: Records, feedback: Callable[..., Any] | None = None) -> None:
         self.backend = shared.backend
         self.tokenizer = shared.tokenizer
         self.clock = shared.clock
@@ -47,6 +48,7 @@ class IngestSink:
         self.add_many = partial(records.add_many, trusted=True)
         self.get_many = records.get_many
         self.update = records.update
+        self.feedback = feedback
 
 
 class Ingestion:
@@ -67,10 +69,11 @@ class Ingestion:
     Configured by ``BeeWeave(..., ingest=IngestConfig(...))``.
     """
 
-    def __init__(self, shared: Shared, records: Records, config: IngestConfig) -> None:
+    def __init__(self, shared: Shared, records: Records, config: IngestConfig,
+                 feedback: Callable[..., Any] | None = None) -> None:
         self.shared = shared
         self.records = records
-        self.runtime = IngestRuntime(IngestSink(shared, records), config)
+        self.runtime = IngestRuntime(IngestSink(shared, records, feedback), config)
 
     def open(self) -> None:
         """Resume events a dead process left queued."""

@@ -21,6 +21,8 @@ and ``importance`` (in [0, 1]) go to ``metadata["category"]`` / ``metadata["impo
 and admission sees both (``AdmissionRules.min_confidence`` / ``min_importance``).
 
 Ids derive from the event id, so processing an event twice stores nothing twice.
+Every memory of a rated event keeps the rating (``metadata["ingest"]["feedback"]``); once
+they are stored, the worker applies it to them (:mod:`.runtime`).
 Redaction runs first, on every text, tool value and metadata value, before anything is
 normalized, extracted, embedded or stored.
 """
@@ -224,7 +226,7 @@ class Pipeline:
         ext = self.offline.extract("", output, content=pc_out)
         ext = replace(ext, summary=f"{step.tool}: {ext.summary}" if ext.summary else step.tool)
         ev = out.event
-        meta = self._base_metadata(ev, "tool", tool=step.tool, step=n, redactions=redactions)
+        meta = self._base_metadata(ev, "tool", tool=step.tool, step=n, feedback=ev.feedback, redactions=redactions)
         candidate = Candidate(raw, ev.user_id, ev.agent_id, (step.tool,), ev.feedback, "tool")
         self._chunk(out, n, raw, pc, ext, intent, candidate, meta)
 

@@ -8,6 +8,13 @@ their ids derive from the event id, so if the process dies between storing and
 ``done``, the next worker finds the ids already stored, skips them, and only then marks
 the event done. Pattern sightings carry the event id, so they are not counted twice
 either.
+
+An event's own rating (``KnowledgeEvent.feedback``: > 0 ``up``, < 0 ``down``) acts on the
+memories it stored through the lifecycle's ``feedback``, as the same signal given to
+``feedback()`` would, once per memory: each memory carries the rating it was stored with
+(``metadata["ingest"]["feedback"]``) and is marked ``metadata["ingest"]["rated"]`` in the write
+that rates it, so a retried batch or the same event sent again rates nothing twice (and a
+rating sent only with a repeated event id is not applied: the event is not processed again).
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateIdError, ModelLoadError, StoreClosedError, StoreUnavailableError
+from ..lifecycle.config import FeedbackSignal
 from ..records import KnowledgeChunk
 from .config import IngestConfig, QueueFullPolicy
 from .errors import QueueFullError
@@ -40,6 +49,22 @@ _SWEEP_EVERY = timedelta(hours=1)
 # (a store that is down, an embedding model that could not be loaded yet) instead of dead-lettering.
 _TRANSIENT = (StoreUnavailableError, ModelLoadError)
 _FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
+
+
+def rating_signal(feedback: Any) -> FeedbackSignal | None:
+    """The feedback signal of an event's rating: > 0 ``up``, < 0 ``down``, else none."""
+    if isinstance(feedback, bool) or not isinstance(feedback, (int, float)) or not feedback:
+        return None
+    return FeedbackSignal.UP if feedback > 0 else FeedbackSignal.DOWN
+
+
+def _mark_rated(signal: FeedbackSignal, chunk: KnowledgeChunk) -> KnowledgeChunk | None:
+    """``chunk`` marked as rated by its event, or None when it was rated already or was not
+    stored with this rating (its event's rating is the one it was stored with)."""
+    info = chunk.metadata.get("ingest")
+    if not isinstance(info, dict) or "rated" in info or rating_signal(info.get("feedback")) is not signal:
+        return None
+    return chunk.copy(metadata={**chunk.metadata, "ingest": {**info, "rated": signal.value}}, relationships=[])
 
 
 def _intake_path(queue_path: Path) -> Path:
@@ -313,6 +338,8 @@ class IngestRuntime:
                     self._fail(q, qe, exc, p.event.to_dict())
             ready = kept
         for _, p in ready:
+            self._rate(p)
+        for _, p in ready:
             if p.sighting is not None:
                 try:
                     det = self.patterns.observe(p.sighting)
@@ -323,6 +350,19 @@ class IngestRuntime:
                 except Exception:  # the memories are stored; a pattern problem is not the event's failure
                     logger.exception("BeeWeave ingest: pattern detection failed for event %s", p.event.id)
         q.done([qe.id for qe, _ in ready])
+
+    def _rate(self, p: Prepared) -> None:
+        """Apply the event's own rating to the memories it stored (once each: see the module)."""
+        signal = rating_signal(p.event.feedback)
+        rate = getattr(self.memory, "feedback", None)
+        if signal is None or rate is None or not p.chunks:
+            return
+        try:
+            rate([c.id for c in p.chunks], signal, once=partial(_mark_rated, signal))
+        except (StoreClosedError, *_TRANSIENT):
+            raise  # the batch stays pending; the memories rated so far are marked
+        except Exception:  # the memories are stored; a rating problem is not the event's failure
+            logger.exception("BeeWeave ingest: applying the rating of event %s failed", p.event.id)
 
     def store_new(self, chunks: list[KnowledgeChunk], *, batch_size: int | None = None,
                   show_progress: bool = False) -> None:

@@ -214,20 +214,56 @@ _ERROR = re.compile(
     r"|Traceback \(most recent call last\)")
 
 
+# A structured result's own word for its outcome: ``{"status": "failed"}`` (any case).
+_FAILED_STATUSES = frozenset({"error", "errored", "fail", "failed", "failure"})
+
+
+def _json_object(text: str) -> Mapping[str, Any] | None:
+    """The object a tool's text holds when the whole text is one JSON object (tools often
+    return their structured result serialized), else None."""
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, Mapping) else None
+
+
+def _mapping_failed(output: Mapping[str, Any]) -> bool | None:
+    """What a structured result says of its outcome: True (failed), False (an exit code of 0
+    or a success HTTP status), or None (nothing decisive)."""
+    for key in ("exit_code", "returncode", "exit_status", "status_code"):
+        code = output.get(key)
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code != 0 and not (key == "status_code" and 200 <= code < 400)
+    status = output.get("status")
+    if isinstance(status, str) and status.strip().casefold() in _FAILED_STATUSES:
+        return True
+    if output.get("ok") is False or output.get("success") is False:
+        return True
+    if output.get("error"):
+        return True
+    return None
+
+
 def tool_failed(output: Any = None, error: str | None = None) -> bool:
-    """Whether a tool call failed: it raised (``error``), reported a non-zero exit code (in a
-    mapping's ``exit_code`` / ``returncode`` / ``status`` or in its text), or its text starts
-    with an error label (``Error:``, ``ERROR``, ``ValueError:``, ``错误：``, ``执行失败：``,
-    ``无法…``; not the bare word, as in "Error rate dropped") or holds a Python traceback."""
+    """Whether a tool call failed: it raised (``error``), its structured result (a mapping,
+    or a text that is one JSON object) reports a non-zero exit code (``exit_code`` /
+    ``returncode`` / ``exit_status``, or an HTTP ``status_code`` outside 200..399), a failed
+    ``status`` ("failed", "failure", "fail", "error", "errored"; any case), ``ok`` or
+    ``success`` false, or an ``error``; or its text reports a non-zero exit code, starts with an
+    error label (``Error:``, ``ERROR``, ``ValueError:``, ``错误：``, ``执行失败：``, ``无法…``; not
+    the bare word, as in "Error rate dropped") or holds a Python traceback."""
     if error:
         return True
+    structured = output if isinstance(output, Mapping) else _json_object(output) if isinstance(output, str) else None
+    if structured is not None:
+        said = _mapping_failed(structured)
+        if said is not None:
+            return said
     if isinstance(output, Mapping):
-        for key in ("exit_code", "returncode", "exit_status", "status_code"):
-            code = output.get(key)
-            if isinstance(code, int) and not isinstance(code, bool):
-                return code != 0 and not (key == "status_code" and 200 <= code < 400)
-        if output.get("error"):
-            return True
         output = json.dumps(output, ensure_ascii=False, default=str)
     if not isinstance(output, str):
         return False

@@ -54,7 +54,8 @@ class Lifecycle:
         self.validity = CodeValidity(ctx)
 
     # -- feedback ----------------------------------------------------------------------------
-    def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str) -> list[KnowledgeChunk]:
+    def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str, *,
+                 once: Callable[[KnowledgeChunk], KnowledgeChunk | None] | None = None) -> list[KnowledgeChunk]:
         """Tell the memory how its memories did: "used", "up" or "down"; return them updated.
 
         The signal's delta (``LifecycleConfig``) is added to the effective weight and the
@@ -62,6 +63,13 @@ class Lifecycle:
         ``down`` signals in a row a memory is marked stale (ranked down) and put in the
         review queue; ``up`` clears that. Unknown ids raise ``NotFoundError`` and change
         nothing.
+
+        ``once`` makes a rating land at most once (the ingest worker's rating of an event's
+        memories, which a retried batch repeats): called on each memory as read inside the
+        write, it returns the memory marked as rated, and the signal applies to that in the
+        same write, or None to leave the memory as it is. With ``once``, unknown ids are
+        skipped (a memory deleted meanwhile has nothing to rate); only changed memories are
+        returned.
         """
         try:
             sig = FeedbackSignal(signal)
@@ -76,11 +84,14 @@ class Lifecycle:
 
         def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
             missing = [i for i in ids if i not in current]
-            if missing:
+            if missing and once is None:
                 raise NotFoundError(f"no chunk with id {missing[0]!r}")
             when.append(self.ctx.now())  # read while the records are held: feedback applies in time order
             found.update(current)
-            new[:] = [apply_feedback(current[i], sig, when[0], self.ctx.config, self.ctx.shared.scoring) for i in ids]
+            targets = [current[i] for i in ids if i in current]
+            if once is not None:  # marked in the write that rates it: a repeated call finds the mark
+                targets = [m for m in map(once, targets) if m is not None]
+            new[:] = [apply_feedback(c, sig, when[0], self.ctx.config, self.ctx.shared.scoring) for c in targets]
             return new
 
         with self.ctx.changes() as box:
@@ -94,6 +105,10 @@ class Lifecycle:
                 elif was_stale and not c.metadata.get(STALE_KEY):
                     unflag(self.ctx.backend, c.id, "stale")
                 box.emit(EventType.UPDATED, c, fields=changed_fields(found[c.id], c), feedback=sig.value)
+        if once is not None:
+            ids = [c.id for c in new]
+            if not ids:
+                return []
         self.tiers.after_feedback(ids)  # praise or use may lift a short-term memory to long-term
         return self.ctx.records.get_many(ids)
 
