@@ -26,8 +26,10 @@ def _is_remote(store: str) -> bool:
 
 
 @contextmanager
-def _service(args: Any) -> Iterator[Any]:
-    """A ``MemoryService`` on the local store, or a ``BeeWeaveClient`` for a server URL."""
+def _service(args: Any, *, existing: bool = False) -> Iterator[Any]:
+    """A ``MemoryService`` on the local store, or a ``BeeWeaveClient`` for a server URL.
+    ``existing``: a command that only reads or changes what is stored refuses a SQLite store
+    that does not exist instead of creating an empty one (a mistyped ``--store``)."""
     if _is_remote(args.store):
         from .client import BeeWeaveClient
 
@@ -40,8 +42,12 @@ def _service(args: Any) -> Iterator[Any]:
             client.close()
         return
     from .server.service import MemoryService
-    from .server.stores import open_memory
+    from .server.stores import local_store_path, open_memory
 
+    path = local_store_path(args.store, args.tenant)
+    if existing and path is not None and not path.exists():
+        raise NotFoundError(f"no store at {path}: check --store{' and --tenant' if args.tenant else ''} "
+                            "(only commands that write create a store)")
     svc = MemoryService(open_memory(args.store, tenant=args.tenant, embedder=args.embedder))
     try:
         yield svc
@@ -53,7 +59,7 @@ def _local(args: Any, what: str) -> Any:
     if _is_remote(args.store):
         raise InvalidInputError(f"{what} reads the store directly: pass a store path or a PostgreSQL URL, "
                                 "not a server URL")
-    return _service(args)
+    return _service(args, existing=True)
 
 
 def _show_progress() -> bool:
@@ -179,7 +185,7 @@ def _filters(items: list[str]) -> dict[str, Any] | None:
 
 
 def cmd_search(args: Any) -> int:
-    with _service(args) as svc:
+    with _service(args, existing=True) as svc:
         hits = svc.search(args.query, user_id=args.user_id, k=args.k, filters=_filters(args.filter),
                           fusion=args.fusion, min_score=args.min_score, mmr=args.mmr, expand=args.expand or None,
                           loosen=args.loosen, min_relevance=args.min_relevance,
@@ -269,7 +275,7 @@ def _stats_dict(svc: Any, user_id: str | None, top: int) -> dict[str, Any]:
 
 
 def cmd_stats(args: Any) -> int:
-    with _service(args) as svc:
+    with _service(args, existing=True) as svc:
         s = _stats_dict(svc, args.user_id, args.top)
     if args.json:
         _print_json(s)
@@ -282,7 +288,7 @@ def cmd_stats(args: Any) -> int:
 
 # -- export / forget --------------------------------------------------------------------------------------------
 def cmd_export(args: Any) -> int:
-    with _service(args) as svc:
+    with _service(args, existing=True) as svc:
         data = svc.export_user(args.user_id)
     from .server.service import MemoryService
 
@@ -367,7 +373,7 @@ def cmd_copy(args: Any) -> int:
 def cmd_forget(args: Any) -> int:
     if not args.yes:
         raise InvalidInputError(f"forgetting {args.user_id!r} cannot be undone: add --yes to confirm")
-    with _service(args) as svc:
+    with _service(args, existing=True) as svc:
         n = svc.forget_user(args.user_id)
     print(f"forgot {args.user_id!r}: {n} memories deleted")
     return 0
@@ -375,7 +381,7 @@ def cmd_forget(args: Any) -> int:
 
 # -- maintain / review ---------------------------------------------------------------------------------------------
 def cmd_maintain(args: Any) -> int:
-    with _service(args) as svc:
+    with _service(args, existing=True) as svc:
         report = svc.maintain(user_id=args.user_id).to_dict()
     if args.json:
         _print_json(report)
@@ -417,7 +423,7 @@ def cmd_invalidate(args: Any) -> int:
 
 
 def cmd_review(args: Any) -> int:
-    with _service(args) as svc:
+    with _service(args, existing=True) as svc:
         if args.action == "list":
             if args.ids:
                 raise InvalidInputError("review list takes no ids")
@@ -479,7 +485,7 @@ def _memory_fields(args: Any) -> dict[str, Any]:
 
 
 def cmd_memory(args: Any) -> int:
-    with _service(args) as svc:
+    with _service(args, existing=args.action != "add") as svc:
         if args.action == "add":
             if not args.args or not args.user_id:
                 raise InvalidInputError("memory add takes the text and --user-id")
@@ -531,7 +537,7 @@ def cmd_memory(args: Any) -> int:
 
 
 def cmd_dead_letters(args: Any) -> int:
-    with _service(args) as svc:
+    with _service(args, existing=True) as svc:
         if args.action == "retry":
             n = svc.retry_dead_letters(args.ids or None)
             print(f"queued {n} dead event(s) again")

@@ -20,7 +20,7 @@ from typing import Any
 from ..embedders import recorded_model
 from ..errors import InvalidInputError, StoreUnavailableError
 
-__all__ = ["open_memory", "TenantStores", "check_tenant", "is_postgres_url", "tenant_path"]
+__all__ = ["open_memory", "TenantStores", "check_tenant", "is_postgres_url", "tenant_path", "local_store_path"]
 
 _TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _STORE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -53,6 +53,17 @@ def is_tenant_dir(store: str | Path | None) -> bool:
 
 def tenant_path(root: str | Path, tenant: str) -> Path:
     return _local_path(root) / f"{check_tenant(tenant)}.db"
+
+
+def local_store_path(store: str | Path | None, tenant: str | None = None) -> Path | None:
+    """The SQLite file ``open_memory(store, tenant=tenant)`` opens (or would create); ``None``
+    for PostgreSQL, a server or memory."""
+    if store is None or is_postgres_url(store) or str(store).startswith(("http://", "https://")):
+        return None
+    path = _local_path(store)
+    if tenant is not None or path.is_dir():
+        return path / f"{check_tenant(tenant)}.db" if tenant is not None else path
+    return path
 
 
 def open_memory(store: str | Path | None, *, tenant: str | None = None, embedder: Any = None,

@@ -135,9 +135,16 @@ def test_commands_in_process(store, capsys, monkeypatch):
 
 
 def test_errors_are_one_line(store, capsys, monkeypatch):
-    r = run("--store", "no/such/dir/m.db", "stats", cwd=store)
+    r = run("--store", "no/such/dir/m.db", "memory", "add", "a note", "--user-id", "u", cwd=store)
     assert r.returncode == 1
     one_line_error(r.stderr, "no/such/dir does not exist")
+    # A command that only reads refuses a store that is not there instead of creating it.
+    for argv in (["stats"], ["search", "q"], ["export", "u"], ["report"], ["forget", "u", "--yes"],
+                 ["memory", "list"], ["review"], ["copy", "--to", "x.db"]):
+        r = run("--store", "typo.db", *argv, cwd=store)
+        assert r.returncode == 1, argv
+        one_line_error(r.stderr, "no store at typo.db")
+        assert not (store / "typo.db").exists() and not (store / "x.db").exists(), argv
     monkeypatch.chdir(store)
     (store / "broken.jsonl").write_text('{"user_id": "a", "query": "q", "response": "r"}\n{oops\n')
     cases = [

@@ -59,6 +59,7 @@ def test_memory_history_shows_the_text_an_edit_replaced(store, capsys):
 def test_a_missing_memory_or_user_is_the_same_error_locally_and_remotely(store, capsys):
     # A second user trial saw a local store print "ID: not found" and exit 0, and an empty
     # export of an unknown user, where a server said 404 and the CLI exited 1.
+    _run(capsys, *store, "memory", "add", "Alice works at Acme", "--user-id", "alice")  # the store exists
     assert main([*store, "memory", "delete", "no-such-id"]) == 1
     assert "no chunk with id 'no-such-id'" in capsys.readouterr().err
     assert main([*store, "export", "nobody"]) == 1
