@@ -18,6 +18,7 @@ from ..validation import check_id
 from .base import LifecycleContext
 from .feedback import FEEDBACK_KEY
 from .history import read_actions, read_versions
+from .validity import code_paths
 
 __all__ = ["Lineage", "Provenance"]
 
@@ -101,7 +102,7 @@ class Provenance:
         relations.sort(key=lambda r: (r["type"], r["direction"], r["other"]))
         code = None
         if md.get("paths") or md.get("path") or md.get("commit") or md.get("verify"):
-            code = {"paths": list(md.get("paths") or ([md["path"]] if md.get("path") else [])),
+            code = {"paths": code_paths(c),
                     "commit": md.get("commit"), "verify": md.get("verify")}
         return Lineage(
             id=c.id, user_id=c.user_id,

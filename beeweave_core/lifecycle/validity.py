@@ -43,8 +43,12 @@ def _norm(path: str) -> str:
 
 
 def code_paths(chunk: KnowledgeChunk) -> list[str]:
+    """The files a memory is about: ``metadata["paths"]`` (a list, or one path as a string)
+    or ``metadata["path"]``."""
     md = chunk.metadata
-    raw = md.get("paths") or ([md["path"]] if isinstance(md.get("path"), str) else [])
+    raw = md.get("paths") or md.get("path") or []
+    if isinstance(raw, str):  # one path given as text, not a list of its characters
+        raw = [raw]
     return [_norm(p) for p in raw if isinstance(p, str) and p.strip()] if isinstance(raw, list) else []
 
 

@@ -84,3 +84,11 @@ def test_a_watch_fires_for_new_and_updated_memories_that_match(mem):
     assert len(seen) == 2
     with pytest.raises(InvalidInputError):
         mem.watch("x", user_id="u", min_relevance=2)
+
+
+def test_a_path_given_as_text_is_one_path(mem):
+    # A trial stored metadata={"paths": "src/app/config.py"}: invalidate ignored the memory,
+    # and its lineage listed the path's characters one by one.
+    one = mem.add("parse_config reads TOML", user_id="u", metadata={"paths": "src/app/config.py"})
+    assert mem.invalidate(["src/app/config.py"], "c1").marked == [one]
+    assert mem.lineage(one).code["paths"] == ["src/app/config.py"]
