@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -26,6 +27,7 @@ __all__ = [
     "check_text",
     "check_encodable",
     "check_id",
+    "check_user",
     "id_list",
     "check_str_list",
     "check_json",
@@ -95,6 +97,19 @@ def check_text(name: str, value: Any, *, optional: bool = False) -> str | None:
 def check_id(value: Any, name: str = "chunk_id") -> str:
     out = check_text(name, value)
     assert out is not None
+    return out
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_user(value: Any, name: str = "user_id") -> str:
+    """A user id: a non-empty string without control characters. The store keys a user's
+    facts, patterns and sessions as ``<user>\\x1f<name>``, so a user id holding that
+    separator would read as another user's prefix."""
+    out = check_id(value, name)
+    if _CONTROL.search(out):
+        raise InvalidInputError(f"{name} must not contain control characters, got {out!r}")
     return out
 
 
@@ -198,7 +213,7 @@ def check_vector(vec: Any, dim: int, name: str = "embedding") -> np.ndarray:
 def check_chunk(c: Any) -> None:
     """Every field of a :class:`KnowledgeChunk` must be storable (it checks itself when built)."""
     check_text("raw_content", c.raw_content)
-    check_text("user_id", c.user_id)
+    check_user(c.user_id)
     check_text("id", c.id)
     for name in ("agent_id", "session_id"):
         check_text(name, getattr(c, name), optional=True)

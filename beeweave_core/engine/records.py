@@ -32,6 +32,7 @@ from ..validation import (
     check_number,
     check_text,
     check_timestamp,
+    check_user,
     check_vector,
     id_list,
 )
@@ -175,7 +176,7 @@ class Records:
                 check_number(key, extra[key])
         if "expires_at" in extra:
             extra["expires_at"] = check_timestamp(extra["expires_at"], "expires_at")
-        kw: dict[str, Any] = dict(raw_content=content, user_id=check_text("user_id", r.get("user_id")),
+        kw: dict[str, Any] = dict(raw_content=content, user_id=check_user(r.get("user_id")),
                                   session_id=check_text("session_id", r.get("session_id"), optional=True),
                                   agent_id=check_text("agent_id", r.get("agent_id"), optional=True),
                                   tags=list(dict.fromkeys(tags)), metadata=metadata, **extra)

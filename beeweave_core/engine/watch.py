@@ -20,7 +20,7 @@ import numpy as np
 
 from ..events import EventType, MemoryEvent, Subscription
 from ..records import ChunkStatus, KnowledgeChunk
-from ..validation import check_content, check_id, check_number
+from ..validation import check_content, check_id, check_number, check_user
 from .shared import Shared
 
 __all__ = ["Watch", "Watches", "watch_relevance", "WATCHES", "REFRESH_SECONDS"]
@@ -74,7 +74,7 @@ class Watches:
     def watch(self, query: str, *, user_id: str, agent_id: str | None = None,
               min_relevance: float = 0.5) -> Watch:
         check_content(query, "query")
-        check_id(user_id, "user_id")
+        check_user(user_id)
         if agent_id is not None:
             check_id(agent_id, "agent_id")
         check_number("min_relevance", min_relevance, low=0.0, high=1.0)

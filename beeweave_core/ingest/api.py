@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInputError, NotFoundError
 from ..filters import build_filter
 from ..records import ChunkStatus, KnowledgeChunk
-from ..validation import check_limit, check_text, id_list
+from ..validation import check_limit, check_user, id_list
 from .config import IngestConfig
 from .documents import DocFormat, document_chunks, load_sources
 from .patterns import HotPattern
@@ -204,7 +204,7 @@ class Ingestion:
         """
         from .pipeline import Pipeline
 
-        check_text("user_id", user_id)
+        check_user(user_id)
         if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
             raise InvalidInputError("tags must be a list of non-empty strings")
         chunks = document_chunks(load_sources(sources, format), chunk_chars, overlap)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import EmptyContentError, InvalidInputError
 from ..records import to_datetime
+from ..validation import check_user
 from .errors import InvalidEventError
 from .records import KnowledgeEvent, ToolCall
 
@@ -104,6 +105,10 @@ def event_dict(event: KnowledgeEvent | Mapping[str, Any], *, now: datetime) -> d
     if len(event_id) > 256:
         raise InvalidEventError("an event id may have at most 256 characters")
     user_id = _string("user_id", data.get("user_id"))
+    try:
+        check_user(user_id)
+    except InvalidInputError as exc:
+        raise InvalidEventError(str(exc)) from None
     query = _string("query", data.get("query"), empty_ok=True)
     response = _string("response", data.get("response"), empty_ok=True)
     steps_in = data.get("intermediate_steps") or []

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import DuplicateIdError, InvalidInputError, NotFoundError
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk, new_id
-from ..validation import check_text, id_list
+from ..validation import check_text, check_user, id_list
 from .base import LifecycleContext
 from .conflicts import GROUP_KEY, conflict_order
 from .expiry import rule_expiry
@@ -58,7 +58,7 @@ class Facts:
         agent_id, confidence, timestamp, summary, entities...).
         """
         _name("subject_key", subject_key)
-        _name("user_id", user_id)
+        check_user(user_id)
         if isinstance(tags, str):
             raise InvalidInputError("tags must be a list of strings")
         md = dict(metadata or {})
@@ -120,7 +120,7 @@ class Facts:
 
     def fact(self, subject_key: str, *, user_id: str) -> KnowledgeChunk | None:
         """The current memory of a fact, or None if it was never remembered (or was deleted)."""
-        entry = self.ctx.backend.kv_get(FACTS, _key(_name("user_id", user_id), _name("subject_key", subject_key)))
+        entry = self.ctx.backend.kv_get(FACTS, _key(check_user(user_id), _name("subject_key", subject_key)))
         return None if entry is None else self.ctx.backend.get([entry["chunk_id"]]).get(entry["chunk_id"])
 
     def history(self, chunk_id: str) -> list[MemoryVersion]:
@@ -177,7 +177,7 @@ class Facts:
 
     def conflicts(self, group: str, *, user_id: str) -> list[KnowledgeChunk]:
         """The active members of a conflict group: highest confidence first, then newest."""
-        entry = self.ctx.backend.kv_get(CONFLICTS, _key(_name("user_id", user_id), _name("group", group))) or {}
+        entry = self.ctx.backend.kv_get(CONFLICTS, _key(check_user(user_id), _name("group", group))) or {}
         found = self.ctx.backend.get(entry.get("ids", []))
         members = [c for c in found.values() if c.status is ChunkStatus.ACTIVE]
         return sorted(members, key=conflict_order)

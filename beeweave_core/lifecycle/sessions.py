@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidInputError
-from ..validation import check_text
+from ..validation import check_text, check_user
 from .base import LifecycleContext
 from .config import SessionConfig
 
@@ -184,7 +184,7 @@ class Sessions:
                  timestamp: datetime | None = None) -> ConversationContext:
         """Append one turn to the session's buffer; fold the oldest into the summary when
         the buffer is full. Returns the session's context after the turn."""
-        session_id, user_id = _name("session_id", session_id), _name("user_id", user_id)
+        session_id, user_id = _name("session_id", session_id), check_user(user_id)
         if role not in ROLES:
             raise InvalidInputError(f"role must be one of {', '.join(ROLES)}; got {role!r}")
         if not isinstance(content, str) or not content.strip():
@@ -234,7 +234,7 @@ class Sessions:
 
     def get(self, session_id: str, *, user_id: str, window: int = 10) -> ConversationContext:
         """The summary and the latest ``window`` turns of a session (empty if it has none)."""
-        session_id, user_id = _name("session_id", session_id), _name("user_id", user_id)
+        session_id, user_id = _name("session_id", session_id), check_user(user_id)
         if isinstance(window, bool) or not isinstance(window, int) or window < 0:
             raise InvalidInputError("window must be a non-negative integer")
         state = self.ctx.backend.kv_get(NAMESPACE, self._key(user_id, session_id))
@@ -244,7 +244,7 @@ class Sessions:
 
     def clear(self, session_id: str, *, user_id: str) -> bool:
         """Forget a session's buffer and summary (its memories stay); False if it had none."""
-        return self.ctx.backend.kv_delete(NAMESPACE, self._key(_name("user_id", user_id),
+        return self.ctx.backend.kv_delete(NAMESPACE, self._key(check_user(user_id),
                                                                 _name("session_id", session_id)))
 
     @staticmethod
