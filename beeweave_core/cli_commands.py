@@ -307,16 +307,29 @@ def cmd_export(args: Any) -> int:
 
 
 def cmd_import(args: Any) -> int:
+    from .server.user_import import check_export
+
     exports = []
-    for name in args.files:  # every file read and parsed before anything is written
+    for name in args.files:  # every file read and checked before anything is written
         path = Path(name)
         if not path.is_file():
             raise InvalidInputError(f"no export file {path}")
         try:
-            exports.append((path, json.loads(path.read_text(encoding="utf-8"))))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"{path} is not JSON: {exc}") from None
+        try:
+            check_export(data)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{path}: {exc}; no file was imported") from None
+        exports.append((path, data))
     with _service(args) as svc:
+        if hasattr(svc, "check_import"):  # a local store: its checks too, for every file first
+            for path, data in exports:
+                try:
+                    svc.check_import(data)
+                except InvalidInputError as exc:
+                    raise type(exc)(f"{path}: {exc}") from None
         for path, data in exports:
             _print_import(svc.import_user(data), str(path))
     return 0

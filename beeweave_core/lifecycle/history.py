@@ -45,8 +45,9 @@ def read_versions(backend: StoreBackend, chunk_id: str) -> list[MemoryVersion]:
 
 def record_action(backend: StoreBackend, chunk: KnowledgeChunk, action: str, reason: str, now: datetime,
                   **details: Any) -> None:
-    backend.log_append(AUDIT, chunk.id, {"action": action, "reason": reason, "at": now.isoformat(), **details},
-                       user_id=chunk.user_id)
+    # The user is in the entry too: it outlives the memory, and a user's export finds it by them.
+    backend.log_append(AUDIT, chunk.id, {"action": action, "reason": reason, "at": now.isoformat(),
+                                         "user_id": chunk.user_id, **details}, user_id=chunk.user_id)
 
 
 def read_actions(backend: StoreBackend, chunk_id: str | None = None) -> list[dict[str, Any]]:

@@ -23,7 +23,8 @@ from ..lifecycle.facts import CONFLICTS, FACTS
 from ..lifecycle.history import AUDIT, VERSIONS
 from ..records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
 from ..stats import SEARCHES, MemoryStats, StatsRecorder, compute_stats
-from .user_import import EXPORT_FORMAT, ImportReport, import_user
+from ..validation import check_user
+from .user_import import EXPORT_FORMAT, ImportReport, check_import, import_user
 from .user_import import KV_SEP as _SEP
 
 __all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict", "Page", "EDITABLE"]
@@ -82,7 +83,7 @@ def check_user_id(user_id: Any) -> str:
         user_id.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError("user_id is not valid Unicode (lone surrogate)") from None
-    return user_id
+    return check_user(user_id)
 
 
 class MemoryService:
@@ -289,7 +290,8 @@ class MemoryService:
         versions = [{"seq": seq, "chunk_id": key, **v} for seq, key, v in backend.log_read(VERSIONS)
                     if v.get("chunk", {}).get("user_id") == user]
         ids = {c.id for c in chunks} | {v["chunk_id"] for v in versions}
-        audit = [dict(v, chunk_id=key, seq=seq) for seq, key, v in backend.log_read(AUDIT) if key in ids]
+        audit = [dict(v, chunk_id=key, seq=seq) for seq, key, v in backend.log_read(AUDIT)
+                 if key in ids or v.get("user_id") == user]  # also of deleted memories
         prefix = user + _SEP
         return {
             "format": EXPORT_FORMAT,
@@ -311,6 +313,10 @@ class MemoryService:
     def import_user(self, data: Mapping[str, Any], *, vectors: Mapping[str, Any] | None = None) -> ImportReport:
         """Write a user's export back (into this store or another): see ``user_import``."""
         return import_user(self.memory, data, vectors=vectors)
+
+    def check_import(self, data: Mapping[str, Any]) -> None:
+        """Raise what ``import_user(data)`` would raise before writing; write nothing."""
+        check_import(self.memory, data)
 
     def forget_user(self, user_id: str, flush_timeout: float | None = None) -> int:
         """Delete everything of a user (records, index entries, relationships, versions, review

@@ -33,9 +33,9 @@ from ..lifecycle.facts import CONFLICTS, FACTS
 from ..lifecycle.history import AUDIT, VERSIONS
 from ..lifecycle.review import REVIEW
 from ..records import KnowledgeChunk, Relationship, to_datetime
-from ..validation import check_chunk, check_id, check_number, check_text
+from ..validation import check_chunk, check_id, check_number, check_text, check_user
 
-__all__ = ["ImportReport", "import_user", "users_of", "EXPORT_FORMAT", "KV_SEP"]
+__all__ = ["ImportReport", "ExportPlan", "check_export", "check_import", "import_user", "users_of", "EXPORT_FORMAT", "KV_SEP"]
 
 EXPORT_FORMAT = "beeweave.export/1"
 KV_SEP = "\x1f"  # the lifecycle's kv keys are "<user>\x1f<name>"
@@ -60,13 +60,18 @@ class ImportReport:
 
 
 @dataclass
-class _Plan:
+class ExportPlan:
+    """An export checked as far as it can be without a store (``check_export``)."""
+
     user: str
     chunks: list[KnowledgeChunk]
     edges: list[Relationship]
     dropped_edges: int
     logs: dict[str, list[tuple[str, dict[str, Any]]]]  # stream -> (key, value)
     kv: dict[str, list[tuple[str, dict[str, Any]]]]  # namespace -> (key, value)
+    # Memory ids the export's history, facts, review and notes name but does not hold
+    # (deleted ones): the store must not hold them for another user.
+    foreign: set[str]
 
 
 def import_user(memory: Any, data: Any, *, vectors: Mapping[str, Any] | None = None) -> ImportReport:
@@ -77,37 +82,67 @@ def import_user(memory: Any, data: Any, *, vectors: Mapping[str, Any] | None = N
     export, ``DuplicateIdError`` for a memory id the store holds with other content; either
     way nothing is written.
     """
-    plan = _plan(data)
+    plan = data if isinstance(data, ExportPlan) else check_export(data)
     backend = memory.backend
-    ids = [c.id for c in plan.chunks]
-    there: dict[str, KnowledgeChunk] = {}
-    for start in range(0, len(ids), _BATCH):
-        there.update(backend.get(ids[start : start + _BATCH]))
-    for cid, held in there.items():
-        mine = next(c for c in plan.chunks if c.id == cid)
-        if held.user_id != mine.user_id or held.raw_content != mine.raw_content:
-            raise DuplicateIdError(f"the store already holds a memory {cid!r} with another user or text; "
-                                   "nothing was imported")
+    there = check_import(memory, plan)
     report = ImportReport(plan.user, skipped=len(there), dropped_relationships=plan.dropped_edges)
     fresh = [c for c in plan.chunks if c.id not in there]
     if fresh:
         memory.restore(fresh, vectors=vectors)
     report.memories = len(fresh)
-    if plan.edges:
-        backend.add_edges(plan.edges)
-    report.relationships = len(plan.edges)
+    edges = plan.edges
+    if there:  # a repeated import: count (and write) only the relationships not there yet
+        held_edges = {(e.source_id, e.target_id, e.type, e.weight) for e in backend.edges(list(there), direction="out")}
+        edges = [e for e in edges if (e.source_id, e.target_id, e.type, e.weight) not in held_edges]
+    if edges:
+        backend.add_edges(edges)
+    report.relationships = len(edges)
     for stream, entries in plan.logs.items():
-        # A repeated import (some memories were there) must not log an entry twice.
-        seen = _logged(backend, stream, {k for k, _ in entries}) if there else set()
+        # Entries already in the log (a repeated import, also of a memory deleted since) are
+        # not written twice.
+        seen = {(k, _canon(v)) for k in {k for k, _ in entries} for _, k, v in backend.log_read(stream, k)}
         todo = [(k, v) for k, v in entries if (k, _canon(v)) not in seen]
         for key, value in todo:
             backend.log_append(stream, key, value, user_id=plan.user)
         setattr(report, "versions" if stream == VERSIONS else "audit", len(todo))
     for namespace, items in plan.kv.items():
-        for key, value in items:
+        changed = [(key, value) for key, value in items if backend.kv_get(namespace, key) != value]
+        for key, value in changed:
             backend.kv_put(namespace, key, value, user_id=plan.user)
-        report.other[_KV_NAMES[namespace]] = len(items)
+        report.other[_KV_NAMES[namespace]] = len(changed)
     return report
+
+
+def check_import(memory: Any, data: Any) -> dict[str, KnowledgeChunk]:
+    """What ``import_user`` checks against the store before it writes (raising as it does);
+    returns the export's memories the store already holds (a repeated import)."""
+    plan = data if isinstance(data, ExportPlan) else check_export(data)
+    backend = memory.backend
+    mine = {c.id: c for c in plan.chunks}
+    there = _get(backend, list(mine))
+    for cid, held in there.items():
+        if held.user_id != mine[cid].user_id or held.raw_content != mine[cid].raw_content:
+            raise DuplicateIdError(f"the store already holds a memory {cid!r} with another user or text; "
+                                   "nothing was imported")
+    # What the export says about memories it does not hold (deleted ones) must not land on
+    # another user's memory of the same id: a crafted export could otherwise write history,
+    # review entries or notes onto it.
+    others = sorted(cid for cid, c in _get(backend, sorted(plan.foreign)).items() if c.user_id != plan.user)
+    if others:
+        raise InvalidInputError(f"the export names {others[0]!r}, a memory of another user in this store; "
+                                "nothing was imported")
+    for wid, _ in plan.kv.get(WATCHES, []):
+        held = backend.kv_get(WATCHES, wid)
+        if held is not None and held.get("user_id") != plan.user:
+            raise InvalidInputError(f"the store already holds a watch {wid!r} of another user; nothing was imported")
+    return there
+
+
+def _get(backend: Any, ids: list[str]) -> dict[str, KnowledgeChunk]:
+    found: dict[str, KnowledgeChunk] = {}
+    for start in range(0, len(ids), _BATCH):
+        found.update(backend.get(ids[start : start + _BATCH]))
+    return found
 
 
 _KV_NAMES = {FACTS: "facts", CONFLICTS: "conflicts", REVIEW: "review", WATCHES: "watches", NOTES: "notes"}
@@ -117,17 +152,17 @@ def _canon(value: Mapping[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _logged(backend: Any, stream: str, keys: set[str]) -> set[tuple[str, str]]:
-    return {(k, _canon(v)) for _, k, v in backend.log_read(stream) if k in keys}
-
-
 # -- checking ---------------------------------------------------------------------------------------
-def _plan(data: Any) -> _Plan:
+def check_export(data: Any) -> ExportPlan:
+    """Everything of an export that can be checked without a store: its shape, and that each
+    part is about the export's user and its memories (so that an import, even with a key
+    scoped to that user, writes nothing onto another user's memories). ``InvalidInputError``
+    names the first problem."""
     if not isinstance(data, Mapping):
         raise InvalidInputError(f"an export is a JSON object, got {type(data).__name__}")
     if data.get("format") != EXPORT_FORMAT:
         raise InvalidInputError(f"not a BeeWeave export (format {data.get('format')!r}, expected {EXPORT_FORMAT!r})")
-    user = check_id(data.get("user_id"), "user_id")
+    user = check_user(data.get("user_id"))
     chunks: list[KnowledgeChunk] = []
     edges: list[Relationship] = []
     for i, raw in enumerate(_items(data, "chunks", list)):
@@ -148,18 +183,26 @@ def _plan(data: Any) -> _Plan:
         dup = next(i for i in ids if ids.count(i) > 1)
         raise InvalidInputError(f"the export holds the memory {dup!r} twice")
     known = set(ids)
+
+    refs: set[str] = set()  # memory ids the history, facts, review and notes are about
+
+    def ref(cid: Any, where: str) -> str:
+        refs.add(check_id(cid, where))
+        return str(cid)
+
     kept = [e for e in edges if e.source_id in known and e.target_id in known]
     logs: dict[str, list[tuple[str, dict[str, Any]]]] = {VERSIONS: [], AUDIT: []}
     for i, raw in enumerate(_items(data, "versions", list)):
         v = dict(_mapping(raw, f"versions[{i}]"))
-        key = check_id(v.pop("chunk_id", None), f"versions[{i}].chunk_id")
+        key = ref(v.pop("chunk_id", None), f"versions[{i}].chunk_id")
         v.pop("seq", None)  # the source store's position; the log gives its own
-        _chunk(dict(_mapping(v.get("chunk"), f"versions[{i}].chunk")), f"versions[{i}].chunk", user)
+        if _chunk(dict(_mapping(v.get("chunk"), f"versions[{i}].chunk")), f"versions[{i}].chunk", user).id != key:
+            raise InvalidInputError(f"versions[{i}] is filed under {key!r} but holds another memory")
         _time(v.get("at"), f"versions[{i}].at")
         logs[VERSIONS].append((key, v))
     for i, raw in enumerate(_items(data, "audit", list)):
         a = dict(_mapping(raw, f"audit[{i}]"))
-        key = check_id(a.pop("chunk_id", None), f"audit[{i}].chunk_id")
+        key = ref(a.pop("chunk_id", None), f"audit[{i}].chunk_id")
         a.pop("seq", None)
         _time(a.get("at"), f"audit[{i}].at")
         logs[AUDIT].append((key, a))
@@ -167,15 +210,20 @@ def _plan(data: Any) -> _Plan:
     prefix = user + KV_SEP
     for name, namespace in (("facts", FACTS), ("conflicts", CONFLICTS)):
         entries = _items(data, name, dict)
-        kv[namespace] = [(prefix + check_id(k, f"{name} key"), dict(_mapping(v, f"{name}[{k!r}]")))
-                         for k, v in entries.items()]
+        kv[namespace] = []
+        for k, v in entries.items():
+            where = f"{name}[{k!r}]"
+            v = dict(_mapping(v, where))
+            for cid in ([v["chunk_id"]] if "chunk_id" in v else []) + list(_sequence(v.get("ids", []), where)):
+                ref(cid, where)
+            kv[namespace].append((prefix + check_id(k, f"{name} key"), v))
     kv[REVIEW] = []
     for i, raw in enumerate(_items(data, "review", list)):
         r = _mapping(raw, f"review[{i}]")
         reasons = r.get("reasons")
         if not isinstance(reasons, list) or not all(isinstance(x, str) for x in reasons):
             raise InvalidInputError(f"review[{i}].reasons must be a list of strings")
-        kv[REVIEW].append((check_id(r.get("chunk_id"), f"review[{i}].chunk_id"),
+        kv[REVIEW].append((ref(r.get("chunk_id"), f"review[{i}].chunk_id"),
                            {"user_id": user, "reasons": reasons,
                             "flagged_at": _time(r.get("flagged_at"), f"review[{i}].flagged_at")}))
     kv[WATCHES] = []
@@ -190,9 +238,11 @@ def _plan(data: Any) -> _Plan:
     kv[NOTES] = []
     for i, raw in enumerate(_items(data, "notes", list)):
         n = _mapping(raw, f"notes[{i}]")
-        key = KV_SEP.join(check_id(n.get(f), f"notes[{i}].{f}") for f in ("source_id", "target_id", "type"))
+        key = KV_SEP.join((ref(n.get("source_id"), f"notes[{i}].source_id"),
+                           ref(n.get("target_id"), f"notes[{i}].target_id"), check_id(n.get("type"), f"notes[{i}].type")))
         kv[NOTES].append((key, {"note": check_text(f"notes[{i}].note", n.get("note"))}))
-    return _Plan(user, chunks, kept, len(edges) - len(kept), logs, {k: v for k, v in kv.items() if v})
+    return ExportPlan(user, chunks, kept, len(edges) - len(kept), logs, {k: v for k, v in kv.items() if v},
+                      refs - known)
 
 
 def _items(data: Mapping[str, Any], key: str, kind: type) -> Any:

@@ -163,3 +163,85 @@ def test_import_over_rest_needs_an_admin_key(tmp_path, source):
                 assert r.status_code == 400 and "not 'bob'" in r.text
     finally:
         srv.stop()
+
+
+# -- what a user trial found (each failed before its fix) -------------------------------------------
+def test_a_crafted_export_cannot_write_onto_another_users_memories(source):
+    with BeeWeave(embedder=EMB) as m2:
+        m2.add("Bob's secret plan.", user_id="bob", chunk_id="bob-1")
+        w = m2.watch("bob's standing query", user_id="bob")
+        base = json.loads(json.dumps(source.export_user("alice"), default=str))
+        crafted = [
+            lambda d: d["review"].append({"chunk_id": "bob-1", "user_id": "alice", "reasons": ["x"],
+                                          "flagged_at": T0.isoformat()}),
+            lambda d: d["audit"].append({"chunk_id": "bob-1", "action": "archived", "reason": "injected",
+                                         "at": T0.isoformat()}),
+            lambda d: d["notes"].append({"source_id": "bob-1", "target_id": "a1", "type": "supports",
+                                         "note": "injected"}),
+            lambda d: d["facts"].update(secret={"chunk_id": "bob-1", "subject_key": "secret"}),
+            lambda d: d["watches"].append({"id": w.id, "query": "taken over", "user_id": "alice",
+                                           "agent_id": None, "min_relevance": 0.5}),
+        ]
+        for spoil in crafted:
+            data = json.loads(json.dumps(base))
+            spoil(data)
+            with pytest.raises(InvalidInputError, match="another user"):
+                MemoryService(m2).import_user(data)
+            assert m2.count() == 1 and m2.audit("bob-1") == [] and m2.review_queue() == []
+            assert [x.query for x in m2.watches()] == ["bob's standing query"]
+
+
+def test_cli_checks_every_file_before_writing_any(source, tmp_path, capsys):
+    good = tmp_path / "alice.json"
+    good.write_text(json.dumps(source.export_user("alice"), default=str))
+    bad = json.loads(good.read_text())
+    bad["chunks"][0]["user_id"] = "bob"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    store = str(tmp_path / "dst.db")
+    assert cli_main(["--store", store, "--embedder", EMB, "import", str(good), str(tmp_path / "bad.json")]) == 1
+    assert "bad.json" in capsys.readouterr().err
+    with BeeWeave(store, embedder=EMB) as m:
+        m.add("Carol's memory.", user_id="carol", chunk_id="a2")  # a store-side conflict for the next run
+        assert m.count() == 1
+    bob = source.export_user("bob")
+    (tmp_path / "bob.json").write_text(json.dumps(bob, default=str))
+    assert cli_main(["--store", store, "import", str(tmp_path / "bob.json"), str(good)]) == 1
+    with open_memory(store) as m:
+        assert m.count() == 1  # bob's file was fine, but alice's collides: neither was written
+
+
+def test_a_repeated_import_after_a_delete_logs_nothing_twice_and_counts_what_it_wrote(source):
+    data = json.loads(json.dumps(source.export_user("alice"), default=str))
+    with BeeWeave(embedder=EMB) as m2:
+        dst = MemoryService(m2)
+        dst.import_user(data)
+        audit = m2.audit()
+        m2.delete("a-dup")  # the memory the audit entry is about
+        again = dst.import_user(data)
+        # The deleted memory comes back with its versions and edges (deleted with it); its
+        # audit entry outlived it and is not written again.
+        assert (again.memories, again.audit) == (1, 0)
+        assert again.other == {"facts": 0, "review": 0, "watches": 0, "notes": 0}
+        assert [(a["chunk_id"], a["action"]) for a in m2.audit()] == [(a["chunk_id"], a["action"]) for a in audit]
+
+
+def test_an_export_holds_the_audit_entries_of_deleted_memories(source):
+    m = source.memory
+    (entry,) = m.audit("a3")
+    assert entry["user_id"] == "alice"
+    m.delete("a3")
+    m.delete("a-dup")
+    assert [(a["chunk_id"], a["action"]) for a in source.export_user("alice")["audit"]] == [("a3", "merged")]
+    assert source.export_user("bob")["audit"] == []
+
+
+def test_a_user_id_cannot_hold_the_key_separator():
+    # "alice\x1fmallory"'s facts were keyed "alice\x1fmallory\x1f<name>" and so showed up in alice's export.
+    with BeeWeave(embedder=EMB) as m:
+        for write in (lambda: m.add("x", user_id="alice\x1fmallory"),
+                      lambda: m.remember_fact("salary", "250k", user_id="alice\x1fmallory"),
+                      lambda: m.ingest({"user_id": "alice\x1fmallory", "query": "q", "response": "r"}),
+                      lambda: m.watch("q", user_id="alice\x1fmallory")):
+            with pytest.raises(InvalidInputError, match="control characters"):
+                write()
+        assert m.count() == 0 and not list(m.backend.kv_scan(FACTS))
