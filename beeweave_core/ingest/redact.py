@@ -5,7 +5,9 @@ Each built-in rule is a regular expression plus, where a shape alone would catch
 much, a validator: bank cards must pass the Luhn check, a Chinese 18-digit ID its
 ISO 7064 MOD 11-2 check digit and a real birth date, an IP address must parse. So
 near-misses (a 16-digit number failing Luhn, an 18-digit number with a wrong check
-digit, ``v1.2.3.4`` or ``version 1.2.3.4``) are left alone.
+digit, ``v1.2.3.4`` or ``version 1.2.3.4``) are left alone. Numbers are also found written
+in groups (``110105 19491231 002X``, ``0755-8765 4321``, ``(021) 5555 1234``); groups
+separated by spaces only count standing alone, not inside a longer run of numbers.
 
 Rules run in a fixed order (custom patterns, then secrets, e-mail, national IDs, bank
 cards, phones, IP addresses) so that ``password=13812345678`` is one secret, not a
@@ -103,7 +105,8 @@ def shannon_entropy(text: str) -> float:
 
 
 def _ssn_valid(m: re.Match[str]) -> bool:
-    area, group, serial = m.group(1), m.group(2), m.group(3)
+    digits = re.sub(r"\D", "", m.group(0))  # 078-05-1120 or 078 05 1120
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
     return area not in ("000", "666") and not area.startswith("9") and group != "00" and serial != "0000"
 
 
@@ -113,7 +116,8 @@ def _card_valid(m: re.Match[str]) -> bool:
 
 
 def _digit_count(lo: int, hi: int) -> Callable[[re.Match[str]], bool]:
-    return lambda m: lo <= sum(ch.isdigit() for ch in m.group(0)) <= hi
+    """Digits of the number itself (group ``num``): an extension after it does not count."""
+    return lambda m: lo <= sum(ch.isdigit() for ch in m.group("num")) <= hi
 
 
 _VERSION_BEFORE = re.compile(r"(?i)(?:(?<![A-Za-z])(?:version|ver\.?|release|rev\.?|build)|版本号?)\s*[:：=]?\s*$")
@@ -169,6 +173,14 @@ class _Rule:
 
 _A = "(?<![0-9A-Za-z])"  # ASCII boundaries: \b would not separate digits from Chinese characters
 _Z = "(?![0-9A-Za-z])"
+# A phone extension: 021-55551234转123, 分机 806, ext. 23, x23. It goes with the number.
+_EXT = r"(?:\s?(?:转|分机|[Ee][Xx][Tt]\.?|[Xx])\s?\d{1,6})?"
+# Chinese area codes: 010 (Beijing), 02x (Shanghai, Guangzhou, Wuhan...), else 0 and three digits, 3-9 first.
+_CN_AREA = r"0(?:10|2\d|[3-9]\d{2})"
+# Numbers written in spaced groups (078 05 1120, 415 555 0100) count only alone: not next to
+# another number ("lot 12 078 05 1120", "415 555 1991-11-21"), where the groups are a list.
+_ALONE_BEFORE = r"(?<![0-9A-Za-z])(?<![0-9][ ./:-])"
+_ALONE_AFTER = r"(?![0-9A-Za-z]|[ ./:-][0-9])"
 _SECRET_WORDS = ("password", "passwd", "passphrase", "secret", "client_secret", "client-secret", "secret_key",
                  "secret-key", "api_key", "api-key", "apikey", "access_key", "access-key", "access_token",
                  "access-token", "auth_token", "auth-token", "refresh_token", "refresh-token", "token",
@@ -209,17 +221,39 @@ def _rules() -> list[_Rule]:
         _Rule(*e, re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
                              r"(?![A-Za-z0-9-])"),
               hints=("@",)),
-        _Rule(*i, re.compile(_A + r"\d{17}[\dXx]" + _Z), check=lambda m: cn_id_valid(m.group(0)), scope=_NUM),
-        _Rule(*i, re.compile(r"(?<![0-9A-Za-z-])(\d{3})-(\d{2})-(\d{4})(?![0-9A-Za-z-])"), check=_ssn_valid, scope=_NUM),
+        # Written whole or, alone, in the groups people use: 110105 19491231 002X (region, birth
+        # date, the rest), 110105 1949 1231 002X, 1101 0519 4912 3100 2X, with spaces or hyphens,
+        # the same throughout. Only these layouts: any 18 digits in a row of small numbers ("3 3
+        # 1001 2024-03-15 8080") hold a real date often enough to pass the check digit by chance.
+        _Rule(*i, re.compile(_A + r"\d{17}[\dXx]" + _Z + "|" + _ALONE_BEFORE
+                             + r"(?:\d{6}([ -])\d{8}\1\d{3}|\d{6}([ -])\d{4}\2\d{4}\2\d{3}"
+                             r"|\d{4}([ -])\d{4}\3\d{4}\3\d{4}\3\d)[\dXx]" + _ALONE_AFTER),
+              check=lambda m: cn_id_valid(re.sub(r"[ -]", "", m.group(0))), scope=_NUM),
+        # A US SSN, 078-05-1120 or, alone, 078 05 1120.
+        _Rule(*i, re.compile(r"(?<![0-9A-Za-z-])\d{3}-\d{2}-\d{4}(?![0-9A-Za-z-])|"
+                             + _ALONE_BEFORE + r"\d{3} \d{2} \d{4}" + _ALONE_AFTER), check=_ssn_valid, scope=_NUM),
         # Contiguous numbers must start like a card (2-6): epoch milliseconds and the like start with 1.
         _Rule(*c, re.compile(r"(?<![0-9A-Za-z-])(?:[2-6]\d{12,18}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?"
                              r"|\d{4}[ -]\d{6}[ -]\d{4,5})(?![0-9A-Za-z-])"), check=_card_valid, scope=_NUM),
         _Rule(*p, re.compile(_A + r"(?:\+?86[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}" + _Z), scope=_NUM),
         # A group in parentheses only as a whole "(20)": a lone ")" closes the sentence's
         # parenthesis ("Dana (+1 415 555 0199).") and must stay.
-        _Rule(*p, re.compile(r"(?<![0-9A-Za-z+])\+\d{1,3}(?:[ .-]?(?:\(\d{1,4}\)|\d{1,4})){2,5}" + _Z),
+        _Rule(*p, re.compile(r"(?<![0-9A-Za-z+])(?P<num>\+\d{1,3}(?:[ .-]?(?:\(\d{1,4}\)|\d{1,4})){2,5})" + _EXT + _Z),
               check=_digit_count(8, 15), scope=_NUM),
-        _Rule(*p, re.compile(_A + r"(?:\(\d{3}\)\s?|\d{3}[-.])\d{3}[-.]\d{4}" + _Z), scope=_NUM),
+        # A Chinese landline: the area code apart, then 7 or 8 digits not starting with 0 (real
+        # ones start with 2-8, but examples such as 010-12345678 are what people type). The
+        # leading 0, the code's shape and the separator keep dates (2024-03-15), times
+        # (0930-1130) and order numbers out. After a hyphen or in parentheses the number may be
+        # whole (010-12345678, (021) 5555 1234, 0755-8765 4321); after a space it must be in two
+        # groups and alone (010 1234 5678): "0305 20240315" is as likely a code and a date.
+        _Rule(*p, re.compile(r"(?<![0-9A-Za-z+])(?:\(" + _CN_AREA + r"\)[ -]?|" + _CN_AREA + r"-)"
+                             r"[1-9]\d{2,3}[ -]?\d{4}" + _EXT + _Z + "|"
+                             + _ALONE_BEFORE + _CN_AREA + r" [1-9]\d{2,3}[ -]\d{4}" + _EXT + _ALONE_AFTER), scope=_NUM),
+        # North American: (415) 555-0100, 415-555-0100, 415.555.0100, 1-800-555-0100.
+        _Rule(*p, re.compile(_A + r"(?:1[-.])?(?:\(\d{3}\)\s?\d{3}[-. ]|\d{3}[-.]\d{3}[-.])\d{4}" + _EXT + _Z),
+              scope=_NUM),
+        # ... and 415 555 0100: alone, with an area code and an exchange that start with 2-9.
+        _Rule(*p, re.compile(_ALONE_BEFORE + r"(?<!\+)[2-9]\d{2} [2-9]\d{2} \d{4}" + _EXT + _ALONE_AFTER), scope=_NUM),
         _Rule(*ip, re.compile(r"(?<![0-9A-Za-z.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}"
                               r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![0-9A-Za-z]|\.\d)"), check=_ipv4_valid, scope=_NUM),
         _Rule(*ip, re.compile(r"(?<![0-9A-Za-z:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Za-z:])"),
@@ -228,8 +262,9 @@ def _rules() -> list[_Rule]:
 
 
 _BUILTIN = _rules()
-# Runs of digits with the separators numbers are written with; PII that is numbers lies inside one.
-_NUM_RUN = re.compile(r"[0-9][0-9 ().:+/\-]*")
+# Runs of digits with the separators numbers are written with, and phone extensions (转123,
+# 分机 806, ext. 23, x23); PII that is numbers lies inside one.
+_NUM_RUN = re.compile(r"[0-9](?:[0-9 ().:+/\-]+|转|分机|[Ee][Xx][Tt]|[Xx])*")
 _CONTEXT = 3  # characters around a run that lookbehinds and lookaheads may need to see
 
 
