@@ -55,7 +55,7 @@ from .rerank import Reranker
 from .scoring import ScoringConfig
 from .store.base import StoreBackend, VerifyReport
 from .tokenizer import Tokenizer, TokenizerConfig
-from .validation import check_chunk
+from .validation import check_chunk, check_user
 
 __all__ = ["BeeWeave", "Parts"]
 
@@ -302,6 +302,16 @@ class BeeWeave:
     def delete_many(self, chunk_ids: str | Iterable[str]) -> list[str]:
         """Delete memories (a bare string is one id); return the ids that existed and are gone."""
         return self._records.delete_many(chunk_ids)
+
+    def forget_user(self, user_id: str) -> int:
+        """Delete everything of a user: memories of every status with their index entries,
+        relationships and versions, the audit log, facts, review entries, watches, statistics
+        and session buffers. Subscribers get ``memory.deleted`` for each memory (its id and
+        user, nothing it said). Returns how many memories were deleted. Events still queued
+        for the user are stored when processed: ``flush()`` first (``MemoryService`` does)."""
+        deleted = self._records.forget_user(check_user(user_id))
+        self._watches.refresh()  # the user's watches stop here now, not at the next reload
+        return deleted
 
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         return self._records.count(user_id=user_id, filters=filters)

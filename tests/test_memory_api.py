@@ -41,3 +41,18 @@ def test_signatures_accept_what_the_protocol_promises(cls: type, name: str) -> N
         assert have[pname].kind == p.kind, f"{cls.__name__}.{name}({pname}) is {have[pname].kind}, not {p.kind}"
         if p.default is not inspect.Parameter.empty:
             assert have[pname].default is not inspect.Parameter.empty, f"{cls.__name__}.{name}({pname}) is required"
+
+
+def test_forget_user_tells_subscribers_and_stops_the_users_watches():
+    from beeweave_core import BeeWeave
+
+    with BeeWeave(embedder="beeweave:hashing-64") as m:
+        ids = [m.add(f"note {i} about passports", user_id="gone") for i in range(2)]
+        kept = m.add("note about passports", user_id="kept")
+        m.watch("passports", user_id="gone", min_relevance=0.0)
+        seen = []
+        m.events.subscribe(seen.append)
+        assert m.forget_user("gone") == 2
+        assert sorted((e.type.value, e.chunk_id, e.user_id) for e in seen) == sorted(
+            ("memory.deleted", i, "gone") for i in ids)
+        assert m.watches() == [] and m.count() == 1 and m.get(kept).user_id == "kept"

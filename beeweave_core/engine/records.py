@@ -243,6 +243,17 @@ class Records:
             hook(before, gone)
         return gone
 
+    def forget_user(self, user_id: str) -> int:
+        """Delete everything of a user (``StoreBackend.delete_user``) and tell subscribers each
+        memory is gone (``memory.deleted``, with its id and user only); return how many
+        memories were deleted."""
+        backend = self.shared.backend
+        ids = backend.scan_ids(build_filter({"status": [s.value for s in ChunkStatus]}, user_id=user_id))
+        deleted = int(backend.delete_user(user_id))
+        for cid in ids:
+            self.shared.emit(EventType.DELETED, None, chunk_id=cid, user_id=user_id)
+        return deleted
+
     # -- changing ------------------------------------------------------------------------
     def update(self, chunk_id: str, *, trusted: bool = False, versioned: bool = True,
                **changes: Any) -> KnowledgeChunk:

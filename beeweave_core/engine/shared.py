@@ -106,9 +106,10 @@ class Shared:
         self._dim = int(embedder.dim)
 
     def emit(self, type_: EventType, chunk: KnowledgeChunk | None, *, chunk_id: str | None = None,
-             **data: Any) -> None:
+             user_id: str | None = None, **data: Any) -> None:
+        """An event about ``chunk`` (or, with no record at hand, about ``chunk_id`` of ``user_id``)."""
         if not self.events.active:
             return
         self.events.emit(MemoryEvent(
-            type_, chunk.id if chunk else chunk_id, chunk.user_id if chunk else None,
+            type_, chunk.id if chunk else chunk_id, chunk.user_id if chunk else user_id,
             chunk.agent_id if chunk else None, tuple(chunk.tags) if chunk else (), data, self.clock()))

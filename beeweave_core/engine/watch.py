@@ -100,6 +100,10 @@ class Watches:
         with self._lock:
             return [w for w in self._watches.values() if user_id is None or w.user_id == user_id]
 
+    def refresh(self) -> None:
+        """Read the store's watches now (after a change made around this part, e.g. a user forgotten)."""
+        self._refresh(force=True)
+
     def _refresh(self, *, force: bool = False) -> None:
         """Bring this process's watches in line with the store's (at most every
         ``REFRESH_SECONDS`` unless forced); a watch known here keeps its vector and count."""

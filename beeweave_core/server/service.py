@@ -320,8 +320,8 @@ class MemoryService:
 
     def forget_user(self, user_id: str, flush_timeout: float | None = None) -> int:
         """Delete everything of a user (records, index entries, relationships, versions, review
-        and stats entries, dead letters, their events in the server's event log); return how
-        many memories were deleted.
+        and stats entries, dead letters, their events in the server's event log), then send
+        ``memory.deleted`` for each of their memories; return how many memories were deleted.
 
         Queued events are processed first, so none of them brings the user back.
         """
@@ -335,10 +335,11 @@ class MemoryService:
         dead = [d.event.id for d in m.dead_letters() if d.event.user_id == user]
         if dead:
             m.discard_dead_letters(dead)
-        deleted = int(m.backend.delete_user(user))
         if self.event_log is not None:  # the SSE log would replay their memories and watch matches
             self.event_log.forget_user(user)
-        return deleted
+        # After the purge: the log keeps the memory.deleted notices (ids and user, nothing said),
+        # so a client mirroring the memories over the stream or webhooks erases its copies too.
+        return m.forget_user(user)
 
     def close(self) -> None:
         try:

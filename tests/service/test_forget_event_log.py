@@ -53,9 +53,15 @@ def test_forgetting_a_user_removes_their_events_from_the_log_and_its_files(tmp_p
 
             assert h.delete(f"/api/v1/users/{gone}").json() == {"user_id": gone, "deleted": 3}
 
-            assert _events(h, gone) == []
+            # What stays of the user is one memory.deleted notice per memory (its id, nothing it
+            # said), so a client mirroring the memories erases its copies too.
+            notices = _events(h, gone)
+            assert [e["type"] for e in notices] == ["memory.deleted"] * 3
+            assert {e["chunk_id"] for e in notices} == {e["chunk_id"] for e in before if e["type"] == "memory.created"}
+            assert all(e["tags"] == [] and e["data"] == {} for e in notices)
             everything = _events(h)
-            assert all(e["user_id"] != gone and WORD not in json.dumps(e) for e in everything)
+            assert all(e["user_id"] != gone or e["type"] == "memory.deleted" for e in everything)
+            assert all(WORD not in json.dumps(e) for e in everything)
             assert [e["seq"] for e in _events(h, kept)] == [e["seq"] for e in kept_before]
             assert (tmp_path / "acme.db.events").exists()
             assert _files_holding(tmp_path, WORD.encode()) == []
