@@ -183,6 +183,11 @@ _RULES: list[tuple[re.Pattern[str], str]] = [(re.compile(p, re.IGNORECASE), k) f
     (r"(?:((?:19|20)\d{2})\s*年\s*)?(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]", "zh_ymd"),
     (r"((?:19|20)\d{2})\s*年\s*(\d{1,2})\s*月(?:份)?", "zh_ym"),
     (r"((?:19|20)\d{2})\s*年(?!\s*\d)", "y"),
+    # A month without a year ("in March", "3月份", "三月里"): the latest such month up to now.
+    # Capitalised in English ("in may" reads as a verb as often as a month); in Chinese only
+    # with 份, or 里/的时候 after it, or alone before a particle, never 个月 ("three months").
+    (rf"\b(?:in|during)\s+({_EN_MONTH})\b(?!\.?\s*\d)", "m"),
+    (r"(?<![个\d零一二两三四五六七八九十年])(1[0-2]|[1-9]|十[一二]|十|[一二三四五六七八九])\s*月(?:份|里|的时候)", "zh_m"),
 ]]
 
 
@@ -202,6 +207,15 @@ def _dated(kind: str, g: tuple[str | None, ...], now: datetime) -> tuple[datetim
             y, m, d = int(str(g[1])), _MONTHS[str(g[0]).lower()], None
         elif kind == "zh_ym":
             y, m, d = int(str(g[0])), int(str(g[1])), None
+        elif kind == "m":
+            if not str(g[0])[0].isupper():
+                return None
+            y, m, d = None, _MONTHS[str(g[0]).lower()], None
+        elif kind == "zh_m":
+            number = _zh_number(str(g[0]))
+            if number is None or not 1 <= number <= 12:
+                return None
+            y, m, d = None, number, None
         else:  # "y"
             y, m, d = int(str(g[0])), None, None
         year = now.year if y is None else y
@@ -219,7 +233,7 @@ def _dated(kind: str, g: tuple[str | None, ...], now: datetime) -> tuple[datetim
     return start, end
 
 
-_DATED = ("mdy", "dmy", "my", "y", "iso", "zh_ymd", "zh_ym")
+_DATED = ("mdy", "dmy", "my", "y", "iso", "zh_ymd", "zh_ym", "m", "zh_m")
 _BEFORE = re.compile(r"\b(?:before|prior\s+to|until|till|by)\s+$", re.IGNORECASE)
 _AFTER = re.compile(r"\b(?:after|since)\s+$", re.IGNORECASE)
 _ZH_BEFORE = re.compile(r"^\s*(?:之前|以前|前)")
@@ -258,7 +272,8 @@ def _in_year(when: datetime, year: int) -> datetime | None:
 
 
 def _has_year(kind: str, g: tuple[str | None, ...]) -> bool:
-    return not ((kind in ("mdy", "dmy") and g[2] is None) or (kind == "zh_ymd" and g[0] is None))
+    return not ((kind in ("mdy", "dmy") and g[2] is None) or (kind == "zh_ymd" and g[0] is None)
+                or kind in ("m", "zh_m"))
 
 
 def _between(text: str, m: re.Match[str], first_kind: str, span: tuple[datetime, datetime],

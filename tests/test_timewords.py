@@ -214,3 +214,25 @@ def test_traditional_and_full_width_time_words_read_as_their_plain_forms(query, 
     assert found is not None and want is not None
     assert (found.range.start, found.range.end) == (want.range.start, want.range.end)
     assert query.startswith(found.range.phrase) and query.endswith(found.text)  # the query's own words
+
+
+@pytest.mark.parametrize("query, start, end, rest", [
+    ("What did I do in March?", day(1), day(1, 4), "What did I do ?"),  # this month: March 2025
+    ("during January", day(1, 1), day(1, 2), ""),
+    ("in December", day(1, 12, 2024), day(1, 1), ""),  # not yet this year: the last one
+    ("三月份我去了哪里", day(1), day(1, 4), "我去了哪里"),
+    ("我2月份买了什么", day(1, 2), day(1), "我 买了什么"),
+    ("十二月里的会议", day(1, 12, 2024), day(1, 1), "会议"),
+])
+def test_a_month_without_a_year_is_the_latest_one(query, start, end, rest):
+    found = find_time(query, NOW)
+    assert found is not None and (found.range.start, found.range.end) == (start, end)
+    assert found.text.strip() == rest
+
+
+def test_what_is_not_a_month_without_a_year():
+    assert find_time("what did we discuss in may", NOW) is None  # lowercase: as likely the verb
+    assert find_time("13月份的账单", NOW) is None
+    assert find_time("我过去三个月做了什么", NOW).range.phrase == "过去三个月"  # months, not March
+    found = find_time("in March 2023", NOW)
+    assert (found.range.start, found.range.end) == (day(1, 3, 2023), day(1, 4, 2023))
