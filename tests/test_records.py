@@ -32,6 +32,7 @@ ENUMS = [ContentType, ChunkStatus, Intent, RelationType, FusionMode]
 
 text = st.text(max_size=40)
 nonblank = st.text(min_size=1, max_size=40).filter(lambda s: s.strip())
+user_ids = nonblank.filter(lambda s: not any(ord(c) < 32 or ord(c) == 127 for c in s))  # check_user
 finite = st.floats(allow_nan=False, allow_infinity=False)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | finite | text,
@@ -52,7 +53,7 @@ relationships = st.builds(Relationship, source_id=nonblank, target_id=nonblank,
 chunks = st.builds(
     KnowledgeChunk,
     raw_content=nonblank,
-    user_id=nonblank,
+    user_id=user_ids,
     id=nonblank,
     agent_id=st.none() | nonblank,
     session_id=st.none() | nonblank,

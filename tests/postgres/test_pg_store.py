@@ -103,7 +103,7 @@ def test_nul_characters_are_refused_or_kept_exactly(pg_url) -> None:  # noqa: F8
     store = PostgresStore(pg_url, tenant=new_tenant())
     try:
         with pytest.raises(InvalidInputError, match="NUL"):
-            store.insert([_row("ok", "fine"), _row("bad", "text", user="a\x00b")])
+            store.insert([_row("ok", "fine"), _row("bad", "text", session_id="a\x00b")])
         assert store.count() == 0  # the whole batch was refused
         # Inside the record's text (JSON) a NUL is stored and comes back as it went in.
         store.insert([_row("nul", "zero\x00byte", metadata={"raw": "a\x00b"})])

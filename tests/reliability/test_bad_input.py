@@ -421,7 +421,10 @@ def test_strings_with_nul_and_lone_surrogates_at_every_field() -> None:
                          lambda bad=bad: m.search(bad), lambda bad=bad: m.ingest({"user_id": "u", "query": bad})):
                 with pytest.raises(InvalidInputError):
                     call()
-        cid = m.add("nul \x00 inside", user_id="u\x00v", tags=["t\x00"])  # SQLite keeps NUL as written
-        assert m.get(cid).user_id == "u\x00v" and m.search("nul inside", user_id="u\x00v")[0].id == cid
-        assert m.search("nul inside", user_id="u") == []
+        with pytest.raises(InvalidInputError, match="control characters"):  # a user id would alias another's keys
+            m.add("ok", user_id="u\x00v")
+        cid = m.add("nul \x00 inside", user_id="v", tags=["t\x00"], session_id="s\x00")  # SQLite keeps NUL as written
+        got = m.get(cid)
+        assert (got.raw_content, got.tags, got.session_id) == ("nul \x00 inside", ["t\x00"], "s\x00")
+        assert m.search("nul inside", user_id="v")[0].id == cid and m.search("nul inside", user_id="u") == []
         assert_verified(m)
