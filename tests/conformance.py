@@ -863,6 +863,11 @@ class BackendConformance:
         assert backend.log_read("versions", "c1", after=seqs[2], limit=5) == [(seqs[3], "c1", {"n": 3})]
         assert backend.log_read("notes") == [(other, "c1", {"note": "elsewhere"})]
         assert backend.log_read("nothing") == []
+        ann = backend.log_append("versions", "c9", {"n": 9}, user_id="ann")
+        backend.log_append("versions", "c8", {"n": 8}, user_id="bob")
+        assert backend.log_read("versions", user_id="ann") == [(ann, "c9", {"n": 9})]
+        assert backend.log_read("versions", "c8", user_id="ann") == [] and backend.log_read("notes", user_id="ann") == []
+        assert backend.log_delete("versions", ["c9", "c8"]) == 2
         assert backend.log_delete("versions", ["c1", "absent"]) == 3
         assert [k for _, k, _ in backend.log_read("versions")] == ["c2"]  # only that stream's c1 went
         assert backend.log_read("notes") == [(other, "c1", {"note": "elsewhere"})]

@@ -287,11 +287,11 @@ class MemoryService:
         user = check_user_id(user_id)
         m, backend = self.memory, self.memory.backend
         chunks = list(backend.scan(build_filter({"status": _ALL_STATUSES}, user_id=user)))
-        versions = [{"seq": seq, "chunk_id": key, **v} for seq, key, v in backend.log_read(VERSIONS)
+        versions = [{"seq": seq, "chunk_id": key, **v} for seq, key, v in backend.log_read(VERSIONS, user_id=user)
                     if v.get("chunk", {}).get("user_id") == user]
         ids = {c.id for c in chunks} | {v["chunk_id"] for v in versions}
-        audit = [dict(v, chunk_id=key, seq=seq) for seq, key, v in backend.log_read(AUDIT)
-                 if key in ids or v.get("user_id") == user]  # also of deleted memories
+        # Read by the user they were logged with: one user's entries, also of deleted memories.
+        audit = [dict(v, chunk_id=key, seq=seq) for seq, key, v in backend.log_read(AUDIT, user_id=user)]
         prefix = user + _SEP
         return {
             "format": EXPORT_FORMAT,

@@ -195,8 +195,9 @@ class StoreBackend(Protocol):
         """Append to an ordered log (e.g. a chunk's version history); return its sequence number."""
 
     def log_read(self, stream: str, key: str | None = None, *, after: int = 0,
-                 limit: int | None = None) -> list[tuple[int, str, dict[str, Any]]]:
-        """(seq, key, value) entries of a stream (optionally one key) with seq > ``after``, oldest first."""
+                 limit: int | None = None, user_id: str | None = None) -> list[tuple[int, str, dict[str, Any]]]:
+        """(seq, key, value) entries of a stream (optionally one key, or those appended with
+        ``user_id``) with seq > ``after``, oldest first."""
 
     def log_delete(self, stream: str, keys: Sequence[str]) -> int:
         """Delete a stream's entries of these keys (a deleted memory's versions); returns how many."""

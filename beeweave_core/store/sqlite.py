@@ -966,12 +966,15 @@ class SQLiteStore:
             return int(cur.lastrowid)  # type: ignore[arg-type]
 
     def log_read(self, stream: str, key: str | None = None, *, after: int = 0,
-                 limit: int | None = None) -> list[tuple[int, str, dict[str, Any]]]:
+                 limit: int | None = None, user_id: str | None = None) -> list[tuple[int, str, dict[str, Any]]]:
         sql = "SELECT seq, key, value FROM log WHERE stream=? AND seq>?"
         args: list[Any] = [stream, after]
         if key is not None:
             sql += " AND key=?"
             args.append(key)
+        if user_id is not None:
+            sql += " AND user_id=?"
+            args.append(user_id)
         sql += " ORDER BY seq"
         if limit is not None:
             sql += " LIMIT ?"

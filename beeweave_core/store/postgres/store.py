@@ -1337,15 +1337,16 @@ class PostgresStore:
                 (self.tenant, stream, key, text, user_id)).fetchone())[0])
 
     def log_read(self, stream: str, key: str | None = None, *, after: int = 0,
-                 limit: int | None = None) -> list[tuple[int, str, dict[str, Any]]]:
-        if "\x00" in stream + (key or ""):
+                 limit: int | None = None, user_id: str | None = None) -> list[tuple[int, str, dict[str, Any]]]:
+        if "\x00" in stream + (key or "") + (user_id or ""):
             self._check()
             return []
         with self._conn() as conn:  # LIMIT NULL is no limit
             rows = conn.execute(
                 self._q("SELECT seq, key, value FROM @log WHERE tenant = %(t)s AND stream = %(s)s AND seq > %(after)s "
-                "AND (%(key)s::text IS NULL OR key = %(key)s) ORDER BY seq LIMIT %(limit)s"),
-                {"t": self.tenant, "s": stream, "after": after, "key": key,
+                "AND (%(key)s::text IS NULL OR key = %(key)s) AND (%(u)s::text IS NULL OR user_id = %(u)s) "
+                "ORDER BY seq LIMIT %(limit)s"),
+                {"t": self.tenant, "s": stream, "after": after, "key": key, "u": user_id,
                  "limit": None if limit is None else int(limit)}).fetchall()
         return [(int(seq), k, v) for seq, k, v in rows]
 
