@@ -10,6 +10,7 @@ fast; a missing or stale graph file only costs a rebuild.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -186,6 +187,9 @@ class SQLiteStore:
                 check_same_thread=False, isolation_level=None,  # we issue BEGIN/COMMIT ourselves
             )
             use_wal(self._db, timeout)
+            # Which file this store holds open: a file deleted (or replaced) under an open store
+            # would take every later write with it when the store closes (see _check_file).
+            self._file_id = None if self.path is None else _file_id(self.path)
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL is durable across process crashes
             self._db.execute("PRAGMA foreign_keys=ON")
             # Deleted rows are overwritten with zeros: forgotten text does not linger in free pages.
@@ -207,6 +211,14 @@ class SQLiteStore:
         except BaseException:
             self._db.close()
             raise
+
+    def _check_file(self) -> None:
+        """The store's file is still the one opened. SQLite keeps writing to a deleted file's
+        inode, so without this every write after ``rm store.db`` would be acknowledged and then
+        lost when the store closes (and a reopen would start a new, empty store)."""
+        if self._file_id is not None and _file_id(self.path) != self._file_id:  # type: ignore[arg-type]
+            raise StoreUnavailableError(f"the store file {self.path} was deleted or replaced while open: nothing "
+                                        "more is written to it; close this store and open the file again")
 
     def _snapshot_gone(self) -> None:
         """After the first committed write since a snapshot: its token is gone, so is the file."""
@@ -337,6 +349,7 @@ class SQLiteStore:
         """Every call starts here: the store is open and its index has every commit made so far."""
         if self._closed:
             raise StoreClosedError("the store is closed")
+        self._check_file()
         if self.path is not None and not self._db.in_transaction:  # (in one: caught up at its BEGIN)
             try:
                 version = self._db.execute("PRAGMA data_version").fetchone()[0]
@@ -1132,8 +1145,8 @@ class SQLiteStore:
         """At close: the graph, then the snapshot, then its name in meta (a crash in between leaves
         it unnamed), all under the write lock and after catching up: no other process can write
         in between, so the snapshot is exactly the database it names."""
-        if self.path is None:
-            return
+        if self.path is None or _file_id(self.path) != self._file_id:
+            return  # no store, or its file is gone: side files would describe nothing
         import logging
 
         log = logging.getLogger(__name__)
@@ -1159,3 +1172,12 @@ class SQLiteStore:
         with self._lock:
             self._check()
             return self.index.status_counts()
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """The device and inode of ``path`` (``None`` when there is no such file)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
