@@ -7,8 +7,15 @@ over the ``ingest_events`` table, one tenant per queue. What it adds to the SQLi
   host that gave it (its disk, its queue directory), and any host's worker drains it;
 * claims, not reads: ``take`` leases the oldest pending events with ``FOR UPDATE SKIP
   LOCKED`` — workers on many hosts take disjoint batches without waiting for each other —
-  and sets ``lease_until``; an event whose lease ran out (its worker died mid-batch) is
-  taken again by the next worker;
+  and sets ``lease_until`` and ``leased_by`` (the queue instance: one worker); an event
+  whose lease ran out (its worker died mid-batch) is taken again by the next worker;
+* a live worker takes its own leases back at once: the events it leased but does not hold
+  (``_held``: taken and not yet given back by ``done``/``fail``/``postpone``). A claim
+  whose reply was lost with the connection (committed, but ``take`` raised), or a
+  ``done``/``postpone`` that failed while the database was down, leaves such a lease; the
+  worker's next ``take`` claims those events again instead of waiting for the lease to run
+  out. Another worker's lease is never taken before it runs out, and a ``postpone`` gives
+  back only this worker's own lease;
 * exactly once by event id: an event's memories have ids derived from its id, and the
   runtime stores only those not stored yet (``IngestRuntime.store_new``), so an event
   taken twice after an expired lease is stored once; ``done`` deletes the row.
@@ -20,6 +27,9 @@ statements), so the queue works through a transaction pooler like the store.
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
 import uuid
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,6 +42,10 @@ if TYPE_CHECKING:
 __all__ = ["PostgresEventQueue", "DEFAULT_LEASE"]
 
 DEFAULT_LEASE = 120.0  # seconds a worker holds a batch before another may take it
+
+
+def _worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
 
 
 class PostgresEventQueue:
@@ -52,8 +66,30 @@ class PostgresEventQueue:
         self.lease = float(lease)
         # How often an idle worker looks again: events other hosts accepted, or leases run out.
         self.poll_interval = float(poll_interval)
-        self.worker = uuid.uuid4().hex  # who holds a lease, for the operator's eyes
+        self._pid = os.getpid()
+        # Who holds a lease: this queue instance (one worker), unique across hosts and
+        # processes; the host and pid are for the operator's eyes.
+        self.worker = _worker_id()
+        self._lock = threading.Lock()
+        self._taking = threading.Lock()  # one claim at a time, so each sees what the others hold
+        self._held: set[str] = set()  # ids taken and not given back yet: the batch in the worker's hands
         self._closed = False
+
+    def _me(self) -> str:
+        """This worker's identity; a forked child is another worker (it holds none of its
+        parent's leases and must not take them back)."""
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self._lock, self._taking = threading.Lock(), threading.Lock()
+            self._held = set()
+            self.worker = _worker_id()
+        return self.worker
+
+    def _release(self, ids: Sequence[str]) -> None:
+        """The worker no longer holds ``ids`` (given back, or giving them back failed): a
+        lease of its own left on them is taken back by its next ``take``."""
+        with self._lock:
+            self._held.difference_update(ids)
 
     def _run(self, text: str, args: Any, *, fetch: bool = True) -> list[tuple[Any, ...]]:
         if self._closed:
@@ -82,32 +118,53 @@ class PostgresEventQueue:
                              (self._t,))[0][0])
 
     def take(self, n: int) -> list[QueuedEvent]:
-        """Lease the ``n`` oldest pending events nobody holds (or whose lease ran out)."""
-        rows = self._run(
-            "WITH c AS (SELECT id FROM @ingest_events WHERE tenant = %(t)s AND state = 'pending' "
-            "AND (lease_until IS NULL OR lease_until < now()) ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED) "
-            "UPDATE @ingest_events e SET lease_until = now() + make_interval(secs => %(lease)s), leased_by = %(me)s "
-            "FROM c WHERE e.tenant = %(t)s AND e.id = c.id RETURNING e.seq, e.id, e.body, e.attempts",
-            {"t": self._t, "n": max(int(n), 0), "lease": self.lease, "me": self.worker})
+        """Lease the ``n`` oldest pending events nobody holds: not leased, a lease that ran
+        out, or this worker's own lease on events it does not hold (see the module)."""
+        me = self._me()
+        with self._taking:
+            with self._lock:
+                held = list(self._held)
+            rows = self._run(
+                "WITH c AS (SELECT id FROM @ingest_events WHERE tenant = %(t)s AND state = 'pending' "
+                "AND (lease_until IS NULL OR lease_until < now() OR (leased_by = %(me)s AND NOT id = ANY(%(held)s::text[]))) "
+                "ORDER BY seq LIMIT %(n)s FOR UPDATE SKIP LOCKED) "
+                "UPDATE @ingest_events e SET lease_until = now() + make_interval(secs => %(lease)s), "
+                "leased_by = %(me)s FROM c WHERE e.tenant = %(t)s AND e.id = c.id "
+                "RETURNING e.seq, e.id, e.body, e.attempts",
+                {"t": self._t, "n": max(int(n), 0), "lease": self.lease, "me": me, "held": held})
+            with self._lock:
+                self._held.update(r[1] for r in rows)
         rows.sort()
         return [QueuedEvent(seq, eid, json.loads(body), attempts) for seq, eid, body, attempts in rows]
 
     def done(self, ids: Sequence[str]) -> None:
         if ids:
-            self._run("DELETE FROM @ingest_events WHERE tenant = %s AND id = ANY(%s)", (self._t, list(ids)),
-                      fetch=False)
+            try:
+                self._run("DELETE FROM @ingest_events WHERE tenant = %s AND id = ANY(%s)", (self._t, list(ids)),
+                          fetch=False)
+            finally:
+                self._release(ids)
 
     def fail(self, event_id: str, error: str, *, body: str | None = None) -> None:
-        self._run("UPDATE @ingest_events SET state = 'dead', error = %s, attempts = attempts + 1, failed_at = now(), "
-                  "body = coalesce(%s, body), lease_until = NULL WHERE tenant = %s AND id = %s AND state = 'pending'",
-                  (error, body, self._t, event_id), fetch=False)
+        try:
+            self._run("UPDATE @ingest_events SET state = 'dead', error = %s, attempts = attempts + 1, "
+                      "failed_at = now(), body = coalesce(%s, body), lease_until = NULL "
+                      "WHERE tenant = %s AND id = %s AND state = 'pending'",
+                      (error, body, self._t, event_id), fetch=False)
+        finally:
+            self._release([event_id])
 
     def postpone(self, ids: Sequence[str], error: str) -> None:
-        """Count a failed attempt and give the events back now (the store was unavailable)."""
+        """Count a failed attempt and give the events back now (the store was unavailable):
+        only those this worker holds the lease of (a lease that ran out and another worker
+        took is that worker's)."""
         if ids:
-            self._run("UPDATE @ingest_events SET attempts = attempts + 1, error = %s, lease_until = NULL "
-                      "WHERE tenant = %s AND state = 'pending' AND id = ANY(%s)", (error, self._t, list(ids)),
-                      fetch=False)
+            try:
+                self._run("UPDATE @ingest_events SET attempts = attempts + 1, error = %s, lease_until = NULL "
+                          "WHERE tenant = %s AND state = 'pending' AND id = ANY(%s) AND leased_by = %s",
+                          (error, self._t, list(ids), self._me()), fetch=False)
+            finally:
+                self._release(ids)
 
     def dead(self, limit: int | None = None) -> list[DeadRow]:
         rows = self._run(
