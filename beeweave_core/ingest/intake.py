@@ -30,10 +30,17 @@ exclusive ``flock`` for as long as it is open. A process takes the first free fi
 ``<queue>.intake``, ``<queue>.intake.1``, ``.2``... so two processes never write one
 mapping. A file whose owner died is unlocked: the next process to open the intake locks it
 too, hands its records over first (``drain``) and deletes it once they are in the queue.
+
+Disk space: a write into the mapping cannot fail politely. On a block the file system has
+not allocated (a hole in a sparse file, on a full disk) the kernel kills the process with
+SIGBUS. So every block of the file is reserved before it is mapped, and an existing file is
+reserved again on open; a journal that cannot be reserved is not opened at all, and the
+caller gets :class:`StoreUnavailableError` (see ``_reserve_journal``).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import io
 import mmap
@@ -55,6 +62,10 @@ _TOP = 64  # records start here
 _RECORD = struct.Struct("<II")  # length, crc32 (the seq follows as its own u64)
 _SEQ = struct.Struct("<Q")
 _REC_HEAD = 16
+# Errors of a reservation the disk cannot give: full, over a quota, over a file-size limit.
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+# posix_fallocate is not supported by this file system: the blocks are written instead.
+_NO_FALLOCATE = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS}
 
 
 class Intake(Protocol):
@@ -107,21 +118,21 @@ class MmapJournal:
         self._lock = threading.Lock()
         self._file: io.FileIO | None = None
         self._orphans: list[_Orphan] = []
+        want = max(size, 4 * _TOP)
         try:
             self.path, self._file = _lock_free_file(self.base)
             fd = self._file.fileno()
-            fresh = os.fstat(fd).st_size < _TOP
-            if fresh:
-                os.ftruncate(fd, max(size, 4 * _TOP))
-                if hasattr(os, "posix_fallocate"):
-                    os.posix_fallocate(fd, 0, max(size, 4 * _TOP))  # no block allocation on a caller's write
-                os.fsync(fd)  # the allocation itself is durable before any record is acknowledged
+            fresh = _reserve_journal(self.path, fd, want)  # before mapping: see _reserve_journal
             self._cap = os.fstat(fd).st_size
             self._mm = mmap.mmap(fd, self._cap)
             self._orphans = _adopt_orphans(self.base, self.path)
         except OSError as exc:
             self._release()
-            raise StoreUnavailableError(f"cannot open the ingest journal at {self.base}: {exc}") from exc
+            hint = ""
+            if exc.errno in _NO_ROOM:
+                hint = (f" (the journal reserves its whole size, {want} bytes here, when it is created; "
+                        "IngestConfig.journal_bytes sets it)")
+            raise StoreUnavailableError(f"cannot open the ingest journal at {self.base}: {exc}{hint}") from exc
         if fresh or self._mm[:8] != _MAGIC:
             self._mm[:8] = _MAGIC
             self._write_header(_TOP, 0)
@@ -214,6 +225,59 @@ class MmapJournal:
             if self.path != self.base and self._count == 0 and self._file is not None:
                 self.path.unlink(missing_ok=True)  # a second process's empty journal goes with it
             self._release()
+
+
+def _reserve_journal(path: Path, fd: int, size: int) -> bool:
+    """Give every block of the journal file ``fd`` its disk space before the file is mapped;
+    True if the file is new (it gets a fresh header), False if its records are kept.
+
+    A write into a ``MAP_SHARED`` mapping over a block the file system cannot allocate (a hole
+    of a sparse file on a full disk) is no error a caller can catch: the kernel sends SIGBUS
+    and the whole process dies. So the file is mapped only once all of it is reserved, and the
+    reservation comes before the size (``posix_fallocate`` sizes the file as it reserves). A
+    file that exists is reserved again, a no-op when it already is: it may be sparse, left by
+    an older version whose reservation failed after sizing the file, or by a crash between the
+    two. An existing file without unconsumed records whose size is not ``size`` is made again
+    at ``size`` (so a changed ``IngestConfig.journal_bytes`` applies to a store that has a
+    journal already).
+
+    When the reservation fails (a full disk, a file-size limit) the error is raised; a file
+    with no unconsumed records is removed first (it frees what a partial reservation took, and
+    the next open starts afresh), one with records is left as it is for a later open to
+    recover once there is room: acknowledged events are never given up."""
+    current = os.fstat(fd).st_size
+    fresh = current < _TOP or (current != size and not _read_records(fd))
+    if fresh and current:
+        os.ftruncate(fd, 0)  # a header-less stub, or an empty journal of another size
+    try:
+        _reserve(fd, size if fresh else current)
+        os.fsync(fd)  # the allocation itself is durable before any record is acknowledged
+    except OSError:
+        if fresh or not _read_records(fd):
+            path.unlink(missing_ok=True)  # we hold its lock: nobody else uses it (see _try_lock)
+        raise
+    return fresh
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Allocate the disk blocks of bytes ``[0, size)`` of ``fd``, extending the file to ``size``."""
+    if hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return
+        except OSError as exc:
+            if exc.errno not in _NO_FALLOCATE:
+                raise
+    # No fallocate here: write every block, its own bytes back (nothing maps the file yet) and
+    # zeros past the end.
+    step = 1 << 20
+    for start in range(0, size, step):
+        n = min(step, size - start)
+        data = os.pread(fd, n, start)
+        view = memoryview(data + bytes(n - len(data)))
+        while view:
+            done = os.pwrite(fd, view, start)
+            view, start = view[done:], start + done
 
 
 def _numbered(base: Path, n: int) -> Path:

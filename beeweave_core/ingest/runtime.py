@@ -51,6 +51,47 @@ _TRANSIENT = (StoreUnavailableError, ModelLoadError)
 _FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
 
 
+class _RetriedFailure:
+    """How a failure the worker retries is logged: with its traceback the first time, then one
+    line without it at most every ``every`` seconds (the rest at DEBUG), and once when it is over.
+
+    A store that is down (a full disk, a database outage) fails every retry the same way: a
+    traceback on each would bury the log. A failure of another exception type logs its
+    traceback once too."""
+
+    def __init__(self, what: str, every: float = 60.0) -> None:
+        self.what = what
+        self.every = every
+        self.failures = 0
+        self._since = 0.0
+        self._said_at = 0.0
+        self._kinds: set[type[BaseException]] = set()
+
+    def failed(self, exc: BaseException, retry: str = "retrying shortly") -> None:
+        now = time.monotonic()
+        if not self.failures:
+            self._since = now
+        self.failures += 1
+        if type(exc) not in self._kinds:
+            self._kinds.add(type(exc))
+            self._said_at = now
+            level = logging.WARNING if isinstance(exc, _TRANSIENT) else logging.ERROR
+            logger.log(level, "BeeWeave ingest: %s failed; %s", self.what, retry, exc_info=exc)
+        elif now - self._said_at >= self.every:
+            self._said_at = now
+            logger.warning("BeeWeave ingest: %s still failing (%d times in %.0f s; %s): %s: %s", self.what,
+                           self.failures, now - self._since, retry, type(exc).__name__, exc)
+        else:
+            logger.debug("BeeWeave ingest: %s failed again: %s: %s", self.what, type(exc).__name__, exc)
+
+    def succeeded(self) -> None:
+        if self.failures:
+            logger.info("BeeWeave ingest: %s works again (after %d failures in %.0f s)", self.what,
+                        self.failures, time.monotonic() - self._since)
+            self.failures = 0
+            self._kinds.clear()
+
+
 def rating_signal(feedback: Any) -> FeedbackSignal | None:
     """The feedback signal of an event's rating: > 0 ``up``, < 0 ``down``, else none."""
     if isinstance(feedback, bool) or not isinstance(feedback, (int, float)) or not feedback:
@@ -103,6 +144,10 @@ class IngestRuntime:
         self._stop = False
         self._closed = False
         self._last_sweep: datetime | None = None
+        # Retried failures, each logged with a traceback once (see _RetriedFailure).
+        self._read_failure = _RetriedFailure("the worker reading the queue")
+        self._batch_failure = _RetriedFailure("the worker processing a batch")
+        self._pattern_failure = _RetriedFailure("pattern detection")
 
     # -- the queue --------------------------------------------------------------------------
     def _target(self) -> tuple[Path | None, bool]:
@@ -248,10 +293,11 @@ class IngestRuntime:
                 batch = q.take(self.config.batch_size)
             except StoreClosedError:
                 break
-            except Exception:  # e.g. a full disk: the events stay in the intake and the queue
-                logger.exception("BeeWeave ingest worker: reading the queue failed; retrying shortly")
+            except Exception as exc:  # e.g. a full disk: the events stay in the intake and the queue
+                self._read_failure.failed(exc)
                 time.sleep(0.5)
                 continue
+            self._read_failure.succeeded()
             if not batch:
                 with self._cond:
                     self._cond.notify_all()
@@ -267,14 +313,15 @@ class IngestRuntime:
                 if delay:
                     logger.info("BeeWeave ingest worker: the store is back; the queued events are being stored")
                 delay = 0.0
+                self._batch_failure.succeeded()
             except StoreClosedError:
                 break
             except _TRANSIENT as exc:
                 # Not the events' fault: they stay pending and are retried until the store is back.
                 self._postpone(q, batch, exc, first=not delay)
                 delay = min(max(2 * delay, _FIRST_RETRY), max(self.config.retry_max_delay, _FIRST_RETRY))
-            except Exception:  # a bug here must not kill the worker: the batch stays pending
-                logger.exception("BeeWeave ingest worker: a batch failed; retrying shortly")
+            except Exception as exc:  # a bug here must not kill the worker: the batch stays pending
+                self._batch_failure.failed(exc)
                 time.sleep(0.5)
             finally:
                 with self._cond:
@@ -345,10 +392,11 @@ class IngestRuntime:
                     det = self.patterns.observe(p.sighting)
                     if det is not None:
                         self.patterns.publish(self.memory, det, agent_id=p.event.agent_id)
+                    self._pattern_failure.succeeded()
                 except StoreClosedError:
                     raise
-                except Exception:  # the memories are stored; a pattern problem is not the event's failure
-                    logger.exception("BeeWeave ingest: pattern detection failed for event %s", p.event.id)
+                except Exception as exc:  # the memories are stored; a pattern problem is not the event's failure
+                    self._pattern_failure.failed(exc, f"event {p.event.id} is not counted")
         q.done([qe.id for qe, _ in ready])
 
     def _rate(self, p: Prepared) -> None:
