@@ -28,8 +28,11 @@ start with the old seq, which is why the first record may have any seq above the
 Several processes on one store: a journal file belongs to one process at a time, held by an
 exclusive ``flock`` for as long as it is open. A process takes the first free file of
 ``<queue>.intake``, ``<queue>.intake.1``, ``.2``... so two processes never write one
-mapping. A file whose owner died is unlocked: the next process to open the intake locks it
-too, hands its records over first (``drain``) and deletes it once they are in the queue.
+mapping. A file whose owner died is unlocked: a live process locks it too, hands its records
+over first (``drain``) and deletes it once they are in the queue. It looks for such files when
+it opens the intake, and then every ``ADOPT_INTERVAL`` seconds while its events are counted
+(the worker counts before each move, and an idle worker polls), so a sibling killed mid-run
+does not leave its acknowledged events waiting for some process to reopen the store.
 
 Disk space: a write into the mapping cannot fail politely. On a block the file system has
 not allocated (a hole in a sparse file, on a full disk) the kernel kills the process with
@@ -47,6 +50,7 @@ import mmap
 import os
 import struct
 import threading
+import time
 import zlib
 from collections import deque
 from pathlib import Path
@@ -113,11 +117,14 @@ class MemoryIntake:
 class MmapJournal:
     """An :class:`Intake` in a memory-mapped file (see the module docstring)."""
 
+    ADOPT_INTERVAL = 5.0  # seconds between looks for the journals of sibling processes that died
+
     def __init__(self, path: str | Path, size: int = 16 << 20) -> None:
         self.base = Path(path)
         self._lock = threading.Lock()
         self._file: io.FileIO | None = None
         self._orphans: list[_Orphan] = []
+        self._adopted_at = time.monotonic()
         want = max(size, 4 * _TOP)
         try:
             self.path, self._file = _lock_free_file(self.base)
@@ -216,7 +223,25 @@ class MmapJournal:
                 self._write_header(_TOP, last_seq)
 
     def count(self) -> int:
+        self.adopt()
         return self._count + sum(len(o.records) for o in self._orphans)
+
+    def adopt(self) -> int:
+        """Take on the journal files of sibling processes that died since the last look (at
+        most once every ``ADOPT_INTERVAL`` seconds); return how many records came with them."""
+        if time.monotonic() - self._adopted_at < self.ADOPT_INTERVAL:
+            return 0
+        with self._lock:
+            self._adopted_at = time.monotonic()
+            if self._mm.closed:
+                return 0
+            held = {o.path for o in self._orphans}
+            try:
+                found = [o for o in _adopt_orphans(self.base, self.path) if o.path not in held]
+            except OSError:
+                return 0  # tried again at the next look
+            self._orphans.extend(found)
+        return sum(len(o.records) for o in found)
 
     def close(self) -> None:
         with self._lock:
@@ -331,12 +356,13 @@ class _Orphan:
 
 
 def _adopt_orphans(base: Path, mine: Path) -> list[_Orphan]:
-    """Lock every numbered journal file beside ours that no live process holds and read its
-    unconsumed records (a file with none is deleted at once)."""
+    """Lock every journal file of the series (the first, and the numbered ones) beside ours
+    that no live process holds and read its unconsumed records (a file with none is deleted
+    at once)."""
     out: list[_Orphan] = []
-    for path in sorted(base.parent.glob(base.name + ".*"), key=lambda p: p.name):
+    for path in [base, *sorted(base.parent.glob(base.name + ".*"), key=lambda p: p.name)]:
         suffix = path.name[len(base.name) + 1:]
-        if path == mine or not suffix.isdigit():
+        if path == mine or not (path == base or suffix.isdigit()) or not path.exists():
             continue
         fd = _try_lock(path)
         if fd is None:

@@ -18,9 +18,12 @@ drains, ``done`` checkpoints too once the WAL passes ``WAL_LIMIT``, so it stays 
 Several processes on one store: a queue file belongs to one process at a time (an exclusive
 ``flock`` on ``<file>.lock``, held while it is open), so each process's worker processes only
 the events its own callers acknowledged and its counts are exact. A process takes the first
-free file of ``<queue>``, ``<queue>.1``, ``<queue>.2``...; a numbered file whose owner died is
-adopted by the next process that opens the queue: its pending and dead events are copied in
-(an id already held is skipped) and the file is deleted.
+free file of ``<queue>``, ``<queue>.1``, ``<queue>.2``...; a file whose owner died is adopted
+by a live process: its pending and dead events are copied in (an id already held is skipped)
+and the file is deleted. A process looks for such files when it opens the queue, and then
+every ``ADOPT_INTERVAL`` seconds while it takes or counts events (an idle worker polls that
+often), so the events of a sibling killed mid-run are stored by the survivors, and their
+``flush()`` waits for them, without any process reopening the store.
 
 Every SQLite error is raised as :class:`StoreUnavailableError` with the original chained
 (a full disk, a locked or unreadable file), and a refused call leaves the queue unchanged.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -61,6 +65,9 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_state ON events (state, seq);
 """
 _SCHEMA_VERSION = 1
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,7 @@ class SQLiteEventQueue:
 
     # The WAL size at which ``done`` checkpoints while a backlog drains.
     WAL_LIMIT = 8 << 20
+    ADOPT_INTERVAL = 5.0  # seconds between looks for the queue files of processes that died
 
     def __init__(self, path: str | Path | None = None, *, fsync: bool = False, timeout: float = 30.0) -> None:
         self.base = None if path is None else Path(path)
@@ -146,6 +154,7 @@ class SQLiteEventQueue:
         self._lock = threading.Lock()
         self._closed = False
         self._owner: io.FileIO | None = None
+        self._adopted_at = time.monotonic()
         if self.base is not None:
             try:
                 self.path, self._owner = _own_file(self.base)
@@ -183,12 +192,36 @@ class SQLiteEventQueue:
             self._owner.close()  # releases the flock
             self._owner = None
 
+    @property
+    def poll_interval(self) -> float | None:
+        """How often an idle worker takes again: a queue file on disk may have siblings whose
+        process dies, and their events are adopted then (``adopt``)."""
+        return None if self.base is None else self.ADOPT_INTERVAL
+
+    def adopt(self) -> int:
+        """Adopt the queue files of sibling processes that died (at most once every
+        ``ADOPT_INTERVAL`` seconds); return how many pending events came in."""
+        if self.base is None or time.monotonic() - self._adopted_at < self.ADOPT_INTERVAL:
+            return 0
+        with self._lock:
+            self._check()
+            self._adopted_at = time.monotonic()
+            try:
+                self._adopt_orphans()
+                pending = self._db.execute("SELECT COUNT(*) FROM events WHERE state='pending'").fetchone()[0]
+            except (sqlite3.Error, OSError, StoreUnavailableError):
+                # The orphan stays where it is; this or another process adopts it later.
+                logger.warning("BeeWeave: could not adopt the ingest queues beside %s yet", self.path, exc_info=True)
+                return 0
+            came, self._pending = pending - self._pending, pending
+            return max(came, 0)
+
     def _adopt_orphans(self) -> None:
-        """Copy in the events of numbered queue files no live process holds, then delete them."""
+        """Copy in the events of the series' queue files no live process holds, then delete them."""
         assert self.base is not None and self.path is not None
-        for other in sorted(self.base.parent.glob(self.base.name + ".*"), key=lambda p: p.name):
+        for other in [self.base, *sorted(self.base.parent.glob(self.base.name + ".*"), key=lambda p: p.name)]:
             suffix = other.name[len(self.base.name) + 1:]
-            if other == self.path or not suffix.isdigit():
+            if other == self.path or not (other == self.base or suffix.isdigit()) or not other.exists():
                 continue
             fd = _try_lock(Path(str(other) + ".lock"))
             if fd is None:
@@ -275,9 +308,11 @@ class SQLiteEventQueue:
             return added
 
     def pending_count(self) -> int:
+        self.adopt()
         return self._pending
 
     def take(self, n: int) -> list[QueuedEvent]:
+        self.adopt()
         with self._lock, self._read():
             self._check()
             rows = self._db.execute("SELECT seq, id, body, attempts FROM events WHERE state='pending' "
