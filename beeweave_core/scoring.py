@@ -28,7 +28,7 @@ from typing import NamedTuple
 from .errors import InvalidInputError
 from .records import KnowledgeChunk
 
-__all__ = ["ScoringConfig", "RankFields", "effective_weight", "refreshed_weight", "is_expired", "score_factor", "NEUTRAL_WEIGHT"]
+__all__ = ["ScoringConfig", "RankFields", "effective_weight", "refreshed_weight", "is_expired", "ttl_passed", "score_factor", "NEUTRAL_WEIGHT"]
 
 NEUTRAL_WEIGHT = 1.0
 STALE = "stale"  # the metadata flag the lifecycle sets after repeated negative feedback
@@ -136,6 +136,13 @@ def _unused_base(periods: float, cfg: ScoringConfig) -> float:
 def is_expired(chunk: KnowledgeChunk | RankFields, now: datetime) -> bool:
     """True when ``expires_at`` has passed; pinned memories never expire."""
     return not chunk.pinned and chunk.expires_at is not None and chunk.expires_at <= now
+
+
+def ttl_passed(chunk: KnowledgeChunk, now: datetime) -> bool:
+    """An item an application keeps under its own key (``kind="item"``: the LangGraph store's)
+    whose ``expires_at`` passed. Pinned as it is, its expiry is a TTL, a deletion date: it is
+    absent from every search and maintenance deletes it (not a ranking hint, as for others)."""
+    return chunk.metadata.get("kind") == "item" and chunk.expires_at is not None and chunk.expires_at <= now
 
 
 def score_factor(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:

@@ -45,7 +45,8 @@ class BeeWeaveMemory(BaseMemory):
     unreachable) the chain goes on without long-term memories, and a turn that cannot
     be handed to the store is kept in the short-term buffer only; each such failure is
     logged as a warning and counted in ``errors``. Inputs it cannot read raise
-    ``InvalidInputError`` (a ``ValueError``).
+    ``InvalidInputError`` (a ``ValueError``); a store closed by the program raises
+    ``StoreClosedError``.
 
     Setup:
         .. code-block:: bash

@@ -37,7 +37,8 @@ class BeeWeaveRetriever(BaseRetriever):
     When the store is unavailable (a locked file, PostgreSQL down, the server
     unreachable) the retriever returns no documents: the failure is logged as a warning
     and counted in ``errors``, and the next call tries the store again. Bad input still
-    raises ``InvalidInputError``.
+    raises ``InvalidInputError``, and a store closed by the program raises
+    ``StoreClosedError`` (a use after close is the caller's bug, not an outage).
 
     Setup:
         .. code-block:: bash

@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import math
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -45,9 +47,11 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
-from beeweave_core.errors import DuplicateIdError, InvalidInputError
+from beeweave_core.errors import DuplicateIdError, InvalidInputError, NotFoundError, StoreClosedError
 from beeweave_core.filters import build_filter
 from beeweave_core.records import ChunkStatus, KnowledgeChunk
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["BeeWeaveStore", "NAMESPACE_TAG", "item_id"]
 
@@ -202,7 +206,9 @@ class BeeWeaveStore(BaseStore):
         user_level, agent_level, session_level: namespace positions of the scopes.
         default_user: the user of items whose namespace has no user level.
         index: LangGraph's index configuration (``fields``; ``dims`` checked).
-        ttl: LangGraph's TTL configuration (``default_ttl`` minutes, ``refresh_on_read``).
+        ttl: LangGraph's TTL configuration (``default_ttl`` minutes, ``refresh_on_read``;
+            ``sweep_interval_minutes`` starts a daemon thread that calls ``sweep()`` that often
+            until the memory closes or ``stop_ttl_sweeper()``).
         redact: redact personal data and secrets in items as they are written (off: a
             store returns what was put).
     """
@@ -230,6 +236,32 @@ class BeeWeaveStore(BaseStore):
             raise InvalidInputError("redact must be True or False")
         self.ttl_config = ttl
         self.redact = redact
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeping = threading.Event()
+        interval = (ttl or {}).get("sweep_interval_minutes")
+        if interval is not None:
+            if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
+                raise InvalidInputError(f"sweep_interval_minutes is a positive number, got {interval!r}")
+            self._sweeper = threading.Thread(target=self._sweep_every, args=(float(interval) * 60,),
+                                             name="beeweave-ttl-sweeper", daemon=True)
+            self._sweeper.start()
+
+    def _sweep_every(self, seconds: float) -> None:
+        while not self._stop_sweeping.wait(seconds):
+            try:
+                self.sweep()
+            except StoreClosedError:
+                return
+            except Exception:  # a store briefly unavailable: the next sweep deletes them
+                logger.warning("BeeWeave store: the TTL sweep failed; trying again in %s s", seconds, exc_info=True)
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread ``sweep_interval_minutes`` started; True once it stopped."""
+        self._stop_sweeping.set()
+        if self._sweeper is not None:
+            self._sweeper.join(timeout)
+            return not self._sweeper.is_alive()
+        return True
 
     def _check_index(self, index: IndexConfig | None) -> IndexConfig | None:
         if index is None:
@@ -325,7 +357,10 @@ class BeeWeaveStore(BaseStore):
         for c in chunks:
             data = self._item_of(c)
             if data is not None and data.get("ttl"):
-                self.memory.update(c.id, expires_at=now + timedelta(minutes=data["ttl"]))
+                try:
+                    self.memory.update(c.id, expires_at=now + timedelta(minutes=data["ttl"]))
+                except NotFoundError:
+                    pass  # deleted since it was read: nothing left to keep alive
 
     # -- operations ---------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:

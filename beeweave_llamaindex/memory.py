@@ -98,7 +98,8 @@ class BeeWeaveMemory(BaseMemory):
     ``get`` returns the chat history with the memories (one ``- ...`` line each, best
     first) appended to its first system message, or in a new system message at the start.
     When the store is unavailable the history comes back without memories and the turn
-    is not ingested; each failure is logged and counted in ``errors``.
+    is not ingested; each failure is logged and counted in ``errors``. A store closed by
+    the program raises ``StoreClosedError``.
 
     Args (``context`` keys for ``from_client`` / ``from_config``):
         user_id: whose memories are read and written (required).

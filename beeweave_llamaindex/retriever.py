@@ -83,7 +83,8 @@ class BeeWeaveRetriever(BaseRetriever):
     When the store is unavailable (a locked file, PostgreSQL down, the server
     unreachable) the retriever returns no nodes: the failure is logged as a warning and
     counted in ``errors``, and the next call tries the store again. Bad input still
-    raises ``InvalidInputError``.
+    raises ``InvalidInputError``, and a store closed by the program raises
+    ``StoreClosedError``.
     """
 
     def __init__(self, memory: MemoryAPI, *, similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,

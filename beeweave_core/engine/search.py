@@ -26,7 +26,7 @@ from ..query import prepare_query, split_questions
 from ..records import Relationship, SearchHit
 from ..relevance import Evidence, evidence_terms, lexical_evidence, relevance, term_coverage
 from ..rerank import Reranker, mmr
-from ..scoring import score_factor
+from ..scoring import score_factor, ttl_passed
 from ..store.base import RetrievesInOneTrip, StaleCandidates, TermEvidence
 from ..timewords import DATED_LAG, find_time
 from ..validation import check_content, check_count, check_number, check_vector
@@ -238,7 +238,8 @@ class Search:
                                      rivals, optimistic=False)
         if got is not None and rivals is not None and (read := getattr(got, "rivals", None)) is not None:
             rivals.update(read)
-        scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked if cid in chunks]
+        scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked
+                  if cid in chunks and not ttl_passed(chunks[cid], now)]
         if rerank is not None:
             scored = rerank.rerank(query, scored)
         if mmr_lambda is not None:

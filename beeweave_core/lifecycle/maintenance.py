@@ -13,7 +13,7 @@ from ..errors import InvalidInputError
 from ..events import EventType
 from ..filters import Filter, build_filter
 from ..records import ChunkStatus, KnowledgeChunk
-from ..scoring import effective_weight, is_expired
+from ..scoring import effective_weight, is_expired, ttl_passed
 from .base import LifecycleContext, Outbox, retired
 from .config import ForgetAction
 from .expiry import eviction_score, eviction_victims, rule_expiry
@@ -93,7 +93,7 @@ class Maintenance:
                 before.update((c.id, c) for c in self.tiers.demote_due(fresh, self.ctx.now(), report, box))
         now = self.ctx.now()
         due = [cid for cid, c in before.items()
-               if is_expired(c, now) or rule_expiry(c, cfg.expiry_rules) is not None]
+               if is_expired(c, now) or ttl_passed(c, now) or rule_expiry(c, cfg.expiry_rules) is not None]
         if due:
             with self.ctx.changes() as box:
                 now = self.ctx.now()
@@ -162,7 +162,11 @@ class Maintenance:
         keep: list[KnowledgeChunk] = []
         archive: list[KnowledgeChunk] = []
         for c in active:
-            if not is_expired(c, now):
+            if ttl_passed(c, now):  # an item's TTL: deleted, whatever its weight
+                report.expired += 1
+                self._forget(c, "expired", ForgetAction.DELETE, now, report, archive, box)
+                box.emit(EventType.EXPIRED, c, action="deleted")
+            elif not is_expired(c, now):
                 keep.append(c)
             elif effective_weight(c, now, self.ctx.shared.scoring) >= cfg.review_weight:
                 keep.append(c)  # valued: a person decides

@@ -72,6 +72,54 @@ def test_ttl_sets_expires_at_and_an_expired_item_is_gone(timed, clock: Clock) ->
     assert store.sweep() == 1 and timed.count() == 1
 
 
+def test_an_expired_item_is_absent_from_the_engines_search_and_maintenance_deletes_it(timed, clock: Clock) -> None:
+    # A trial put a one-time code with a TTL: the store hid it once expired, but the engine's
+    # search (so the retrievers, the middleware and MCP) kept returning it, and maintain()
+    # kept it (items are pinned).
+    store = BeeWeaveStore(timed)
+    store.put(("memories", "alice"), "otp", {"text": "Alice one-time code 884211"}, ttl=1)
+    store.put(("memories", "alice"), "home", {"text": "Alice code word is heron"})
+    assert item_id(("memories", "alice"), "otp") in [h.id for h in timed.search("Alice one-time code",
+                                                                                  user_id="alice", k=10)]
+    clock.now += timedelta(minutes=2)
+    assert [h.id for h in timed.search("Alice one-time code", user_id="alice", k=10)] == [
+        item_id(("memories", "alice"), "home")]
+    report = timed.maintain()
+    assert report.expired == 1 and timed.count() == 1
+    assert timed.get_many([item_id(("memories", "alice"), "otp")]) == []
+
+
+def test_sweep_interval_minutes_sweeps_in_the_background() -> None:
+    memory = BeeWeave(embedder=HashingEmbedder(32))  # the real clock: the sweeper runs in real time
+    store = BeeWeaveStore(memory, ttl={"sweep_interval_minutes": 0.002})  # every 0.12 s
+    try:
+        store.put(("cache",), "k", {"text": "x"}, ttl=0.001)  # 0.06 s
+        deadline = time.monotonic() + 10
+        while memory.count() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert memory.count() == 0
+    finally:
+        assert store.stop_ttl_sweeper(5)
+        with pytest.raises(InvalidInputError, match="sweep_interval_minutes"):
+            BeeWeaveStore(memory, ttl={"sweep_interval_minutes": 0})
+        memory.close()
+
+
+def test_a_read_racing_a_delete_is_a_miss_not_an_error(timed, monkeypatch) -> None:
+    # Refresh on read updated an item another thread had just deleted: NotFoundError.
+    store = BeeWeaveStore(timed, ttl={"default_ttl": 60})
+    store.put(("ns",), "x", {"text": "x"})
+    real_update = timed.update
+
+    def deleted_meanwhile(chunk_id, **changes):
+        timed.delete(chunk_id)
+        return real_update(chunk_id, **changes)
+
+    monkeypatch.setattr(timed, "update", deleted_meanwhile)
+    item = store.get(("ns",), "x")
+    assert item is not None and item.key == "x"  # what was read; the refresh found nothing to keep alive
+
+
 def test_the_default_ttl_comes_from_the_ttl_config(timed, clock: Clock) -> None:
     store = BeeWeaveStore(timed, ttl={"default_ttl": 1, "refresh_on_read": False})
     store.put(("cache",), "k", {"text": "x"})
