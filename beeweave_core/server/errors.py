@@ -149,10 +149,13 @@ class BodyLimit:
             await self._too_large(scope, receive, send)
             return
         seen = 0
+        body_done = False
 
         async def limited() -> Message:
-            nonlocal seen
-            if self.read_timeout is None:
+            nonlocal seen, body_done
+            # Once the body is in, a receive waits for the client to go away (a streamed
+            # response such as the event stream listens for that): no read timeout then.
+            if self.read_timeout is None or body_done:
                 message = await receive()
             else:
                 try:
@@ -160,6 +163,7 @@ class BodyLimit:
                 except asyncio.TimeoutError:
                     raise HTTPException(408, f"the request body did not arrive within {self.read_timeout} s") from None
             if message["type"] == "http.request":
+                body_done = not message.get("more_body", False)
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
                     # An HTTPException raised while the body is read reaches the handler above.

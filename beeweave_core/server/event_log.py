@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..events import EventType
 from ..store.wal import empty_wal, use_wal
 
 __all__ = ["EventLog", "EventFilter", "Webhook", "WebhookSender", "sign"]
@@ -107,11 +108,14 @@ class EventLog:
         return int(row[0] or 0)
 
     def forget_user(self, user_id: str) -> int:
-        """Delete every event of ``user_id``; returns how many. The rows are zeroed in the file
-        (``secure_delete``) and the WAL is emptied into it (TRUNCATE checkpoint), so no byte of
-        the log's files holds them. Events without a user, and other users', stay."""
+        """Delete every event of ``user_id`` but the ``memory.deleted`` notices (ids only: a
+        mirror that reconnects erases its copies from them, also after a retried erasure);
+        returns how many. The rows are zeroed in the file (``secure_delete``) and the WAL is
+        emptied into it (TRUNCATE checkpoint), so no byte of the log's files holds them. Events
+        without a user, and other users', stay."""
         with self._lock:
-            n = self._db.execute("DELETE FROM events WHERE user_id=?", (user_id,)).rowcount
+            n = self._db.execute("DELETE FROM events WHERE user_id=? AND type != ?",
+                                 (user_id, EventType.DELETED.value)).rowcount
             if self.path is not None:
                 empty_wal(self._db, f"the event log {self.path}")
         return max(int(n), 0)

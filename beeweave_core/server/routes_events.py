@@ -25,6 +25,20 @@ _TYPES = "|".join(t.value for t in EventType)
 _KNOWN = {t.value for t in EventType}
 _N_TYPES = len(EventType)
 
+_MAX_SEQ = 2**63 - 1  # the event log's ids are SQLite integers
+
+
+def resume_after(after: int | None = Query(None, ge=0, le=_MAX_SEQ, description="Resume after this id."),
+                 last_event_id: str | None = Header(None, max_length=32)) -> int | None:
+    """Where a stream resumes: ``after``, else the ``Last-Event-ID`` a reconnecting client
+    sends. Checked as a dependency, so a bad id is refused before the stream starts."""
+    if after is not None or last_event_id is None or not last_event_id.strip().isdigit():
+        return after
+    start = int(last_event_id.strip())
+    if start > _MAX_SEQ:
+        raise InvalidInputError(f"Last-Event-ID {last_event_id.strip()} is not an event id of this server")
+    return start
+
 
 def design_result(chunk: KnowledgeChunk, score: float) -> dict[str, Any]:
     """A hit the way the design document's client reads it: ``query`` and ``agent_response``.
@@ -92,16 +106,13 @@ def events_router(config: ServerConfig) -> APIRouter:
 
     @r.get("/events", response_class=EventSourceResponse, tags=["events"],
            summary="Memory events as Server-Sent Events (resume with Last-Event-ID)")
-    async def events(request: Request, after: int | None = Query(None, ge=0, description="Resume after this id."),
+    async def events(request: Request,
                      max_seconds: float | None = Query(None, gt=0, le=86_400,
                                                           description="End the stream after this long (long polling)."),
-                     last_event_id: str | None = Header(None, max_length=32),
+                     start: int | None = Depends(resume_after),
                      args: tuple[Ctx, EventFilter] = Depends(sse_filter)) -> AsyncIterator[ServerSentEvent]:
         c, flt = args
         log = c.svc.event_log
-        start = after
-        if start is None and last_event_id is not None and last_event_id.strip().isdigit():
-            start = int(last_event_id.strip())
         seq = log.last_seq() if start is None else start
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()

@@ -52,6 +52,8 @@ def test_forgetting_a_user_removes_their_events_from_the_log_and_its_files(tmp_p
             assert kept_before
 
             assert h.delete(f"/api/v1/users/{gone}").json() == {"user_id": gone, "deleted": 3}
+            # A retried erasure keeps the notices the first one left (a trial saw them purged).
+            assert h.delete(f"/api/v1/users/{gone}").json() == {"user_id": gone, "deleted": 0}
 
             # What stays of the user is one memory.deleted notice per memory (its id, nothing it
             # said), so a client mirroring the memories erases its copies too.
@@ -85,3 +87,22 @@ def test_event_log_forget_user_in_memory_and_on_disk(tmp_path):
                 assert _files_holding(tmp_path, WORD.encode()) == []
         finally:
             log.close()
+
+
+def test_the_event_stream_outlives_the_read_timeout_and_bad_ids_are_refused(tmp_path):
+    # A trial saw every stream cut at --read-timeout (the wait for the client's disconnect
+    # was timed as if it were the body), and a huge Last-Event-ID end in a server error.
+    import time
+
+    s = start_server(ServerConfig(tmp_path, {ADMIN: "acme"}, embedder=EMBEDDER, read_timeout=1.0))
+    try:
+        with s.http(ADMIN) as h:
+            t0 = time.monotonic()
+            r = h.get("/api/v1/events", params={"after": 0, "max_seconds": 3}, timeout=20)
+            assert r.status_code == 200 and time.monotonic() - t0 >= 2.5
+            r = h.get("/api/v1/events", params={"max_seconds": 1}, headers={"Last-Event-ID": "9" * 23})
+            assert r.status_code == 400 and "Last-Event-ID" in r.text
+            r = h.get("/api/v1/events", params={"max_seconds": 1, "after": "9" * 23})
+            assert r.status_code == 422
+    finally:
+        s.stop()
