@@ -11,10 +11,11 @@ from fastapi import Depends, Request
 from .auth import Access, access_of
 from .service import MemoryService
 
-__all__ = ["Ctx", "ctx", "slot", "ERRORS", "NOT_FOUND", "chunks_json"]
+__all__ = ["Ctx", "ctx", "slot", "ERRORS", "NOT_FOUND", "CONFLICT", "chunks_json"]
 
 ERRORS: dict[int | str, dict[str, Any]] = {}
 NOT_FOUND: dict[int | str, dict[str, Any]] = {}
+CONFLICT: dict[int | str, dict[str, Any]] = {}
 
 
 def _init_errors() -> None:
@@ -29,6 +30,7 @@ def _init_errors() -> None:
         (503, "The store is busy or unavailable (the ingest queue is full, the tenant has too many requests "
               "in flight); retry later."))})
     NOT_FOUND.update({404: {"model": ErrorOut, "description": "No such memory or user (for this API key)."}})
+    CONFLICT.update({409: {"model": ErrorOut, "description": "A memory with this id already exists."}})
 
 
 _init_errors()

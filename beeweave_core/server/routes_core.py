@@ -114,7 +114,7 @@ def core_router(config: ServerConfig) -> APIRouter:
         return {"drained": drained, "pending": await run_in_threadpool(c.svc.memory.pending_events)}
 
     @r.post("/search", response_model=SearchOut, tags=["search"],
-            summary="Hybrid search with filters, graph expansion and MMR")
+            responses=NOT_FOUND, summary="Hybrid search with filters, graph expansion and MMR")
     def search(req: SearchIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         expand: Any = req.expand
         if req.expand is not None and not isinstance(req.expand, bool):
@@ -165,7 +165,7 @@ def core_router(config: ServerConfig) -> APIRouter:
         return c.svc.import_user(data).to_dict()
 
     @r.delete("/users/{user_id}", response_model=ForgetOut, tags=["users"],
-              summary="Forget everything of a user: records, index entries, relationships, history (admin key)")
+              responses=NOT_FOUND, summary="Forget everything of a user: records, index entries, relationships, history (admin key)")
     async def forget(user_id: str, c: Ctx = Depends(unlimited_ctx)) -> dict[str, Any]:
         user = segment(user_id)
         c.access.must_admin("forget")
@@ -203,7 +203,7 @@ def core_router(config: ServerConfig) -> APIRouter:
         return chunks_json([] if kept is None else [kept])
 
     @r.post("/maintain", response_model=MaintenanceReport, tags=["lifecycle"],
-            summary="Run maintenance now: merge duplicates, expire, evict (admin key)")
+            responses=NOT_FOUND, summary="Run maintenance now: merge duplicates, expire, evict (admin key)")
     def maintain(user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         c.access.must_admin("maintenance")
         return c.svc.maintain(user_id=c.access.one_user(user_id)).to_dict()
@@ -220,7 +220,7 @@ def core_router(config: ServerConfig) -> APIRouter:
         return {"fields": c.svc.declare_fields(req.fields)}
 
     @r.get("/stats", response_model=StatsOut, tags=["stats"],
-           summary="Hottest and newest memories, distributions, growth, search latency, dead letters")
+           responses=NOT_FOUND, summary="Hottest and newest memories, distributions, growth, search latency, dead letters")
     def stats(user_id: str | None = _user_q(), top: int = Query(10, ge=1, le=100),
               c: Ctx = Depends(ctx)) -> dict[str, Any]:
         return c.svc.stats(user_id=c.access.one_user(user_id), top=top).to_dict()

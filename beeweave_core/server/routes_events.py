@@ -14,7 +14,7 @@ from ..errors import InvalidInputError
 from ..events import EventType
 from ..records import KnowledgeChunk
 from .config import ServerConfig
-from .deps import ERRORS, Ctx, ctx, unlimited_ctx
+from .deps import ERRORS, NOT_FOUND, Ctx, ctx, unlimited_ctx
 from .event_log import EventFilter, filter_from
 from .routes_core import search_hits
 from .schemas import DeletedOut, SemanticSearchIn, SemanticSearchOut, WatchesOut, WatchIn, WatchOut
@@ -62,7 +62,7 @@ def events_router(config: ServerConfig) -> APIRouter:
     r = APIRouter(prefix="/api/v1", responses=ERRORS)
 
     @r.post("/search/semantic", response_model=SemanticSearchOut, tags=["search"],
-            summary="The design document's search: {query, session_id, user_id, top_k, tags} -> {results}")
+            responses=NOT_FOUND, summary="The design document's search: {query, session_id, user_id, top_k, tags} -> {results}")
     def semantic(req: SemanticSearchIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         filters: dict[str, Any] = {}
         if req.session_id is not None:
@@ -105,7 +105,7 @@ def events_router(config: ServerConfig) -> APIRouter:
         return c, filter_from(type, tag, user, agent_id, None if c.access.users is None else c.access.users)
 
     @r.get("/events", response_class=EventSourceResponse, tags=["events"],
-           summary="Memory events as Server-Sent Events (resume with Last-Event-ID)")
+           responses=NOT_FOUND, summary="Memory events as Server-Sent Events (resume with Last-Event-ID)")
     async def events(request: Request,
                      max_seconds: float | None = Query(None, gt=0, le=86_400,
                                                           description="End the stream after this long (long polling)."),

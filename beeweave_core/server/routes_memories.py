@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from ..errors import InvalidInputError
-from .deps import ERRORS, NOT_FOUND, Ctx, ctx
+from .deps import CONFLICT, ERRORS, NOT_FOUND, Ctx, ctx
 from .errors import segment
 from .observe import note
 from .schemas import (
@@ -65,7 +65,7 @@ def memories_router() -> APIRouter:
     r = APIRouter(prefix="/api/v1", responses=ERRORS)
 
     @r.post("/memories", status_code=201, response_model=ChunkOut, tags=["memories"],
-            summary="Add one memory (redacted and admitted like an ingested one)")
+            responses=CONFLICT, summary="Add one memory (redacted and admitted like an ingested one)")
     def add(req: MemoryIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         c.access.may_write(req.user_id)
         chunk = c.svc.add_memory(req.to_record())
@@ -73,7 +73,7 @@ def memories_router() -> APIRouter:
         return chunk.to_dict()
 
     @r.get("/memories", response_model=MemoryPageOut, tags=["memories"],
-           summary="List memories oldest first, filtered, a page at a time (pass next_cursor back as cursor)")
+           responses=NOT_FOUND, summary="List memories oldest first, filtered, a page at a time (pass next_cursor back as cursor)")
     def list_(user_id: str | None = _str(), agent_id: str | None = _str(), session_id: str | None = _str(),
               tags: list[str] | None = Query(None, max_length=100, description="Any of these tags."),
               status: list[str] | None = Query(None, max_length=5, description="Default: every status."),
@@ -159,20 +159,20 @@ def memories_router() -> APIRouter:
         rel = c.svc.relate(req.source_id, req.target_id, req.type, weight=req.weight, note=req.note)
         return rel.to_dict() if hasattr(rel, "to_dict") else _plain(asdict(rel))
 
-    @r.get("/users/{user_id}/facts", response_model=FactsOut, tags=["users"], summary="A user's current facts")
+    @r.get("/users/{user_id}/facts", response_model=FactsOut, tags=["users"], responses=NOT_FOUND, summary="A user's current facts")
     def facts(user_id: str, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         user = segment(user_id)
         c.access.user(user)
         return {"user_id": user, "facts": {k: v.to_dict() for k, v in c.svc.facts(user).items()}}
 
     @r.get("/patterns/hot", response_model=HotPatternsOut, tags=["patterns"],
-           summary="Recurring questions that are hot now, most asked first")
+           responses=NOT_FOUND, summary="Recurring questions that are hot now, most asked first")
     def hot(user_id: str | None = _str(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         found = [p for p in c.svc.hot_patterns(user_id=c.access.user(user_id)) if c.access.allows(p.user_id)]
         return {"patterns": [_plain(vars(p)) for p in found]}
 
     @r.get("/dead-letters", response_model=DeadLettersOut, tags=["ingest"],
-           summary="Events whose processing failed, oldest first, with their errors")
+           responses=NOT_FOUND, summary="Events whose processing failed, oldest first, with their errors")
     def dead(user_id: str | None = _str(), limit: int = Query(100, ge=1, le=10_000),
              c: Ctx = Depends(ctx)) -> dict[str, Any]:
         user = c.access.user(user_id)

@@ -186,3 +186,11 @@ def test_openapi_lists_every_route(live):
             ("POST", "/api/v1/review/approve"), ("POST", "/api/v1/review/reject"), ("GET", "/api/v1/stats"),
             ("GET", "/healthz")} <= paths
     assert spec["paths"]["/api/v1/ingest"]["post"]["responses"].keys() >= {"202", "401", "403", "413", "422"}
+    # What a service trial saw returned but not listed: a duplicate id's 409, and the 404 of a
+    # user outside a scoped key (rest.md, Errors).
+    assert "409" in spec["paths"]["/api/v1/memories"]["post"]["responses"]
+    for method, path in (("post", "/api/v1/search"), ("post", "/api/v1/search/semantic"), ("get", "/api/v1/memories"),
+                         ("get", "/api/v1/users/{user_id}/facts"), ("get", "/api/v1/stats"),
+                         ("get", "/api/v1/patterns/hot"), ("get", "/api/v1/dead-letters"), ("post", "/api/v1/maintain"),
+                         ("delete", "/api/v1/users/{user_id}"), ("get", "/api/v1/events")):
+        assert "404" in spec["paths"][path][method]["responses"], (method, path)
