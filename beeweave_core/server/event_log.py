@@ -161,7 +161,8 @@ class Webhook:
 
 @dataclass
 class WebhookSender:
-    """One background thread delivering events to the webhooks, with exponential backoff.
+    """A background thread per webhook delivering its events, with exponential backoff (one
+    per webhook: a receiver that hangs until the timeout holds up only its own deliveries).
 
     Each delivery is ``POST url`` with the event as JSON and the headers
     ``X-BeeWeave-Event`` (type), ``X-BeeWeave-Delivery`` (``<tenant>:<seq>``, for
@@ -173,27 +174,34 @@ class WebhookSender:
     timeout: float = 5.0
     delivered: int = 0
     failed: int = 0
-    _queue: queue.Queue[Any] = field(default_factory=lambda: queue.Queue(maxsize=10_000))
-    _thread: threading.Thread | None = None
+    _queues: dict[int, queue.Queue[Any]] = field(default_factory=dict)  # by the hook's position
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _start_lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def submit(self, tenant: str, event: dict[str, Any]) -> None:
-        for hook in self.hooks:
+        self._start()
+        for i, hook in enumerate(self.hooks):
             if (hook.tenant is None or hook.tenant == tenant) and (hook.types is None or event["type"] in hook.types):
                 try:
-                    self._queue.put_nowait((hook, tenant, event, 1, time.monotonic()))
+                    self._queues[i].put_nowait((hook, tenant, event, 1, time.monotonic()))
                 except queue.Full:
                     self.failed += 1
                     logger.error("webhook queue full: event %s of %s not delivered to %s", event["seq"], tenant,
                                  hook.url)
-        self._start()
 
     def _start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="beeweave-webhooks", daemon=True)
-            self._thread.start()
+        with self._start_lock:
+            if self._threads:
+                return
+            for i in range(len(self.hooks)):
+                self._queues[i] = queue.Queue(maxsize=10_000)
+                t = threading.Thread(target=self._run, args=(self._queues[i],), name=f"beeweave-webhook-{i}",
+                                     daemon=True)
+                t.start()
+                self._threads.append(t)
 
-    def _run(self) -> None:
+    def _run(self, pending: queue.Queue[Any]) -> None:
         import httpx
 
         later: list[tuple[float, Any]] = []
@@ -203,19 +211,21 @@ class WebhookSender:
                 due = [item for t, item in later if t <= now]
                 later = [(t, item) for t, item in later if t > now]
                 for item in due:
-                    self._queue.put(item)
+                    pending.put(item)
                 try:
-                    item = self._queue.get(timeout=0.05)
+                    item = pending.get(timeout=0.05)
                 except queue.Empty:
                     continue
                 hook, tenant, event, attempt, _ = item
                 if self._deliver(http, hook, tenant, event):
-                    self.delivered += 1
+                    with self._start_lock:  # the counts are shared by the hooks' threads
+                        self.delivered += 1
                 elif attempt < hook.max_attempts:
                     later.append((time.monotonic() + hook.first_delay * 2 ** (attempt - 1),
                                   (hook, tenant, event, attempt + 1, 0.0)))
                 else:
-                    self.failed += 1
+                    with self._start_lock:
+                        self.failed += 1
                     logger.error("webhook %s: event %s of %s not delivered after %d attempts", hook.url,
                                  event["seq"], tenant, attempt)
 
@@ -235,8 +245,8 @@ class WebhookSender:
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
+        for t in self._threads:
+            t.join(5)
 
 
 def filter_from(types: Iterable[str] | None, tags: Iterable[str] | None, user_id: str | None,

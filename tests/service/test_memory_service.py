@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from urllib.parse import quote
 
 import httpx
@@ -425,3 +425,50 @@ def test_user_defined_relationships(srv):
     with _h(srv, ALICE) as h:  # alice's key cannot link rel's memories
         assert h.post("/api/v1/relationships", json={"source_id": a, "target_id": b,
                                                      "type": "x"}).status_code == 404
+
+
+def test_a_hanging_webhook_receiver_does_not_hold_up_the_others():
+    # A trial saw a receiver that hangs until the timeout delay every other webhook by ~5 s per
+    # event (one delivery thread for all of them).
+    from beeweave_core.server.event_log import Webhook, WebhookSender
+
+    got: list = []
+    release = threading.Event()
+
+    class Hanging(BaseHTTPRequestHandler):
+        def do_POST(self):
+            release.wait(10)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    class Healthy(BaseHTTPRequestHandler):
+        def do_POST(self):
+            got.append((time.monotonic(), json.loads(self.rfile.read(int(self.headers["Content-Length"])))["seq"]))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), cls) for cls in (Hanging, Healthy)]
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    sender = WebhookSender([Webhook(f"http://127.0.0.1:{srv.server_port}/hook", "s3cret-hook") for srv in servers],
+                           timeout=3.0)
+    try:
+        sent = time.monotonic()
+        for seq in range(1, 4):
+            sender.submit("acme", {"seq": seq, "type": "memory.created"})
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [seq for _, seq in got] == [1, 2, 3]
+        assert got[-1][0] - sent < 2.0  # not behind the hanging receiver's 3 s timeouts
+    finally:
+        release.set()
+        sender.close()
+        for srv in servers:
+            srv.shutdown()
