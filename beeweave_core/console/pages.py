@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from ..server.errors import segment
 from .i18n import LANGUAGES, pick_language
 from .render import STATIC, render_page
 
@@ -50,6 +51,7 @@ def mount_console(app: FastAPI) -> None:
 
     @app.get("/ui/memory/{memory_id}", include_in_schema=False)
     def memory(request: Request, memory_id: str) -> HTMLResponse:
-        return _render(request, "memory", memory_id=memory_id)
+        # As the API's routes read it: a "/" inside the id arrives escaped (EncodedSlashes).
+        return _render(request, "memory", memory_id=segment(memory_id))
 
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="console-static")

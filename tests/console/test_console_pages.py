@@ -79,6 +79,14 @@ def test_a_memory_id_in_the_page_address_is_escaped(live: LiveServer) -> None:
         assert "<script>alert(1)" not in r.text
 
 
+def test_a_memory_id_holding_a_slash_is_the_id_the_page_asks_for(live: LiveServer) -> None:
+    # The page kept "%2F" escaped while it decoded the rest, so its script asked the API for
+    # another id and showed "No such memory" (found by a service trial).
+    with live.http() as h:
+        r = h.get("/ui/memory/team%2Fa%20b")
+        assert 'data-memory-id="team/a b"' in r.text
+
+
 def test_me_says_what_the_key_may_do(live: LiveServer) -> None:
     with live.http(ADMIN_KEY) as h:
         assert h.get("/api/v1/me").json() == {"tenant": "acme", "users": None, "admin": True}
