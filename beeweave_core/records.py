@@ -20,6 +20,7 @@ from .validation import check_chunk, to_datetime
 __all__ = [
     "ContentType",
     "ChunkStatus",
+    "ALL_STATUSES",
     "MemoryTier",
     "Intent",
     "RelationType",
@@ -47,6 +48,10 @@ class ChunkStatus(str, Enum):
     ARCHIVED = "archived"
     MERGED = "merged"
     EXPIRED = "expired"
+
+
+# Every status: a filter's ``status`` that reaches archived, merged and pending memories too.
+ALL_STATUSES = [s.value for s in ChunkStatus]
 
 
 class MemoryTier(str, Enum):

@@ -28,7 +28,7 @@ import numpy as np
 
 from .events import EventType, MemoryEvent
 from .filters import build_filter
-from .records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+from .records import ALL_STATUSES, ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
 
 __all__ = ["StatsRecorder", "MemoryStats", "MemorySummary", "LatencyStats", "compute_stats", "heat",
            "SEARCHES", "USED"]
@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 SEARCHES = "stats.searches"  # kv ring: "000042" -> {"at", "ms", "ids", "user_id"}
 USED = "stats.used"  # kv: chunk id -> {"at": the latest "used" feedback}
 _STATE = "stats.state"  # kv: "ring" -> {"next": slot}
-_ALL_STATUSES = [s.value for s in ChunkStatus]
 _LIVE = (ChunkStatus.ACTIVE, ChunkStatus.PENDING)
 
 
@@ -249,7 +248,7 @@ def compute_stats(memory: Any, *, user_id: str | None = None, top: int = 10,
     if recorder is not None:
         recorder.flush()
     backend = memory.backend
-    chunks = list(backend.scan(build_filter({"status": _ALL_STATUSES}, user_id=user_id)))
+    chunks = list(backend.scan(build_filter({"status": ALL_STATUSES}, user_id=user_id)))
     live = [c for c in chunks if c.status in _LIVE]
     by_status = {s.value: 0 for s in ChunkStatus}
     by_status.update(Counter(c.status.value for c in chunks))

@@ -17,8 +17,8 @@ from ..errors import InvalidInputError, NotFoundError
 from ..filters import Filter, build_filter
 from ..network import Candidate, ExpandOptions, NetworkConfig, check_edge_types, check_ranking
 from ..records import (
+    ALL_STATUSES,
     USER_RELATIONS,
-    ChunkStatus,
     HitSource,
     KnowledgeChunk,
     Relationship,
@@ -33,7 +33,6 @@ from .shared import Shared
 
 __all__ = ["Graph"]
 
-ALL_STATUSES = [s.value for s in ChunkStatus]
 NOTES = "graph.notes"  # kv: "<source>\x1f<target>\x1f<type>" -> {"note": ...}
 
 

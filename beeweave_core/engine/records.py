@@ -22,7 +22,7 @@ from ..errors import DuplicateIdError, InvalidInputError, NotFoundError, StoreUn
 from ..events import EventType
 from ..filters import build_filter
 from ..lifecycle.history import record_version
-from ..records import ChunkStatus, KnowledgeChunk, ProcessedContent
+from ..records import ALL_STATUSES, KnowledgeChunk, ProcessedContent
 from ..store.base import ChunkRow
 from ..validation import (
     check_chunk,
@@ -248,7 +248,7 @@ class Records:
         memory is gone (``memory.deleted``, with its id and user only); return how many
         memories were deleted."""
         backend = self.shared.backend
-        ids = backend.scan_ids(build_filter({"status": [s.value for s in ChunkStatus]}, user_id=user_id))
+        ids = backend.scan_ids(build_filter({"status": ALL_STATUSES}, user_id=user_id))
         deleted = int(backend.delete_user(user_id))
         for cid in ids:
             self.shared.emit(EventType.DELETED, None, chunk_id=cid, user_id=user_id)
@@ -346,7 +346,7 @@ class Records:
     def reembed(self, embedder: Any, *, batch_size: int = 256) -> None:
         new: Embedder = as_embedder(embedder)
         backend = self.shared.backend
-        everything = build_filter({"status": [s.value for s in ChunkStatus]})
+        everything = build_filter({"status": ALL_STATUSES})
         chunks = list(backend.scan(everything))
         rows: list[ChunkRow] = []
         for start in range(0, len(chunks), batch_size):

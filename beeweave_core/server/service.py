@@ -21,7 +21,7 @@ from ..filters import build_filter
 from ..ingest.write_policy import WritePolicy
 from ..lifecycle.facts import CONFLICTS, FACTS
 from ..lifecycle.history import AUDIT, VERSIONS
-from ..records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+from ..records import ALL_STATUSES, ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
 from ..stats import SEARCHES, MemoryStats, StatsRecorder, compute_stats
 from ..validation import check_user
 from .user_import import EXPORT_FORMAT, ImportReport, check_import, import_user
@@ -31,7 +31,6 @@ __all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict", "Pa
 
 logger = logging.getLogger(__name__)
 
-_ALL_STATUSES = [s.value for s in ChunkStatus]
 # What PATCH /memories/{id} may change (the rest is derived or bookkeeping).
 EDITABLE = ("content", "tags", "pinned", "expires_at", "confidence", "status", "metadata", "summary", "entities",
             "weight")
@@ -174,7 +173,7 @@ class MemoryService:
         if not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidInputError("limit must be between 1 and 1000")
         f = dict(filters or {})
-        f.setdefault("status", _ALL_STATUSES)
+        f.setdefault("status", ALL_STATUSES)
         after: tuple[datetime, str] | None = None
         if cursor:
             after = _uncursor(cursor)
@@ -286,7 +285,7 @@ class MemoryService:
         """
         user = check_user_id(user_id)
         m, backend = self.memory, self.memory.backend
-        chunks = list(backend.scan(build_filter({"status": _ALL_STATUSES}, user_id=user)))
+        chunks = list(backend.scan(build_filter({"status": ALL_STATUSES}, user_id=user)))
         versions = [{"seq": seq, "chunk_id": key, **v} for seq, key, v in backend.log_read(VERSIONS, user_id=user)
                     if v.get("chunk", {}).get("user_id") == user]
         ids = {c.id for c in chunks} | {v["chunk_id"] for v in versions}

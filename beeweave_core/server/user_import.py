@@ -32,7 +32,7 @@ from ..errors import DuplicateIdError, InvalidInputError
 from ..lifecycle.facts import CONFLICTS, FACTS
 from ..lifecycle.history import AUDIT, VERSIONS
 from ..lifecycle.review import REVIEW
-from ..records import KnowledgeChunk, Relationship, to_datetime
+from ..records import ALL_STATUSES, KnowledgeChunk, Relationship, to_datetime
 from ..validation import check_chunk, check_id, check_number, check_text, check_user
 
 __all__ = ["ImportReport", "ExportPlan", "check_export", "check_import", "import_user", "users_of", "EXPORT_FORMAT", "KV_SEP"]
@@ -291,10 +291,9 @@ def _time(value: Any, where: str) -> str:
 def users_of(memory: Any) -> Iterator[str]:
     """The users who have memories in ``memory``'s store (any status), each once."""
     from ..filters import build_filter
-    from ..records import ChunkStatus
 
     seen: set[str] = set()
-    for chunk in memory.backend.scan(build_filter({"status": [s.value for s in ChunkStatus]})):
+    for chunk in memory.backend.scan(build_filter({"status": ALL_STATUSES})):
         if chunk.user_id not in seen:
             seen.add(chunk.user_id)
             yield chunk.user_id
