@@ -319,19 +319,20 @@ def cmd_import(args: Any) -> int:
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"{path} is not JSON: {exc}") from None
         try:
-            check_export(data)
+            plan = check_export(data)
         except InvalidInputError as exc:
             raise InvalidInputError(f"{path}: {exc}; no file was imported") from None
-        exports.append((path, data))
+        exports.append((path, data, plan))
     with _service(args) as svc:
-        if hasattr(svc, "check_import"):  # a local store: its checks too, for every file first
-            for path, data in exports:
+        local = hasattr(svc, "check_import")
+        if local:  # a local store: its checks too, for every file first
+            for path, _, plan in exports:
                 try:
-                    svc.check_import(data)
+                    svc.check_import(plan)
                 except InvalidInputError as exc:
                     raise type(exc)(f"{path}: {exc}") from None
-        for path, data in exports:
-            _print_import(svc.import_user(data), str(path))
+        for path, data, plan in exports:  # a server takes the export itself and checks it again
+            _print_import(svc.import_user(plan if local else data), str(path))
     return 0
 
 

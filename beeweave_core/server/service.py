@@ -24,7 +24,7 @@ from ..lifecycle.history import AUDIT, VERSIONS
 from ..records import ALL_STATUSES, ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
 from ..stats import SEARCHES, MemoryStats, StatsRecorder, compute_stats
 from ..validation import check_user
-from .user_import import EXPORT_FORMAT, ImportReport, check_import, import_user
+from .user_import import EXPORT_FORMAT, ExportPlan, ImportReport, check_import, import_user
 from .user_import import KV_SEP as _SEP
 
 __all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict", "Page", "EDITABLE"]
@@ -309,11 +309,13 @@ class MemoryService:
                       for k, v in backend.kv_scan(NOTES) if k.split(_SEP, 1)[0] in ids],
         }
 
-    def import_user(self, data: Mapping[str, Any], *, vectors: Mapping[str, Any] | None = None) -> ImportReport:
-        """Write a user's export back (into this store or another): see ``user_import``."""
+    def import_user(self, data: Mapping[str, Any] | ExportPlan, *,
+                    vectors: Mapping[str, Any] | None = None) -> ImportReport:
+        """Write a user's export (or its ``check_export`` plan) back, into this store or
+        another: see ``user_import``."""
         return import_user(self.memory, data, vectors=vectors)
 
-    def check_import(self, data: Mapping[str, Any]) -> None:
+    def check_import(self, data: Mapping[str, Any] | ExportPlan) -> None:
         """Raise what ``import_user(data)`` would raise before writing; write nothing."""
         check_import(self.memory, data)
 
