@@ -31,6 +31,7 @@ from beeweave_core import BeeWeave
 from beeweave_core.errors import StoreUnavailableError
 from beeweave_core.ingest import intake as intake_module
 from beeweave_core.ingest.intake import MmapJournal
+from tests.reliability.rel_support import small_tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
 _REAL_FALLOCATE = getattr(os, "posix_fallocate", None)
@@ -270,17 +271,8 @@ _CHILD = textwrap.dedent("""
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(disk)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path, "12m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_a_small_full_disk_refuses_every_ingest_and_never_dies(small_disk: Path) -> None:

@@ -192,3 +192,22 @@ def open_file_store(path: Path, *, dim: int = 32, **kw: Any) -> BeeWeave:
     from beeweave_core import HashingEmbedder
 
     return BeeWeave(path, embedder=HashingEmbedder(dim), **kw)
+
+
+@contextmanager
+def small_tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` (e.g. "24m") mounted at ``tmp_path/disk``, unmounted after: a disk
+    that fills up. Skips the test where it cannot be mounted (not root, no mount)."""
+    import pytest
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

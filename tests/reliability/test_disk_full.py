@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import os
 import random
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,22 +15,13 @@ import pytest
 
 from beeweave_core.errors import BeeWeaveError, StoreUnavailableError
 from beeweave_core.ingest import IngestConfig
-from tests.reliability.rel_support import all_chunks, assert_consistent, open_file_store, sentence_for
+from tests.reliability.rel_support import all_chunks, assert_consistent, open_file_store, sentence_for, small_tmpfs
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path, "24m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def _fill(path: Path) -> None:
