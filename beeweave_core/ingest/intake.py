@@ -309,6 +309,14 @@ def _numbered(base: Path, n: int) -> Path:
     return base if n == 0 else base.with_name(f"{base.name}.{n}")
 
 
+def _series_others(base: Path, mine: Path) -> list[Path]:
+    """The files of ``base``'s series (``base``, ``base.1``, ``base.2``...) that exist, but
+    ``mine``: where a process that died may have left its intake journal or queue."""
+    numbered = sorted((p for p in base.parent.glob(base.name + ".*") if p.name[len(base.name) + 1:].isdigit()),
+                      key=lambda p: p.name)
+    return [p for p in [base, *numbered] if p != mine and p.exists()]
+
+
 def _try_lock(path: Path) -> io.FileIO | None:
     """``path`` open, holding its exclusive flock, or None if another process holds it. The
     file is checked to still be the one at ``path`` after locking (it may have been deleted
@@ -360,10 +368,7 @@ def _adopt_orphans(base: Path, mine: Path) -> list[_Orphan]:
     that no live process holds and read its unconsumed records (a file with none is deleted
     at once)."""
     out: list[_Orphan] = []
-    for path in [base, *sorted(base.parent.glob(base.name + ".*"), key=lambda p: p.name)]:
-        suffix = path.name[len(base.name) + 1:]
-        if path == mine or not (path == base or suffix.isdigit()) or not path.exists():
-            continue
+    for path in _series_others(base, mine):
         fd = _try_lock(path)
         if fd is None:
             continue  # a live process's

@@ -46,7 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StoreUnavailableError
 from ..store.wal import use_wal
-from .intake import _numbered, _try_lock
+from .intake import _numbered, _series_others, _try_lock
 
 __all__ = ["QueuedEvent", "DeadRow", "EventQueue", "SQLiteEventQueue"]
 
@@ -219,10 +219,7 @@ class SQLiteEventQueue:
     def _adopt_orphans(self) -> None:
         """Copy in the events of the series' queue files no live process holds, then delete them."""
         assert self.base is not None and self.path is not None
-        for other in [self.base, *sorted(self.base.parent.glob(self.base.name + ".*"), key=lambda p: p.name)]:
-            suffix = other.name[len(self.base.name) + 1:]
-            if other == self.path or not (other == self.base or suffix.isdigit()) or not other.exists():
-                continue
+        for other in _series_others(self.base, self.path):
             fd = _try_lock(Path(str(other) + ".lock"))
             if fd is None:
                 continue  # a live process's queue
