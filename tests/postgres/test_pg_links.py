@@ -139,14 +139,16 @@ def test_adds_read_their_nearest_records_from_a_built_local_index_and_link_alike
     with BeeWeave.from_url(pg_url + flag, embedder=HashingEmbedder(32), tenant=new_tenant(), clock=lambda: NOW) as pg, \
             BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
         for memory in (pg, lite):
-            memory.add(**records[0])  # the local index is not built yet: SQL reads
+            # the local index is not built yet: SQL reads, but without SQL search (whose
+            # vectors pgvector's graph leaves out) the add builds it
+            memory.add(**records[0])
             memory.search("kiwi mango", user_id="ann")  # builds it
             for r in records[1:40]:
                 memory.add(**r)
-            memory.add_many(records[40:])  # a batch: SQL reads (the index holds none of the others)
+            memory.add_many(records[40:])  # a batch: the index, and the batch's own records
         assert _edges(pg, ids) == _edges(lite, ids)
         assert {e[2] for e in _edges(pg, ids)} >= {"semantic"}
-    assert used == [False] + [True] * 39 + [False]
+    assert used == [flag == "&sql_search=false"] + [True] * 40
 
 
 def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url, monkeypatch) -> None:  # noqa: F811
@@ -158,8 +160,8 @@ def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url
         first.search("kiwi", user_id="ann")  # builds the local index
         real = LocalIndex.nearest
 
-        def then_another_store_writes(self, similar):
-            got = real(self, similar)
+        def then_another_store_writes(self, similar, **kw):
+            got = real(self, similar, **kw)
             other.add("papaya quince fig", user_id="ann", chunk_id="b0")  # committed before the add's lock
             return got
 
@@ -168,6 +170,41 @@ def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url
         semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a1"]) if e.type.value == "semantic"}
         assert ("a1", "b0") in semantic or ("b0", "a1") in semantic  # the SQL read saw it
     assert used[-1] is False  # a0 (SQL: no index yet), b0 (the other store: no index), a1 (back to SQL)
+
+
+def test_without_sql_search_a_write_after_the_local_read_is_caught_up_under_the_lock(pg_url, monkeypatch) -> None:  # noqa: F811
+    """A tenant whose SQL search is off keeps its vectors out of pgvector's graph: when
+    another store wrote between the add's local read and its lock, the index takes that
+    write inside the add's transaction and answers, and links the other store's record."""
+    from beeweave_core.store.postgres.local import LocalIndex
+
+    used = _spy_send(monkeypatch)
+    tenant = new_tenant()
+    with BeeWeave.from_url(pg_url + "&sql_search=false", embedder=HashingEmbedder(32), tenant=tenant,
+                           clock=lambda: NOW) as first, \
+            BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as other:
+        first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
+        caught = []
+        real, real_locked = LocalIndex.nearest, LocalIndex.nearest_locked
+
+        def then_another_store_writes(self, similar, **kw):
+            got = real(self, similar, **kw)
+            if self is first.backend.local:
+                other.add("papaya quince fig", user_id="ann", chunk_id="b0")  # committed before the add's lock
+            return got
+
+        def spy_locked(self, conn, high, similar):
+            caught.append(high)
+            return real_locked(self, conn, high, similar)
+
+        monkeypatch.setattr(LocalIndex, "nearest", then_another_store_writes)
+        monkeypatch.setattr(LocalIndex, "nearest_locked", spy_locked)
+        first.add("papaya quince fig", user_id="ann", chunk_id="a1")
+        semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a1"]) if e.type.value == "semantic"}
+        assert ("a1", "b0") in semantic or ("b0", "a1") in semantic  # the index took b0 first
+        assert "b0" in first.backend.local.index and len(caught) == 1
+        assert not first.backend.verify().problems
+    assert used[-1] is True
 
 
 def test_an_add_reading_a_trusted_index_behind_another_stores_write_goes_to_sql(pg_url, monkeypatch) -> None:  # noqa: F811

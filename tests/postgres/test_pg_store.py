@@ -11,7 +11,7 @@ from beeweave_core import IndexConfig, InvalidInputError, KnowledgeChunk, Relati
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
-from beeweave_core.store.postgres.schema import MIGRATIONS
+from beeweave_core.store.postgres.schema import MIGRATIONS, hnsw_index_name
 from tests.postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
 
 EVERYTHING = build_filter({"status": ["active", "pending", "archived", "merged", "expired"]})
@@ -211,7 +211,7 @@ def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # n
 def _hnsw_valid(url: str, schema: str, dim: int) -> bool:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
-                           (f'"{schema}".vectors_hnsw_{dim}',)).fetchone()
+                           (f'"{schema}".{hnsw_index_name(dim)}',)).fetchone()
     return bool(row and row[0])
 
 

@@ -59,8 +59,9 @@ ON CONFLICT (tenant, df) DO UPDATE SET n_terms = dh.n_terms + excluded.n_terms
 
 
 def add_postings(conn: psycopg.Connection, q: Q, tenant: str, seqs: Sequence[int],
-                 counts: Sequence[Mapping[str, int]]) -> None:
-    """Write the postings of new records and raise their terms' df."""
+                 counts: Sequence[Mapping[str, int]], *, df: bool = True) -> None:
+    """Write the postings of new records and, with ``df`` (the tenant's SQL search on: only
+    its statements read them), raise their terms' df."""
     terms, pseqs, tfs = [], [], []
     for seq, tc in zip(seqs, counts, strict=True):
         for term, tf in tc.items():
@@ -72,12 +73,16 @@ def add_postings(conn: psycopg.Connection, q: Q, tenant: str, seqs: Sequence[int
     args = {"t": tenant, "terms": terms, "seqs": pseqs, "tfs": tfs}
     conn.execute(q("INSERT INTO @postings (tenant, term, chunk_seq, tf) SELECT %(t)s, u.term, u.seq, u.tf "
                    "FROM unnest(%(terms)s::text[], %(seqs)s::bigint[], %(tfs)s::int[]) AS u(term, seq, tf)"), args)
-    conn.execute(q(_DF_SQL.format(pre="", src="SELECT u.term, count(*)::int AS d FROM unnest(%(terms)s::text[]) "
-                                              "AS u(term) GROUP BY u.term")), args)
+    if df:
+        conn.execute(q(_DF_SQL.format(pre="", src="SELECT u.term, count(*)::int AS d FROM unnest(%(terms)s::text[]) "
+                                                  "AS u(term) GROUP BY u.term")), args)
 
 
-def remove_postings(conn: psycopg.Connection, q: Q, tenant: str, seqs: Sequence[int]) -> None:
-    """Delete the postings of removed records and lower their terms' df."""
+def remove_postings(conn: psycopg.Connection, q: Q, tenant: str, seqs: Sequence[int], *, df: bool = True) -> None:
+    """Delete the postings of removed records and, with ``df``, lower their terms' df."""
+    if not df:
+        conn.execute(q("DELETE FROM @postings WHERE tenant = %s AND chunk_seq = ANY(%s)"), (tenant, list(seqs)))
+        return
     conn.execute(q(_DF_SQL.format(
         pre="gone AS (DELETE FROM @postings WHERE tenant = %(t)s AND chunk_seq = ANY(%(seqs)s) RETURNING term),",
         src="SELECT term, -count(*)::int AS d FROM gone GROUP BY term")), {"t": tenant, "seqs": list(seqs)})

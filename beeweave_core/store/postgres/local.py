@@ -34,7 +34,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,7 +43,7 @@ import psycopg
 from ...errors import DimensionMismatchError
 from ...filters import Filter
 from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
-from ...records import KnowledgeChunk, Relationship, RelationType
+from ...records import ChunkStatus, KnowledgeChunk, Relationship, RelationType
 from ...relevance import term_evidence
 from ...scoring import RankFields
 from ..base import StaleCandidates, TermEvidence
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LocalCandidates", "LocalIndex", "OwnInsert", "records_with_rivals"]
+__all__ = ["LocalCandidates", "LocalIndex", "OwnInsert", "records_with_rivals", "with_batch"]
 
 # What the index is built from, per record: the columns it filters on, its text's term
 # counts and its vector. (``turn``: whether it takes part in its session's context.)
@@ -214,6 +214,28 @@ def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int |
         rivals[cid] = [e for e in chunk.relationships if e.type is RelationType.CONTRADICTS]
         rivals[cid] += [Relationship(src, cid, RelationType.CONTRADICTS, w) for src, w in json.loads(incoming or "[]")]
     return chunks, rivals
+
+
+def with_batch(found: Sequence[list[tuple[str, float]]], similar: Sequence[tuple[np.ndarray, Filter, int]],
+               rows: Sequence[tuple[KnowledgeChunk, np.ndarray]]) -> list[list[tuple[str, float]]] | None:
+    """The nearest-records reads ``found`` among committed records (a local index's), with
+    the records of the insert they are read for (``rows``: record, vector) as SQL inside that
+    transaction finds them too; None when a read's scope asks more than user and status
+    (what linking asks: engine/graph.py), which the records are not matched against here."""
+    out = []
+    for hits, (q, scope, k) in zip(found, similar, strict=True):
+        if any(getattr(scope, f) is not None for f in _BEYOND_USER_AND_STATUS):
+            return None
+        mine = [(c.id, float(np.dot(np.asarray(q, np.float32), np.asarray(v, np.float32)))) for c, v in rows
+                if (scope.user_ids is None or c.user_id in scope.user_ids)
+                and (scope.statuses is None or ChunkStatus(c.status).value in scope.statuses)]
+        held = {cid for cid, _ in hits}
+        # ties in insertion order, as SQL's (dist, seq): the index's hits, then the batch's
+        out.append(sorted([*hits, *(m for m in mine if m[0] not in held)], key=lambda kv: -kv[1])[:k])
+    return out
+
+
+_BEYOND_USER_AND_STATUS = [f.name for f in fields(Filter) if f.name not in ("user_ids", "statuses")]
 
 
 class LocalIndex:
@@ -450,22 +472,52 @@ class LocalIndex:
             self.seen = after
             self.trusted = True  # as current as a check at the commit would have found it
 
-    def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]]) -> tuple[int, list[list[tuple[str, float]]]] | None:
+    def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]], *, load: bool = False
+                ) -> tuple[int, list[list[tuple[str, float]]]] | None:
         """A linking pass's nearest-records reads (``LinkReads.similar``) answered from the
-        index, with the log position they reflect; None when the index is not built (an add
-        never pays for a load) or the vectors do not fit it. The caller uses them only if the
-        log has not moved past that position when it holds the tenant write lock
-        (``PostgresStore.insert_linked``), so when the index was found current (``trusted``)
-        they are read without checking the log first; otherwise it is caught up first."""
+        index, with the log position they reflect; None when the index is not built and
+        ``load`` is off (an add of a tenant with SQL search pays for no load: pgvector's graph
+        answers), or the vectors do not fit it. The caller uses them only if the log has not
+        moved past that position when it holds the tenant write lock (else ``nearest_locked``),
+        so when the index was found current (``trusted``) they are read without checking
+        the log first; otherwise it is caught up first."""
         with self._lock:
             if not (self.trusted and self.seen >= 0):
                 with self._store._conn() as conn:
-                    if not self._bring_up(conn, False):
+                    if not self._bring_up(conn, load):
                         return None
-            index = self.index
-            if index.dim is not None and any(len(q) != index.dim for q, _, _ in similar):
+            return self._nearest(similar)
+
+    def _nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]]) -> tuple[int, list[list[tuple[str, float]]]] | None:
+        index = self.index
+        if index.dim is not None and any(len(q) != index.dim for q, _, _ in similar):
+            return None
+        return self.seen, [index.vector_search(np.asarray(q, np.float32), scope, k) for q, scope, k in similar]
+
+    def nearest_locked(self, conn: psycopg.Connection, high: int, similar: Sequence[tuple[np.ndarray, Filter, int]]
+                       ) -> list[list[tuple[str, float]]] | None:
+        """``nearest`` inside the caller's write transaction on ``conn``, which holds the tenant
+        write lock and read the log's last position ``high`` under it: the entries the index
+        lacks and their rows are read on ``conn`` (nothing commits meanwhile) and applied
+        first. For a tenant without SQL search, whose vectors pgvector's graph leaves out,
+        when another store wrote after ``nearest``. None (the caller reads in SQL) when that
+        needs a load, or the index is busy for a second (a search holding it may wait for
+        a pooled connection the waiting writers hold)."""
+        if not self._lock.acquire(timeout=1.0):
+            return None
+        try:
+            if self.seen < 0 or self.seen > high:
                 return None
-            return self.seen, [index.vector_search(np.asarray(q, np.float32), scope, k) for q, scope, k in similar]
+            if self.seen < high:
+                q, args = self._store._q, {"t": self._store.tenant, "seen": self.seen}
+                log = conn.execute(q(_LOG_SQL), args, prepare=False)
+                changed = conn.execute(q(_CHANGED_SQL), args, binary=True, prepare=False)
+                if not self._catch_up(conn, one(log.fetchone()), changed.fetchall(), load=False) or self.seen != high:
+                    return None
+            answered = self._nearest(similar)
+            return None if answered is None else answered[1]
+        finally:
+            self._lock.release()
 
     def lexical_searches(self, queries: Sequence[Mapping[str, int]], flt: Filter, k: int,
                          include: Sequence[str]) -> list[list[tuple[str, float]]]:
@@ -475,6 +527,15 @@ class LocalIndex:
             assert index is not None  # (load=True)
             return [index.lexical_search({t: c for t, c in terms.items() if "\x00" not in t}, flt, k, include=include)
                     for terms in queries]
+
+    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
+        """``PostgresStore.vector_search`` from the local index (a tenant whose SQL search is off)."""
+        q = np.asarray(vector, np.float32)
+        with self._fresh() as index:
+            assert index is not None  # (load=True)
+            if index.dim is not None and index.dim != len(q):
+                raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({index.dim},)")
+            return index.vector_search(q, flt, k, exact=exact)
 
     def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """``PostgresStore.vector_scores`` (context vectors) from the local index."""

@@ -299,6 +299,25 @@ MIGRATIONS: list[tuple[str, str]] = [
         COMMENT ON TABLE cpost IS 'context postings: none for a tenant whose meta sql_search is off';
         COMMENT ON TABLE ctxvec IS 'context vectors: none for a tenant whose meta sql_search is off';
     """),
+    # Only a tenant whose SQL search is on walks pgvector's graph: one whose SQL search is off
+    # answers its nearest-record reads from local indexes. Inserting its vectors into the
+    # graph was 40 % of an add's server time at 100k (benchmarks/RESULTS.md), so its rows
+    # carry graph = false and the graph's index (hnsw_index_name, built in the background by
+    # the first open after this migration; the index of the older name is dropped once it
+    # is valid) leaves them out. Nor does such a tenant keep the rest of what only the SQL
+    # search reads: document frequencies, session neighbours and their lengths.
+    ("0011_vectors_graph", """
+        ALTER TABLE vectors ADD COLUMN graph boolean NOT NULL DEFAULT true;
+        UPDATE vectors SET graph = false WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
+        DELETE FROM terms WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
+        DELETE FROM df_hist WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
+        DELETE FROM neighbours WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
+        UPDATE chunks SET nb_len = 0 WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off') AND nb_len <> 0;
+        UPDATE stats SET total_nb_len = 0 WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
+        COMMENT ON COLUMN vectors.graph IS 'in the HNSW graph: false for a tenant whose meta sql_search is off';
+        COMMENT ON TABLE terms IS 'document frequencies: none for a tenant whose meta sql_search is off';
+        COMMENT ON TABLE neighbours IS 'session neighbours: none for a tenant whose meta sql_search is off';
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -369,6 +388,11 @@ def check_schema(conn: psycopg.Connection, schema: str) -> str:
 
 
 def hnsw_index_name(dim: int) -> str:
+    return f"vectors_graph_{int(dim)}"
+
+
+def _old_hnsw_index_name(dim: int) -> str:
+    """The index of schema versions before 0011, which holds every tenant's vectors."""
     return f"vectors_hnsw_{int(dim)}"
 
 
@@ -381,27 +405,32 @@ def build_hnsw_index(conn: psycopg.Connection, schema: str, vschema: str, dim: i
     others skip (a session advisory lock), and an invalid index left by a failed build is
     dropped and built again. Cosine equals inner product: stored vectors are unit-length.
     """
-    name = hnsw_index_name(dim)
-    qualified = f'"{schema}".{name}'
-    valid_sql = "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)"
-    row = conn.execute(valid_sql, (qualified,)).fetchone()
-    if row is not None and row[0]:
+    name, old = hnsw_index_name(dim), _old_hnsw_index_name(dim)
+    state_sql = ("SELECT (SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)), "
+                 "to_regclass(%s) IS NOT NULL")
+    state = (f'"{schema}".{name}', f'"{schema}".{old}')
+    valid, stale = one(conn.execute(state_sql, state).fetchone())
+    if valid and not stale:
         return True
     key = lock_key("beeweave-hnsw", schema, str(int(dim)))
     if not one(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone())[0]:
-        return False  # another process is building it
+        return bool(valid)  # another process is building it (or dropping the old one)
     try:
-        row = conn.execute(valid_sql, (qualified,)).fetchone()
-        if row is not None and row[0]:
-            return True
-        if row is not None:
+        valid, stale = one(conn.execute(state_sql, state).fetchone())
+        if valid is False:
             conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}.{}").format(
                 sql.Identifier(schema), sql.Identifier(name)))
-        conn.execute(sql.SQL(
-            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {}.vectors USING hnsw ((embedding::{}.vector({})) "
-            "{}.vector_ip_ops) WITH (m = {}, ef_construction = {}) WHERE dim = {}").format(
-            sql.Identifier(name), sql.Identifier(schema), sql.Identifier(vschema), sql.Literal(int(dim)),
-            sql.Identifier(vschema), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(int(dim))))
+        if not valid:
+            conn.execute(sql.SQL(
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {}.vectors USING hnsw ((embedding::{}.vector({})) "
+                "{}.vector_ip_ops) WITH (m = {}, ef_construction = {}) WHERE dim = {} AND graph").format(
+                sql.Identifier(name), sql.Identifier(schema), sql.Identifier(vschema), sql.Literal(int(dim)),
+                sql.Identifier(vschema), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(int(dim))))
+        if stale:
+            # Searches walked the older index (its predicate is implied by theirs) until the
+            # new one was valid; dropped only now, so no search fell back to exact scans.
+            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}.{}").format(
+                sql.Identifier(schema), sql.Identifier(old)))
         return True
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

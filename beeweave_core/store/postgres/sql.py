@@ -221,12 +221,14 @@ WHERE c.seq NOT IN (SELECT seq FROM ltop) {flt}
 # expression ``embedding::vector(d)``) when the candidates may be many — more than
 # ``exact_limit`` by the user counts or N, unless the caller knows better (``graph``) —
 # and the exact scan when they are few or the walk came back short (pgvector filters
-# after the walk). Both are one-time conditions: the branch not taken is never run.
+# after the walk). Both are one-time conditions: the branch not taken is never run. A
+# tenant whose SQL search is off keeps its vectors out of the graph (``v.graph``): for it
+# the walk finds nothing and the exact scan answers.
 _VECTOR_CTES = """
 est AS ({est}), vh AS MATERIALIZED (
     SELECT v.seq, v.embedding::@vector({d}) <#> %(q)s::@vector({d}) AS dist
     FROM @vectors v JOIN @chunks c ON c.tenant = v.tenant AND c.seq = v.seq
-    WHERE v.tenant = %(t)s AND v.dim = {d} AND %(graph)s AND (SELECT n FROM est) > %(exact_limit)s {flt}
+    WHERE v.tenant = %(t)s AND v.dim = {d} AND v.graph AND %(graph)s AND (SELECT n FROM est) > %(exact_limit)s {flt}
     ORDER BY v.embedding::@vector({d}) <#> %(q)s::@vector({d}) LIMIT %(vk)s
 ), ve AS MATERIALIZED (
     SELECT v.seq, v.embedding <#> %(q)s::@vector AS dist

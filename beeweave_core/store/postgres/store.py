@@ -73,7 +73,7 @@ from . import index as pg_index
 from . import links as pg_links
 from . import verify as pg_verify
 from .events import RemoteListener, channel_name, event_payloads
-from .local import LocalCandidates, LocalIndex, OwnInsert
+from .local import LocalCandidates, LocalIndex, OwnInsert, with_batch
 from .schema import MIGRATIONS, PG_SCHEMA_VERSION, build_hnsw_index, check_schema, lock_key, migrate
 from .search import Candidates, decode_record, rank_fields_of
 from .sql import (
@@ -321,9 +321,11 @@ class PostgresStore:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=int(max(timeout, 1)),
                                  prepare_threshold=None) as conn:
                 self._vschema = check_schema(conn, self.schema) if self.read_only else migrate(conn, self.schema)
-                version, citus = one(conn.execute(
+                version, citus, older = one(conn.execute(
                     "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
-                    "EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").fetchone())
+                    "EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus'), "
+                    "ARRAY(SELECT substr(indexname, 14)::int FROM pg_indexes WHERE schemaname = %s "
+                    "AND indexname ~ '^vectors_hnsw_[0-9]+$')", (self.schema,)).fetchone())
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"cannot open the PostgreSQL store: {exc}") from exc
         self._search_settings = _search_settings(version, citus)
@@ -349,6 +351,16 @@ class PostgresStore:
         except BaseException:
             self._pool.close()
             raise
+        if older and not self.read_only:
+            # A graph from before schema 0011 takes every tenant's inserts, those of tenants
+            # without SQL search too, and no search of theirs would replace it: its successor
+            # is built now, in the background, and it is dropped once that is valid.
+            def build_all() -> None:
+                for d in older:
+                    self._build_quietly(int(d))
+
+            self._builder = threading.Thread(target=build_all, daemon=True, name="beeweave-hnsw-0011")
+            self._builder.start()
 
     # -- connections -----------------------------------------------------------------
     def _configure(self, conn: psycopg.Connection) -> None:
@@ -468,9 +480,10 @@ class PostgresStore:
     def set_sql_search(self, enabled: bool) -> None:
         """Turn the tenant's SQL search on or off, for every store of the tenant in every process.
 
-        Off: writes stop keeping the context postings and context vectors (``cpost`` and
-        ``ctxvec``, what only the SQL search reads: about a third of an add's statement
-        time), which are deleted here, and every store answers its searches from a local
+        Off: writes stop keeping what only the SQL search reads (the context postings and
+        context vectors ``cpost`` and ``ctxvec``, about a third of an add's statement time;
+        document frequencies, session neighbours and their lengths; the vectors' place in
+        pgvector's graph), which is deleted here, and every store answers its searches from a local
         index (local.py), so each searching process holds the tenant's vectors and
         postings. On: they are rebuilt here from the records (minutes at a million) and
         stores answer in SQL again unless opened with ``local_index``. The switch is one
@@ -483,7 +496,8 @@ class PostgresStore:
                                         "search through a store on the primary")
         with self._write() as conn:
             if self._read_sql_search(conn.execute(self._q(_SQL_SEARCH_SQL), (self.tenant,))) != bool(enabled):
-                pg_verify.set_context(conn, self._q, self.tenant, bool(enabled), self._w, self._vw)
+                pg_verify.set_context(conn, self._q, self.tenant, bool(enabled), self.index_config.context_radius,
+                                      self._w, self._vw)
                 if enabled:
                     conn.execute(self._q("DELETE FROM @meta WHERE tenant = %s AND key = %s"),
                                  (self.tenant, SQL_SEARCH_KEY))
@@ -573,16 +587,20 @@ class PostgresStore:
 
     def insert_linked(self, rows: Sequence[ChunkRow], reads: LinkReads, derive: Derive) -> bool:
         """One transaction: the insert, the reads (links.send: no round trip of their own),
-        the edges. With a local index already built, the nearest records are read from it
-        (caught up just before the transaction) when the change log shows, under the write
-        lock, that nothing was committed since: the pgvector walk was a fifth of an add."""
+        the edges. With a local index, the nearest records are read from it (caught up just
+        before the transaction), together with the inserted records themselves, when the
+        change log shows, under the write lock, that nothing was committed since: the
+        pgvector walk was a fifth of an add. A tenant whose SQL search is off keeps its
+        vectors out of pgvector's graph, so its local index answers them always: built by
+        the first add if need be, and caught up under the write lock if another store wrote
+        meanwhile (``LocalIndex.nearest_locked``)."""
         prepared = self._new_rows(rows)
         local = self.local
-        # (one record: the index does not hold the others of a batch, which SQL sees in the transaction)
+        mine = [(r.chunk, np.asarray(r.vector, np.float32)) for _, r in prepared]
         near = None
-        if local is not None and len(prepared) == 1 and reads.similar:
+        if local is not None and reads.similar:
             try:
-                near = local.nearest(reads.similar)
+                near = local.nearest(reads.similar, load=not self.sql_search)
             except StoreUnavailableError:  # the SQL read inside the transaction answers instead
                 logger.info("catching the local index up for an add failed; reading in SQL", exc_info=True)
         own = None
@@ -590,7 +608,14 @@ class PostgresStore:
             sent: list[pg_links.Sent] = []
 
             def send(high: int | None) -> None:
-                sent.append(pg_links.send(self, conn, reads, near[1] if near is not None and high == near[0] else None))
+                found = None
+                if near is not None and high == near[0]:
+                    found = near[1]
+                elif local is not None and high is not None and reads.similar and not self.sql_search:
+                    found = local.nearest_locked(conn, high, reads.similar)
+                if found is not None:
+                    found = with_batch(found, reads.similar, mine)
+                sent.append(pg_links.send(self, conn, reads, found))
 
             if prepared:
                 # The reads need the new rows, not their session context: they go out before
@@ -657,14 +682,17 @@ class PostgresStore:
                 "tags, entities, tier, doc, turn, doc_len) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s)"),
                 [(t, seq, *cols, length) for seq, (cols, _), length in zip(seqs, prepared, lengths, strict=True)])
-            cur.executemany(q("INSERT INTO @vectors (tenant, seq, dim, embedding) VALUES (%s, %s, %s, %s)"),
-                            [(t, seq, dim, vec) for seq, vec in zip(seqs, vectors, strict=True)])
+            # (a tenant without SQL search keeps its vectors out of pgvector's graph: schema 0011)
+            cur.executemany(q("INSERT INTO @vectors (tenant, seq, dim, embedding, graph) VALUES (%s, %s, %s, %s, %s)"),
+                            [(t, seq, dim, vec, context) for seq, vec in zip(seqs, vectors, strict=True)])
         self._set_access(conn, seqs, [r.chunk for _, r in prepared])
         pg_index.count_users(conn, q, t, Counter(cols[1] for cols, _ in prepared))
-        pg_index.add_postings(conn, q, t, seqs, counts)
+        pg_index.add_postings(conn, q, t, seqs, counts, df=context)
+        # Session neighbours and their lengths, like df, serve only the SQL search: a
+        # tenant without it keeps none (its local indexes thread sessions in memory).
         changes: pg_index.SessionChanges = {}
         for seq, (cols, _) in zip(seqs, prepared, strict=True):
-            if cols[12]:  # a record with a session that takes part in its context
+            if cols[12] and context:  # a record with a session that takes part in its context
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
         if before_context is not None:
             pg_index.bump_stats(conn, q, t, docs=n, length=sum(lengths), dim=dim)  # what it reads counts them
@@ -778,7 +806,7 @@ class PostgresStore:
             if cols[12]:
                 changes.setdefault((cols[1], cols[3]), []).append((cols[4], seq))
         pg_index.count_users(conn, q, t, users)
-        if moved and self.index_config.context_radius:
+        if moved and self.index_config.context_radius and context:
             conn.execute(q("DELETE FROM @neighbours WHERE tenant = %s AND seq = ANY(%s)"), (t, moved))
             conn.execute(q("UPDATE @chunks SET nb_len = 0 WHERE tenant = %s AND seq = ANY(%s)"), (t, moved))
             delta, around = pg_index.rethread(conn, q, t, self.index_config.context_radius, changes)
@@ -881,9 +909,9 @@ class PostgresStore:
         for table in ("vectors", "access", *(("cpost", "ctxvec") if context else ())):
             conn.execute(q(f"DELETE FROM @{table} WHERE tenant = %s AND seq = ANY(%s)"), (t, seqs))
         pg_index.count_users(conn, q, t, Counter({u: -n for u, n in Counter(g[2] for g in gone).items()}))
-        pg_index.remove_postings(conn, q, t, seqs)
+        pg_index.remove_postings(conn, q, t, seqs, df=context)
         changes: pg_index.SessionChanges = {}
-        if self.index_config.context_radius:
+        if self.index_config.context_radius and context:
             conn.execute(q("DELETE FROM @neighbours WHERE tenant = %s AND seq = ANY(%s)"), (t, seqs))
             for _, seq, user, _, session, ts, *_, turn in gone:
                 if turn:
@@ -1038,10 +1066,12 @@ class PostgresStore:
         return self._q(template.format(cpf=cpf, flt=where, **fmt)), {**args, **fargs}
 
     def _vector_params(self, q: np.ndarray, flt: Filter, k: int, exact: bool) -> dict[str, Any]:
-        # The graph is pointless when the filter names few enough ids; otherwise the
-        # statement decides from the user counts (see sql._VECTOR_CTES).
+        # The graph is pointless when the filter names few enough ids, or holds none of the
+        # tenant's vectors (its SQL search off: schema 0011); otherwise the statement
+        # decides from the user counts (see sql._VECTOR_CTES).
         few_ids = flt.ids is not None and len(flt.ids) <= self.exact_limit
-        return {"q": q, "vk": max(int(k), 0), "graph": not (exact or few_ids), "exact_limit": int(self.exact_limit),
+        graph = not (exact or few_ids) and self.sql_search
+        return {"q": q, "vk": max(int(k), 0), "graph": graph, "exact_limit": int(self.exact_limit),
                 "users": None if flt.user_ids is None else clean(flt.user_ids), "vw": self._vw}
 
     def _settings(self, conn: psycopg.Connection, k: int, narrowed: bool = False) -> None:
@@ -1111,6 +1141,9 @@ class PostgresStore:
             return []
         if q.ndim != 1 or not len(q):
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
+        local = self.local
+        if local is not None and not self.sql_search:  # its vectors are not in pgvector's graph
+            return local.vector_search(q, self._fields_as_ids(flt), k, exact=exact)
         stmt, params = self._vector_sql(q, flt, k, exact)
         return self._vector_hits(q, self._search_rows(stmt, params, k, narrowed(flt)), params["graph"])
 

@@ -7,7 +7,8 @@ derived and is recomputed here set-wise, from scratch: lengths, document frequen
 their histogram, the statistics row, session neighbours and their lengths, the context
 postings and the per-user counts (and an access row for every record). A tenant whose SQL
 search is off (``PostgresStore.set_sql_search``) keeps no context postings or context
-vectors: they are checked to be absent, and rebuilt only when it is on.
+vectors: they are checked to be absent, and rebuilt only when it is on; its vectors stay
+out of pgvector's graph (``vectors.graph``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,36 @@ _CHECKS: list[tuple[str, str]] = [
     ("postings of missing records", """
         SELECT count(*) FROM postings p WHERE p.tenant = %(t)s
         AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.seq = p.chunk_seq)"""),
+    ("statistics that differ from the records", """
+        SELECT count(*) FROM (SELECT count(*) AS n, coalesce(sum(doc_len), 0) AS l, coalesce(sum(nb_len), 0) AS nl
+                              FROM chunks WHERE tenant = %(t)s) c
+        LEFT JOIN stats s ON s.tenant = %(t)s
+        WHERE (c.n, c.l, c.nl) IS DISTINCT FROM (coalesce(s.n_docs, 0), coalesce(s.total_len, 0),
+                                                 coalesce(s.total_nb_len, 0))"""),
+    ("vectors whose dimension differs from the store's", """
+        SELECT count(*) FROM vectors v JOIN stats s ON s.tenant = v.tenant
+        WHERE v.tenant = %(t)s AND (v.dim <> s.dim OR vector_dims(v.embedding) <> v.dim)"""),
+    ("records without a vector or vectors without a record", """
+        SELECT count(*) FROM (SELECT seq FROM chunks WHERE tenant = %(t)s) c
+        FULL JOIN (SELECT seq FROM vectors WHERE tenant = %(t)s) v USING (seq) WHERE c.seq IS NULL OR v.seq IS NULL"""),
+    ("vectors whose place in pgvector's graph differs from the SQL-search setting", """
+        SELECT count(*) FROM vectors WHERE tenant = %(t)s AND graph <> %(on)s"""),
+    ("records without an access row", """
+        SELECT count(*) FROM chunks c WHERE c.tenant = %(t)s
+        AND NOT EXISTS (SELECT 1 FROM access a WHERE a.tenant = %(t)s AND a.seq = c.seq)"""),
+    ("user counts that differ from the records", """
+        SELECT count(*) FROM (SELECT user_id, count(*) AS n FROM chunks WHERE tenant = %(t)s GROUP BY user_id) c
+        FULL JOIN (SELECT user_id, n FROM ucount WHERE tenant = %(t)s AND n <> 0) u USING (user_id)
+        WHERE c.n IS DISTINCT FROM u.n"""),
+]
+
+# The context postings and vectors of every record of the tenant (index.py's statements
+# for some records, with their ``seqs`` condition dropped).
+_ALL_CONTEXT_ROWS = CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true").replace("n.seq = ANY(%(seqs)s)", "true")
+_ALL_CONTEXT_VECTORS = CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true")
+
+# What only the SQL search reads: checked against the records when it is on, else absent.
+_CONTEXT_CHECKS: list[tuple[str, str]] = [
     ("terms whose document frequency differs from the postings", """
         SELECT count(*) FROM (SELECT term, count(*)::int AS df FROM postings WHERE tenant = %(t)s GROUP BY term) p
         FULL JOIN (SELECT term, df FROM terms WHERE tenant = %(t)s AND df > 0) t USING (term)
@@ -56,34 +87,6 @@ _CHECKS: list[tuple[str, str]] = [
             SELECT n.seq, sum(m.doc_len) AS n FROM neighbours n
             JOIN chunks m ON m.tenant = n.tenant AND m.seq = n.nb_seq WHERE n.tenant = %(t)s GROUP BY n.seq) x
         ON x.seq = c.seq WHERE c.tenant = %(t)s AND c.nb_len <> coalesce(x.n, 0)"""),
-    ("statistics that differ from the records", """
-        SELECT count(*) FROM (SELECT count(*) AS n, coalesce(sum(doc_len), 0) AS l, coalesce(sum(nb_len), 0) AS nl
-                              FROM chunks WHERE tenant = %(t)s) c
-        LEFT JOIN stats s ON s.tenant = %(t)s
-        WHERE (c.n, c.l, c.nl) IS DISTINCT FROM (coalesce(s.n_docs, 0), coalesce(s.total_len, 0),
-                                                 coalesce(s.total_nb_len, 0))"""),
-    ("vectors whose dimension differs from the store's", """
-        SELECT count(*) FROM vectors v JOIN stats s ON s.tenant = v.tenant
-        WHERE v.tenant = %(t)s AND (v.dim <> s.dim OR vector_dims(v.embedding) <> v.dim)"""),
-    ("records without a vector or vectors without a record", """
-        SELECT count(*) FROM (SELECT seq FROM chunks WHERE tenant = %(t)s) c
-        FULL JOIN (SELECT seq FROM vectors WHERE tenant = %(t)s) v USING (seq) WHERE c.seq IS NULL OR v.seq IS NULL"""),
-    ("records without an access row", """
-        SELECT count(*) FROM chunks c WHERE c.tenant = %(t)s
-        AND NOT EXISTS (SELECT 1 FROM access a WHERE a.tenant = %(t)s AND a.seq = c.seq)"""),
-    ("user counts that differ from the records", """
-        SELECT count(*) FROM (SELECT user_id, count(*) AS n FROM chunks WHERE tenant = %(t)s GROUP BY user_id) c
-        FULL JOIN (SELECT user_id, n FROM ucount WHERE tenant = %(t)s AND n <> 0) u USING (user_id)
-        WHERE c.n IS DISTINCT FROM u.n"""),
-]
-
-# The context postings and vectors of every record of the tenant (index.py's statements
-# for some records, with their ``seqs`` condition dropped).
-_ALL_CONTEXT_ROWS = CONTEXT_ROWS_SQL.replace("p.chunk_seq = ANY(%(seqs)s)", "true").replace("n.seq = ANY(%(seqs)s)", "true")
-_ALL_CONTEXT_VECTORS = CONTEXT_VECTORS_SQL.replace("v.seq = ANY(%(seqs)s)", "true")
-
-# What only the SQL search reads: checked against the records when it is on, else absent.
-_CONTEXT_CHECKS: list[tuple[str, str]] = [
     ("context postings that differ from the postings and neighbours", """
         SELECT count(*) FROM (""" + _ALL_CONTEXT_ROWS + """) e
         FULL JOIN (SELECT * FROM cpost WHERE tenant = %(t)s) a ON a.seq = e.seq AND a.term = e.term
@@ -96,8 +99,11 @@ _CONTEXT_CHECKS: list[tuple[str, str]] = [
         OR (a.s IS NULL) <> (e.s IS NULL) OR (a.s <-> e.s) > 1e-5"""),
 ]
 _NO_CONTEXT_CHECKS: list[tuple[str, str]] = [
-    ("context postings or context vectors kept while the SQL search is off", """
-        SELECT (SELECT count(*) FROM cpost WHERE tenant = %(t)s) + (SELECT count(*) FROM ctxvec WHERE tenant = %(t)s)"""),
+    ("rows of what only the SQL search reads, kept while it is off", """
+        SELECT (SELECT count(*) FROM cpost WHERE tenant = %(t)s) + (SELECT count(*) FROM ctxvec WHERE tenant = %(t)s)
+        + (SELECT count(*) FROM terms WHERE tenant = %(t)s) + (SELECT count(*) FROM df_hist WHERE tenant = %(t)s)
+        + (SELECT count(*) FROM neighbours WHERE tenant = %(t)s)
+        + (SELECT count(*) FROM chunks WHERE tenant = %(t)s AND nb_len <> 0)"""),
 ]
 _EDGE_CHECKS: list[tuple[str, str]] = [
     ("relationships that point at missing records", """
@@ -119,7 +125,7 @@ def problems(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float,
              context: bool = True) -> list[str]:
     """One line per kind of disagreement found, with how many rows it concerns (``context``:
     whether the tenant's SQL search, and so its context postings and vectors, is on)."""
-    args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw)}
+    args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw), "on": bool(context)}
     out = []
     for what, query in [*_CHECKS, *(_CONTEXT_CHECKS if context else _NO_CONTEXT_CHECKS), *_EDGE_CHECKS]:
         n = one(conn.execute(q(_tables(query)), args).fetchone())[0]
@@ -134,21 +140,48 @@ _CONTEXT_REBUILD = (
 )
 
 
-def set_context(conn: psycopg.Connection, q: Q, tenant: str, on: bool, w: float, vw: float) -> None:
-    """Delete a tenant's context postings and context vectors, and with ``on`` rebuild them
-    from its postings, vectors and neighbours (which must be current; inside the caller's
-    transaction, holding the tenant's write lock)."""
-    args = {"t": tenant, "w": float(w), "vw": float(vw)}
+# The rest of what only the SQL search reads: document frequencies and their histogram,
+# session neighbours and their lengths (the context postings and vectors are built from them).
+_SEARCH_REBUILD = (
+    "DELETE FROM terms WHERE tenant = %(t)s",
+    "INSERT INTO terms (tenant, term, df) SELECT %(t)s, term, count(*) FROM postings WHERE tenant = %(t)s "
+    "GROUP BY term",
+    "DELETE FROM df_hist WHERE tenant = %(t)s",
+    "INSERT INTO df_hist (tenant, df, n_terms) SELECT %(t)s, df, count(*) FROM terms WHERE tenant = %(t)s "
+    "GROUP BY df",
+    "DELETE FROM neighbours WHERE tenant = %(t)s",
+    "INSERT INTO neighbours (tenant, seq, nb_seq) " + _EXPECTED_NEIGHBOURS + " SELECT %(t)s, seq, nb_seq FROM expected",
+    "UPDATE chunks c SET nb_len = coalesce((SELECT sum(m.doc_len) FROM neighbours n JOIN chunks m "
+    "ON m.tenant = n.tenant AND m.seq = n.nb_seq WHERE n.tenant = %(t)s AND n.seq = c.seq), 0) "
+    "WHERE c.tenant = %(t)s",
+)
+_SEARCH_DROP = (
+    "DELETE FROM terms WHERE tenant = %(t)s",
+    "DELETE FROM df_hist WHERE tenant = %(t)s",
+    "DELETE FROM neighbours WHERE tenant = %(t)s",
+    "UPDATE chunks SET nb_len = 0 WHERE tenant = %(t)s AND nb_len <> 0",
+)
+_STATS_NB = ("UPDATE stats s SET total_nb_len = (SELECT coalesce(sum(nb_len), 0) FROM chunks WHERE tenant = %(t)s) "
+             "WHERE s.tenant = %(t)s")
+
+
+def set_context(conn: psycopg.Connection, q: Q, tenant: str, on: bool, radius: int, w: float, vw: float) -> None:
+    """Delete what only a tenant's SQL search reads (context postings and vectors, document
+    frequencies, session neighbours and their lengths), and with ``on`` rebuild it from its
+    records and postings (inside the caller's transaction, holding the tenant's write lock);
+    its vectors go into pgvector's graph with ``on``, out of it without (schema 0011)."""
+    args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw), "on": bool(on)}
     for query in ("DELETE FROM cpost WHERE tenant = %(t)s", "DELETE FROM ctxvec WHERE tenant = %(t)s",
-                  *(_CONTEXT_REBUILD if on else ())):
+                  "UPDATE vectors SET graph = %(on)s WHERE tenant = %(t)s AND graph <> %(on)s",
+                  *((*_SEARCH_REBUILD, *_CONTEXT_REBUILD) if on else _SEARCH_DROP), _STATS_NB):
         conn.execute(q(_tables(query)), args)
 
 
 def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, vw: float, *,
             context: bool = True) -> None:
     """Recompute every derived table of a tenant from its records and postings (inside the
-    caller's transaction, holding the tenant's write lock); the context postings and
-    vectors only with ``context`` (the tenant's SQL search on), else they are deleted."""
+    caller's transaction, holding the tenant's write lock); what only the SQL search reads
+    (``set_context``) only with ``context`` (its SQL search on), else it is deleted."""
     args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw)}
     for query in (
         "DELETE FROM postings p WHERE p.tenant = %(t)s "
@@ -158,17 +191,6 @@ def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, 
         "OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.id = e.dst))",
         "UPDATE chunks c SET doc_len = coalesce((SELECT sum(tf) FROM postings p WHERE p.tenant = %(t)s "
         "AND p.chunk_seq = c.seq), 0) WHERE c.tenant = %(t)s",
-        "DELETE FROM terms WHERE tenant = %(t)s",
-        "INSERT INTO terms (tenant, term, df) SELECT %(t)s, term, count(*) FROM postings WHERE tenant = %(t)s "
-        "GROUP BY term",
-        "DELETE FROM df_hist WHERE tenant = %(t)s",
-        "INSERT INTO df_hist (tenant, df, n_terms) SELECT %(t)s, df, count(*) FROM terms WHERE tenant = %(t)s "
-        "GROUP BY df",
-        "DELETE FROM neighbours WHERE tenant = %(t)s",
-        "INSERT INTO neighbours (tenant, seq, nb_seq) " + _EXPECTED_NEIGHBOURS + " SELECT %(t)s, seq, nb_seq FROM expected",
-        "UPDATE chunks c SET nb_len = coalesce((SELECT sum(m.doc_len) FROM neighbours n JOIN chunks m "
-        "ON m.tenant = n.tenant AND m.seq = n.nb_seq WHERE n.tenant = %(t)s AND n.seq = c.seq), 0) "
-        "WHERE c.tenant = %(t)s",
         "DELETE FROM vectors v WHERE v.tenant = %(t)s "
         "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.tenant = %(t)s AND c.seq = v.seq)",
         "DELETE FROM access a WHERE a.tenant = %(t)s "
@@ -185,4 +207,4 @@ def rebuild(conn: psycopg.Connection, q: Q, tenant: str, radius: int, w: float, 
         "total_nb_len = excluded.total_nb_len, dim = coalesce(excluded.dim, s.dim)",
     ):
         conn.execute(q(_tables(query)), args)
-    set_context(conn, q, tenant, context, w, vw)
+    set_context(conn, q, tenant, context, radius, w, vw)
