@@ -409,12 +409,16 @@ def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], 
 
     everything = build_filter(None)
     backend = memory.backend
-    if hasattr(backend, "last_vector_path"):  # PostgresStore: it says how it answered
+    if hasattr(backend, "last_vector_path") and backend.sql_search:  # PostgresStore: it says how it answered
         index = backend
         backend.vector_search(queries[0].vector, everything, K)
         exact_only = backend.last_vector_path == "exact"
     else:
-        index = getattr(backend, "_vec", None)
+        if hasattr(backend, "last_vector_path"):  # SQL search off: the local index answers (its FAISS graph)
+            backend.vector_search(queries[0].vector, everything, K)
+            index = backend.local.index.vec
+        else:
+            index = getattr(backend, "_vec", None)
         exact_only = index is None or getattr(index, "has_graph", True) is False or \
             getattr(index, "n_alive", 0) <= getattr(index, "exact_limit", -1)
     default_ef = getattr(index, "ef_search", None)
