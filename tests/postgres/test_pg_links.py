@@ -193,9 +193,9 @@ def test_without_sql_search_a_write_after_the_local_read_is_caught_up_under_the_
                 other.add("papaya quince fig", user_id="ann", chunk_id="b0")  # committed before the add's lock
             return got
 
-        def spy_locked(self, conn, high, similar):
+        def spy_locked(self, conn, high, similar, writing):
             caught.append(high)
-            return real_locked(self, conn, high, similar)
+            return real_locked(self, conn, high, similar, writing)
 
         monkeypatch.setattr(LocalIndex, "nearest", then_another_store_writes)
         monkeypatch.setattr(LocalIndex, "nearest_locked", spy_locked)
@@ -249,3 +249,33 @@ def test_an_add_never_loads_the_local_index(pg_url, monkeypatch) -> None:  # noq
         assert first.backend.contains(["a1"]) == {"a1"}
         first.search("kiwi", user_id="ann")
         assert local.loads == loads + 1
+
+
+def test_an_id_deleted_by_another_store_and_added_again_is_indexed_once(pg_url) -> None:  # noqa: F811
+    """The catch-up under an add's lock must not read the add's own uncommitted row: when
+    another store deleted the id this add writes again, the add reads in SQL instead, and
+    the index holds the record once (and not at all when the add fails)."""
+    tenant = new_tenant()
+    with BeeWeave.from_url(pg_url + "&sql_search=false", embedder=HashingEmbedder(32), tenant=tenant,
+                           clock=lambda: NOW) as a, \
+            BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as b:
+        a.add("kiwi mango lime", user_id="ann", chunk_id="x")
+        a.add("papaya quince fig", user_id="ann", chunk_id="y")  # the index is built and trusted
+        b.backend.delete(["x"])
+        a.add("kiwi mango lime melon", user_id="ann", chunk_id="x")
+        index = a.backend.local.index
+        assert [i for i in index.ids if i == "x"] == ["x"]
+        q = np.asarray(HashingEmbedder(32).embed_documents(["kiwi mango lime melon"])[0], np.float32)
+        everyone = build_filter({}, user_id="ann")
+        assert [i for i, _ in a.backend.vector_search(q, everyone, 5)].count("x") == 1
+        a.backend.delete(["x"])
+        assert "x" not in [i for i, _ in a.backend.vector_search(q, everyone, 5)]
+        b.backend.delete(["y"])  # and an add that fails leaves nothing behind
+
+        def derive(facts):
+            raise RuntimeError("the graph part failed")
+
+        row = ChunkRow(KnowledgeChunk(raw_content="papaya quince fig", id="y", user_id="ann"), q, ["papaya"])
+        with pytest.raises(RuntimeError):
+            a.backend.insert_linked([row], LinkReads(similar=[(q, everyone, 3)]), derive)
+        assert not a.backend.contains(["y"]) and "y" not in [i for i, _ in a.backend.vector_search(q, everyone, 5)]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -494,15 +494,17 @@ class LocalIndex:
             return None
         return self.seen, [index.vector_search(np.asarray(q, np.float32), scope, k) for q, scope, k in similar]
 
-    def nearest_locked(self, conn: psycopg.Connection, high: int, similar: Sequence[tuple[np.ndarray, Filter, int]]
-                       ) -> list[list[tuple[str, float]]] | None:
+    def nearest_locked(self, conn: psycopg.Connection, high: int, similar: Sequence[tuple[np.ndarray, Filter, int]],
+                       writing: Collection[str]) -> list[list[tuple[str, float]]] | None:
         """``nearest`` inside the caller's write transaction on ``conn``, which holds the tenant
         write lock and read the log's last position ``high`` under it: the entries the index
         lacks and their rows are read on ``conn`` (nothing commits meanwhile) and applied
         first. For a tenant without SQL search, whose vectors pgvector's graph leaves out,
         when another store wrote after ``nearest``. None (the caller reads in SQL) when that
         needs a load, or the index is busy for a second (a search holding it may wait for
-        a pooled connection the waiting writers hold)."""
+        a pooled connection the waiting writers hold), or the entries name an id this
+        transaction writes (``writing``): its rows, read here, are this transaction's own,
+        uncommitted (another store deleted the id, this one adds it again)."""
         if not self._lock.acquire(timeout=1.0):
             return None
         try:
@@ -512,7 +514,10 @@ class LocalIndex:
                 q, args = self._store._q, {"t": self._store.tenant, "seen": self.seen}
                 log = conn.execute(q(_LOG_SQL), args, prepare=False)
                 changed = conn.execute(q(_CHANGED_SQL), args, binary=True, prepare=False)
-                if not self._catch_up(conn, one(log.fetchone()), changed.fetchall(), load=False) or self.seen != high:
+                entries, rows = one(log.fetchone()), changed.fetchall()
+                if not set(entries[3]).isdisjoint(writing):
+                    return None
+                if not self._catch_up(conn, entries, rows, load=False) or self.seen != high:
                     return None
             answered = self._nearest(similar)
             return None if answered is None else answered[1]

@@ -612,7 +612,7 @@ class PostgresStore:
                 if near is not None and high == near[0]:
                     found = near[1]
                 elif local is not None and high is not None and reads.similar and not self.sql_search:
-                    found = local.nearest_locked(conn, high, reads.similar)
+                    found = local.nearest_locked(conn, high, reads.similar, {c.id for c, _ in mine})
                 if found is not None:
                     found = with_batch(found, reads.similar, mine)
                 sent.append(pg_links.send(self, conn, reads, found))
