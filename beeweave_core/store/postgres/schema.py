@@ -305,15 +305,12 @@ MIGRATIONS: list[tuple[str, str]] = [
     # carry graph = false and the graph's index (hnsw_index_name, built in the background by
     # the first open after this migration; the index of the older name is dropped once it
     # is valid) leaves them out. Nor does such a tenant keep the rest of what only the SQL
-    # search reads: document frequencies, session neighbours and their lengths.
+    # search reads: document frequencies, session neighbours and their lengths. The
+    # migration only adds the column (no rewrite: ALTER TABLE holds every tenant's vectors
+    # locked while it runs, and an UPDATE here would insert each row into the old graph
+    # again): such a tenant's older rows are tidied by repair(), which verify() asks for.
     ("0011_vectors_graph", """
         ALTER TABLE vectors ADD COLUMN graph boolean NOT NULL DEFAULT true;
-        UPDATE vectors SET graph = false WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
-        DELETE FROM terms WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
-        DELETE FROM df_hist WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
-        DELETE FROM neighbours WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
-        UPDATE chunks SET nb_len = 0 WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off') AND nb_len <> 0;
-        UPDATE stats SET total_nb_len = 0 WHERE tenant IN (SELECT tenant FROM meta WHERE key = 'sql_search' AND value = 'off');
         COMMENT ON COLUMN vectors.graph IS 'in the HNSW graph: false for a tenant whose meta sql_search is off';
         COMMENT ON TABLE terms IS 'document frequencies: none for a tenant whose meta sql_search is off';
         COMMENT ON TABLE neighbours IS 'session neighbours: none for a tenant whose meta sql_search is off';
