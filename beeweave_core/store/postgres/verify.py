@@ -141,26 +141,22 @@ _CONTEXT_REBUILD = (
 
 
 # The rest of what only the SQL search reads: document frequencies and their histogram,
-# session neighbours and their lengths (the context postings and vectors are built from them).
+# session neighbours and their lengths (the context postings and vectors are built from
+# them), deleted by every switch and rebuilt when it turns the SQL search on.
+_SEARCH_DELETE = tuple(f"DELETE FROM {table} WHERE tenant = %(t)s"
+                       for table in ("cpost", "ctxvec", "terms", "df_hist", "neighbours"))
 _SEARCH_REBUILD = (
-    "DELETE FROM terms WHERE tenant = %(t)s",
     "INSERT INTO terms (tenant, term, df) SELECT %(t)s, term, count(*) FROM postings WHERE tenant = %(t)s "
     "GROUP BY term",
-    "DELETE FROM df_hist WHERE tenant = %(t)s",
     "INSERT INTO df_hist (tenant, df, n_terms) SELECT %(t)s, df, count(*) FROM terms WHERE tenant = %(t)s "
     "GROUP BY df",
-    "DELETE FROM neighbours WHERE tenant = %(t)s",
     "INSERT INTO neighbours (tenant, seq, nb_seq) " + _EXPECTED_NEIGHBOURS + " SELECT %(t)s, seq, nb_seq FROM expected",
     "UPDATE chunks c SET nb_len = coalesce((SELECT sum(m.doc_len) FROM neighbours n JOIN chunks m "
     "ON m.tenant = n.tenant AND m.seq = n.nb_seq WHERE n.tenant = %(t)s AND n.seq = c.seq), 0) "
     "WHERE c.tenant = %(t)s",
+    *_CONTEXT_REBUILD,
 )
-_SEARCH_DROP = (
-    "DELETE FROM terms WHERE tenant = %(t)s",
-    "DELETE FROM df_hist WHERE tenant = %(t)s",
-    "DELETE FROM neighbours WHERE tenant = %(t)s",
-    "UPDATE chunks SET nb_len = 0 WHERE tenant = %(t)s AND nb_len <> 0",
-)
+_NO_NEIGHBOUR_LENGTHS = "UPDATE chunks SET nb_len = 0 WHERE tenant = %(t)s AND nb_len <> 0"
 _STATS_NB = ("UPDATE stats s SET total_nb_len = (SELECT coalesce(sum(nb_len), 0) FROM chunks WHERE tenant = %(t)s) "
              "WHERE s.tenant = %(t)s")
 
@@ -171,9 +167,8 @@ def set_context(conn: psycopg.Connection, q: Q, tenant: str, on: bool, radius: i
     records and postings (inside the caller's transaction, holding the tenant's write lock);
     its vectors go into pgvector's graph with ``on``, out of it without (schema 0011)."""
     args = {"t": tenant, "r": int(radius), "w": float(w), "vw": float(vw), "on": bool(on)}
-    for query in ("DELETE FROM cpost WHERE tenant = %(t)s", "DELETE FROM ctxvec WHERE tenant = %(t)s",
-                  "UPDATE vectors SET graph = %(on)s WHERE tenant = %(t)s AND graph <> %(on)s",
-                  *((*_SEARCH_REBUILD, *_CONTEXT_REBUILD) if on else _SEARCH_DROP), _STATS_NB):
+    for query in ("UPDATE vectors SET graph = %(on)s WHERE tenant = %(t)s AND graph <> %(on)s", *_SEARCH_DELETE,
+                  *(_SEARCH_REBUILD if on else (_NO_NEIGHBOUR_LENGTHS,)), _STATS_NB):
         conn.execute(q(_tables(query)), args)
 
 
