@@ -219,14 +219,15 @@ def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int |
 def with_batch(found: Sequence[list[tuple[str, float]]], similar: Sequence[tuple[np.ndarray, Filter, int]],
                rows: Sequence[tuple[KnowledgeChunk, np.ndarray]]) -> list[list[tuple[str, float]]] | None:
     """The nearest-records reads ``found`` among committed records (a local index's), with
-    the records of the insert they are read for (``rows``: record, vector) as SQL inside that
+    the records of the insert they are read for (``rows``: record, float32 vector) as SQL inside that
     transaction finds them too; None when a read's scope asks more than user and status
     (what linking asks: engine/graph.py), which the records are not matched against here."""
     out = []
     for hits, (q, scope, k) in zip(found, similar, strict=True):
         if any(getattr(scope, f) is not None for f in _BEYOND_USER_AND_STATUS):
             return None
-        mine = [(c.id, float(np.dot(np.asarray(q, np.float32), np.asarray(v, np.float32)))) for c, v in rows
+        qv = np.asarray(q, np.float32)
+        mine = [(c.id, float(np.dot(qv, v))) for c, v in rows
                 if (scope.user_ids is None or c.user_id in scope.user_ids)
                 and (scope.statuses is None or ChunkStatus(c.status).value in scope.statuses)]
         held = {cid for cid, _ in hits}
