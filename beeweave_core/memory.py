@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, overload
 
 import numpy as np
 
-from .embedders import DEFAULT_MODEL_NAME, Embedder, as_embedder
+from .embedders import Embedder, as_embedder
 from .engine.config import SearchConfig
 from .engine.graph import Graph
 from .engine.records import Records
@@ -624,19 +624,23 @@ def _resolve_tokenizer(backend: StoreBackend, wanted: TokenizerConfig | None) ->
 
 
 def _resolve_embedder(backend: StoreBackend, wanted: Any) -> Embedder:
-    """The embedder asked for; refused if the store was built with another model."""
+    """The embedder asked for; without one, the model the store was built with (a new store:
+    the default). Refused if the store was built with another model."""
     stored = backend.get_meta("embedder")
-    emb = as_embedder(wanted)
-    if stored is not None:
-        info = json.loads(stored)
-        if info["name"] != emb.name:
-            if info["name"] == DEFAULT_MODEL_NAME:
-                hint = "open it without embedder= to use the default model"
-            elif info["name"].startswith(("langchain:", "llamaindex:")):
-                hint = f"open it with the same embeddings object ({info['name']})"
-            else:
-                hint = f"open it with embedder={info['name']!r}"
+    info = json.loads(stored) if stored is not None else None
+    if wanted is None and info is not None:
+        if str(info["name"]).startswith(("langchain:", "llamaindex:")):
             raise EmbedderMismatchError(
-                f"this store was embedded with {info['name']!r} (dim {info['dim']}), not {emb.name!r}: "
-                f"{hint}, or move to the new model with BeeWeave.reembed(new_embedder)")
+                f"this store was embedded with {info['name']!r}, an embeddings object only Python code can "
+                "pass: open it with embedder=that object")
+        return as_embedder(info["name"])  # e.g. a store built with MiniLM reopens with MiniLM
+    emb = as_embedder(wanted)
+    if info is not None and info["name"] != emb.name:
+        if info["name"].startswith(("langchain:", "llamaindex:")):
+            hint = f"open it with the same embeddings object ({info['name']})"
+        else:
+            hint = f"open it without embedder= (it is remembered) or with embedder={info['name']!r}"
+        raise EmbedderMismatchError(
+            f"this store was embedded with {info['name']!r} (dim {info['dim']}), not {emb.name!r}: "
+            f"{hint}, or move to the new model with BeeWeave.reembed(new_embedder) (beeweave reembed)")
     return emb

@@ -49,7 +49,7 @@ from locomo_data import recall_at_k  # noqa: E402
 from memdaily_data import DEFAULT_DATA_DIR, Message, Question, UserFile, load_memdaily  # noqa: E402
 
 from beeweave_core import BeeWeave  # noqa: E402
-from beeweave_core.embedders import SentenceTransformerEmbedder  # noqa: E402
+from beeweave_core.embedders import as_embedder  # noqa: E402
 from beeweave_core.engine import SearchConfig  # noqa: E402
 
 
@@ -57,12 +57,12 @@ class BeeWeaveDefault:
     """BeeWeave with its defaults: a fresh store per file, one user per file, no session."""
 
     name = "beeweave"
-    label = "BeeWeave default configuration (BM25 + MiniLM, z-score fusion)"
+    label = "BeeWeave default configuration (BM25 + multilingual-e5-small, z-score fusion)"
 
     def __init__(self, embedder: Any = None, config: SearchConfig | None = None,
                  vectors: dict[str, np.ndarray] | None = None, session: str | None = None) -> None:
         self._session = session
-        self._embedder = embedder or SentenceTransformerEmbedder()
+        self._embedder = embedder or as_embedder(None)
         self._config = config
         self._vectors = vectors  # precomputed memory/query vectors (the tuning grid reuses them)
         self._memory: BeeWeave | None = None
@@ -166,7 +166,7 @@ def model_vectors(files: Sequence[UserFile], questions: Sequence[Question],
             vecs = pickle.load(fh)  # our own file, written below
     if all(t in vecs for t in texts + queries):
         return vecs
-    emb = SentenceTransformerEmbedder()
+    emb = as_embedder(None)
     vecs = dict(zip(texts, emb.embed_documents(texts), strict=True))
     vecs.update({q: emb.embed_query(q) for q in queries})
     if cache is not None:
@@ -176,7 +176,7 @@ def model_vectors(files: Sequence[UserFile], questions: Sequence[Question],
 
 
 def lofo(files: Sequence[UserFile], questions: Sequence[Question], cache: Path | None) -> None:
-    emb = SentenceTransformerEmbedder()
+    emb = as_embedder(None)
     vecs = model_vectors(files, questions, cache)
     settings = [dict(zip(GRID, values, strict=True)) for values in itertools.product(*GRID.values())]
     default = SearchConfig()
