@@ -31,6 +31,7 @@ COMMANDS = {
     "export": "write all of a user's data as JSON",
     "import": "write users' exports back (into this store or another)",
     "copy": "copy every user (or some) into another store, e.g. SQLite to PostgreSQL",
+    "reembed": "move a store to another embedding model (default: the default model); resumable",
     "forget": "delete everything of a user",
     "maintain": "merge duplicates, expire and evict now",
     "invalidate": "mark the memories about changed files 'to verify' (a git post-commit hook)",
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", default=os.environ.get("BEEWEAVE_TENANT"),
                    help="the tenant's store in a directory of stores or a PostgreSQL database")
     p.add_argument("--embedder", default=None,
-                   help="embedding model name (default: the one the store was built with, else MiniLM); "
+                   help="embedding model name (default: the one the store was built with, else "
+                        "multilingual-e5-small); "
                         "e.g. beeweave:hashing-64")
     p.add_argument("--api-key", default=os.environ.get("BEEWEAVE_API_KEY"),
                    help="API key for an http(s):// store (default: $BEEWEAVE_API_KEY)")
@@ -146,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(PostgreSQL's default: default)")
     c.add_argument("--user-id", action="append", dest="users", metavar="USER",
                    help="copy only this user (repeat for more; default: every user)")
+
+    c = cmd("reembed")
+    c.add_argument("--to", default=None, metavar="MODEL",
+                   help="the model to move to: a name or path (default: the default model, multilingual-e5-small)")
+    c.add_argument("--batch-size", type=int, default=256, help="memories per embedding call (default 256)")
 
     c = cmd("forget")
     c.add_argument("user_id")

@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import InvalidInputError, NotFoundError
 
-__all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "worker", "stats", "export", "import", "copy", "forget",
+__all__ = [f"cmd_{n}" for n in ("demo", "ingest", "search", "serve", "worker", "stats", "export", "import", "copy", "reembed", "forget",
                                  "maintain", "invalidate", "review", "memory", "dead_letters", "report", "openapi", "mcp")]
 
 
@@ -381,6 +381,15 @@ def cmd_copy(args: Any) -> int:
                 _print_import(dst.import_user(data, vectors=vectors), "copy")
         finally:
             dst.close()
+    return 0
+
+
+def cmd_reembed(args: Any) -> int:
+    with _local(args, "reembed") as svc:
+        memory = svc.memory
+        before = memory.embedder.name
+        n = memory.reembed(args.to, batch_size=args.batch_size, show_progress=_show_progress())
+        print(f"re-embedded {n} memories: {before} -> {memory.embedder.name}")
     return 0
 
 

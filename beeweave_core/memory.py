@@ -324,9 +324,12 @@ class BeeWeave:
     def declared_fields(self) -> dict[str, str]:
         return self._shared.declared_fields()
 
-    def reembed(self, embedder: Any, *, batch_size: int = 256) -> None:
-        """Move the store to another embedding model: every vector is recomputed."""
-        self._records.reembed(embedder, batch_size=batch_size)
+    def reembed(self, embedder: Any = None, *, batch_size: int = 256, show_progress: bool = False) -> int:
+        """Move the store to another embedding model (default: the default model): every
+        vector is recomputed. Resumable: a run that was killed starts where it stopped; the
+        store stays wholly on the old model until the switch, one transaction. Returns how
+        many memories were embedded."""
+        return self._records.reembed(embedder, batch_size=batch_size, show_progress=show_progress)
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,

@@ -3,15 +3,16 @@
 Usage:
     python benchmarks/locomo.py [DATA_DIR] [--systems beeweave,bm25,faiss,langchain,llamaindex]
                                 [--limit-convs N] [--backend embedded|postgres]
-                                [--embedder torch|onnx|onnx-int8] [--as-notes]
+                                [--embedder default|minilm|minilm-torch|minilm-onnx|minilm-int8] [--as-notes]
 
 DATA_DIR defaults to ../shared/data/locomo (the development split; its README defines the
 measure). Every turn is one memory: id = dia_id, user = the conversation, session = the
 session number, timestamp = the session's date. Questions of categories 1-4 with evidence
 are asked; recall@k is the share of a question's evidence turns in the top k. Query times
-include the query's embedding for every system. ``--embedder`` runs BeeWeave's default
-model on a chosen runtime: ``auto`` (the default: onnxruntime where it works), ``torch``,
-``onnx`` (the same float weights in onnxruntime) or ``onnx-int8`` (int8-quantized).
+include the query's embedding for every system. ``--embedder``: ``default`` (the default
+model, multilingual-e5-small) or the former default all-MiniLM-L6-v2 on a chosen runtime:
+``minilm`` (onnxruntime where it works), ``minilm-torch``, ``minilm-onnx`` (the same float
+weights in onnxruntime) or ``minilm-int8`` (int8-quantized).
 
 ``--as-notes`` is the check that unrelated memories sharing a session are not folded into
 each other: BeeWeave gets each conversation's turns as a batch of notes, shuffled (seed 0),
@@ -41,7 +42,7 @@ import locomo_peers  # noqa: E402
 from locomo_data import Turn  # noqa: E402
 
 from beeweave_core import BeeWeave  # noqa: E402
-from beeweave_core.embedders import SentenceTransformerEmbedder  # noqa: E402
+from beeweave_core.embedders import SentenceTransformerEmbedder, as_embedder  # noqa: E402
 
 
 def _postgres_url() -> str:
@@ -72,17 +73,18 @@ class BeeWeaveDefault:
 
     name = "beeweave"
 
-    def __init__(self, backend: str = "embedded", embedder: str = "auto", as_notes: bool = False) -> None:
+    def __init__(self, backend: str = "embedded", embedder: str = "default", as_notes: bool = False) -> None:
         self._as_notes = as_notes
-        # the default model, loaded once for all stores
-        self._embedder = SentenceTransformerEmbedder(backend="onnx" if embedder.startswith("onnx") else embedder,
-                                                     quantize=embedder == "onnx-int8")
+        # the model, loaded once for all stores
+        runtime = {"minilm": "auto", "minilm-torch": "torch", "minilm-onnx": "onnx", "minilm-int8": "onnx"}
+        self._embedder = as_embedder(None) if embedder == "default" else SentenceTransformerEmbedder(
+            backend=runtime[embedder], quantize=embedder == "minilm-int8")
         self._memory: BeeWeave | None = None
         self._user = ""
         self._backend = backend
         self._url = _postgres_url() if backend == "postgres" else None
         where = "PostgreSQL + pgvector" if backend == "postgres" else "embedded"
-        model = "MiniLM" if embedder == "auto" else f"MiniLM {embedder}"
+        model = "multilingual-e5-small" if embedder == "default" else embedder.replace("minilm", "MiniLM")
         self.label = f"BeeWeave {where} (default: BM25 + {model}, session context, z-score fusion)"
         if as_notes:
             self.label += "; turns as notes in one session"
@@ -127,13 +129,13 @@ def main() -> None:
         del argv[i : i + 2]
         if backend not in ("embedded", "postgres"):
             sys.exit("--backend must be 'embedded' or 'postgres'")
-    embedder = "auto"
+    embedder = "default"
     if "--embedder" in argv:
         i = argv.index("--embedder")
         embedder = argv[i + 1]
         del argv[i : i + 2]
-        if embedder not in ("auto", "torch", "onnx", "onnx-int8"):
-            sys.exit("--embedder must be 'auto', 'torch', 'onnx' or 'onnx-int8'")
+        if embedder not in ("default", "minilm", "minilm-torch", "minilm-onnx", "minilm-int8"):
+            sys.exit("--embedder must be 'default', 'minilm', 'minilm-torch', 'minilm-onnx' or 'minilm-int8'")
     as_notes = "--as-notes" in argv
     if as_notes:
         argv.remove("--as-notes")

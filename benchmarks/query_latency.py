@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/query_latency.py [DATA_DIR] [--size 10000] [--queries 200] [--dialogues 50]
-        [--runtimes auto,torch]
+        [--models default,minilm]
 
 DATA_DIR defaults to ../shared/data/locomo (the development split). A store of ``--size``
 memories is built as ``scale_data`` builds one (LoCoMo turns replayed, sessions kept, one
@@ -20,10 +20,10 @@ each search, so every search pays for its embedding):
 Every query is searched once untimed first (loading the model and jieba, and building each
 query term's context postings, which a store does once per term), then timed.
 
-The targets of issue 24: question p50 ≤ 30 ms at 10k memories, a 2,000-character dialogue
-≤ 60 ms. ``--runtimes`` runs the same queries with the embedder on each backend in turn
-(default ``auto,torch``: the default, which is onnxruntime where it works, beside torch).
-Times depend on the machine's load; compare rows from one run.
+The targets of issues 24 and 42: question p50 ≤ 30 ms at 10k memories, a 2,000-character
+dialogue ≤ 60 ms. ``--models`` runs the same queries with each model in turn: ``default``
+(multilingual-e5-small), ``minilm`` (all-MiniLM-L6-v2, the former default, onnxruntime where
+it works), ``minilm-torch``. Times depend on the machine's load; compare rows from one run.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from locomo_data import DEFAULT_DATA_DIR, Conversation  # noqa: E402
 from scale_data import ScaleCorpus, unit_vectors  # noqa: E402
 
 from beeweave_core import BeeWeave  # noqa: E402
-from beeweave_core.embedders import SentenceTransformerEmbedder  # noqa: E402
+from beeweave_core.embedders import SentenceTransformerEmbedder, as_embedder  # noqa: E402
 
 DIALOGUE_CHARS = 2000
 
@@ -115,8 +115,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=10_000, help="memories in the store (default 10,000)")
     parser.add_argument("--queries", type=int, default=200, help="timed questions (default 200)")
     parser.add_argument("--dialogues", type=int, default=50, help="timed dialogues per language (default 50)")
-    parser.add_argument("--runtimes", default="auto,torch",
-                        help="the embedder's backends, side by side (default auto,torch; auto is the default)")
+    parser.add_argument("--models", default="default,minilm",
+                        help="models side by side: default, minilm, minilm-torch (default: default,minilm)")
     args = parser.parse_args(argv)
     corpus = ScaleCorpus.load(args.data_dir)
     vectors = unit_vectors(7, 0, args.size)
@@ -125,11 +125,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     questions = [q.question for q in corpus.questions[: args.queries]]
     rows = [("question", questions), ("dialogue, English, ~2,000 chars", english_dialogues(corpus.convs, args.dialogues)),
             ("dialogue, Chinese, ~2,000 chars", chinese_dialogues(args.dialogues))]
-    print(f"{args.size} memories, one user; query embedding included (bundled MiniLM)")
-    print("| runtime | query | n | mean chars | p50 ms | p95 ms |")
+    print(f"{args.size} memories, one user; query embedding included")
+    print("| model | query | n | mean chars | p50 ms | p95 ms |")
     print("|---|---|---|---|---|---|")
-    for runtime in args.runtimes.split(","):
-        embedder = SentenceTransformerEmbedder(backend=runtime)
+    makers = {"default": lambda: as_embedder(None), "minilm": lambda: SentenceTransformerEmbedder(),
+              "minilm-torch": lambda: SentenceTransformerEmbedder(backend="torch")}
+    for model in args.models.split(","):
+        embedder = makers[model]()
         memory = BeeWeave(embedder=embedder)
         memory.add_many(records, show_progress=False, link=False)
         clear = memory._search._cache.clear  # every timed search pays for its query's embedding
@@ -137,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             times = timed(memory, user, queries, clear)
             p95 = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
             chars = statistics.mean(len(q) for q in queries)
-            print(f"| {runtime} ({embedder.runtime}) | {label} | {len(times)} | {chars:.0f} | "
+            print(f"| {model} ({getattr(embedder, 'runtime', 'onnx')}) | {label} | {len(times)} | {chars:.0f} | "
                   f"{statistics.median(times):.1f} | {p95:.1f} |")
         memory.close()
 

