@@ -7,6 +7,8 @@ from .api import MemoryAPI
 from .client import AuthenticationError, BeeWeaveClient
 from .embedders import (
     DEFAULT_MODEL_NAME,
+    MINILM_MODEL_NAME,
+    E5Embedder,
     Embedder,
     HashingEmbedder,
     LangChainEmbedder,
@@ -142,11 +144,13 @@ __all__ = [
     "Tokenizer",
     "TokenizerConfig",
     "Embedder",
+    "E5Embedder",
     "SentenceTransformerEmbedder",
     "LangChainEmbedder",
     "LlamaIndexEmbedder",
     "HashingEmbedder",
     "DEFAULT_MODEL_NAME",
+    "MINILM_MODEL_NAME",
     "BeeWeaveError",
     "InvalidInputError",
     "EmptyContentError",

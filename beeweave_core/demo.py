@@ -1,6 +1,6 @@
 """The embedded-default demo: store a short agent conversation, then ask it back.
 
-Runs offline with the bundled all-MiniLM-L6-v2 and an in-memory store:
+Runs offline with the default multilingual-e5-small and an in-memory store:
 ``python -m beeweave_core.demo`` (or ``beeweave demo``).
 """
 

@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from locomo_data import DEFAULT_DATA_DIR, load_locomo, recall_at_k  # noqa: E402
 
 from beeweave_core import BeeWeave  # noqa: E402
-from beeweave_core.embedders import SentenceTransformerEmbedder  # noqa: E402
+from beeweave_core.embedders import as_embedder  # noqa: E402
 from beeweave_core.filters import build_filter  # noqa: E402
 from beeweave_core.query import prepare_query  # noqa: E402
 from beeweave_core.relevance import (  # noqa: E402
@@ -141,7 +141,7 @@ def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
 
 def collect(data_dir: Path, per_conv: int, partial: Path | None = None) -> list[dict[str, Any]]:
     convs, questions = load_locomo(data_dir)
-    embedder = SentenceTransformerEmbedder()
+    embedder = as_embedder(None)  # the default model
     rows: list[dict[str, Any]] = []
     by_conv = {c.conv_id: [q for q in questions if q.conv_id == c.conv_id] for c in convs}
     names = {c.conv_id: _speakers(c.turns) for c in convs}
@@ -272,7 +272,7 @@ def small_stores(data_dir: Path, sizes: list[str], per_conv: int) -> None:
     import numpy as np
 
     convs, questions = load_locomo(data_dir)
-    embedder = SentenceTransformerEmbedder()
+    embedder = as_embedder(None)  # the default model
     rnd = random.Random(0)
     names = {c.conv_id: _speakers(c.turns) for c in convs}
     by_conv = {c.conv_id: [q for q in questions if q.conv_id == c.conv_id] for c in convs}

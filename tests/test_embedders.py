@@ -20,7 +20,7 @@ from beeweave_core import (
     ModelLoadError,
     SearchConfig,
 )
-from beeweave_core.embedders import DEFAULT_MODEL_NAME, SentenceTransformerEmbedder, as_embedder
+from beeweave_core.embedders import MINILM_MODEL_NAME, SentenceTransformerEmbedder, as_embedder
 
 TEXTS = ["the cat sat on the mat", "a much longer sentence about deploying services to a Kubernetes cluster "
          "with rolling updates and health checks", "短句", "", "coffee", "x " * 400]
@@ -169,10 +169,10 @@ def test_a_store_built_with_int8_is_not_searched_with_the_float_model(tiny_model
         assert len(m.search("cat on a mat", user_id="u")) == 1
 
 
-def test_the_int8_name_of_the_default_model_means_the_bundled_model():
-    emb = as_embedder(DEFAULT_MODEL_NAME + "@onnx-int8")
+def test_the_int8_name_of_minilm_means_the_bundled_minilm():
+    emb = as_embedder(MINILM_MODEL_NAME + "@onnx-int8")
     assert isinstance(emb, SentenceTransformerEmbedder)
-    assert emb._model_arg is None and emb.quantize and emb.name == DEFAULT_MODEL_NAME + "@onnx-int8"
+    assert emb._model_arg is None and emb.quantize and emb.name == MINILM_MODEL_NAME + "@onnx-int8"
 
 
 # -- the default runtime: ONNX where it works, torch where not ----------------------------------------

@@ -67,6 +67,8 @@ EXPECTED_ALL = [
     "LlamaIndexEmbedder",
     "HashingEmbedder",
     "DEFAULT_MODEL_NAME",
+    "MINILM_MODEL_NAME",
+    "E5Embedder",
     "BeeWeaveError",
     "InvalidInputError",
     "EmptyContentError",

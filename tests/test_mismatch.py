@@ -29,7 +29,7 @@ def store_path(db_path: Path) -> Path:
     return db_path
 
 
-@pytest.mark.parametrize("other", [HashingEmbedder(32), None], ids=["other-hashing", "default-model"])
+@pytest.mark.parametrize("other", [HashingEmbedder(32), DEFAULT_MODEL_NAME], ids=["other-hashing", "default-model"])
 def test_other_embedder_is_refused_with_a_fix(store_path: Path, other) -> None:
     with pytest.raises(EmbedderMismatchError) as info:
         BeeWeave(store_path, embedder=other)
@@ -38,8 +38,14 @@ def test_other_embedder_is_refused_with_a_fix(store_path: Path, other) -> None:
     assert "beeweave:hashing-16" in msg  # what the store was built with
     assert "embedder=" in msg  # how to open it
     assert "reembed" in msg  # how to move it to the new model
-    other_name = DEFAULT_MODEL_NAME if other is None else other.name
+    other_name = other if isinstance(other, str) else other.name
     assert other_name in msg
+
+
+def test_without_embedder_a_store_opens_with_the_model_it_recorded(store_path: Path) -> None:
+    with BeeWeave(store_path, clock=frozen_clock) as m:
+        assert m.embedder.name == "beeweave:hashing-16"
+        assert [h.id for h in m.search("agent", k=1)] == ["one"]
 
 
 def test_store_still_opens_with_its_own_embedder_after_a_refusal(store_path: Path) -> None:

