@@ -364,8 +364,8 @@ class BeeWeave:
             abstain_below: when no hit's relevance reaches this, return no hit at all (nothing
                 relevant: the no-memory path); otherwise the hits as ranked, the less relevant
                 ones beside the relevant. ``SearchConfig.abstain_below`` when None (no gate by
-                default; ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the tuned gate,
-                the faces' default).
+                default; ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the default
+                model's tuned gate, ``calibration_for(model).abstain_below`` another model's).
         """
         return self._search.search(query, user_id=user_id, k=k, filters=filters, fusion=fusion, min_score=min_score,
                                    query_embedding=query_embedding, expand=expand, rerank=rerank, mmr=mmr,

