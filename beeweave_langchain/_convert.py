@@ -143,13 +143,19 @@ def tool_calls_from_steps(steps: Any) -> list[ToolCall]:
 
 
 def hit_to_document(hit: SearchHit) -> Document:
-    """A LangChain ``Document`` for a search hit; its metadata is plain JSON."""
+    """A LangChain ``Document`` for a search hit; its metadata is plain JSON.
+
+    ``metadata["score"]`` is the hit's calibrated relevance (``SearchHit.relevance``: in [0, 1],
+    comparable across searches and stores; None when the search could not read one) and
+    ``metadata["rank_score"]`` the fused score that ranked it (meaningful within one search only).
+    """
     from langchain_core.documents import Document
 
     c = hit.chunk
     metadata = {
         "id": c.id,
-        "score": float(hit.score),
+        "score": None if hit.relevance is None else float(hit.relevance),
+        "rank_score": float(hit.score),
         "sources": {name: src.to_dict() for name, src in hit.sources.items()},
         "relationships": [r.to_dict() for r in c.relationships],
         "user_id": c.user_id,

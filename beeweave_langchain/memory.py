@@ -41,6 +41,10 @@ class BeeWeaveMemory(BaseMemory):
     Older turns are summarised by ``llm`` when one is given (LangChain's progressive
     summary prompt), else offline by BeeWeave's extractive summary of each line.
 
+    Long-term memories pass the "nothing relevant" gate ``abstain_below`` (None: the store's
+    default, ``SearchConfig.abstain_below``): with one, an off-topic input adds none.
+    ``abstain_below=0`` turns any gate off.
+
     When the store is unavailable (a locked file, PostgreSQL down, the server
     unreachable) the chain goes on without long-term memories, and a turn that cannot
     be handed to the store is kept in the short-term buffer only; each such failure is
@@ -91,8 +95,8 @@ class BeeWeaveMemory(BaseMemory):
         description="Long-term memories below this calibrated relevance are left out (None: none are).")
     abstain_below: float | None = Field(
         default=None, ge=0.0, le=1.0,
-        description="No long-term memories when none reaches this calibrated relevance (None: always the "
-                    "top ones; DEFAULT_ABSTAIN_BELOW is the tuned \"nothing relevant\" gate).")
+        description="No long-term memories when none reaches this calibrated relevance (None: the store's "
+                    "default gate, SearchConfig.abstain_below; 0: off, always the top ones).")
     llm: Any = Field(default=None, description="A LangChain model that summarises older turns.")
     return_messages: bool = Field(default=False, description="Messages for chat prompts instead of text.")
     human_prefix: str = "Human"

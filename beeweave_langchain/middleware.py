@@ -87,12 +87,15 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
     Scope: ``user_id`` (or ``runtime.context["user_id"]`` / ``context.user_id`` per run),
     ``agent_id``, and ``session_id`` (default: the run's LangGraph thread id).
 
-    Relevance: with ``abstain_below`` (e.g. ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW``,
-    tuned so that most off-topic requests get nothing), when no memory reaches that calibrated
-    relevance (``SearchHit.relevance``) the model gets no memory message at all; otherwise the
-    top ``k`` are recalled, less relevant ones beside the relevant (optionally each at least
-    ``min_relevance`` and of a fused score of at least ``min_score``), best first while they
-    fit in ``max_chars``; when none is recalled there is no memory message.
+    Relevance: with a "nothing relevant" gate (``abstain_below``; None: the store's default,
+    ``SearchConfig.abstain_below``; ``DEFAULT_ABSTAIN_BELOW`` is the default model's tuned gate,
+    with which most off-topic requests get nothing): when no
+    memory reaches that calibrated relevance (``SearchHit.relevance``) the model gets no memory
+    message at all; otherwise the top ``k`` are recalled, less relevant ones beside the relevant
+    (optionally each at least ``min_relevance`` and of a fused score of at least ``min_score``),
+    best first while they fit in ``max_chars``; when none is recalled there is no memory message.
+    ``abstain_below=0`` turns any gate off. Each recalled memory's ``score`` (in the state's
+    ``beeweave_recalled`` and the ``search_memory`` tool's answer) is its calibrated relevance.
 
     Feedback (the rules are ``beeweave_core.lifecycle.attribution``'s): after the run, each
     recalled memory the final answer or a tool call drew on (at least ``used_overlap`` of its
@@ -191,7 +194,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
                 if recalled:
                     break
                 text = text[: max(room - 1, 0)] + "…"  # the best memory alone is over budget: cut it
-            recalled.append({"id": h.id, "text": text, "score": float(h.score)})
+            recalled.append({"id": h.id, "text": text, "score": _relevance(h)})
             used += len(text) + 3
         return {"beeweave_recalled": recalled}
 
@@ -302,6 +305,13 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         return None
 
 
+def _relevance(hit: Any, digits: int | None = None) -> float | None:
+    """The score a face shows for a hit: its calibrated relevance (None when the search read none)."""
+    if hit.relevance is None:
+        return None
+    return float(hit.relevance) if digits is None else round(float(hit.relevance), digits)
+
+
 # -- the memory tools -----------------------------------------------------------------------
 _SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
     "search_memory": ("Search the user's long-term memory. Returns the matching memories with their ids.", {
@@ -338,8 +348,8 @@ def _memory_tools(mw: BeeWeaveMiddleware) -> list[BaseTool]:
             raise ToolException(f"no memory with id {memory_id!r}")
 
     def search_memory(query: str, k: int = 5) -> str:
-        hits = memory.search(query, user_id=user, k=k)
-        return json.dumps([{"id": h.id, "content": h.chunk.raw_content, "score": round(float(h.score), 4)}
+        hits = memory.search(query, user_id=user, k=k, min_relevance=mw.min_relevance, abstain_below=mw.abstain_below)
+        return json.dumps([{"id": h.id, "content": h.chunk.raw_content, "score": _relevance(h, 4)}
                            for h in hits], ensure_ascii=False)
 
     def save_memory(content: str, tags: list[str] | None = None) -> str:

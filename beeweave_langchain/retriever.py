@@ -31,8 +31,13 @@ class BeeWeaveRetriever(BaseRetriever):
 
     Every option is passed to :meth:`beeweave_core.BeeWeave.search`; the retriever only
     translates hits into documents. ``Document.metadata`` carries the memory's
-    ``id``, ``score``, ``sources``, ``relationships``, ``user_id``, ``session_id``,
-    ``agent_id``, ``tags``, ``entities``, ``timestamp`` and its own ``metadata``.
+    ``id``, ``score`` (the calibrated relevance in [0, 1], ``SearchHit.relevance``),
+    ``rank_score`` (the fused ranking score), ``sources``, ``relationships``, ``user_id``,
+    ``session_id``, ``agent_id``, ``tags``, ``entities``, ``timestamp`` and its own ``metadata``.
+
+    Relevance: left unset, ``abstain_below`` is the store's own "nothing relevant" gate
+    (``SearchConfig.abstain_below``; with one, an off-topic question gets no documents);
+    ``abstain_below=0`` turns any gate off.
 
     When the store is unavailable (a locked file, PostgreSQL down, the server
     unreachable) the retriever returns no documents: the failure is logged as a warning
@@ -76,12 +81,12 @@ class BeeWeaveRetriever(BaseRetriever):
     min_score: float | None = Field(default=None, description="Drop hits whose score is below this.")
     min_relevance: float | None = Field(
         default=None, ge=0.0, le=1.0,
-        description="Drop hits whose calibrated relevance is below this (None: keep every hit); "
+        description="Drop hits whose calibrated relevance is below this (None: the store's default, SearchConfig.min_relevance); "
                     "when nothing is relevant the retriever returns no documents.")
     abstain_below: float | None = Field(
         default=None, ge=0.0, le=1.0,
-        description="No documents when no hit reaches this calibrated relevance (None: always the top k; "
-                    "beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW is the tuned 'nothing relevant' gate).")
+        description="No documents when no hit reaches this calibrated relevance (None: the store's "
+                    "default gate, SearchConfig.abstain_below; 0: off, always the top k).")
     loosen: bool = Field(default=False, description="Relax tag/entity filters when they leave fewer than k hits.")
 
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))

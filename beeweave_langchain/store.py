@@ -50,6 +50,7 @@ from langgraph.store.base.embed import get_text_at_path, tokenize_path
 from beeweave_core.errors import DuplicateIdError, InvalidInputError, NotFoundError, StoreClosedError
 from beeweave_core.filters import build_filter
 from beeweave_core.records import ChunkStatus, KnowledgeChunk
+from beeweave_core.validation import check_number
 
 logger = logging.getLogger(__name__)
 
@@ -211,13 +212,21 @@ class BeeWeaveStore(BaseStore):
             until the memory closes or ``stop_ttl_sweeper()``).
         redact: redact personal data and secrets in items as they are written (off: a
             store returns what was put).
+        abstain_below: a query search returns no items when none reaches this calibrated
+            relevance (None: the store's default gate, ``SearchConfig.abstain_below``;
+            ``abstain_below=0`` turns any gate off).
+
+    Scores: a query search's ``SearchItem.score`` is the item's calibrated relevance in [0, 1]
+    (``SearchHit.relevance``: comparable across searches, 0.5 is no midpoint of a ranking),
+    None for a listing without a query.
     """
 
     supports_ttl: bool = True
 
     def __init__(self, memory: Any, *, user_level: int | None = 1, agent_level: int | None = None,
                  session_level: int | None = None, default_user: str = "langgraph",
-                 index: IndexConfig | None = None, ttl: TTLConfig | None = None, redact: bool = False) -> None:
+                 index: IndexConfig | None = None, ttl: TTLConfig | None = None, redact: bool = False,
+                 abstain_below: float | None = None) -> None:
         levels = [lv for lv in (user_level, agent_level, session_level) if lv is not None]
         if any(not isinstance(lv, int) or isinstance(lv, bool) or lv < 0 for lv in levels):
             raise InvalidInputError("user_level, agent_level and session_level are non-negative integers or None")
@@ -234,8 +243,11 @@ class BeeWeaveStore(BaseStore):
             raise InvalidInputError("ttl must be a TTLConfig dict")
         if not isinstance(redact, bool):
             raise InvalidInputError("redact must be True or False")
+        if abstain_below is not None:
+            check_number("abstain_below", abstain_below, low=0.0, high=1.0)
         self.ttl_config = ttl
         self.redact = redact
+        self.abstain_below = abstain_below
         self._sweeper: threading.Thread | None = None
         self._stop_sweeping = threading.Event()
         interval = (ttl or {}).get("sweep_interval_minutes")
@@ -481,13 +493,13 @@ class BeeWeaveStore(BaseStore):
         need = op.offset + op.limit
         k = need
         while True:
-            hits = self.memory.search(op.query, user_id=user, k=k, filters=flt)
+            hits = self.memory.search(op.query, user_id=user, k=k, filters=flt, abstain_below=self.abstain_below)
             found: list[tuple[KnowledgeChunk, dict[str, Any], float | None]] = []
             for h in hits:
                 data = self._item_of(h.chunk)
                 if data is not None and data.get("indexed", True) and not self._expired(h.chunk, now) \
                         and _matches(data["value"], op.filter):
-                    found.append((h.chunk, data, float(h.score)))
+                    found.append((h.chunk, data, None if h.relevance is None else float(h.relevance)))
             if len(found) >= need or len(hits) < k:
                 return found
             k *= 4

@@ -105,7 +105,8 @@ class BeeWeaveMemory(BaseMemory):
         user_id: whose memories are read and written (required).
         agent_id, session_id: recorded on the ingested turns.
         similarity_top_k: how many memories to add; min_score, min_relevance, abstain_below: passed
-            to the search (``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the tuned gate).
+            to the search (``abstain_below=None``: the store's default "nothing relevant" gate,
+            ``SearchConfig.abstain_below``; ``abstain_below=0`` turns any gate off).
     """
 
     user_id: str = Field(description="Whose memories are read and written.")
@@ -119,8 +120,8 @@ class BeeWeaveMemory(BaseMemory):
                     "when none passes, no memory message is added.")
     abstain_below: float | None = Field(
         default=None, ge=0.0, le=1.0,
-        description="No memory message when no memory reaches this calibrated relevance (None: always the "
-                    "top ones; DEFAULT_ABSTAIN_BELOW is the tuned \"nothing relevant\" gate).")
+        description="No memory message when no memory reaches this calibrated relevance (None: the store's "
+                    "default gate, SearchConfig.abstain_below; 0: off, always the top ones).")
     header: str = Field(default=DEFAULT_HEADER, description="The line before the memories.")
     primary_memory: ChatMemoryBuffer = Field(description="The short-term chat history.")
 

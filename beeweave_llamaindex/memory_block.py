@@ -27,7 +27,8 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     ``BeeWeave.ingest`` as ``KnowledgeEvent``s (a user message is the query, the
     assistant's replies the response, tool messages the intermediate steps). For each
     new input, the memories most relevant to the latest user message come back as text,
-    one list item per memory (``- ...``).
+    one list item per memory (``- ...``); with a "nothing relevant" gate (``abstain_below``, by
+    default the store's), an off-topic message gets an empty block (``abstain_below=0``: no gate).
 
     Setup:
         .. code-block:: bash
@@ -77,8 +78,8 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
                     "when none passes the block is empty.")
     abstain_below: float | None = Field(
         default=None, ge=0.0, le=1.0,
-        description="The block is empty when no memory reaches this calibrated relevance (None: always the "
-                    "top ones; DEFAULT_ABSTAIN_BELOW is the tuned \"nothing relevant\" gate).")
+        description="The block is empty when no memory reaches this calibrated relevance (None: the store's "
+                    "default gate, SearchConfig.abstain_below; 0: off, always the top ones).")
 
     _memory: MemoryAPI = PrivateAttr()
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))

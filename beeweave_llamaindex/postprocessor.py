@@ -53,6 +53,11 @@ class BeeWeaveNodePostprocessor(BaseNodePostprocessor):
     back as a new node built like ``BeeWeaveRetriever``'s, whose ``metadata["sources"]``
     says how it was reached ("input", "rerank", "graph" with the edge type and origin).
 
+    Scores: this re-ranks the nodes it is given, so a node's score stays on the given scale
+    (the input score times the memory's weight and confidence, or the reranker's score), not
+    BeeWeave's calibrated relevance, and there is no "nothing relevant" gate here: the retriever
+    that found the nodes decides what is relevant (``BeeWeaveRetriever`` takes ``abstain_below``).
+
     Args:
         memory: the BeeWeave store.
         reranker: a BeeWeave ``Reranker`` (e.g. ``CrossEncoderReranker``); it needs a query.
@@ -99,5 +104,5 @@ class BeeWeaveNodePostprocessor(BaseNodePostprocessor):
             if h.chunk.metadata.get("external") and h.id in given:
                 out.append(NodeWithScore(node=given[h.id].model_copy(deep=True), score=h.score))
             else:
-                out.append(hit_to_node(h))
+                out.append(hit_to_node(h, h.score))
         return out

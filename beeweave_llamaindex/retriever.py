@@ -57,9 +57,15 @@ class BeeWeaveRetriever(BaseRetriever):
             from llama_index.core.query_engine import RetrieverQueryEngine
             engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
 
-    Each result is ``NodeWithScore(TextNode(id_=memory id, text=raw content, metadata=...))``;
-    the metadata holds the memory's fields (tags, timestamp, session_id...), its
-    relationships, ``sources`` (which retrievers found it) and ``loosened``.
+    Each result is ``NodeWithScore(TextNode(id_=memory id, text=raw content, metadata=...),
+    score=calibrated relevance)``: the score is ``SearchHit.relevance`` in [0, 1], comparable
+    across queries (``SimilarityPostprocessor`` can cut on it); the metadata holds the memory's
+    fields (tags, timestamp, session_id...), its relationships, ``sources`` (which retrievers
+    found it), ``loosened`` and ``rank_score`` (the fused score that ranked it in this search).
+
+    Left unset, ``abstain_below`` is the store's own "nothing relevant" gate
+    (``SearchConfig.abstain_below``; with one, an off-topic question gets no nodes);
+    ``abstain_below=0`` turns any gate off.
 
     Args:
         memory: the BeeWeave store.
@@ -71,11 +77,11 @@ class BeeWeaveRetriever(BaseRetriever):
             CONTAINS), entities (IN / ANY / CONTAINS) and timestamp (GT / GTE / LT / LTE,
             inclusive bounds). Anything else raises ``InvalidInputError``.
         fusion, min_score, expand, rerank, mmr, loosen: passed to ``BeeWeave.search``.
-        min_relevance: drop nodes whose calibrated relevance is below this (``None``: keep
-            every hit); when nothing is relevant the retriever returns no nodes.
-        abstain_below: no nodes when no hit reaches this calibrated relevance (``None``: always
-            the top k; ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the tuned "nothing
-            relevant" gate); when one does, every hit comes back as ranked.
+        min_relevance: drop nodes whose calibrated relevance is below this (``None``: the
+            store's default, ``SearchConfig.min_relevance``); when nothing is relevant the retriever returns no nodes.
+        abstain_below: no nodes when no hit reaches this calibrated relevance (``None``: the
+            store's default gate, ``SearchConfig.abstain_below``; ``0``: off, always the top k;
+            ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the default model's tuned gate); when one does, every hit comes back as ranked.
 
     A ``QueryBundle.embedding`` is not used: it comes from LlamaIndex's embedding
     model, not the store's, so BeeWeave embeds the query string itself.

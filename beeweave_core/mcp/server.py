@@ -51,7 +51,9 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50) -> MCP
                     agent_id: str | None = None) -> dict[str, Any]:
         return call(ops.save, user_id, content, tags or (), session_id, agent_id)
 
-    @server.tool(description="Hybrid (keyword + semantic) search of a user's memories, best first.")
+    @server.tool(description="Hybrid (keyword + semantic) search of a user's memories, best first; each has its "
+                 "relevance (0..1). With a relevance gate an empty answer means nothing relevant is stored "
+                 "(abstain_below=0 lists the closest memories anyway).")
     def search_memory(user_id: UserId, query: Annotated[str, Field(min_length=1, description="What to look for.")],
                       k: Annotated[int, Field(ge=1, le=max_k, description="How many memories.")] = 5,
                       tags: list[str] | None = None, session_id: str | None = None,
@@ -60,7 +62,8 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50) -> MCP
                           "an empty answer then means nothing relevant is stored.")] = None,
                       abstain_below: Annotated[float | None, Field(
                           ge=0.0, le=1.0, description="Return no memory at all unless one's relevance (0..1) "
-                          "reaches this; otherwise every memory found, best first.")] = None) -> dict[str, Any]:
+                          "reaches this; otherwise every memory found, best first. Default: the store's own "
+                          "'nothing relevant' gate, if it has one; 0 turns any gate off.")] = None) -> dict[str, Any]:
         return call(ops.search, user_id, query, k, tags, session_id, min_relevance, abstain_below)
 
     @server.tool(description="One memory of the user by id.")

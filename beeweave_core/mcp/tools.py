@@ -35,9 +35,14 @@ def memory_dict(chunk: KnowledgeChunk, score: float | None = None) -> dict[str, 
 
 
 def _hit(h: SearchHit) -> dict[str, Any]:
-    out = memory_dict(h.chunk, h.score)
+    """A search result: the memory, its calibrated ``relevance`` (in [0, 1], comparable across
+    searches; absent when the search read none), ``score`` (the same relevance: the score every
+    face exposes) and ``rank_score`` (the fused score that ranked it, meaningful within this
+    search only)."""
+    out = memory_dict(h.chunk, h.relevance)
     if h.relevance is not None:
         out["relevance"] = round(float(h.relevance), 4)
+    out["rank_score"] = round(float(h.score), 4)
     return out
 
 
@@ -66,6 +71,8 @@ class MemoryTools:
     def search(self, user_id: str, query: str, k: int = 5, tags: Sequence[str] | None = None,
                session_id: str | None = None, min_relevance: float | None = None,
                abstain_below: float | None = None) -> dict[str, Any]:
+        """The user's memories for ``query``; ``abstain_below=None`` applies the store's default
+        "nothing relevant" gate (``SearchConfig.abstain_below``), ``abstain_below=0`` turns any gate off."""
         check_user_id(user_id)
         if not isinstance(k, int) or not 1 <= k <= self.max_k:
             raise InvalidInputError(f"k must be an integer from 1 to {self.max_k}")

@@ -165,7 +165,8 @@ class SearchIn(_In):
                                         description="Drop hits whose calibrated relevance is below this.")
     abstain_below: float | None = Field(
         default=None, ge=0.0, le=1.0,
-        description="Return no hit when no hit's calibrated relevance reaches this (nothing relevant).")
+        description="Return no hit when no hit's calibrated relevance reaches this (nothing relevant). "
+                    "Absent or null: the store's default gate (SearchConfig.abstain_below); 0 turns any gate off.")
     expand: bool | ExpandIn | None = None
     mmr: float | None = Field(default=None, ge=0.0, le=1.0, description="MMR lambda (1 = relevance only).")
     loosen: bool = False
@@ -223,6 +224,9 @@ class HitSourceOut(_Out):
 
 
 class HitOut(_Out):
+    """One search hit: ``relevance`` is its calibrated relevance in [0, 1] (comparable across
+    searches), ``score`` the fused score that ranked it (meaningful within one search only)."""
+
     chunk: ChunkOut
     score: float
     sources: dict[str, HitSourceOut]

@@ -67,7 +67,7 @@ def test_sign_in_search_open_a_memory_edit_its_tags_and_pin_it_with_the_keyboard
     first.wait_for()
     assert first.get_attribute("data-id") == seeded.ids["runbook"]
     meta = first.locator(".meta").inner_text()
-    assert "score" in meta and "matched by" in meta and ("lexical" in meta or "vector" in meta)
+    assert "relevance" in meta and "matched by" in meta and ("lexical" in meta or "vector" in meta)
     shot(page, shots, "search")
 
     tab_to(page, f"#results li[data-id='{seeded.ids['runbook']}'] a")

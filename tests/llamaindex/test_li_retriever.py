@@ -43,8 +43,11 @@ def test_nodes_carry_the_memory(store) -> None:
     assert meta["loosened"] is False
     assert meta["relationships"] == [r.to_dict() for r in store.get("m2").relationships]
     assert "raw_content" not in meta and "id" not in meta
-    assert top.score == pytest.approx(store.search("allergic to peanuts", user_id="alice", k=2)[0].score)
-    assert nodes[0].score >= nodes[1].score
+    hits = store.search("allergic to peanuts", user_id="alice", k=2)
+    # The node's score is the calibrated relevance; the fused ranking score is kept as rank_score.
+    assert top.score == pytest.approx(hits[0].relevance)
+    assert meta["rank_score"] == pytest.approx(hits[0].score)
+    assert nodes[0].node.metadata["rank_score"] >= nodes[1].node.metadata["rank_score"]
 
 
 def test_bookkeeping_metadata_stays_out_of_the_prompt(store) -> None:

@@ -9,6 +9,10 @@
   const fields = {q: "q", user: "f-user", agent: "f-agent", session: "f-session", tags: "f-tags",
                   since: "f-since", until: "f-until", status: "f-status", type: "f-type"};
   for (const [name, id] of Object.entries(fields)) document.getElementById(id).value = params.get(name) || "";
+  // A search applies the store's "nothing relevant" gate when it has one; "ungated" turns any
+  // gate off (abstain_below: 0) to list the closest memories anyway.
+  const ungated = params.get("ungated") === "1";
+  document.getElementById("f-ungated").checked = ungated;
   const page = Math.max(0, parseInt(params.get("page") || "0", 10) || 0);
   const list = document.getElementById("results");
 
@@ -35,7 +39,8 @@
 
   function item(chunk, hit) {
     const meta = el("div", {class: "meta"},
-      hit ? el("span", {}, T.score + " ", el("span", {class: "score", text: Number(hit.score).toFixed(3)})) : null,
+      hit ? el("span", {}, T.score + " ", el("span", {class: "score",
+        text: hit.relevance == null ? "–" : Number(hit.relevance).toFixed(3)})) : null,
       hit ? el("span", {}, T.sources + ": " + (sources(hit) || T.none)) : null,
       el("span", {}, T.user + ": " + chunk.user_id),
       el("span", {}, T.agent + ": " + (chunk.agent_id || T.none)),
@@ -64,7 +69,9 @@
     try {
       if (q) {
         const k = Math.min(MAX_K, (page + 1) * SIZE + 1);
-        const out = await api("POST", "/search", {query: q, k, user_id: user, filters: filters()});
+        const body = {query: q, k, user_id: user, filters: filters()};
+        if (ungated) body.abstain_below = 0;
+        const out = await api("POST", "/search", body);
         const hits = out.hits.slice(page * SIZE, (page + 1) * SIZE);
         list.replaceChildren(...hits.map((h) => item(h.chunk, h)));
         pager(out.hits.length > (page + 1) * SIZE);
@@ -83,7 +90,7 @@
         list.replaceChildren(...out.memories.map((m) => item(m, null)));
         pager(Boolean(out.next_cursor) && out.memories.length > 0);
       }
-      if (!list.children.length) list.replaceChildren(el("li", {text: T.no_results}));
+      if (!list.children.length) list.replaceChildren(el("li", {text: q && !ungated ? T.no_relevant : T.no_results}));
     } catch (e) {
       list.replaceChildren(); fail(e);
     }
