@@ -15,6 +15,13 @@ __all__ = ["FusionMode", "fuse", "fuse_scores", "Ranked"]
 # A retriever's output: (id, raw score), best first.
 Ranked = Sequence[tuple[str, float]]
 
+# The dense retriever's list: equal fused totals are ordered by its raw score first.
+DENSE = "vector"
+# Fused totals closer than this (relative to the largest, at least 1) are equal: z-scores sum
+# to totals that are equal in exact arithmetic but not always in floating point (two
+# candidates ranked oppositely by two lists total +1 - 1 and -1 + 1, ~1e-16 apart).
+TIE_TOLERANCE = 1e-12
+
 
 class FusionMode(str, Enum):
     ZSCORE = "zscore"  # weighted sum of z-normalised scores (the default)
@@ -35,6 +42,31 @@ def _normalised(ranked: Ranked, mode: FusionMode) -> dict[str, float]:
     return {i: (s - mean) / std if std > 1e-9 else 0.0 for i, s in ranked}
 
 
+def _tie_keys(names: Sequence[str]) -> list[int]:
+    """The lists' positions in the order that breaks ties: the dense list first (it scores
+    every candidate by its meaning, where BM25 gives 0 to every one that shares no term with
+    the query), then the others as given."""
+    return sorted(range(len(names)), key=lambda i: names[i] != DENSE)
+
+
+def _ordered(total: np.ndarray, keys: Sequence[np.ndarray], by_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order of fused ``total`` (best first) and the totals as reported. Totals equal up
+    to rounding (``TIE_TOLERANCE``) are one total, the group's largest, and are ordered by
+    ``keys`` (each list's negated raw score, in tie-break order), then ``by_id``: without
+    that the last bit of the z-scores' arithmetic, not the evidence, ordered them."""
+    n = len(total)
+    if not n:
+        return np.zeros(0, np.int64), total
+    first = np.argsort(-total, kind="stable")
+    t = total[first]
+    tol = TIE_TOLERANCE * max(1.0, float(np.abs(t).max()))
+    starts = np.concatenate([[True], t[:-1] - t[1:] > tol])
+    group = np.empty(n, np.int64)
+    group[first] = np.cumsum(starts) - 1
+    reported = t[starts][group]
+    return np.lexsort((by_id, *reversed(list(keys)), group)), reported
+
+
 def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
          weights: Mapping[str, float] | None = None, rrf_k: float = 60.0,
          limit: int | None = None) -> list[tuple[str, float, dict[str, HitSource]]]:
@@ -48,8 +80,11 @@ def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
     shares no term with the query), though every list's normalised score entered its total.
     In RRF a list credits only the ids it matched (a positive score), and ids with equal
     scores share a rank (the best of their places), so that neither a list that matched
-    nothing nor the ids' order (random uuids) decides anything. Equal totals are ordered by
-    each list's raw score (in the order of ``lists``), then by id.
+    nothing nor the ids' order (random uuids) decides anything. Equal totals (up to
+    rounding, ``TIE_TOLERANCE``, and then reported as one) are ordered by the dense list's
+    (``DENSE``) raw score, then each other list's (in the order of ``lists``), then by id: in
+    z-score fusion two candidates that two lists rank oppositely always tie, and a store of
+    two or three memories is where that happens.
     """
     mode = FusionMode(mode)
     weights = weights or {}
@@ -72,16 +107,21 @@ def fuse(lists: Mapping[str, Ranked], *, mode: FusionMode = FusionMode.ZSCORE,
         for cid in all_ids:
             total[cid] += w * norm.get(cid, floor)
     raw = [{cid: float(score) for cid, score in ranked} for ranked in lists.values()]
-    order = sorted(all_ids, key=lambda c: (-total[c], *(-r.get(c, -math.inf) for r in raw), c))
+    by_id = np.empty(len(all_ids), np.int64)
+    by_id[sorted(range(len(all_ids)), key=all_ids.__getitem__)] = np.arange(len(all_ids))
+    keys = [np.array([-raw[i].get(c, -math.inf) for c in all_ids]) for i in _tie_keys(list(lists))]
+    places, reported = _ordered(np.array([total[c] for c in all_ids]), keys, by_id)
     if limit is not None:
-        order = order[: max(limit, 0)]
+        places = places[: max(limit, 0)]
+    order = [all_ids[i] for i in places.tolist()]
+    totals = {all_ids[i]: float(reported[i]) for i in places.tolist()}
     sources: dict[str, dict[str, HitSource]] = {cid: {} for cid in order}
     for name, ranked in lists.items():
         for rank, (cid, score) in enumerate(ranked, start=1):
             src = sources.get(cid)
             if src is not None and score > 0:
                 src[name] = HitSource(rank=rank, score=float(score))
-    return [(c, total[c], sources[c]) for c in order]
+    return [(c, totals[c], sources[c]) for c in order]
 
 
 def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: FusionMode = FusionMode.ZSCORE,
@@ -91,7 +131,8 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
     ``ids``: the same result (each list ranked by score, then id), with array arithmetic where
     ``fuse`` loops over ids. The engine's two retrievers score the union of their candidates,
     so its fusion takes this path (RRF credit only for positive scores, equal scores sharing
-    a rank, equal totals ordered by each list's score and then id, as in ``fuse``)."""
+    a rank, equal totals ordered by the dense list's score, the others' and then id, as in
+    ``fuse``)."""
     mode = FusionMode(mode)
     weights = weights or {}
     n = len(ids)
@@ -101,10 +142,10 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
     by_id[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
     total = np.zeros(n)
     listed: dict[str, tuple[list[int], list[float]]] = {}  # each list's ranks and scores, for the sources
-    tie_keys: list[np.ndarray] = []  # each list's scores, negated: the tie-break after the total
+    negated: list[np.ndarray] = []  # each list's scores, negated: the tie-break after the total
     for name, s in scores.items():
         s = np.asarray(s, np.float64)
-        tie_keys.append(-s)
+        negated.append(-s)
         rank = np.empty(n, np.int64)
         rank[np.lexsort((by_id, -s))] = np.arange(1, n + 1)
         listed[name] = (rank.tolist(), s.tolist())
@@ -120,10 +161,10 @@ def fuse_scores(ids: Sequence[str], scores: Mapping[str, np.ndarray], *, mode: F
             mean = math.fsum(listed[name][1]) / n
             std = math.sqrt(math.fsum(((s - mean) ** 2).tolist()) / n)  # population std
             total += w * ((s - mean) / std if std > 1e-9 else np.zeros(n))
-    order = np.lexsort((by_id, *reversed(tie_keys), -total))
+    order, reported = _ordered(total, [negated[i] for i in _tie_keys(list(scores))], by_id)
     if limit is not None:
         order = order[: max(limit, 0)]
-    totals = total.tolist()
+    totals = reported.tolist()
     return [(ids[i], totals[i], {name: HitSource(rank[i], score[i]) for name, (rank, score) in listed.items()
                                  if score[i] > 0})
             for i in order.tolist()]

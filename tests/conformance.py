@@ -24,9 +24,9 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
+import bm25s
 import numpy as np
 import pytest
-from rank_bm25 import BM25Okapi
 
 from beeweave_core import (
     BeeWeaveError,
@@ -113,8 +113,9 @@ FILTERS = [
 ]
 
 
-# Index configurations the suite builds backends with: rank_bm25's own constants with
-# no session context (so scores must equal BM25Okapi's), and one with context on.
+# Index configurations the suite builds backends with: bm25s's and rank_bm25's constants
+# with no session context (so scores must equal bm25s's Lucene BM25, see _lucene), and one
+# with context on.
 # Declared metadata fields: values that look alike in another type (1, 1.0, True, "1")
 # must be told apart as the slow reading (tests.support.matches) does.
 FIELD_TYPES_OF_TEST = {"project_id": "str", "priority": "int", "score": "float", "done": "bool"}
@@ -134,11 +135,11 @@ FIELD_FILTERS = [
     {"done": True}, {"done": False}, {"project_id": "p1", "done": False}, {"project_id": "p1", "priority": 1},
 ]
 
-PLAIN = IndexConfig(k1=1.5, b=0.75, epsilon=0.25, context_radius=0)
-CONTEXT = IndexConfig(k1=1.2, b=0.5, epsilon=0.25, context_radius=1, lexical_context_weight=0.4,
+PLAIN = IndexConfig(k1=1.5, b=0.75, context_radius=0)
+CONTEXT = IndexConfig(k1=1.2, b=0.5, context_radius=1, lexical_context_weight=0.4,
                       vector_context_weight=0.5, session_context=SessionContext.ALL)
 # The default choice: context only among the memories that are conversation turns.
-TURNS = IndexConfig(k1=1.2, b=0.5, epsilon=0.25, context_radius=1, lexical_context_weight=0.4,
+TURNS = IndexConfig(k1=1.2, b=0.5, context_radius=1, lexical_context_weight=0.4,
                     vector_context_weight=0.5, session_context=SessionContext.AUTO)
 
 # One conversation (ann, chat) with tied timestamps, the same session name under another
@@ -169,13 +170,22 @@ _TURN_META = {"t0": {"speaker": "ann"}, "t1": {"role": "user"}, "t3": {"speaker"
 MIXED = [ChunkRow(r.chunk.copy(metadata=_TURN_META.get(r.chunk.id, {})), r.vector, r.terms) for r in SESSION]
 
 
+def _lucene(corpus: list[list[str]], query: list[str], cfg: IndexConfig) -> list[float]:
+    """Each document's BM25 for ``query`` by bm25s (method "lucene", float64) with ``cfg``'s
+    k1 and b, times the constant ``k1 + 1`` that Lucene and bm25s leave out of the
+    saturation's numerator and BeeWeave keeps (tests/test_bm25.py checks the relation)."""
+    ref = bm25s.BM25(k1=cfg.k1, b=cfg.b, method="lucene", dtype="float64")
+    ref.index(corpus, show_progress=False)
+    return ((cfg.k1 + 1) * ref.get_scores_from_ids(ref.get_tokens_ids(query))).tolist()
+
+
 class Reference:
     """A slow, obviously-correct model of a backend's records and scores.
 
     Session context: the records of one (user, session), ordered by timestamp then
     insertion, each have as neighbours those within ``context_radius`` positions.
     A record's term counts and length add its neighbours' times the lexical context
-    weight; df and N count records, as rank_bm25 does. A record's context vector is
+    weight; df and N count records, as bm25s does. A record's context vector is
     normalise(own + weight * sum of the neighbours' vectors).
     """
 
@@ -228,9 +238,7 @@ class Reference:
         avgdl = sum(dl.values()) / len(dl)
         df = Counter(t for c in tf.values() for t in c)
         n = len(tf)
-        raw = {t: math.log(n - d + 0.5) - math.log(d + 0.5) for t, d in df.items()}
-        mean = sum(raw.values()) / len(raw) if raw else 0.0
-        idf = {t: cfg.epsilon * mean if v < 0 else v for t, v in raw.items()}
+        idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}  # Lucene's
         out = {}
         for i, r in self.rows.items():
             if not matches(r.chunk, flt):
@@ -567,12 +575,11 @@ class BackendConformance:
 
     # -- retrieval ---------------------------------------------------------------------------
     def test_lexical_search_is_bm25_over_every_live_record(self, world) -> None:
-        """Without session context, scores are rank_bm25's BM25Okapi on the same terms."""
+        """Without session context, scores are bm25s's Lucene BM25 on the same terms (see _lucene)."""
         corpus = {r.chunk.id: r.terms for r in WORLD}
         order = sorted(corpus)
-        bm25 = BM25Okapi([corpus[i] for i in order], k1=PLAIN.k1, b=PLAIN.b, epsilon=PLAIN.epsilon)
         for query in (["apple"], ["grape", "grape", "fig"], ["banana", "date", "unknown"], ["elder"]):
-            ref = dict(zip(order, bm25.get_scores(query)))
+            ref = dict(zip(order, _lucene([corpus[i] for i in order], query, PLAIN)))
             for flt in ({}, EVERY_STATUS, {"user_id": "bob", "status": ["active", "archived"]}):
                 got = world.lexical_search(_counts(query), build_filter(flt), 100)
                 scores = [s for _, s in got]
@@ -587,14 +594,13 @@ class BackendConformance:
         top = world.lexical_search({"apple": 1}, build_filter(EVERY_STATUS), 2)
         assert len(top) == 2 and top[0][0] == "w1"  # apple twice in a short record
 
-    def test_reference_model_is_rank_bm25_without_context(self) -> None:
-        """Anchors the Reference used for the context tests to BM25Okapi."""
+    def test_reference_model_is_bm25s_without_context(self) -> None:
+        """Anchors the Reference used for the context tests to bm25s's Lucene BM25."""
         ref = Reference(PLAIN)
         ref.insert(WORLD + SESSION)
         order = sorted(ref.rows)
-        bm25 = BM25Okapi([ref.rows[i].terms for i in order], k1=PLAIN.k1, b=PLAIN.b, epsilon=PLAIN.epsilon)
         for query in (["apple", "kiwi", "kiwi"], ["lime"], ["grape", "papaya"]):
-            want = dict(zip(order, bm25.get_scores(query)))
+            want = dict(zip(order, _lucene([ref.rows[i].terms for i in order], query, PLAIN)))
             got = ref.lexical(_counts(query), EVERY_STATUS)
             assert got and all(got[i] == pytest.approx(want[i], abs=1e-9) for i in got)
 

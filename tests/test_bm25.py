@@ -1,31 +1,66 @@
-"""BM25 parity with the reference implementation, rank_bm25's ``BM25Okapi``.
+"""BM25 parity with a reference implementation of Lucene's BM25, bm25s's ``method="lucene"``.
 
-``BM25Index`` promises the same scores as ``BM25Okapi`` on the same tokens (idf with
-its epsilon floor for negative idf, same length normalisation), to 1e-6, for every
-live document containing a query term, and keeps that promise after incremental
-adds and deletes (compared with rank_bm25 rebuilt on the surviving documents).
+``BM25Index`` promises bm25s's scores on the same tokens (Lucene's idf
+``log(1 + (N - df + .5) / (df + .5))``, the same k1, b and length normalisation over every
+live document), to 1e-6, for every live document containing a query term, and keeps that
+promise after incremental adds and deletes (compared with bm25s rebuilt on the surviving
+documents). bm25s, as Lucene, leaves Okapi's constant ``k1 + 1`` out of the numerator of the
+term-frequency saturation, ``tf / (tf + k1 * (1 - b + b * dl / avgdl))``; BM25Index keeps it
+(as rank_bm25 and the Okapi papers do), so the reference is bm25s's scores times ``k1 + 1``.
+``test_reference_is_the_definition`` checks that relation against the formula written out,
+so a bm25s release that changed its definition could not pass unnoticed.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import random
+import sqlite3
 
+import bm25s
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rank_bm25 import BM25Okapi
 
-from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core import BeeWeave, HashingEmbedder, IndexConfig
 from beeweave_core.filters import build_filter
-from beeweave_core.index.bm25 import BM25Index, count_terms, top_k
+from beeweave_core.index.bm25 import BM25Index, bm25_idf, count_terms, top_k
 from tests.support import WORDS, sentence, term_counts
 
 ATOL = 1e-6
+K1, B = 1.5, 0.75  # BM25Index's defaults
+
+
+def reference(corpus: list[list[str]], query: list[str], k1: float = K1, b: float = B) -> np.ndarray:
+    """Each document's score for ``query`` by bm25s (Lucene's BM25, in float64), times the
+    ``k1 + 1`` it leaves out. Repeated query tokens count again, as in BM25Index."""
+    ref = bm25s.BM25(k1=k1, b=b, method="lucene", dtype="float64")
+    ref.index(corpus, show_progress=False)
+    return (k1 + 1) * ref.get_scores_from_ids(ref.get_tokens_ids(query))
+
+
+def definition(corpus: list[list[str]], query: list[str], k1: float = K1, b: float = B) -> list[float]:
+    """The formula written out, slowly: the sum over the query's tokens (a repeated one
+    again) of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))."""
+    n = len(corpus)
+    avgdl = sum(len(d) for d in corpus) / n
+    out = []
+    for doc in corpus:
+        total = 0.0
+        for term in query:
+            tf = doc.count(term)
+            if tf:
+                df = sum(term in d for d in corpus)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                total += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / avgdl))
+        out.append(total)
+    return out
 
 
 class Vocab:
-    """Maps string tokens (what rank_bm25 sees) to term ids (what BM25Index sees)."""
+    """Maps string tokens (what bm25s sees) to term ids (what BM25Index sees)."""
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
@@ -48,7 +83,7 @@ class Vocab:
 
 def assert_parity(index: BM25Index, vocab: Vocab, docs: dict[int, list[str]], query: list[str],
                   allowed: np.ndarray | None = None) -> int:
-    """Compare index.score with BM25Okapi over the live docs; return how many scores were compared."""
+    """Compare index.score with the reference over the live docs; return how many scores were compared."""
     slots, scores = index.score(vocab.query(query), allowed)
     got = dict(zip(slots.tolist(), scores.tolist()))
     assert len(got) == len(slots), "a slot was returned twice"
@@ -60,7 +95,7 @@ def assert_parity(index: BM25Index, vocab: Vocab, docs: dict[int, list[str]], qu
     if not expected:
         return 0
     order = sorted(docs)
-    ref = BM25Okapi([docs[s] for s in order]).get_scores(query)
+    ref = reference([docs[s] for s in order], query)
     want = {s: ref[i] for i, s in enumerate(order)}
     for s in expected:
         assert got[s] == pytest.approx(want[s], abs=ATOL), (s, docs[s], query)
@@ -68,8 +103,8 @@ def assert_parity(index: BM25Index, vocab: Vocab, docs: dict[int, list[str]], qu
 
 
 def random_corpus(rnd: random.Random, n_docs: int, vocab_size: int, *, ensure_terms: bool = True) -> list[list[str]]:
-    """Zipf-like term frequencies, ~10% empty docs, and one term in ~75% of the docs
-    (negative idf, so rank_bm25's epsilon floor is exercised)."""
+    """Zipf-like term frequencies, ~10% empty docs, and one term in ~75% of the docs (where
+    rank_bm25's idf was negative: Lucene's must stay positive there)."""
     terms = [f"t{i}" for i in range(vocab_size)]
     weights = [1.0 / (i + 1) for i in range(vocab_size)]
     docs = []
@@ -116,26 +151,75 @@ def test_parity_on_random_corpus(seed: int) -> None:
     assert compared > 0
 
 
-def test_corpus_really_has_negative_idf_and_empty_docs() -> None:
-    """Guards the generator: the parity tests must cover the epsilon floor and empty docs."""
+def test_corpus_really_has_common_terms_and_empty_docs() -> None:
+    """Guards the generator: the parity tests must cover terms in most documents (where
+    rank_bm25's idf was negative) and empty docs."""
     rnd = random.Random(0)
     docs = random_corpus(rnd, 60, 20)
     assert any(not d for d in docs)
     df_common = sum("common" in d for d in docs)
     assert df_common > len(docs) / 2
-    ref = BM25Okapi(docs)
-    assert ref.idf["common"] == pytest.approx(ref.epsilon * ref.average_idf)
+    assert math.log((len(docs) - df_common + 0.5) / (df_common + 0.5)) < 0  # rank_bm25's idf
     index, vocab, live = build(docs)
     assert assert_parity(index, vocab, live, ["common", "common", "t1"]) > 0
+    _, scores = index.score(vocab.query(["common"]))
+    assert len(scores) == df_common and (scores > 0).all()
 
 
-def test_parity_with_negative_mean_idf() -> None:
-    """When most terms are in most docs the mean idf is negative, so the floor is too."""
+def test_reference_is_the_definition() -> None:
+    """bm25s times k1 + 1 is the formula written out (and so is BM25Index), with the
+    parameters of the store's IndexConfig as well as BM25Index's defaults."""
+    docs = [["a", "b", "c"], ["a", "b", "c", "c"], [], ["a", "b"], ["a", "c", "d"], ["b", "c"], ["e"] * 4]
+    for k1, b in ((K1, B), (1.2, 0.3), (0.9, 1.0), (2.0, 0.0)):
+        index = BM25Index(k1, b)
+        vocab = Vocab()
+        for slot, d in enumerate(docs):
+            index.add(slot, vocab(d))
+        for q in (["a"], ["a", "b", "c"], ["d", "a", "a"], ["c", "c", "b"], ["e", "zz"], ["zz"]):
+            want = definition(docs, q, k1, b)
+            assert reference(docs, q, k1, b).tolist() == pytest.approx(want, abs=1e-12)
+            slots, scores = index.score(vocab.query(q))
+            got = dict(zip(slots.tolist(), scores.tolist()))
+            assert [got.get(s, 0.0) for s in range(len(docs))] == pytest.approx(want, abs=1e-12)
+
+
+def test_idf_is_positive_in_the_smallest_stores() -> None:
+    """rank_bm25's idf is 0 for a term in half the documents (one of two) and negative above;
+    Lucene's is positive for every df, falling as df grows."""
+    for n in range(1, 8):
+        idf = bm25_idf(n, np.arange(1, n + 1, dtype=np.float64))
+        assert (idf > 0).all() and (np.diff(idf) < 0).all(), (n, idf)
+    assert bm25_idf(2, np.array([1.0]))[0] == pytest.approx(math.log(2))
+
+
+def test_a_stored_configuration_with_rank_bm25s_floor_still_opens(tmp_path) -> None:
+    """Stores saved before Lucene's idf hold ``epsilon`` in their IndexConfig: it is read back
+    and ignored, and the store opens (with or without asking for its configuration)."""
+    old = {**IndexConfig(k1=1.5, b=0.75).to_dict(), "epsilon": 0.25}
+    assert "epsilon" not in IndexConfig().to_dict()
+    assert IndexConfig.from_dict(old) == IndexConfig(k1=1.5, b=0.75)
+    path = tmp_path / "old.db"
+    with BeeWeave(path, embedder=HashingEmbedder(16), index=IndexConfig(k1=1.5, b=0.75)) as m:
+        m.add("the staging database listens on port 5433", user_id="u")
+    db = sqlite3.connect(path)
+    with db:  # as a store of before wrote it
+        db.execute("UPDATE meta SET value = ? WHERE key = 'index_config'", (json.dumps(old),))
+    db.close()
+    for index in (None, IndexConfig(k1=1.5, b=0.75)):
+        with BeeWeave(path, embedder=HashingEmbedder(16), index=index) as m:
+            assert m.backend.index_config == IndexConfig(k1=1.5, b=0.75)
+            assert m.search("staging port", user_id="u", k=1)[0].sources["lexical"].score > 0
+
+
+def test_terms_in_most_documents_weigh_positively() -> None:
+    """When most terms are in most docs rank_bm25's mean idf, and so its floor, was negative:
+    a document matching the query scored below one matching nothing."""
     docs = [["a", "b", "c"], ["a", "b", "c", "c"], ["a", "b"], ["a", "c", "d"], ["b", "c"]]
-    assert BM25Okapi(docs).average_idf < 0
     index, vocab, live = build(docs)
     for q in (["a"], ["a", "b", "c"], ["d", "a", "a"], ["c", "c", "b"]):
         assert assert_parity(index, vocab, live, q) > 0
+        _, scores = index.score(vocab.query(q))
+        assert (scores > 0).all()
 
 
 @given(
@@ -280,13 +364,12 @@ def test_readding_a_removed_slot_does_not_resurrect_its_old_postings() -> None:
 
 
 # -- end to end, through the store and its tokenizer -------------------------------
-def _okapi(m: BeeWeave, corpus: list[list[str]]) -> BM25Okapi:
-    """rank_bm25 with the store's BM25 constants (its IndexConfig, when it has one).
+def _store_reference(m: BeeWeave, corpus: list[list[str]], query: list[str]) -> np.ndarray:
+    """The reference with the store's BM25 constants (its IndexConfig, when it has one).
 
     The memories in these tests have no session, so session context adds nothing."""
     cfg = getattr(m.backend, "index_config", None)
-    kw = {} if cfg is None else {"k1": cfg.k1, "b": cfg.b, "epsilon": cfg.epsilon}
-    return BM25Okapi(corpus, **kw)
+    return reference(corpus, query) if cfg is None else reference(corpus, query, cfg.k1, cfg.b)
 
 
 def _store_parity(m: BeeWeave, texts: dict[str, str], query: str, flt=None) -> int:
@@ -303,13 +386,13 @@ def _store_parity(m: BeeWeave, texts: dict[str, str], query: str, flt=None) -> i
     expected = {i for i, toks in zip(order, corpus) if set(q) & set(toks) and (allowed is None or i in allowed)}
     assert set(got) == expected
     if expected:
-        ref = dict(zip(order, _okapi(m, corpus).get_scores(q)))
+        ref = dict(zip(order, _store_reference(m, corpus, q)))
         for i in expected:
             assert got[i] == pytest.approx(ref[i], abs=ATOL), (texts[i], query)
     return len(expected)
 
 
-def test_store_lexical_search_matches_rank_bm25_with_its_tokenizer() -> None:
+def test_store_lexical_search_matches_the_reference_with_its_tokenizer() -> None:
     rnd = random.Random(42)
     m = BeeWeave(embedder=HashingEmbedder(16))
     try:
@@ -348,7 +431,7 @@ def test_search_reports_the_bm25_score_as_lexical_source() -> None:
         order = sorted(texts)
         corpus = [m.tokenizer(texts[i]) for i in order]
         q = "garden coffee meeting"
-        ref = dict(zip(order, _okapi(m, corpus).get_scores(m.tokenizer(q))))
+        ref = dict(zip(order, _store_reference(m, corpus, m.tokenizer(q))))
         hits = m.search(q, user_id="u", k=10)
         assert hits
         lexical = [h for h in hits if "lexical" in h.sources]

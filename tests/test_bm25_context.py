@@ -3,7 +3,7 @@ reference, and against an index built in one go from the same final state.
 
 The reference recomputes everything from the definition at every query: a document's count
 of a term is its own count plus ``w`` times its neighbours' counts, its length likewise, and
-idf/N/avgdl are rank_bm25's over the live documents. The random operations are the ones the
+N/avgdl are over the live documents, the idf Lucene's (as in bm25.py). The random operations are the ones the
 store performs (insert anywhere in a session, delete, move to another session), with the
 neighbour rows refreshed from a session order, and queries in between, so that some terms'
 context postings are built early and patched many times, others built late.
@@ -20,7 +20,7 @@ import pytest
 
 from beeweave_core.index.bm25 import BM25Index
 
-K1, B, EPS, RADIUS, W = 1.2, 0.3, 0.25, 2, 0.3
+K1, B, RADIUS, W = 1.2, 0.3, 2, 0.3
 VOCAB = [f"t{i}" for i in range(40)]
 
 
@@ -87,9 +87,7 @@ class Model:
         ctx_len = {s: lens[s] + W * sum(lens[q] for q in self.rows.get(s, [])) for s in self.docs}
         avgdl = sum(ctx_len.values()) / n
         df = Counter(t for c in self.docs.values() for t in c)
-        idf = {t: math.log(n - d + 0.5) - math.log(d + 0.5) for t, d in df.items()}
-        mean = sum(idf.values()) / len(idf)
-        idf = {t: (EPS * mean if v < 0 else v) for t, v in idf.items()}
+        idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
         out: dict[int, float] = {}
         for s, c in self.docs.items():
             total, hit = 0.0, False
@@ -106,7 +104,7 @@ class Model:
 
     def bulk_index(self) -> BM25Index:
         """A new index built from the final state in one go, as a store does when it opens."""
-        index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+        index = BM25Index(K1, B, radius=RADIUS, context_weight=W)
         slots = np.array(sorted(self.docs), np.int64)
         pairs = [(s, t, tf) for s in slots.tolist() for t, tf in self.docs[s].items()]
         ps, pt, pf = (np.array(col) for col in zip(*pairs))
@@ -129,7 +127,7 @@ def scores(index: BM25Index, query: Counter[int]) -> dict[int, float]:
 def test_patched_context_postings_match_the_reference(seed: int) -> None:
     rnd = random.Random(seed)
     model = Model(rnd)
-    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    index = BM25Index(K1, B, radius=RADIUS, context_weight=W)
     for step in range(160):
         model.step(index)
         if step % 7 == 0:  # queries in between build some terms' postings early
@@ -151,7 +149,7 @@ def test_a_scope_filter_on_receivers_equals_filtering_postings_first() -> None:
     """``sources`` (a user/session scope, closed under neighbourhood) restricts receivers."""
     rnd = random.Random(99)
     model = Model(rnd)
-    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    index = BM25Index(K1, B, radius=RADIUS, context_weight=W)
     for _ in range(120):
         model.step(index)
     n = max(model.docs) + 1
@@ -169,7 +167,7 @@ def test_a_scope_filter_on_receivers_equals_filtering_postings_first() -> None:
 def test_a_narrow_scope_in_a_big_index_sums_like_the_whole_index() -> None:
     """Few postings are summed by sorting, many by a dense pass: the sums are the same."""
     rnd = random.Random(5)
-    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    index = BM25Index(K1, B, radius=RADIUS, context_weight=W)
     n = 3000
     for slot in range(n):
         index.add(slot, dict(Counter(rnd.randrange(12) for _ in range(rnd.randint(1, 6)))))
@@ -194,7 +192,7 @@ def test_scoring_a_few_documents_from_their_terms_equals_the_postings_path(seed:
     forced either way, the two paths give the same slots and bit-identical scores."""
     rnd = random.Random(seed)
     model = Model(rnd)
-    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    index = BM25Index(K1, B, radius=RADIUS, context_weight=W)
     for _ in range(150):
         model.step(index)
     n = max(model.docs) + 1
@@ -227,7 +225,7 @@ def test_pruned_top_k_equals_scoring_everything(seed: int, monkeypatch) -> None:
 
     rnd = random.Random(seed)
     model = Model(rnd)
-    index = BM25Index(K1, B, EPS, radius=RADIUS, context_weight=W)
+    index = BM25Index(K1, B, radius=RADIUS, context_weight=W)
     for _ in range(400):
         model.step(index)
     monkeypatch.setattr(BM25Index, "_PRUNE_MIN", 0)

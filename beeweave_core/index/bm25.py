@@ -1,9 +1,18 @@
 """An incremental Okapi BM25 index over integer document slots.
 
 Adding or deleting a document touches only its own postings and a few counters;
-nothing is ever rebuilt. Scores equal rank_bm25's ``BM25Okapi`` on the same tokens
-(same idf with its epsilon floor for negative idf, same length normalisation), which
-``tests/test_bm25.py`` checks to 1e-6.
+nothing is ever rebuilt. A term's weight is Lucene's idf, ``log(1 + (N - df + .5) / (df + .5))``,
+positive however many documents hold the term; a posting scores
+``idf * qtf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` (Okapi's saturation and
+length normalisation, dl a document's number of tokens, avgdl their mean over every live
+document). That is bm25s's method "lucene" times the constant ``k1 + 1``, which Lucene and
+bm25s leave out of the numerator (it changes no ranking); ``tests/test_bm25.py`` checks the
+scores against bm25s to 1e-6.
+
+Lucene's idf, not rank_bm25's ``log((N - df + .5) / (df + .5))``: that one is 0 for a term in
+half the documents and negative above (rank_bm25 then floors it at ``epsilon`` times the mean
+idf, which is itself negative when most terms are common), so in a small store (every user's
+first) a memory matching the query could score below one matching nothing.
 """
 
 from __future__ import annotations
@@ -18,11 +27,14 @@ from .bm25_context import ContextPostings, ForwardIndex
 __all__ = ["BM25Index", "bm25_idf"]
 
 
-def bm25_idf(n_docs: int, df: np.ndarray, epsilon: float) -> tuple[np.ndarray, float]:
-    """rank_bm25's idf: log((N - df + .5) / (df + .5)); negatives become eps * mean idf."""
-    idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
-    mean = float(idf.mean()) if len(idf) else 0.0
-    return np.where(idf < 0, epsilon * mean, idf), mean
+def bm25_idf(n_docs: int, df: np.ndarray) -> np.ndarray:
+    """Lucene's idf, ``log(1 + (N - df + .5) / (df + .5))``: positive for every df <= N.
+
+    Computed as ``log(N + 1) - log(df + .5)``, the same value: PostgreSQL's search spells it
+    so too (store/postgres/sql.py), and numpy's log agrees with PostgreSQL's ``ln`` on those
+    arguments (integers and halves) where it does not always on ``1 + x``, so that memories
+    tied in one backend are tied in the other."""
+    return np.log(n_docs + 1.0) - np.log(df + 0.5)
 
 
 class _Postings:
@@ -79,9 +91,8 @@ class BM25Index:
     document; a filter only restricts which documents may be returned.
     """
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25, *, radius: int = 0,
-                 context_weight: float = 0.0) -> None:
-        self.k1, self.b, self.epsilon = k1, b, epsilon
+    def __init__(self, k1: float = 1.5, b: float = 0.75, *, radius: int = 0, context_weight: float = 0.0) -> None:
+        self.k1, self.b = k1, b
         self.context_weight = context_weight
         self._width = 2 * radius  # neighbour slots per document
         self._postings: list[_Postings] = []
@@ -96,7 +107,7 @@ class BM25Index:
         self._own_total = 0  # sum of own lengths of live documents
         self._nb_total = 0  # sum over live documents of their neighbours' own lengths
         self._nb_len = np.zeros(0, dtype=np.int64)  # per document: its neighbours' own lengths
-        self._idf_cache: tuple[int, np.ndarray, float] | None = None  # (version, idf, mean)
+        self._idf_cache: tuple[int, np.ndarray] | None = None  # (version, idf per term id)
         self._norm_cache: tuple[int, np.ndarray] | None = None  # (version, length norm per slot)
         self._norm_min_cache: tuple[int, float] | None = None
         # Per built term, for the current version only: the saturation of each context
@@ -314,15 +325,15 @@ class BM25Index:
             self._nb[slot] = -1
         self._version += 1
 
-    def _idf(self) -> tuple[np.ndarray, float]:
+    def _idf(self) -> np.ndarray:
+        """Each term id's idf (0 for a term no live document holds), per version."""
         if self._idf_cache is None or self._idf_cache[0] != self._version:
             present = self._df[: len(self._postings)]
             mask = present > 0
-            idf_present, mean = bm25_idf(self._n_docs, present[mask].astype(np.float64), self.epsilon)
             idf = np.zeros(len(present))
-            idf[mask] = idf_present
-            self._idf_cache = (self._version, idf, mean)
-        return self._idf_cache[1], self._idf_cache[2]
+            idf[mask] = bm25_idf(self._n_docs, present[mask].astype(np.float64))
+            self._idf_cache = (self._version, idf)
+        return self._idf_cache[1]
 
     def _norm(self) -> np.ndarray:
         """Per slot ``k1 * (1 - b + b * dl / avgdl)``, the length part of the BM25 denominator;
@@ -356,7 +367,7 @@ class BM25Index:
         """Return (slots, scores) of live documents containing any query term.
 
         ``query_terms`` maps term id to how often it occurs in the query (a term
-        repeated in the query counts again, as in rank_bm25). ``allowed`` is an
+        repeated in the query counts again, as in bm25s and rank_bm25). ``allowed`` is an
         optional boolean mask over slots applied before ranking. ``sources`` is an
         optional cheaper pre-filter on the postings themselves; it must be closed
         under neighbourhood (a user or session scope is: neighbours share both),
@@ -369,7 +380,7 @@ class BM25Index:
         empty = np.zeros(0, np.int64), np.zeros(0)
         if self._n_docs == 0:
             return empty
-        idf, _ = self._idf()
+        idf = self._idf()
         norm = self._norm()
         n_slots = len(self._alive)
         terms = self._terms(query_terms)
@@ -439,7 +450,7 @@ class BM25Index:
         terms = self._terms(query_terms)
         if self._n_docs == 0 or not terms or not len(cand):
             return np.zeros(0, np.int64), np.zeros(0)
-        idf, _ = self._idf()
+        idf = self._idf()
         cand = np.asarray(cand, np.int64)
         if self._spreads:
             return self._score_documents(terms, cand, idf, self._norm())
@@ -512,13 +523,13 @@ class BM25Index:
         order), and the scores of the sorted slots ``include`` (0 where no term matches),
         without scoring every posting when a bound proves it needless.
 
-        MaxScore pruning: a term can add at most ``idf * qtf * f(max count, least length
-        norm)`` to any document. Taking the query's rarest terms first, once the best k
-        documents found through them score more than every other term could add together,
-        no document without one of those terms can enter the top k; the other terms' counts
-        are looked up in their context postings for the candidates that still could. Common
-        terms' long postings are then never scored in full. When the bound does not bite,
-        this is ``score`` plus ``top_k``."""
+        MaxScore pruning: a term adds to a document at least 0 (its idf is positive) and at
+        most ``idf * qtf * f(max count, least length norm)``. Taking the query's rarest terms
+        first, once the best k documents found through them score more than every other term
+        could add together, no document without one of those terms can enter the top k; the
+        other terms' counts are looked up in their context postings for the candidates that
+        still could. Common terms' long postings are then never scored in full. When the bound
+        does not bite, this is ``score`` plus ``top_k``."""
         include = np.zeros(0, np.int64) if include is None else np.asarray(include, np.int64)
         terms = self._terms(query_terms)
         pruned = None if k <= 0 or not self._spreads or len(terms) < 2 else self._pruned(
@@ -552,14 +563,14 @@ class BM25Index:
         total = sum(c.n for c in ctx)
         if total < self._PRUNE_MIN:
             return None
-        idf, _ = self._idf()
+        idf = self._idf()
         norm = self._norm()
         least = self._norm_min()
         order = sorted(range(len(terms)), key=lambda i: ctx[i].n)  # rarest first
         bounds = []
         for i in order:
             m = ctx[i].max_own + self.context_weight * ctx[i].max_nbr
-            bounds.append(max(0.0, idf[terms[i][0]] * terms[i][1] * float(self._saturation(m, least))))
+            bounds.append(idf[terms[i][0]] * terms[i][1] * float(self._saturation(m, least)))
         part_slots: list[np.ndarray] = []
         part_scores: list[np.ndarray] = []
         for j in range(1, len(order)):
@@ -604,7 +615,7 @@ class BM25Index:
         """The full scores of the sorted slots ``cand``, each term's counts looked up in its
         context postings by bisection; the formula and the order of the sum over terms are
         those of ``score``, so the values are equal bit for bit."""
-        idf, _ = self._idf()
+        idf = self._idf()
         norm, w = self._norm()[cand], self.context_weight
         want = cand.astype(np.int32)  # the postings' dtype: bisection then copies nothing
         total = np.zeros(len(cand))

@@ -29,8 +29,10 @@ class IndexConfig:
     """How the indexes score; saved with the store so reopening reproduces results.
 
     Attributes:
-        k1, b, epsilon: Okapi BM25 constants (rank_bm25's idf floor ``epsilon``). A low
-            ``b`` keeps long, fact-dense memories from being penalised for their length.
+        k1, b: Okapi BM25 constants (the idf is Lucene's, which needs no floor: see
+            ``bm25.py``). A low ``b`` keeps long, fact-dense memories from being penalised
+            for their length. Stores saved when the idf was rank_bm25's also hold its floor,
+            ``epsilon``; it is read back and ignored.
         context_radius: how many memories before and after, in the same session, count
             as a memory's context (0 turns context off).
         lexical_context_weight: weight of a neighbour's terms in a memory's term counts.
@@ -42,7 +44,6 @@ class IndexConfig:
 
     k1: float = 1.2
     b: float = 0.3
-    epsilon: float = 0.25
     context_radius: int = 2
     lexical_context_weight: float = 0.3
     vector_context_weight: float = 0.3
@@ -66,6 +67,8 @@ class IndexConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> IndexConfig:
+        # "epsilon": rank_bm25's idf floor, saved by stores of before Lucene's idf; unused now.
+        data = {k: v for k, v in data.items() if k != "epsilon"}
         try:
             return cls(**{"session_context": SessionContext.ALL, **data})
         except TypeError as exc:

@@ -71,7 +71,7 @@ class MemoryIndex:
         self.slot_of: dict[str, int] = {}
         self.ids: list[str | None] = []
         self.seqs: list[int] = []
-        self.lex = BM25Index(cfg.k1, cfg.b, cfg.epsilon, radius=cfg.context_radius,
+        self.lex = BM25Index(cfg.k1, cfg.b, radius=cfg.context_radius,
                              context_weight=cfg.lexical_context_weight)
         self.order = SessionOrder(cfg.context_radius)
         self.vec: VectorIndex | None = None

@@ -98,6 +98,11 @@ def test_feedback_changes_the_order_of_search_results_end_to_end(make, clock) ->
              "Restart the nginx server by sending it the HUP signal",
              "Restart the nginx server from the admin dashboard"]
     ids = [m.add(t, user_id="u") for t in texts]
+    # Two memories on other topics: fused z-scores over the three answers alone spread any
+    # difference between them to +-1.2 in each list (with rank_bm25's idf, negative for terms in
+    # every memory, BM25 ranked them backwards and the lists' disagreement hid that).
+    for other in ("The office wifi password is on the whiteboard.", "Invoices are due on the 5th."):
+        m.add(other, user_id="u")
     first = [h.id for h in m.search("how to restart the nginx server", user_id="u", k=3)]
     assert sorted(first) == sorted(ids)
     loser, winner = first[0], first[-1]

@@ -178,8 +178,9 @@ def test_a_bad_gate_is_refused_and_counts_no_access(bad) -> None:
 
 
 def test_a_new_users_two_memories_are_told_apart_by_the_terms_each_has() -> None:
-    """In a store of two (or where every memory has the terms) BM25's idf is 0; the lexical
-    evidence is then the share of the query's terms found in some hit that this hit has."""
+    """In a store of two BM25 still weighs a term (Lucene's idf; rank_bm25's was 0 there): the
+    tea memory's lexical evidence is its score for "tea" against the best score of every query
+    term, the two that no memory holds counting as much as "tea"; the peanuts memory has none."""
     with BeeWeave(embedder=HashingEmbedder(64)) as m:
         tea = m.add("I drink oolong tea in the afternoon.", user_id="u", session_id="monday")
         nuts = m.add("Please remember that I am allergic to peanuts.", user_id="u", session_id="monday")
@@ -187,9 +188,10 @@ def test_a_new_users_two_memories_are_told_apart_by_the_terms_each_has() -> None
         terms = prepare_query("What tea should I bring to the office?", shared.tokenizer).terms
         hits = m.search("What tea should I bring to the office?", user_id="u", k=2)
         own = {h.id: set(shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
+        assert set(terms) == {"tea", "bring", "offic"}
         lex = lexical_evidence(m.backend, terms, build_filter(None, user_id="u"), [tea, nuts], own)
-        assert lex == {tea: 1.0, nuts: 0.0}
-        assert lexical_evidence(m.backend, terms, build_filter(None, user_id="u"), [tea, nuts]) == {tea: 0.0, nuts: 0.0}
+        assert lex == {tea: pytest.approx(1 / 3), nuts: 0.0}
+        assert lexical_evidence(m.backend, terms, build_filter(None, user_id="u"), [tea, nuts]) == lex
         rel = {h.id: h.relevance for h in hits}
         assert rel[tea] > 5 * rel[nuts]
 
@@ -220,8 +222,9 @@ def test_a_query_term_no_memory_holds_weighs_against_the_hits() -> None:
 
 
 def test_a_term_every_memory_holds_is_not_taken_for_an_absent_one() -> None:
-    """A term whose idf falls to zero or below has no positive best, but the scope holds it:
-    it is no evidence either way, not a missing topic."""
+    """A term every memory holds weighs little (Lucene's idf, small but positive; rank_bm25's
+    was below zero), and the scope holds it: it counts with its own best, not as a missing
+    topic (which would count as much as the heaviest term, "gamma")."""
     with _store("alpha beta", "alpha beta", "alpha beta gamma") as m:
         f = build_filter(None, user_id="u")
         terms = prepare_query("alpha gamma", m.parts.shared.tokenizer).terms
@@ -229,22 +232,28 @@ def test_a_term_every_memory_holds_is_not_taken_for_an_absent_one() -> None:
         own = {cid: set(m.parts.shared.tokenizer.tokenize(m.get(cid).content)) for cid in ids}
         got = lexical_evidence(m.backend, terms, f, ids, own)
         gamma = next(c for c in ids if "gamma" in own[c])
-        assert got[gamma] == pytest.approx(1.0)
+        best = {t: m.backend.lexical_search({t: 1}, f, 1)[0][1] for t in ("alpha", "gamma")}
+        assert 0 < best["alpha"] < best["gamma"]
+        alpha_of_gamma = dict(m.backend.lexical_search({"alpha": 1}, f, 3))[gamma]
+        assert got[gamma] == pytest.approx((alpha_of_gamma + best["gamma"]) / (best["alpha"] + best["gamma"]))
+        assert got[gamma] > 0.9
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
 def test_relevance_does_not_depend_on_which_other_hits_come_back(k: int) -> None:
     """Whether a term is in the scope is read from the scope, not from the hits: "alpha" (in
-    three of four memories, idf below zero) is not taken for an absent term when no hit
-    returned holds it."""
+    three of four memories: a small idf) is not taken for an absent term when no hit returned
+    holds it."""
     with _store("alpha beta", "alpha beta", "alpha beta", "gamma delta") as m:
         full = {h.id: h.relevance for h in m.search("alpha gamma", user_id="u", k=4)}
         for h in m.search("alpha gamma", user_id="u", k=k):
             assert h.relevance == pytest.approx(full[h.id], abs=1e-12)
         f = build_filter(None, user_id="u")
         terms = prepare_query("alpha gamma", m.parts.shared.tokenizer).terms
-        gamma = next(cid for cid, _ in m.backend.lexical_search({"gamma": 1}, f, 1))
-        assert lexical_evidence(m.backend, terms, f, [gamma]) == {gamma: pytest.approx(1.0)}
+        (gamma, best_gamma), = m.backend.lexical_search({"gamma": 1}, f, 1)
+        best_alpha = m.backend.lexical_search({"alpha": 1}, f, 1)[0][1]
+        assert 0 < best_alpha < best_gamma  # taken for absent, alpha would count as gamma
+        assert lexical_evidence(m.backend, terms, f, [gamma]) == {gamma: pytest.approx(best_gamma / (best_alpha + best_gamma))}
 
 
 def test_an_absent_term_weighs_as_the_heaviest_matched_term() -> None:

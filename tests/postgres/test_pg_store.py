@@ -202,8 +202,11 @@ def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # n
         fixed = store.repair()
         assert fixed.ok, fixed.problems
         got = store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50)
-        assert [i for i, _ in got] == [i for i, _ in before]
         assert [s for _, s in got] == pytest.approx([s for _, s in before], abs=1e-9)
+        # The same order but for ties: a record's sum follows the order of its rebuilt rows, so
+        # two records tied before can come out one ulp apart.
+        was = dict(before)
+        assert all(g == b or abs(was[g] - s) <= 1e-9 for (g, _), (b, s) in zip(got, before, strict=True))
     finally:
         store.close()
 

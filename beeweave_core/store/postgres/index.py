@@ -5,8 +5,9 @@ neighbours and the per-tenant statistics.
 What the lexical search reads is kept exact and cheap:
 
 * ``terms.df`` — how many live records hold each term;
-* ``df_hist`` — how many terms have each df, so the mean idf over every term (rank_bm25's
-  epsilon floor) is a sum over a few hundred rows however large the vocabulary;
+* ``df_hist`` — how many terms have each df. It gave the mean idf of rank_bm25's epsilon
+  floor; Lucene's idf (bm25.py) needs no mean, so no search reads it now, but it is still
+  kept exact (``verify()`` checks it) until a migration drops it;
 * ``stats`` — N and the integer sums of own and neighbour lengths, so the average
   context length is exact (no floating-point drift however many writes);
 * ``neighbours`` and ``chunks.nb_len`` — each record's session neighbours (``radius``

@@ -3,9 +3,8 @@ context over the context postings, dense search, and a whole search's candidates
 statement.
 
 Both reproduce the embedded backend exactly (store/columns.py and bm25.py): the same
-filter semantics, and the same Okapi BM25 — idf over every live record with
-rank_bm25's epsilon floor at the mean idf of all terms, length normalised by each
-record's context length, term counts spread to session neighbours.
+filter semantics, and the same Okapi BM25 — Lucene's idf over every live record, length
+normalised by each record's context length, term counts spread to session neighbours.
 """
 
 from __future__ import annotations
@@ -127,13 +126,14 @@ def split_filter(flt: Filter | None) -> tuple[str, str, dict[str, Any]]:
 
 # The statements' named parameters: t (tenant), terms and qtfs (the query), heavy (its
 # evidence terms for calibrated relevance, empty but in a search), w (the lexical
-# context weight, 0 without context), k1, b, eps, k (how many), include (ids to score as
+# context weight, 0 without context), k1, b, k (how many), include (ids to score as
 # well), q (the query vector) and vw (the vector context weight); ``{cpf}`` is the filter's
 # user and status over the context postings ``cp``, ``{rest}`` the rest of it over ``c``,
 # ``{flt}`` all of it over ``c``; ``{d}`` is the query's dimension.
 #
-# BM25 (rank_bm25's Okapi, as bm25.py): N and the lengths from the stats row, df from
-# terms, the mean idf (the epsilon floor) from the df histogram, all in float8; each
+# BM25 (as bm25.py: Lucene's idf, log(1 + (N - df + .5) / (df + .5)) spelled as bm25_idf
+# spells it, always positive, so no floor and no mean idf; Okapi's saturation): N and the
+# lengths from the stats row, df from terms, all in float8; each
 # record's term frequency with context and its context length come precomputed in the
 # context postings, so a query term costs one range scan of the covering index
 # cpost_search, and a one-user search reads no record until its top candidates.
@@ -142,16 +142,12 @@ _QI_CTES = """{fs}
 st AS (
     SELECT n_docs::float8 AS n, (total_len + %(w)s * total_nb_len)::float8 / n_docs AS avgdl
     FROM @stats WHERE tenant = %(t)s AND n_docs > 0
-), mean AS (
-    SELECT sum(h.n_terms * (ln(st.n - h.df + 0.5) - ln(h.df::float8 + 0.5))) / sum(h.n_terms) AS idf
-    FROM @df_hist h, st WHERE h.tenant = %(t)s AND h.df > 0 AND h.n_terms > 0
 ), qi AS (
-    SELECT q.term, q.qtf * CASE WHEN r.raw < 0 THEN %(eps)s * mean.idf ELSE r.raw END AS wt, t.df,
+    SELECT q.term, q.qtf * (ln(st.n + 1) - ln(t.df::float8 + 0.5)) AS wt, t.df,
            q.term = ANY(%(heavy)s::text[]) AS heavy
     FROM unnest(%(terms)s::text[], %(qtfs)s::float8[]) AS q(term, qtf)
     JOIN @terms t ON t.tenant = %(t)s AND t.term = q.term AND t.df > 0
-    CROSS JOIN st CROSS JOIN mean
-    CROSS JOIN LATERAL (SELECT ln(st.n - t.df + 0.5) - ln(t.df::float8 + 0.5) AS raw) r
+    CROSS JOIN st
 )"""
 _BM25_CTES = _QI_CTES + """, lex AS ({lex}), ltop AS MATERIALIZED (
     SELECT seq, score FROM lex ORDER BY score DESC, seq LIMIT %(k)s

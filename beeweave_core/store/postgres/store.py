@@ -1048,7 +1048,7 @@ class PostgresStore:
         query = {t: c for t, c in terms.items() if "\x00" not in t}
         cfg = self.index_config
         return {"t": self.tenant, "terms": list(query), "qtfs": [float(c) for c in query.values()],
-                "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b), "eps": float(cfg.epsilon),
+                "w": self._w, "k1": float(cfg.k1), "b": float(cfg.b),
                 "by_key": float(self.key_lookup_cost * max(len(query), 1)), "heavy": []}
 
     def _statement(self, template: str, flt: Filter | None, **fmt: Any) -> tuple[str, dict[str, Any]]:
