@@ -4,7 +4,8 @@
 
 ``--store`` is a SQLite file, a directory of tenant stores (with ``--tenant``), a
 ``postgresql://`` URL, or the ``http(s)://`` URL of a BeeWeave server (with ``--api-key``).
-Errors print one line to stderr and exit non-zero; ``BEEWEAVE_DEBUG=1`` shows tracebacks.
+Errors print one line to stderr and exit non-zero; ``BEEWEAVE_DEBUG=1`` shows tracebacks. Output into
+a pipe whose reader has gone (``beeweave search ... | head``) ends quietly with status 0.
 The commands are implemented in :mod:`beeweave_core.cli_commands`.
 """
 
@@ -221,6 +222,16 @@ def _fail(message: str, code: int = 1) -> int:
     return code
 
 
+def _mute_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it again at exit does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured in-process): nothing to flush
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from . import cli_commands
@@ -228,7 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     debug = os.environ.get("BEEWEAVE_DEBUG") not in (None, "", "0")
     try:
-        return int(getattr(cli_commands, "cmd_" + args.command.replace("-", "_"))(args) or 0)
+        code = int(getattr(cli_commands, "cmd_" + args.command.replace("-", "_"))(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader that went away is handled below
+        return code
+    except BrokenPipeError:  # `beeweave search ... | head`: the reader has what it wanted
+        _mute_stdout()
+        return 0
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except BeeWeaveError as exc:
