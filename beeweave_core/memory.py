@@ -16,6 +16,8 @@ wired here in one place.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -130,6 +132,8 @@ class BeeWeave:
 
             backend = SQLiteStore(path, index_config=index)
         self._closed_parts: list[Callable[[], None]] = []
+        self._warm_lock = threading.Lock()
+        self._warm_for: Any = None  # the embedder warm_up() last loaded
         try:
             tok = Tokenizer(_resolve_tokenizer(backend, tokenizer))
             emb = _resolve_embedder(backend, embedder)
@@ -586,6 +590,33 @@ class BeeWeave:
     def repair(self) -> VerifyReport:
         """Rebuild the indexes from the records and drop dangling relationships; returns a fresh check."""
         return self._shared.backend.repair()
+
+    def warm_up(self) -> float:
+        """Load now what the first search would load: the embedding model (its ``warm_up()``
+        when it has one, else one query embedding) and jieba's dictionary when the tokenizer
+        segments Chinese. Returns the seconds it took; once warm, 0.0 at once.
+
+        The first search of a process otherwise pays for it (seconds for the default model).
+        ``beeweave serve`` and ``beeweave mcp`` call it at start; search statistics
+        (:class:`~beeweave_core.stats.StatsRecorder`) call it before timing a search, so a
+        model load is recorded apart from the search latency.
+        """
+        emb = self._shared.embedder
+        if self._warm_for is emb:
+            return 0.0
+        with self._warm_lock:
+            if self._warm_for is emb:
+                return 0.0
+            t0 = time.perf_counter()
+            warm = getattr(emb, "warm_up", None)
+            if callable(warm):
+                warm()
+            else:
+                emb.embed_query("warm up")
+            if self._shared.tokenizer.config.chinese:
+                self._shared.tokenizer.tokenize("预热")  # jieba's dictionary (and OpenCC's tables)
+            self._warm_for = emb
+            return time.perf_counter() - t0
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued event is processed (at most ``timeout`` seconds), write

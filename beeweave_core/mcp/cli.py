@@ -45,6 +45,7 @@ def run(args: Any) -> int:
             raise InvalidInputError("HTTP needs API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
     memory = open_memory(args.store, tenant=args.tenant, embedder=args.embedder)
     try:
+        memory.warm_up()  # the model loads now, not inside the agent's first search
         if args.transport == "stdio":
             from .server import build_server
 

@@ -98,7 +98,7 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
         start = getattr(svc.memory, "start_ingest", None)
         if start is not None:
             start()
-        svc.memory.embed_query("warm-up")  # the model loads here, not on the first search
+        svc.memory.warm_up()  # the model (and jieba) load here, not on the first search
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
