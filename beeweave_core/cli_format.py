@@ -37,7 +37,8 @@ def format_stats(s: Mapping[str, Any]) -> str:
              f"returned something later used: {s['searches_used']}"
              + ("" if share is None else f" = {share:.0%}") + ")",
              f"search latency: p50 {_ms(lat['p50'])}, p95 {_ms(lat['p95'])}, p99 {_ms(lat['p99'])} "
-             f"(n={lat['count']})",
+             f"(n={lat['count']})" + (f"; the model's first load, apart: {_ms(s['model_load_ms'])} "
+                                      f"(x{s['model_loads']})" if s.get("model_loads") else ""),
              "", "by source agent:", *_bars(s["by_agent"]),
              "", "by intent:", *_bars(s["by_intent"]),
              "", "growth (memories added per day):",

@@ -5,6 +5,7 @@ Two kinds of numbers:
 - read from the records themselves: counts by status, source agent and intent, growth
   per day, the hottest memories (most used) and the newest;
 - recorded while the memory is used, by a :class:`StatsRecorder`: each search's latency
+  (the embedding model's first load is timed apart: ``model_loads``, ``model_load_ms``)
   and the ids it returned, and when a memory was last marked "used" by feedback. Both
   are kept in the store (``kv_put``), so ``beeweave stats`` in another process sees the
   searches a server answered. Searches are a rolling sample (the newest ``capacity``).
@@ -35,7 +36,7 @@ __all__ = ["StatsRecorder", "MemoryStats", "MemorySummary", "LatencyStats", "com
 
 logger = logging.getLogger(__name__)
 
-SEARCHES = "stats.searches"  # kv ring: "000042" -> {"at", "ms", "ids", "user_id"}
+SEARCHES = "stats.searches"  # kv ring: "000042" -> {"at", "ms", "ids", "user_id"[, "load_ms"]}
 USED = "stats.used"  # kv: chunk id -> {"at": the latest "used" feedback}
 _STATE = "stats.state"  # kv: "ring" -> {"next": slot}
 _LIVE = (ChunkStatus.ACTIVE, ChunkStatus.PENDING)
@@ -77,19 +78,25 @@ class StatsRecorder:
 
     def search(self, query: str, **kwargs: Any) -> list[SearchHit]:
         """``memory.search`` with its latency and results recorded."""
+        warm_up = getattr(self.memory, "warm_up", None)  # the model's load is not the search's latency
+        load_s = float(warm_up()) if callable(warm_up) else 0.0
         t0 = time.perf_counter()
         hits = self.memory.search(query, **kwargs)
-        self.record_search((time.perf_counter() - t0) * 1000.0, hits, user_id=kwargs.get("user_id"))
+        self.record_search((time.perf_counter() - t0) * 1000.0, hits, user_id=kwargs.get("user_id"),
+                           load_ms=load_s * 1000.0)
         return hits
 
     def record_search(self, ms: float, hits: Iterable[SearchHit], *, user_id: str | None = None,
-                      at: datetime | None = None) -> None:
+                      at: datetime | None = None, load_ms: float = 0.0) -> None:
+        """One search: ``ms`` its latency; ``load_ms`` the model load that came before it (kept apart)."""
         ids = [h.id for h in hits]
         if not isinstance(user_id, str):
             owners = {h.chunk.user_id for h in hits}
             user_id = owners.pop() if len(owners) == 1 else None  # so that forgetting the user forgets it
         entry = {"at": (at or self.memory.clock()).isoformat(), "ms": round(float(ms), 3), "ids": ids,
                  "user_id": user_id}
+        if load_ms > 0:
+            entry["load_ms"] = round(float(load_ms), 3)
         self._add(lambda: self._searches.append(entry))
 
     def _on_event(self, ev: MemoryEvent) -> None:
@@ -224,6 +231,8 @@ class MemoryStats:
     searches_used: int
     used_share: float | None
     dead_letters: int = 0  # events whose processing failed (of this user, when one is given)
+    model_loads: int = 0  # recorded searches that first loaded the model (its time is not in latency)
+    model_load_ms: float | None = None  # the longest of those loads
     pending_events: int = 0  # events queued, not yet stored (the whole store)
 
     def to_dict(self) -> dict[str, Any]:
@@ -271,6 +280,7 @@ def compute_stats(memory: Any, *, user_id: str | None = None, top: int = 10,
     if user_id is not None:
         dead = [d for d in dead if d.event.user_id == user_id]
     pending_fn = getattr(memory, "pending_events", None)
+    loads = [float(s["load_ms"]) for s in searches if s.get("load_ms")]
     return MemoryStats(
         dead_letters=len(dead), pending_events=0 if pending_fn is None else int(pending_fn()),
         generated_at=memory.clock().isoformat(), user_id=user_id, total=len(chunks), by_status=by_status,
@@ -279,6 +289,7 @@ def compute_stats(memory: Any, *, user_id: str | None = None, top: int = 10,
         growth=growth, hottest=[MemorySummary.of(c) for c in hottest[:top]],
         newest=[MemorySummary.of(c) for c in newest[:top]],
         latency=LatencyStats.of([float(s["ms"]) for s in searches]), searches=len(searches),
+        model_loads=len(loads), model_load_ms=round(max(loads), 3) if loads else None,
         searches_with_hits=sum(1 for s in searches if s["ids"]), searches_used=used,
         used_share=round(used / len(searches), 4) if searches else None)
 

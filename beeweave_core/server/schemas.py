@@ -351,6 +351,9 @@ class StatsOut(_Out):
     used_share: float | None = None
     dead_letters: int = 0
     pending_events: int = 0
+    model_loads: int = Field(0, description="Recorded searches that first loaded the embedding model; "
+                             "that load is not in latency.")
+    model_load_ms: float | None = Field(None, description="The longest such model load, in milliseconds.")
 
 
 class AccessOut(_Out):
