@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from ..errors import InvalidInputError
 from ..records import MemoryTier
 from .admission import AdmissionRules
+from .memory_tools import MEMORY_TOOLS, tool_names
 from .redact import PiiKind, PiiPattern
 
 __all__ = ["QueueFullPolicy", "PatternScope", "Window", "PatternConfig", "IngestConfig"]
@@ -115,6 +116,11 @@ class IngestConfig:
         tool_memories: store a tool call's output as its own memory (see ``pipeline``).
         min_tool_output_chars: shorter tool outputs are not memories of their own.
         max_tool_output_chars: longer tool outputs are cut (with a marker) in the memory.
+        memory_tools: the names of the memory's own tools (save, search, recall, the MCP
+            server's): their calls never become memories, else a save would be stored twice
+            and a recall would re-store what it recalled on every run. Default
+            ``memory_tools.MEMORY_TOOLS`` (replace it to change the list, ``()`` for none);
+            a client's prefix (``mcp__beeweave__save_memory``) is seen through.
         max_event_chars: a larger event is refused by ``ingest``.
         max_pending: the queue bound.
         when_full: :class:`QueueFullPolicy` when ``max_pending`` events wait.
@@ -148,6 +154,7 @@ class IngestConfig:
     tool_memories: bool = True
     min_tool_output_chars: int = 20
     max_tool_output_chars: int = 8000
+    memory_tools: Collection[str] = MEMORY_TOOLS
     max_event_chars: int = 1_000_000
     max_pending: int = 10_000
     when_full: QueueFullPolicy = QueueFullPolicy.BLOCK
@@ -163,6 +170,7 @@ class IngestConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "when_full", QueueFullPolicy(self.when_full))
+        object.__setattr__(self, "memory_tools", tool_names(self.memory_tools))
         try:
             object.__setattr__(self, "tier", MemoryTier(self.tier))
         except ValueError:

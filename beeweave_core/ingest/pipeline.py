@@ -10,7 +10,9 @@ How an event becomes memories:
   what a tool returned (a weather report, a query result, a page) is a fact in its own
   right, to be found later by its own content, whatever question led to it. Failed calls,
   empty or very short outputs, and an output repeated verbatim as the answer are not
-  memories of their own; the turn memory lists every tool used and every error.
+  memories of their own; the turn memory lists every tool used and every error. Calls of
+  the memory's own tools (save, search, recall) are never memories, and a run that called
+  only them is not captured at all (:mod:`.memory_tools`).
 
 The caller's ``tags`` come first on every memory of the event, then the extracted ones
 (an extracted tag equal to a caller's one but for case is dropped); ``expires_at``,
@@ -41,6 +43,7 @@ from .admission import Candidate, admit
 from .config import IngestConfig
 from .documents import DocChunk
 from .extract import Extraction, Extractor, OfflineExtractor
+from .memory_tools import METADATA_KEY, event_memory_tools, is_memory_tool, memory_only
 from .normalize import normalize
 from .patterns import Sighting
 from .records import KnowledgeEvent, ToolCall
@@ -125,12 +128,16 @@ class Pipeline:
         intent = Intent.OTHER
         query, response = event.query.strip(), event.response.strip()
         turn_extraction: Extraction | None = None
+        own = event_memory_tools(event.metadata, self.config.memory_tools)
+        if memory_only(event.intermediate_steps, own):  # it saved or recalled: nothing new to learn
+            return out
         if query or response:
             turn_extraction = self._turn(out, query, response, tools, redactions.get("turn"))
             intent = turn_extraction.intent
         if self.config.tool_memories:
             for i, step in enumerate(event.intermediate_steps, start=1):
-                self._tool(out, i, step, response, intent, redactions.get(f"step{i}"))
+                if not is_memory_tool(step.tool, own):  # never re-store a save or a recall
+                    self._tool(out, i, step, response, intent, redactions.get(f"step{i}"))
         if query:
             out.sighting = Sighting(event.id, event.user_id, event.agent_id, query, intent, event.timestamp,
                                     answer=response, answer_id=f"{event.id}:0",
@@ -139,7 +146,7 @@ class Pipeline:
 
     def _base_metadata(self, event: KnowledgeEvent, role: str, **extra: Any) -> dict[str, Any]:
         info = {"event_id": event.id, "role": role, **{k: v for k, v in extra.items() if v not in (None, [], {}, ())}}
-        meta = {**event.metadata, "ingest": info}
+        meta = {**{k: v for k, v in event.metadata.items() if k != METADATA_KEY}, "ingest": info}
         if event.category is not None:
             meta["category"] = event.category
         return meta
