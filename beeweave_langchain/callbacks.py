@@ -13,7 +13,7 @@ import functools
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
@@ -23,6 +23,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError, NotFoundError
+from beeweave_core.ingest.memory_tools import METADATA_KEY, tool_names
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 from beeweave_core.lifecycle.attribution import drawn_on, reaction_signal, tool_failed, tool_text
 
@@ -68,6 +69,7 @@ class _Run:
     retrievals: set[UUID] = field(default_factory=set)  # BeeWeaveRetriever runs
     used: list[str] = field(default_factory=list)  # memory ids those retrievals returned
     texts: dict[str, str] = field(default_factory=dict)  # their texts, to tell which the answer drew on
+    recalls: set[UUID] = field(default_factory=set)  # tool runs that ran a BeeWeaveRetriever (memory tools)
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -125,6 +127,11 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
         session_id: the default session.
         agent_id: the default agent.
         keep_runs: how many finished runs ``feedback`` can still rate.
+        memory_tools: more tool names to treat as memory tools. The ingestion never stores
+            calls of the memory's own tools, nor a run that only called them (a save is not
+            stored twice, a recall does not re-store what it found): the default names
+            (``beeweave_core.ingest.memory_tools.MEMORY_TOOLS``: the middleware's, the MCP
+            server's, LangMem's), these, and any tool that ran a ``BeeWeaveRetriever``.
     """
 
     # The callbacks are cheap and never block (ingest is non-blocking), so they run
@@ -132,8 +139,10 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
     run_inline: bool = True
 
     def __init__(self, memory: MemoryAPI, *, user_id: str | None = None, session_id: str | None = None,
-                 agent_id: str | None = None, keep_runs: int = 1000) -> None:
+                 agent_id: str | None = None, keep_runs: int = 1000,
+                 memory_tools: Iterable[str] | None = None) -> None:
         self.memory = memory
+        self.memory_tools = sorted(tool_names(memory_tools or ()))  # beside the engine's defaults
         self.user_id = user_id
         self.session_id = session_id
         self.agent_id = agent_id
@@ -278,6 +287,10 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
             metadata["run_name"] = str(run.name)
         if run.used:  # the memories this run was given (provenance for the ingestion pipeline)
             metadata["used_memories"] = list(run.used)
+        # The engine never stores calls of the memory's own tools (nor a run that only called them).
+        own = {*self.memory_tools, *(run.tools[key].tool for key in run.recalls if key in run.tools)}
+        if own:
+            metadata[METADATA_KEY] = sorted(own)
         event = KnowledgeEvent(user_id=run.user_id, query=run.query, response=answer, session_id=run.session_id,
                                agent_id=run.agent_id, intermediate_steps=steps, metadata=metadata, id=run_id.hex)
         self.memory.ingest(event)
@@ -355,6 +368,8 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
         run = self._join(run_id, parent_run_id)
         if run is not None and (metadata or {}).get("ls_retriever_name") == RETRIEVER_NAME:
             run.retrievals.add(run_id)
+            if parent_run_id in run.tools:  # a tool that searches BeeWeave is a memory tool
+                run.recalls.add(parent_run_id)
 
     @_guarded
     def on_retriever_end(self, documents: Sequence[Document], *, run_id: UUID,

@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -27,6 +27,7 @@ from typing_extensions import NotRequired
 
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import BeeWeaveError, InvalidInputError, NotFoundError
+from beeweave_core.ingest.memory_tools import METADATA_KEY, tool_names
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 from beeweave_core.lifecycle.attribution import AttributionConfig, drawn_on, reaction_signal, tool_failed, tool_text
 
@@ -48,6 +49,22 @@ class BeeWeaveState(AgentState[Any]):
 def _label(context: Any, name: str) -> str | None:
     value = context.get(name) if isinstance(context, Mapping) else getattr(context, name, None)
     return value if isinstance(value, str) and value else None
+
+
+def _config_user() -> str | None:
+    """The user id in the running graph's config: ``configurable`` (``user_id``, LangMem's
+    ``langgraph_user_id``) or ``metadata``; None outside a run."""
+    try:
+        from langgraph.config import get_config
+
+        config = get_config()
+    except Exception:  # not inside a runnable context
+        return None
+    for part in (config.get("configurable"), config.get("metadata")):
+        for key in ("user_id", "langgraph_user_id"):
+            if user := _label(part, key):
+                return user
+    return None
 
 
 def _run_messages(messages: Sequence[Any]) -> list[Any]:
@@ -118,8 +135,15 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         attribution: an ``AttributionConfig`` (the thresholds, the cue lists).
         tools: register ``search_memory``, ``save_memory``, ``update_memory`` and
             ``forget_memory`` for the model (they need ``user_id``).
-        capture: ingest each run as a knowledge event.
+        capture: ingest each run as a knowledge event. The ingestion never stores calls of
+            the memory's own tools (this middleware's, the MCP server's, LangMem's:
+            ``beeweave_core.ingest.memory_tools``; and ``memory_tools``), nor a run that only
+            called them: a save is not stored twice, a recall does not re-store what it found.
+        memory_tools: more tool names to treat as memory tools (e.g. a custom recall tool).
         header: the first line of the memory message.
+
+    Without a user id (``user_id=``, ``runtime.context``, the run's ``configurable`` or
+    ``metadata``) a run recalls and captures nothing; the first such run logs a warning.
     """
 
     state_schema = BeeWeaveState
@@ -129,7 +153,8 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
                  min_relevance: float | None = None, abstain_below: float | None = None,
                  max_chars: int = 2000, used_overlap: float | None = None,
                  tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER,
-                 attribution: AttributionConfig | None = None) -> None:
+                 attribution: AttributionConfig | None = None,
+                 memory_tools: Iterable[str] | None = None) -> None:
         super().__init__()
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise InvalidInputError("k must be a non-negative integer")
@@ -144,6 +169,8 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         self.k, self.min_score, self.min_relevance, self.abstain_below = k, min_score, min_relevance, abstain_below
         self.max_chars, self.used_overlap, self.capture, self.header = max_chars, used_overlap, capture, header
         self.attribution = attribution or AttributionConfig()
+        self.memory_tools = sorted(tool_names(memory_tools or ()))  # beside the engine's defaults
+        self._warned_no_user = False
         if used_overlap is not None:
             self.attribution = replace(self.attribution, lexical=used_overlap)
         self._last_used: dict[tuple[str, str | None], list[str]] = {}  # (user, thread) -> what the last answer used
@@ -158,7 +185,13 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
 
     # -- scope -------------------------------------------------------------------------------
     def _user(self, runtime: Any) -> str | None:
-        return self.user_id or _label(getattr(runtime, "context", None), "user_id")
+        user = self.user_id or _label(getattr(runtime, "context", None), "user_id") or _config_user()
+        if user is None and not self._warned_no_user:
+            self._warned_no_user = True  # once per middleware: every run after this one is the same
+            logger.warning("BeeWeaveMiddleware has no user id: this run recalls and captures nothing. Pass "
+                           "BeeWeaveMiddleware(memory, user_id=...), or the run's context={'user_id': ...} "
+                           "(with a context_schema) or config={'configurable': {'user_id': ...}}")
+        return user
 
     def _session(self, runtime: Any) -> str | None:
         info = getattr(runtime, "execution_info", None)
@@ -264,6 +297,8 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
                 metadata["run_id"] = str(run_id)
             if recalled:
                 metadata["used_memories"] = [r["id"] for r in recalled]
+            if self.memory_tools:  # the engine never stores their calls (nor a run that only called them)
+                metadata[METADATA_KEY] = list(self.memory_tools)
             self.memory.ingest(KnowledgeEvent(user_id=user, query=query, response=answer,
                                               session_id=self._session(runtime), agent_id=self.agent_id,
                                               intermediate_steps=steps, metadata=metadata))
