@@ -1,11 +1,13 @@
 """``beeweave mcp``: the arguments and the command (registered by :mod:`beeweave_core.cli`).
 
-``beeweave [--store S] [--embedder E] mcp [--transport stdio|http] [--host H] [--port P] [--api-keys FILE]``
+``beeweave [--store S] [--embedder E] mcp [--transport stdio|http] [--host H] [--port P] [--api-keys FILE]
+[--user-id USER]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -23,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-keys", metavar="FILE",
                    help="HTTP: JSON or TOML file of API key -> name (default: $BEEWEAVE_API_KEYS_FILE, "
                         "or $BEEWEAVE_API_KEYS='key1:name1,key2:name2')")
+    p.add_argument("--user-id", default=os.environ.get("BEEWEAVE_USER_ID") or None,
+                   help="the user of tool calls that name none (default: $BEEWEAVE_USER_ID; without it, "
+                        "every call names its user)")
 
 
 def run(args: Any) -> int:
@@ -49,13 +54,14 @@ def run(args: Any) -> int:
         if args.transport == "stdio":
             from .server import build_server
 
-            build_server(memory).run("stdio")
+            build_server(memory, default_user_id=args.user_id).run("stdio")
         else:
             from .http import serve_http
 
             print(f"beeweave: MCP over streamable HTTP on http://{args.host}:{args.port}{args.path} "
                   f"({args.store})", file=sys.stderr)
-            serve_http(memory, keys or {}, host=args.host, port=args.port, path=args.path)
+            serve_http(memory, keys or {}, host=args.host, port=args.port, path=args.path,
+                       default_user_id=args.user_id)
     finally:
         memory.close()
     return 0

@@ -4,7 +4,9 @@ Keys are configured as for ``beeweave serve`` (``--api-keys FILE``, ``BEEWEAVE_A
 or ``BEEWEAVE_API_KEYS``; see :mod:`beeweave_core.server.config`) and sent as
 ``X-API-Key: <key>`` or ``Authorization: Bearer <key>``. A missing key is 401, an unknown
 one 403, before the request reaches MCP. Keys are compared by SHA-256 digest, as the
-REST server does. The server binds loopback addresses only: it holds a user's memories.
+REST server does. A key scoped to users (``{"tenant": ..., "users": [...], "admin": false}``)
+reaches only their memories and forgets users only with ``admin``, as in the REST API: the
+gate hands the key's :class:`~beeweave_core.mcp.tools.KeyScope` to the tools. The server binds loopback addresses only: it holds a user's memories.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ class ApiKeyGate:
     def __init__(self, app: Any, keys: Mapping[str, str]) -> None:
         if not keys:
             raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
+        from .tools import KeyScope
+
         self.app = app
-        self._known = {_digest(k) for k in keys}
+        self._known = {_digest(k): KeyScope.of(v) for k, v in keys.items()}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -59,7 +63,9 @@ class ApiKeyGate:
         elif _digest(key) not in self._known:
             await self._refuse(send, 403, "API key not recognised")
         else:
-            await self.app(scope, receive, send)
+            from .server import SCOPE_KEY
+
+            await self.app({**scope, SCOPE_KEY: self._known[_digest(key)]}, receive, send)
 
     @staticmethod
     async def _refuse(send: Any, status: int, message: str) -> None:
@@ -71,16 +77,18 @@ class ApiKeyGate:
         await send({"type": "http.response.body", "body": body})
 
 
-def http_app(memory: Any, keys: Mapping[str, str], *, host: str = "127.0.0.1", path: str = "/mcp") -> Any:
+def http_app(memory: Any, keys: Mapping[str, Any], *, host: str = "127.0.0.1", path: str = "/mcp",
+             default_user_id: str | None = None) -> Any:
     """The ASGI app: the SDK's streamable HTTP app behind the key check."""
     from .server import build_server
 
-    app = build_server(memory).streamable_http_app(streamable_http_path=path, host=check_loopback(host))
+    app = build_server(memory, default_user_id=default_user_id).streamable_http_app(streamable_http_path=path, host=check_loopback(host))
     return ApiKeyGate(app, keys)
 
 
-def serve_http(memory: Any, keys: Mapping[str, str], *, host: str = "127.0.0.1", port: int = 8765,
-               path: str = "/mcp", log_level: str = "warning") -> None:
+def serve_http(memory: Any, keys: Mapping[str, Any], *, host: str = "127.0.0.1", port: int = 8765,
+               path: str = "/mcp", log_level: str = "warning", default_user_id: str | None = None) -> None:
     import uvicorn
 
-    uvicorn.run(http_app(memory, keys, host=host, path=path), host=host, port=port, log_level=log_level)
+    uvicorn.run(http_app(memory, keys, host=host, path=path, default_user_id=default_user_id), host=host, port=port,
+                log_level=log_level)

@@ -7,19 +7,65 @@ user id: another user's memory is as absent as one that does not exist.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidInputError, NotFoundError
+from ..errors import BeeWeaveError, InvalidInputError, NotFoundError
 from ..filters import build_filter
 from ..ingest.records import KnowledgeEvent
 from ..lifecycle import FeedbackSignal
-from ..records import KnowledgeChunk, SearchHit
-from ..server.service import check_user_id
+from ..records import ALL_STATUSES, KnowledgeChunk, SearchHit
+from ..server.service import check_user_id, list_page
 
-__all__ = ["MemoryTools", "memory_dict"]
+__all__ = ["MemoryTools", "memory_dict", "KeyScope", "ScopeError", "resolve_user"]
 
 RECENT = 20  # memories in a user's "recent" resource
+LIVE = ("active", "pending")  # what list_memories shows unless asked for other statuses
+
+
+class ScopeError(BeeWeaveError, PermissionError):
+    """The API key may not do this (write another user's memories, forget without admin)."""
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    """What one API key of the HTTP server may do, with the REST API's rules
+    (:mod:`beeweave_core.server.auth`): ``users`` (``None``: every user) and ``admin``
+    (forgetting a user). A key given as a bare name is a tenant-wide admin key."""
+
+    users: frozenset[str] | None = None
+    admin: bool = True
+
+    @classmethod
+    def of(cls, value: Any) -> KeyScope:
+        if isinstance(value, Mapping):
+            users = value.get("users")
+            return cls(None if users is None else frozenset(users), bool(value.get("admin", False)))
+        return cls()
+
+
+def resolve_user(scope: KeyScope | None, user_id: str | None, default_user: str | None, *,
+                 write: bool = False) -> str:
+    """The user a call is about: the one named; else a one-user key's user; else the server's
+    default user. A key scoped to users reaches only theirs: another user's data is absent
+    (reads) or refused (writes), as in the REST API."""
+    if user_id is None:
+        if scope is not None and scope.users is not None and len(scope.users) == 1:
+            user_id = next(iter(scope.users))
+        elif default_user is not None:
+            user_id = default_user
+        elif scope is not None and scope.users is not None:
+            raise InvalidInputError("this API key covers several users: pass user_id")
+        else:
+            raise InvalidInputError("pass user_id (this server has no default user: start it with "
+                                    "beeweave mcp --user-id USER or BEEWEAVE_USER_ID=USER)")
+    user = check_user_id(user_id)
+    if scope is not None and scope.users is not None and user not in scope.users:
+        if write:
+            raise ScopeError(f"this API key may not write memories of user {user!r}")
+        raise NotFoundError(f"no data of user {user!r}")
+    return user
 
 
 def memory_dict(chunk: KnowledgeChunk, score: float | None = None) -> dict[str, Any]:
@@ -132,6 +178,36 @@ class MemoryTools:
     def trace(self, user_id: str, session_id: str) -> dict[str, Any]:
         check_user_id(user_id)
         return {"memories": [memory_dict(c) for c in self.memory.trace(session_id, user_id=user_id)]}
+
+    def list_memories(self, user_id: str, tags: Sequence[str] | None = None, status: Sequence[str] | None = None,
+             limit: int = 20, cursor: str | None = None) -> dict[str, Any]:
+        """The user's memories oldest first, ``limit`` at a time (active and pending unless
+        ``status`` names others); ``next_cursor`` continues (``None``: the last page)."""
+        check_user_id(user_id)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 200:
+            raise InvalidInputError("limit must be an integer from 1 to 200")
+        wanted = list(status) if status else list(LIVE)
+        unknown = sorted(set(wanted) - set(ALL_STATUSES))
+        if unknown:
+            raise InvalidInputError(f"unknown status {unknown}; known: {', '.join(ALL_STATUSES)}")
+        filters: dict[str, Any] = {"status": wanted}
+        if tags:
+            filters["tags_any"] = list(tags)
+        page = list_page(self.memory, filters=filters, user_id=user_id, limit=limit, cursor=cursor)
+        return {"memories": [memory_dict(c) for c in page.items], "next_cursor": page.next_cursor}
+
+    def forget(self, user_id: str, confirm: bool = False, flush_timeout: float = 30.0) -> dict[str, Any]:
+        """Delete everything of the user (``beeweave forget``): queued events are processed
+        first, so none of them brings the user back. Needs ``confirm=True``."""
+        check_user_id(user_id)
+        if confirm is not True:
+            raise InvalidInputError("forget_user deletes every memory of the user for good: pass confirm=true")
+        m = self.memory
+        m.flush(flush_timeout)
+        dead = [d.event.id for d in m.dead_letters() if d.event.user_id == user_id]
+        if dead:
+            m.discard_dead_letters(dead)
+        return {"user_id": user_id, "deleted": int(m.forget_user(user_id))}
 
     def recent(self, user_id: str, limit: int = RECENT) -> list[dict[str, Any]]:
         """The user's newest active memories, newest first."""

@@ -25,8 +25,8 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "test-key-0123456789"
-TOOLS = {"save_memory", "search_memory", "get_memory", "update_memory", "delete_memory", "memory_feedback",
-         "remember_turn", "session_context", "session_trace"}
+TOOLS = {"save_memory", "search_memory", "get_memory", "list_memories", "update_memory", "delete_memory",
+         "forget_user", "memory_feedback", "remember_turn", "session_context", "session_trace"}
 
 
 def env() -> dict[str, str]:
@@ -49,7 +49,7 @@ async def exercise(session: ClientSession) -> None:
     await session.initialize()
     listed = {t.name: t for t in (await session.list_tools()).tools}
     assert TOOLS <= set(listed)
-    assert listed["save_memory"].input_schema["required"] == ["user_id", "content"]
+    assert listed["save_memory"].input_schema["required"] == ["content"]  # user_id: the default user's, if any
 
     saved = result(await session.call_tool("save_memory", {"user_id": "alice", "content": "Alice's staging "
                                                            "database listens on port 5433.", "tags": ["ops"]}))
