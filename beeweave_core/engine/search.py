@@ -231,11 +231,12 @@ class Search:
         if mode is FusionMode.ZSCORE:
             # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
             pool = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in pool]
-        # Ranked by the few fields scoring reads; only the records returned are decoded.
+        # Ranked by the few fields scoring reads; only the records returned are decoded. A stable
+        # sort on the score alone: equal scores keep fusion's order, whose ties the evidence broke.
         fields = got.fields if got is not None else backend.rank_fields([cid for cid, _, _ in pool])
         scoring = self.shared.scoring
         ranked = sorted(((cid, score * score_factor(f, now, scoring), src) for cid, score, src in pool
-                         if (f := fields.get(cid)) is not None), key=lambda t: (-t[1], t[0]))
+                         if (f := fields.get(cid)) is not None), key=lambda t: -t[1])
         if min_score is not None:
             ranked = [t for t in ranked if t[1] >= min_score]
         if rerank is None and mmr_lambda is None:

@@ -127,8 +127,13 @@ class TierConfig:
     """TTLs of the tiers and the promotion score (``beeweave_core.lifecycle.tiers``).
 
     Attributes:
-        working_ttl: how long a working memory (the current session) lives unpromoted.
-        short_ttl: how long a short-term memory lives unpromoted.
+        working_ttl: how long a working memory (the current session) lives unpromoted, from
+            when it is stored; then ``maintain()`` archives it.
+        short_ttl: how long a short-term memory (learnt lately) waits for promotion, from when
+            it is stored. Then, unpromoted, it settles into long-term (``short_expires=False``,
+            the default: knowledge is kept, and an unused memory sinks in rank by age rather
+            than vanishing) or expires and is archived (``short_expires=True``).
+        short_expires: see ``short_ttl``.
         promote_at: a score at or above this promotes a memory to long-term.
         use_weight, feedback_weight, importance_weight, repetition_weight: the terms' weights.
         demote_below: long-term memories whose eviction score is below this go back to
@@ -137,6 +142,7 @@ class TierConfig:
 
     working_ttl: timedelta = timedelta(hours=2)
     short_ttl: timedelta = timedelta(hours=24)
+    short_expires: bool = False
     promote_at: float = 2.0
     use_weight: float = 1.0
     feedback_weight: float = 1.0
@@ -149,6 +155,8 @@ class TierConfig:
             value = getattr(self, name)
             if not isinstance(value, timedelta) or value <= timedelta(0):
                 raise InvalidInputError(f"{name} must be a positive timedelta, got {value!r}")
+        if not isinstance(self.short_expires, bool):
+            raise InvalidInputError(f"short_expires must be True or False, got {self.short_expires!r}")
         for name in ("promote_at", "use_weight", "feedback_weight", "importance_weight", "repetition_weight"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
@@ -158,7 +166,10 @@ class TierConfig:
             raise InvalidInputError(f"demote_below must be a number or None, got {self.demote_below!r}")
 
     def ttl(self, tier: MemoryTier) -> timedelta | None:
-        return {MemoryTier.WORKING: self.working_ttl, MemoryTier.SHORT: self.short_ttl}.get(tier)
+        """How long a memory of ``tier`` lives unpromoted before it expires (None: it does not)."""
+        if tier is MemoryTier.SHORT:
+            return self.short_ttl if self.short_expires else None
+        return {MemoryTier.WORKING: self.working_ttl}.get(tier)
 
 
 @dataclass(frozen=True)

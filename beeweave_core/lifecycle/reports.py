@@ -19,7 +19,8 @@ class MaintenanceReport:
     ``archived`` and ``deleted`` say what happened to them (an expired or evicted memory
     is counted once in each pair). ``flagged`` counts memories newly put in the review
     queue; ``merges`` maps each primary to the ids merged into it in this run.
-    ``promoted`` / ``demoted`` count memories that moved to / from the long-term tier.
+    ``promoted`` / ``demoted`` count memories that moved to / from the long-term tier;
+    ``settled`` the short-term memories kept in long-term after their wait for promotion.
     ``ruled`` counts memories an expiry rule gave an ``expires_at`` in this run (rules
     added or changed since a memory was stored apply to it here).
     """
@@ -32,6 +33,7 @@ class MaintenanceReport:
     evicted: int = 0
     promoted: int = 0
     demoted: int = 0
+    settled: int = 0
     ruled: int = 0
     merges: dict[str, list[str]] = field(default_factory=dict)
 

@@ -1,8 +1,12 @@
 """Memory tiers: working, short-term and long-term (docs/lifecycle.md, "Tiers").
 
-A memory stored in the working or short-term tier gets that tier's TTL as its
-``expires_at`` (unless it has one, or is pinned), so it leaves search and is archived
-by ``maintain()`` like any expired memory, unless it is promoted first. Promotion to
+A memory stored in the working tier gets that tier's TTL as its ``expires_at``, counted
+from when it is stored (unless it has one, or is pinned), so it leaves search and is
+archived by ``maintain()`` like any expired memory, unless it is promoted first. A
+short-term memory is a candidate for promotion for ``short_ttl`` after it is stored
+(``metadata["settles_at"]``); unpromoted by then, ``maintain()`` settles it into long-term:
+learnt knowledge is kept, and an unused memory sinks in rank by age instead of vanishing
+(``TierConfig(short_expires=True)``: it expires like a working memory instead). Promotion to
 long-term is a score computed from what the record holds, so it needs no clock of its
 own and reads the same in every process:
 
@@ -38,10 +42,12 @@ from .expiry import eviction_score
 from .history import record_action
 from .reports import MaintenanceReport
 
-__all__ = ["Tiers", "promotion_score", "TIER_TTL_KEY", "tier_expiry", "promoted",
+__all__ = ["Tiers", "promotion_score", "TIER_TTL_KEY", "SETTLES_KEY", "tier_expiry", "promoted", "settled",
+           "due_to_settle",
            "demoted", "due_for_promotion"]
 
 TIER_TTL_KEY = "tier_ttl"  # metadata: the tier whose TTL set ``expires_at`` (cleared on promotion)
+SETTLES_KEY = "settles_at"  # metadata: when an unpromoted short-term memory settles into long-term
 
 
 def promotion_score(chunk: KnowledgeChunk, cfg: TierConfig, *, extra_uses: int = 0) -> float:
@@ -63,22 +69,58 @@ def due_for_promotion(chunk: KnowledgeChunk, cfg: TierConfig, *, extra_uses: int
 
 
 def tier_expiry(chunk: KnowledgeChunk, cfg: TierConfig, start: datetime | None = None) -> KnowledgeChunk | None:
-    """``chunk`` with its tier's TTL as ``expires_at`` (from ``start``, default its timestamp),
-    or None when nothing changes (long-term, pinned, or an expiry already set)."""
-    ttl = cfg.ttl(chunk.tier)
-    if ttl is None or chunk.pinned or chunk.expires_at is not None:
+    """``chunk`` with its tier's TTL as ``expires_at`` (from ``start``, when it is stored; default
+    its timestamp), or with the time it settles into long-term (a short-term memory that does
+    not expire); None when nothing changes (long-term, pinned, or already set)."""
+    if chunk.pinned or chunk.tier is MemoryTier.LONG:
         return None
     begin = start or chunk.timestamp
-    try:
-        at = begin + ttl
-    except OverflowError:
-        at = datetime.max.replace(tzinfo=timezone.utc)
+    ttl = cfg.ttl(chunk.tier)
+    if ttl is None:  # a short-term memory that settles instead of expiring
+        if SETTLES_KEY in chunk.metadata:
+            return None
+        at = _plus(begin, cfg.short_ttl)
+        return chunk.copy(metadata={**chunk.metadata, SETTLES_KEY: at.isoformat()}, relationships=[])
+    if chunk.expires_at is not None:
+        return None
+    at = _plus(begin, ttl)
     return chunk.copy(expires_at=at, metadata={**chunk.metadata, TIER_TTL_KEY: chunk.tier.value}, relationships=[])
+
+
+def _plus(begin: datetime, ttl: Any) -> datetime:
+    try:
+        return begin + ttl
+    except OverflowError:
+        return datetime.max.replace(tzinfo=timezone.utc)
+
+
+def due_to_settle(chunk: KnowledgeChunk, cfg: TierConfig, now: datetime) -> bool:
+    """An unpromoted short-term memory whose wait is over, and which does not expire: its
+    ``settles_at`` has passed, or (stored before memories settled) its tier's expiry has."""
+    if chunk.tier is not MemoryTier.SHORT or cfg.short_expires or chunk.pinned:
+        return False
+    raw = chunk.metadata.get(SETTLES_KEY)
+    if isinstance(raw, str):
+        try:
+            at = datetime.fromisoformat(raw)
+        except ValueError:
+            return True
+        return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)) <= now
+    return chunk.metadata.get(TIER_TTL_KEY) == MemoryTier.SHORT.value and chunk.expires_at is not None
+
+
+def settled(chunk: KnowledgeChunk, now: datetime) -> KnowledgeChunk:
+    """``chunk`` in the long-term tier, kept without promotion; an expiry its tier gave it is lifted."""
+    md = {k: v for k, v in chunk.metadata.items() if k not in (SETTLES_KEY, TIER_TTL_KEY)}
+    md["settled"] = {"from": chunk.tier.value, "at": now.isoformat()}
+    expires = None if chunk.metadata.get(TIER_TTL_KEY) is not None else chunk.expires_at
+    return chunk.copy(tier=MemoryTier.LONG, expires_at=expires, metadata=md, relationships=[])
 
 
 def promoted(chunk: KnowledgeChunk, score: float, now: datetime) -> KnowledgeChunk:
     """``chunk`` in the long-term tier; the expiry its tier gave it is lifted."""
     md = dict(chunk.metadata)
+    md.pop(SETTLES_KEY, None)
     expires = chunk.expires_at
     if md.pop(TIER_TTL_KEY, None) is not None:
         expires = None
@@ -163,9 +205,11 @@ class Tiers:
         return their ids. ``maintain()`` calls this before it expires anything."""
         flt = build_filter({"tier": [MemoryTier.WORKING.value, MemoryTier.SHORT.value]}, user_id=user_id)
         ids = self.ctx.backend.scan_ids(flt)
-        done = self._apply(ids, ttl=True, why="maintenance") if ids else []
+        settled_ids: list[str] = []
+        done = self._apply(ids, ttl=True, why="maintenance", settled_out=settled_ids) if ids else []
         if report is not None:
             report.promoted += len(done)
+            report.settled += len(settled_ids)
         return done
 
     def demote_due(self, active: Sequence[KnowledgeChunk], now: datetime, report: MaintenanceReport,
@@ -184,7 +228,10 @@ class Tiers:
         new = {c.id: c for c, _ in changes}
         return [new.get(c.id, c) for c in active]
 
-    def _apply(self, ids: list[str], *, ttl: bool, why: str, extra_uses: int = 0) -> list[str]:
+    def _apply(self, ids: list[str], *, ttl: bool, why: str, extra_uses: int = 0,
+               settled_out: list[str] | None = None) -> list[str]:
+        """Promote what is due; with ``ttl``, give the rest their tier's TTL; with
+        ``settled_out``, settle the short-term memories whose wait is over (their ids go there)."""
         cfg = self.config
         done: list[str] = []
         with self.ctx.changes() as box:
@@ -199,13 +246,20 @@ class Tiers:
                 value = promotion_score(c, cfg, extra_uses=self._waiting(c.id) + extra_uses)
                 if value >= cfg.promote_at:
                     changed.append((c, promoted(c, value, now), value))
-                elif ttl and (new := tier_expiry(c, cfg)) is not None:
-                    changed.append((c, new, None))
+                elif settled_out is not None and due_to_settle(c, cfg, now):
+                    changed.append((c, settled(c, now), -1.0))
+                elif ttl and (new := tier_expiry(c, cfg, start=now)) is not None:
+                    changed.append((c, new, None))  # its TTL counts from now: when it is stored
             if not changed:
                 return done
             self.ctx.backend.update([new for _, new, _ in changed])
             for old, new, score in changed:
-                if score is not None:
+                if score == -1.0:
+                    if settled_out is not None:
+                        settled_out.append(new.id)
+                    record_action(self.ctx.backend, new, "settled", why, now, tier_before=old.tier.value)
+                    box.emit(EventType.UPDATED, new, fields=changed_fields(old, new), reason="settled")
+                elif score is not None:
                     done.append(new.id)
                     record_action(self.ctx.backend, new, "promoted", why, now, score=round(score, 6),
                                   tier_before=old.tier.value)

@@ -77,8 +77,8 @@ def test_a_tool_output_inherits_its_turns_expiry(make_memory) -> None:
                             intermediate_steps=[ToolCall("search", "Lumiere museum", "Institut Lumière, Lyon 8e, "
                                                                                     "rue du Premier-Film")]))
     assert m.flush(10)
-    lasting = m.get("w2:1")  # a lasting fact's tool output has no rule expiry: only its tier's TTL
-    assert "expiry_rule" not in lasting.metadata and lasting.metadata["tier_ttl"] == "short"
+    lasting = m.get("w2:1")  # a lasting fact's tool output has no rule expiry: it waits for promotion, then settles
+    assert "expiry_rule" not in lasting.metadata and lasting.expires_at is None and "settles_at" in lasting.metadata
     assert {c.id for c in everything(m)} >= {"w1:0", "w1:1", "w2:0", "w2:1"}
 
 

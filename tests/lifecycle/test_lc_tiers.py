@@ -20,7 +20,9 @@ def test_tiers_on_every_backend(reopen, clock) -> None:
     pinned = m.add("the office is on floor two", user_id="u", tier="short", pinned=True, embedding=unit(1, 1))
     kept = m.add("the user prefers dark mode", user_id="u", embedding=unit(0, 0, 1))
     start = clock.now
-    assert m.get(short).expires_at == start + timedelta(hours=24)
+    # a short-term memory waits 24 h for promotion, then settles (it does not expire)
+    assert m.get(short).expires_at is None
+    assert m.get(short).metadata["settles_at"] == (start + timedelta(hours=24)).isoformat()
     assert m.get(work).expires_at == start + timedelta(hours=2)
     assert m.get(pinned).expires_at is None and m.get(kept).tier is MemoryTier.LONG
     assert {h.id for h in m.search("cluster", user_id="u", k=10, filters={"tier": "short"},
@@ -38,6 +40,39 @@ def test_tiers_on_every_backend(reopen, clock) -> None:
     assert again.count(user_id="u", filters={"tier": "long"}) == 2
     assert again.count(user_id="u", filters={"tier": ["short", "working"]}) == 1  # the pinned one
     assert [c.id for c in again.backend.scan(build_filter({"tier": "short"}, user_id="u"))] == [pinned]
+
+
+def test_learnt_knowledge_is_kept_and_tier_times_run_from_storage(reopen, clock) -> None:
+    """Unpromoted short-term knowledge settles into long-term after its wait instead of
+    expiring; a backfilled memory's wait and a working memory's TTL count from when it was
+    stored, not from its own (old) timestamp; ``short_expires=True`` keeps the old expiry."""
+    m = reopen()
+    start = clock.now
+    fresh = m.add("deploys go out on tuesdays", user_id="u", tier="short", embedding=unit(1, 0))
+    old = m.add("the vpn needs a token", user_id="u", tier="short", timestamp=start - timedelta(days=3),
+                embedding=unit(0, 1))
+    work = m.add("debugging the cache now", user_id="u", tier="working", timestamp=start - timedelta(days=3),
+                 embedding=unit(1, 1))
+    assert m.get(old).metadata["settles_at"] == (start + timedelta(hours=24)).isoformat()
+    assert m.get(work).expires_at == start + timedelta(hours=2)  # not already expired
+    assert old in {h.id for h in m.search("vpn token", user_id="u", k=5, query_embedding=unit(0, 1))}
+    clock.advance(days=2)
+    report = m.maintain(user_id="u")
+    assert report.settled == 2 and report.expired == 1
+    for cid in (fresh, old):
+        c = m.get(cid)
+        assert c.tier is MemoryTier.LONG and c.status is ChunkStatus.ACTIVE and c.expires_at is None
+        assert c.metadata["settled"]["from"] == "short" and "settles_at" not in c.metadata
+        assert [a["action"] for a in m.audit(cid)][-1] == "settled"  # the reason a user can read
+    clock.advance(days=28)
+    m.maintain(user_id="u")
+    assert fresh in {h.id for h in m.search("deploys tuesdays", user_id="u", k=5, query_embedding=unit(1, 0))}
+    m.close()
+    expiring = reopen(tiers=TierConfig(short_expires=True))
+    gone = expiring.add("a passing remark", user_id="u", tier="short", embedding=unit(0, 0, 1))
+    assert expiring.get(gone).expires_at == clock.now + timedelta(hours=24)
+    clock.advance(days=2)
+    assert expiring.maintain(user_id="u").expired == 1 and expiring.get(gone).status is ChunkStatus.ARCHIVED
 
 
 def test_bad_tiers_are_refused(mem) -> None:

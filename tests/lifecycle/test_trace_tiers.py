@@ -1,4 +1,5 @@
-"""A 90-day simulated trace of two agents sharing one store, on a controlled clock:
+"""A 90-day simulated trace of two agents sharing one store, on a controlled clock, with
+``TierConfig(short_expires=True)`` (the default keeps them: tests/lifecycle/test_trace_durable.py):
 short-term memories expire, frequently used and praised ones are promoted to long-term,
 an important one is long-term from the start, the operator lowers the bar (promotion in
 maintenance) and turns demotion on; the store is closed and reopened between phases.
@@ -21,7 +22,8 @@ USER = "ops-team"
 
 def _open(path: Path, clock: Clock, **tiers: object) -> BeeWeave:
     return BeeWeave(path, embedder=HashingEmbedder(DIM), clock=clock,
-                    lifecycle=LifecycleConfig(access_flush_interval=0.0, tiers=TierConfig(**tiers)))  # type: ignore[arg-type]
+                    lifecycle=LifecycleConfig(access_flush_interval=0.0,
+                                              tiers=TierConfig(**{"short_expires": True, **tiers})))  # type: ignore[arg-type]
 
 
 def _tier(m: BeeWeave, cid: str) -> MemoryTier:

@@ -15,6 +15,7 @@ from beeweave_core.relevance import (
     DEFAULT_ABSTAIN_BELOW,
     DEFAULT_MIN_RELEVANCE,
     Evidence,
+    calibration_for,
     lexical_evidence,
     relevance,
     term_coverage,
@@ -51,7 +52,9 @@ def test_one_memory_store_relevance_tracks_the_evidence_not_the_pool() -> None:
         assert on.score == pytest.approx(0.5) and off.score == pytest.approx(0.5)  # a pool of one says nothing
         assert on.relevance > 10 * off.relevance and off.relevance < 0.05
         # In a store of one, BM25's idf is 0: the terms it has, coverage and the cosine carry the evidence.
-        assert on.relevance == pytest.approx(relevance(_evidence(m, "how do I deploy staging with make release", on)))
+        curve = calibration_for(m.embedder.name)  # the hashing embedder's: MiniLM's curve, as a reading
+        assert on.relevance == pytest.approx(relevance(_evidence(m, "how do I deploy staging with make release", on),
+                                                       calibration=curve))
 
 
 def test_two_memory_store_each_hit_gets_its_own_evidence() -> None:

@@ -26,7 +26,8 @@ def test_turns_and_context_over_http(acme, beta) -> None:
 def test_tiers_over_http(acme) -> None:
     short = acme.add("The staging cluster restarts at midnight tonight.", user_id="tia", tier="short")
     acme.add("The user prefers dark mode in every app.", user_id="tia")
-    assert acme.get(short).tier.value == "short" and acme.get(short).expires_at is not None
+    # a short-term memory waits for promotion, then settles into long-term: no expiry
+    assert acme.get(short).tier.value == "short" and "settles_at" in acme.get(short).metadata
     hits = acme.search("staging cluster midnight", user_id="tia", k=5, filters={"tier": "short"})
     assert [h.id for h in hits] == [short]
     with pytest.raises(InvalidInputError):
