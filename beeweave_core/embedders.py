@@ -23,11 +23,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .cache import cache_root
 from .errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from .index.vectors import normalize
 from .language import model_languages
 from .models.e5 import E5_MODEL_NAME, E5Embedder
-from .quiet import quiet_model_loading
+from .quiet import quiet_model_loading, quiet_quantizer
 
 __all__ = [
     "recorded_model",
@@ -258,13 +259,6 @@ class SentenceTransformerEmbedder:
         return f"SentenceTransformerEmbedder({self.name!r})"
 
 
-def _cache_root(cache_dir: str | Path | None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("BEEWEAVE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "beeweave"
-
-
 class _OnnxEncoder:
     """A sentence-transformers model's transformer exported to ONNX and run with onnxruntime.
 
@@ -300,7 +294,7 @@ class _OnnxEncoder:
         self.inputs = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in probe]
         self._tokenize_lock = threading.Lock()  # a fast tokenizer's settings are not safe across threads
         try:
-            path = self._export(quantize, _cache_root(cache_dir))
+            path = self._export(quantize, cache_root(cache_dir))
         except (MissingDependencyError, OSError):
             raise
         except Exception as exc:  # the exporter or the quantizer cannot handle this model
@@ -364,19 +358,8 @@ class _OnnxEncoder:
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
                 out = Path(tmp) / "model-int8.onnx"
-                # The quantizer logs through the root logger, whose first use would configure
-                # logging for the whole application (logging.basicConfig): give it a sink.
-                root_logger = logging.getLogger()
-                sink = None if root_logger.handlers else logging.NullHandler()
-                if sink is not None:
-                    root_logger.addHandler(sink)
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        quantize_dynamic(str(plain), str(out), weight_type=QuantType.QInt8, per_channel=True)
-                finally:
-                    if sink is not None:
-                        root_logger.removeHandler(sink)
+                with quiet_quantizer():
+                    quantize_dynamic(str(plain), str(out), weight_type=QuantType.QInt8, per_channel=True)
             os.replace(out, path)  # atomic: a concurrent loader sees the whole file or none
         return path
 

