@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,18 +27,22 @@ _KNOWN = {t.value for t in EventType}
 _N_TYPES = len(EventType)
 
 _MAX_SEQ = 2**63 - 1  # the event log's ids are SQLite integers
+_SEQ = re.compile(r"[0-9]{1,19}")  # ASCII digits only, at most as many as _MAX_SEQ has
 
 
 def resume_after(after: int | None = Query(None, ge=0, le=_MAX_SEQ, description="Resume after this id."),
                  last_event_id: str | None = Header(None, max_length=32)) -> int | None:
     """Where a stream resumes: ``after``, else the ``Last-Event-ID`` a reconnecting client
-    sends. Checked as a dependency, so a bad id is refused before the stream starts."""
-    if after is not None or last_event_id is None or not last_event_id.strip().isdigit():
+    sends. Checked as a dependency, so a bad id is refused before the stream starts: the
+    server only sends ids of ASCII digits, so anything else (``abc``, ``-1``, ``²``, which
+    ``str.isdigit()`` takes and ``int()`` does not) is not one of its ids. An empty header
+    is no id."""
+    if after is not None or last_event_id is None or not last_event_id.strip():
         return after
-    start = int(last_event_id.strip())
-    if start > _MAX_SEQ:
-        raise InvalidInputError(f"Last-Event-ID {last_event_id.strip()} is not an event id of this server")
-    return start
+    value = last_event_id.strip()
+    if _SEQ.fullmatch(value) is None or int(value) > _MAX_SEQ:
+        raise InvalidInputError(f"Last-Event-ID {value!r} is not an event id of this server")
+    return int(value)
 
 
 def design_result(chunk: KnowledgeChunk, score: float) -> dict[str, Any]:
