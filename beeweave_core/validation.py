@@ -30,6 +30,8 @@ __all__ = [
     "check_user",
     "id_list",
     "check_str_list",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
     "check_json",
     "check_timestamp",
     "check_number",
@@ -129,12 +131,25 @@ def id_list(ids: Any, name: str = "chunk ids") -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def check_str_list(name: str, values: Any) -> list[str]:
-    """A list (or tuple) of non-empty strings; a bare string is refused (it is not a list of tags)."""
+# What a caller outside the process (the REST API, the MCP server) may send as tags: as many
+# and as long as the REST schemas allow.
+MAX_TAGS = 100
+MAX_TAG_CHARS = 512
+
+
+def check_str_list(name: str, values: Any, *, max_items: int | None = None,
+                   max_chars: int | None = None) -> list[str]:
+    """A list (or tuple) of non-empty strings; a bare string is refused (it is not a list of
+    tags). ``max_items`` and ``max_chars`` bound the list and each string when given."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
         raise InvalidInputError(f"{name} must be a list of strings")
+    if max_items is not None and len(values) > max_items:
+        raise InvalidInputError(f"{name} has {len(values)} items; at most {max_items} are allowed")
     item = name[:-1] if name.endswith("s") else name
-    return [check_id(v, item) for v in values]
+    out = [check_id(v, item) for v in values]
+    if max_chars is not None and any(len(v) > max_chars for v in out):
+        raise InvalidInputError(f"a {item} is longer than {max_chars} characters")
+    return out
 
 
 def check_json(name: str, value: Any) -> None:

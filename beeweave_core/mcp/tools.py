@@ -17,6 +17,7 @@ from ..ingest.records import KnowledgeEvent
 from ..lifecycle import FeedbackSignal
 from ..records import ALL_STATUSES, KnowledgeChunk, SearchHit
 from ..server.service import check_user_id, list_page
+from ..validation import MAX_TAG_CHARS, MAX_TAGS, check_number, check_str_list
 
 __all__ = ["MemoryTools", "memory_dict", "KeyScope", "ScopeError", "resolve_user"]
 
@@ -68,6 +69,16 @@ def resolve_user(scope: KeyScope | None, user_id: str | None, default_user: str 
     return user
 
 
+def _tags(tags: Any) -> list[str]:
+    """Tags from a client: a list of non-empty strings, as many and as long as the REST API takes."""
+    return check_str_list("tags", tags, max_items=MAX_TAGS, max_chars=MAX_TAG_CHARS)
+
+
+def _relevance(name: str, value: Any) -> float | None:
+    """A relevance threshold from a client: ``None`` or a finite number in [0, 1] (never NaN)."""
+    return None if value is None else check_number(name, value, low=0.0, high=1.0)
+
+
 def memory_dict(chunk: KnowledgeChunk, score: float | None = None) -> dict[str, Any]:
     """What a client sees of a memory."""
     out: dict[str, Any] = {
@@ -111,7 +122,7 @@ class MemoryTools:
     def save(self, user_id: str, content: str, tags: Sequence[str] = (), session_id: str | None = None,
              agent_id: str | None = None) -> dict[str, Any]:
         check_user_id(user_id)
-        mid = self.memory.add(content, user_id=user_id, tags=tags, session_id=session_id, agent_id=agent_id)
+        mid = self.memory.add(content, user_id=user_id, tags=_tags(tags), session_id=session_id, agent_id=agent_id)
         return {"id": mid}
 
     def search(self, user_id: str, query: str, k: int = 5, tags: Sequence[str] | None = None,
@@ -122,8 +133,10 @@ class MemoryTools:
         check_user_id(user_id)
         if not isinstance(k, int) or not 1 <= k <= self.max_k:
             raise InvalidInputError(f"k must be an integer from 1 to {self.max_k}")
+        min_relevance = _relevance("min_relevance", min_relevance)
+        abstain_below = _relevance("abstain_below", abstain_below)
         filters: dict[str, Any] = {}
-        if tags:
+        if tags is not None and _tags(tags):
             filters["tags_any"] = list(tags)
         if session_id:
             filters["session_id"] = session_id
@@ -141,7 +154,7 @@ class MemoryTools:
         if content is not None:
             changes["content"] = content
         if tags is not None:
-            changes["tags"] = list(tags)
+            changes["tags"] = _tags(tags)
         if not changes:
             raise InvalidInputError("nothing to update: give content or tags")
         return memory_dict(self.memory.update(memory_id, **changes))
@@ -191,7 +204,7 @@ class MemoryTools:
         if unknown:
             raise InvalidInputError(f"unknown status {unknown}; known: {', '.join(ALL_STATUSES)}")
         filters: dict[str, Any] = {"status": wanted}
-        if tags:
+        if tags is not None and _tags(tags):
             filters["tags_any"] = list(tags)
         page = list_page(self.memory, filters=filters, user_id=user_id, limit=limit, cursor=cursor)
         return {"memories": [memory_dict(c) for c in page.items], "next_cursor": page.next_cursor}
