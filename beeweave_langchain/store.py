@@ -50,7 +50,7 @@ from langgraph.store.base.embed import get_text_at_path, tokenize_path
 from beeweave_core.errors import DuplicateIdError, InvalidInputError, NotFoundError, StoreClosedError
 from beeweave_core.filters import build_filter
 from beeweave_core.records import ChunkStatus, KnowledgeChunk
-from beeweave_core.validation import check_number
+from beeweave_core.validation import check_json, check_number
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,20 @@ def item_id(namespace: Sequence[str], key: str) -> str:
 
 def _prefix_tag(prefix: Sequence[str]) -> str:
     return NAMESPACE_TAG + json.dumps(list(prefix), ensure_ascii=False, separators=(",", ":"))
+
+
+# The longest TTL a put takes: an expiry a thousand years out stays inside the calendar for
+# every refresh until the year 9000 (datetime ends in 9999; 1e10 minutes overflowed it).
+MAX_TTL_MINUTES = 1000 * 525_960
+
+
+def _expiry(now: datetime, ttl: float) -> datetime:
+    """When an item put or read at ``now`` with ``ttl`` minutes expires (the end of the
+    calendar at the latest: a stored TTL is never refused on a later read)."""
+    try:
+        return now + timedelta(minutes=ttl)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=timezone.utc)
 
 
 def _utcnow() -> datetime:
@@ -323,22 +337,21 @@ class BeeWeaveStore(BaseStore):
             raise InvalidInputError("index is False, None or a list of field paths")
         ttl = self._ttl(op.ttl)
         value = dict(value)
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"BeeWeaveStore stores JSON values: {exc}") from None
         indexed = op.index is not False
-        text = self._text(value, op.index or None) if indexed else ""
         ns = op.namespace
         item = {"namespace": list(ns), "key": op.key, "value": value, "indexed": indexed, "ttl": ttl,
                 "created_at": (created or now).isoformat(), "updated_at": now.isoformat()}
+        # The engine's own check of what it will store (the value sits two levels down in the
+        # metadata): finite numbers, string keys, valid Unicode, not nested too deeply for JSON.
+        check_json("value", {_META: item, "kind": "item"})
+        text = self._text(value, op.index or None) if indexed else ""
         return dict(
             # An item with nothing to index still needs a text: its key, or its namespace for the
             # empty key LangGraph allows (query searches skip it).
             content=text or op.key or "/".join(ns), user_id=self._user_of(ns), agent_id=self._label(ns, self.agent_level),
             session_id=self._label(ns, self.session_level), chunk_id=item_id(ns, op.key),
             tags=[_prefix_tag(ns[:n]) for n in range(len(ns) + 1)], metadata={_META: item, "kind": "item"},
-            expires_at=now + timedelta(minutes=ttl) if ttl is not None else None, pinned=True,
+            expires_at=_expiry(now, ttl) if ttl is not None else None, pinned=True,
             # An explicit status: admission never holds an item for review (a put is readable).
             status=ChunkStatus.ACTIVE)
 
@@ -347,6 +360,8 @@ class BeeWeaveStore(BaseStore):
             return None
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
             raise InvalidInputError(f"ttl is a positive number of minutes, got {ttl!r}")
+        if ttl > MAX_TTL_MINUTES:  # an expiry past the calendar (datetime ends in 9999)
+            raise InvalidInputError(f"ttl is at most {MAX_TTL_MINUTES} minutes (1,000 years), got {ttl!r}")
         return float(ttl)
 
     @staticmethod
@@ -370,7 +385,7 @@ class BeeWeaveStore(BaseStore):
             data = self._item_of(c)
             if data is not None and data.get("ttl"):
                 try:
-                    self.memory.update(c.id, expires_at=now + timedelta(minutes=data["ttl"]))
+                    self.memory.update(c.id, expires_at=_expiry(now, data["ttl"]))
                 except NotFoundError:
                     pass  # deleted since it was read: nothing left to keep alive
 
