@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,34 @@ def need_chromium() -> None:
     if not (Path(CHROMIUM).exists() and shutil.which(CHROMIUM)):
         pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; .ci/run installs it)")
     pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed (test extra)")
+
+
+def cjk_font_missing(fc_list: Callable[[], str | None] | None = None) -> str | None:
+    """Why a CJK font cannot be checked for, or is absent (None when fontconfig lists one for Chinese).
+
+    ``fc_list`` returns the output of ``fc-list :lang=zh family`` (None: no fc-list); tests pass a fake."""
+    out = (fc_list or _fc_list_zh)()
+    if out is None:
+        return "no fc-list to look for a CJK font (Debian: apt-get install fontconfig fonts-noto-cjk; .ci/run installs it)"
+    if not out.strip():
+        return "no CJK font for Chinese text (fc-list :lang=zh is empty; Debian: apt-get install fonts-noto-cjk; .ci/run installs it)"
+    return None
+
+
+def _fc_list_zh() -> str | None:
+    exe = shutil.which("fc-list")
+    if exe is None:
+        return None
+    try:
+        return subprocess.run([exe, ":lang=zh", "family"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def need_cjk_font() -> None:
+    reason = cjk_font_missing()
+    if reason:
+        pytest.skip(reason)
 
 
 def start_seeded(root: Path) -> Seeded:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.console.browser_steps import is_nice_tick_series, overlapping, ready, shot, sign_in, text_boxes
-from tests.console.console_support import ADMIN_KEY, ALICE_KEY, PAIR_KEY, Seeded
+from tests.console.console_support import ADMIN_KEY, ALICE_KEY, PAIR_KEY, Seeded, need_cjk_font
 
 pytestmark = pytest.mark.slow
 
@@ -268,6 +268,7 @@ def test_the_graph_pans_zooms_has_a_legend_and_opens_a_memory(seeded: Seeded, pa
 
 def test_the_console_speaks_chinese_and_renders_chinese_text(seeded: Seeded, page: Any, browser: Any,
                                                              shots: Path) -> None:
+    need_cjk_font()  # the glyph check below needs a CJK font installed
     url = seeded.server.url
     sign_in(page, url, ADMIN_KEY, next_path=f"/ui/memory/{seeded.ids['peanut']}")
     page.wait_for_selector("#memory:not([hidden])")
