@@ -5,6 +5,7 @@ Importing this package loads no model and changes no global setting.
 
 from .api import MemoryAPI
 from .client import AuthenticationError, BeeWeaveClient
+from .defaults import DEFAULT_TOP_K
 from .embedders import (
     DEFAULT_MODEL_NAME,
     MINILM_MODEL_NAME,
@@ -150,6 +151,7 @@ __all__ = [
     "LlamaIndexEmbedder",
     "HashingEmbedder",
     "DEFAULT_MODEL_NAME",
+    "DEFAULT_TOP_K",
     "MINILM_MODEL_NAME",
     "BeeWeaveError",
     "InvalidInputError",

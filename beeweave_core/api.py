@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from .defaults import DEFAULT_TOP_K
 from .lifecycle.provenance import Lineage
 from .lifecycle.reports import MaintenanceReport, ReviewItem
 from .lifecycle.sessions import ConversationContext
@@ -31,7 +32,7 @@ class MemoryAPI(Protocol):
     def get_conversation_context(self, session_id: str, window: int = 10, *,
                                  user_id: str) -> ConversationContext: ...
 
-    def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
+    def search(self, query: str, *, user_id: str | None = None, k: int = DEFAULT_TOP_K, filters: Mapping[str, Any] | None = None,
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
                expand: Any = None, rerank: Any = None, mmr: float | None = None,
                loosen: bool = False, min_relevance: float | None = None,

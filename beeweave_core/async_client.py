@@ -29,6 +29,7 @@ from .client import (
     _plain_value,
     decode_response,
 )
+from .defaults import DEFAULT_TOP_K
 from .errors import BeeWeaveError, InvalidInputError, StoreUnavailableError
 from .ingest import errors as _ingest_errors
 from .records import KnowledgeChunk, SearchHit, utcnow
@@ -158,7 +159,7 @@ class AsyncBeeWeaveClient:
             await asyncio.sleep(min(_FLUSH_PAUSE, left))
 
     # -- reading and one memory ------------------------------------------------------------------------
-    async def search(self, query: str, *, user_id: str | None = None, k: int = 5,
+    async def search(self, query: str, *, user_id: str | None = None, k: int = DEFAULT_TOP_K,
                      filters: Mapping[str, Any] | None = None, **options: Any) -> list[SearchHit]:
         body = {"query": query, "user_id": user_id, "k": k, "filters": _plain(filters),
                 **{key: _plain_value(v) for key, v in options.items()}}
@@ -167,7 +168,7 @@ class AsyncBeeWeaveClient:
         return [_hit(h) for h in data["hits"]]
 
     async def search_semantic(self, query: str, *, session_id: str | None = None, user_id: str | None = None,
-                              top_k: int = 5, tags: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                              top_k: int = DEFAULT_TOP_K, tags: Sequence[str] | None = None) -> list[dict[str, Any]]:
         body = {"query": query, "session_id": session_id, "user_id": user_id, "top_k": top_k,
                 "tags": None if tags is None else list(tags)}
         data = await self._call("POST", "/api/v1/search/semantic",

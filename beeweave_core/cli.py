@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from .defaults import DEFAULT_TOP_K
+
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 DEFAULT_STORE = "beeweave.db"
@@ -89,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("search")
     c.add_argument("query")
     c.add_argument("--user-id")
-    c.add_argument("-k", type=int, default=5, help="how many hits (default 5)")
+    c.add_argument("-k", type=int, default=DEFAULT_TOP_K, help=f"how many hits (default {DEFAULT_TOP_K})")
     c.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
                    help="a filter, e.g. tags=deploy or since=2024-01-01 (repeatable; comma-separated lists)")
     c.add_argument("--fusion", choices=["zscore", "rrf", "weighted"])

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import errors as _errors
+from .defaults import DEFAULT_TOP_K
 from .errors import BeeWeaveError, InvalidInputError, NotFoundError, StoreUnavailableError
 from .filters import build_filter
 from .ingest import errors as _ingest_errors
@@ -331,7 +332,7 @@ class BeeWeaveClient:
                 return False
             time.sleep(min(_FLUSH_PAUSE, left))
 
-    def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
+    def search(self, query: str, *, user_id: str | None = None, k: int = DEFAULT_TOP_K, filters: Mapping[str, Any] | None = None,
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
                expand: Any = None, rerank: Any = None, mmr: float | None = None,
                loosen: bool = False, min_relevance: float | None = None,
@@ -358,7 +359,7 @@ class BeeWeaveClient:
         return [_hit(h) for h in data["hits"]]
 
     def search_semantic(self, query: str, *, session_id: str | None = None, user_id: str | None = None,
-                        top_k: int = 5, tags: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                        top_k: int = DEFAULT_TOP_K, tags: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The design document's search: results with ``id, query, agent_response, score``."""
         body = {"query": query, "session_id": session_id, "user_id": user_id, "top_k": top_k,
                 "tags": None if tags is None else list(tags)}

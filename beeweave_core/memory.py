@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, overload
 
 import numpy as np
 
+from .defaults import DEFAULT_TOP_K
 from .embedders import Embedder, as_embedder
 from .engine.config import SearchConfig
 from .engine.graph import Graph
@@ -336,7 +337,7 @@ class BeeWeave:
         return self._records.reembed(embedder, batch_size=batch_size, show_progress=show_progress)
 
     # -- search ---------------------------------------------------------------------------------
-    def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
+    def search(self, query: str, *, user_id: str | None = None, k: int = DEFAULT_TOP_K, filters: Mapping[str, Any] | None = None,
                fusion: FusionMode | str | None = None, min_score: float | None = None,
                query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
                rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,

@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import Field, PrivateAttr, SkipValidation
 
 from beeweave_core.api import MemoryAPI
+from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError
 from beeweave_core.ingest.extract import summarize
@@ -88,7 +89,7 @@ class BeeWeaveMemory(BaseMemory):
     input_key: str | None = Field(default=None, description="The input holding the user's message (guessed if None).")
     output_key: str | None = Field(default=None, description="The output holding the answer (guessed if None).")
     window: int = Field(default=5, ge=0, description="How many recent turns are kept verbatim.")
-    long_term_k: int = Field(default=4, ge=0, description="How many long-term memories to retrieve.")
+    long_term_k: int = Field(default=DEFAULT_TOP_K, ge=0, description="How many long-term memories to retrieve.")
     search_kwargs: dict[str, Any] = Field(default_factory=dict, description="More BeeWeave.search arguments.")
     min_relevance: float | None = Field(
         default=None, ge=0.0, le=1.0,

@@ -25,6 +25,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langgraph.channels.untracked_value import UntrackedValue
 from typing_extensions import NotRequired
 
+from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import BeeWeaveError, InvalidInputError, NotFoundError
 from beeweave_core.ingest.memory_tools import METADATA_KEY, tool_names
@@ -149,7 +150,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
     state_schema = BeeWeaveState
 
     def __init__(self, memory: Any, *, user_id: str | None = None, agent_id: str | None = None,
-                 session_id: str | None = None, k: int = 5, min_score: float | None = None,
+                 session_id: str | None = None, k: int = DEFAULT_TOP_K, min_score: float | None = None,
                  min_relevance: float | None = None, abstain_below: float | None = None,
                  max_chars: int = 2000, used_overlap: float | None = None,
                  tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER,
@@ -382,7 +383,7 @@ def _memory_tools(mw: BeeWeaveMiddleware) -> list[BaseTool]:
         if chunk is None or chunk.user_id != user:  # another user's memory is as absent as a missing one
             raise ToolException(f"no memory with id {memory_id!r}")
 
-    def search_memory(query: str, k: int = 5) -> str:
+    def search_memory(query: str, k: int = DEFAULT_TOP_K) -> str:
         hits = memory.search(query, user_id=user, k=k, min_relevance=mw.min_relevance, abstain_below=mw.abstain_below)
         return json.dumps([{"id": h.id, "content": h.chunk.raw_content, "score": _relevance(h, 4)}
                            for h in hits], ensure_ascii=False)

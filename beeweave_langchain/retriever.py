@@ -12,6 +12,7 @@ from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from pydantic import Field, PrivateAttr, SkipValidation
 
 from beeweave_core.api import MemoryAPI
+from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
 from beeweave_core.records import SearchHit
 
@@ -69,7 +70,7 @@ class BeeWeaveRetriever(BaseRetriever):
 
     # SkipValidation: pydantic would check the protocol by isinstance; the type is for readers and mypy.
     memory: SkipValidation[MemoryAPI] = Field(description="The BeeWeave store (or a BeeWeaveClient) to search.")
-    k: int = Field(default=4, ge=0, description="How many memories to return (also an invoke(..., k=) argument).")
+    k: int = Field(default=DEFAULT_TOP_K, ge=0, description="How many memories to return (also an invoke(..., k=) argument).")
     user_id: str | None = Field(default=None, description="Only this user's memories.")
     session_id: str | None = Field(default=None, description="Only memories of this session (added to filters).")
     agent_id: str | None = Field(default=None, description="Only memories of this agent (added to filters).")

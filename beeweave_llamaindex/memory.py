@@ -23,10 +23,10 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.memory.types import BaseMemory
 
+from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError
 
@@ -112,7 +112,7 @@ class BeeWeaveMemory(BaseMemory):
     user_id: str = Field(description="Whose memories are read and written.")
     agent_id: str | None = Field(default=None, description="Recorded on ingested turns as the agent.")
     session_id: str | None = Field(default=None, description="Recorded on ingested turns as the session.")
-    similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to add.")
+    similarity_top_k: int = Field(default=DEFAULT_TOP_K, description="How many memories to add.")
     min_score: float | None = Field(default=None, description="Memories below this search score are left out.")
     min_relevance: float | None = Field(
         default=None, ge=0.0, le=1.0,

@@ -8,10 +8,10 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from beeweave_core.api import MemoryAPI
+from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 
@@ -71,7 +71,7 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     name: str = Field(default="BeeWeave", description="The name of the memory block.")
     user_id: str = Field(description="Whose memories are written and read.")
     agent_id: str | None = Field(default=None, description="Recorded on ingested events as the agent.")
-    similarity_top_k: int = Field(default=DEFAULT_SIMILARITY_TOP_K, description="How many memories to return.")
+    similarity_top_k: int = Field(default=DEFAULT_TOP_K, description="How many memories to return.")
     min_relevance: float | None = Field(
         default=None, ge=0.0, le=1.0,
         description="Memories below this calibrated relevance are left out (None: none are); "

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from beeweave_core import InvalidInputError
 from beeweave_core.api import MemoryAPI
+from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
 from beeweave_core.records import SearchHit
 from beeweave_core.validation import check_number
@@ -93,7 +93,7 @@ class BeeWeaveRetriever(BaseRetriever):
     ``StoreClosedError``.
     """
 
-    def __init__(self, memory: MemoryAPI, *, similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+    def __init__(self, memory: MemoryAPI, *, similarity_top_k: int = DEFAULT_TOP_K,
                  user_id: str | None = None, session_id: str | None = None,
                  filters: MetadataFilters | None = None, fusion: str | None = None,
                  min_score: float | None = None, expand: bool | ExpandOptions | None = None,

@@ -67,6 +67,7 @@ EXPECTED_ALL = [
     "LlamaIndexEmbedder",
     "HashingEmbedder",
     "DEFAULT_MODEL_NAME",
+    "DEFAULT_TOP_K",
     "MINILM_MODEL_NAME",
     "E5Embedder",
     "BeeWeaveError",

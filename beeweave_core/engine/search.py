@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..defaults import DEFAULT_TOP_K
 from ..errors import InvalidInputError
 from ..filters import Filter, build_filter
 from ..fusion import FusionMode, fuse_scores
@@ -75,7 +76,7 @@ class Search:
                     self._cache.popitem(last=False)
         return vec
 
-    def search(self, query: str, *, user_id: str | None = None, k: int = 5, filters: Mapping[str, Any] | None = None,
+    def search(self, query: str, *, user_id: str | None = None, k: int = DEFAULT_TOP_K, filters: Mapping[str, Any] | None = None,
                fusion: FusionMode | str | None = None, min_score: float | None = None,
                query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
                rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,

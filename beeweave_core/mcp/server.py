@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
 from .. import __version__
+from ..defaults import DEFAULT_TOP_K
 from ..errors import BeeWeaveError
 from ..server.service import check_user_id
 from .tools import KeyScope, MemoryTools, ScopeError, resolve_user
@@ -89,7 +90,7 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50,
                  "relevance (0..1). With a relevance gate an empty answer means nothing relevant is stored "
                  "(abstain_below=0 lists the closest memories anyway).")
     def search_memory(query: Annotated[str, Field(min_length=1, description="What to look for.")], ctx: Context,
-                      user_id: UserId = None, k: Annotated[int, Field(ge=1, le=max_k, description="How many memories.")] = 5,
+                      user_id: UserId = None, k: Annotated[int, Field(ge=1, le=max_k, description="How many memories.")] = DEFAULT_TOP_K,
                       tags: list[str] | None = None, session_id: str | None = None,
                       min_relevance: Annotated[float | None, Field(
                           ge=0.0, le=1.0, description="Leave out memories whose relevance (0..1) is below this; "

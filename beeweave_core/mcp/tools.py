@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..defaults import DEFAULT_TOP_K
 from ..errors import BeeWeaveError, InvalidInputError, NotFoundError
 from ..filters import build_filter
 from ..ingest.records import KnowledgeEvent
@@ -125,7 +126,7 @@ class MemoryTools:
         mid = self.memory.add(content, user_id=user_id, tags=_tags(tags), session_id=session_id, agent_id=agent_id)
         return {"id": mid}
 
-    def search(self, user_id: str, query: str, k: int = 5, tags: Sequence[str] | None = None,
+    def search(self, user_id: str, query: str, k: int = DEFAULT_TOP_K, tags: Sequence[str] | None = None,
                session_id: str | None = None, min_relevance: float | None = None,
                abstain_below: float | None = None) -> dict[str, Any]:
         """The user's memories for ``query``; ``abstain_below=None`` applies the store's default

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
+from ..defaults import DEFAULT_TOP_K
 from ..fusion import FusionMode
 from ..lifecycle.config import FeedbackSignal, ReviewDecision
 from ..records import ChunkStatus, ContentType, Intent, MemoryTier, RelationType
@@ -156,7 +157,7 @@ class ExpandIn(_In):
 
 class SearchIn(_In):
     query: str = Field(min_length=1, max_length=10_000)
-    k: int = Field(default=5, ge=0, description="How many hits (at most the server's max_k).")
+    k: int = Field(default=DEFAULT_TOP_K, ge=0, description="How many hits (at most the server's max_k).")
     user_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
     filters: FiltersIn | None = None
     fusion: FusionMode | None = None
@@ -544,7 +545,7 @@ class SemanticSearchIn(_In):
     session_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID,
                                       description="Only memories of this session.")
     user_id: str | None = Field(default=None, min_length=1, max_length=_MAX_ID)
-    top_k: int = Field(default=5, ge=0)
+    top_k: int = Field(default=DEFAULT_TOP_K, ge=0)
     tags: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(
         default=None, max_length=100, description="Memories with any of these tags.")
 

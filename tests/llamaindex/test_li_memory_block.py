@@ -10,7 +10,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
-from beeweave_core import BeeWeave
+from beeweave_core import DEFAULT_TOP_K, BeeWeave
 from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 from beeweave_llamaindex import BeeWeaveMemoryBlock
 from beeweave_llamaindex.memory_block import messages_to_events
@@ -138,7 +138,7 @@ def joined(messages: list[ChatMessage]) -> str:
 
 def test_config_fields(memory) -> None:
     block = BeeWeaveMemoryBlock(memory, user_id="alice", priority=2, name="LongTerm")
-    assert (block.priority, block.name, block.similarity_top_k, block.agent_id) == (2, "LongTerm", 2, None)
+    assert (block.priority, block.name, block.similarity_top_k, block.agent_id) == (2, "LongTerm", DEFAULT_TOP_K, None)
     assert "memory" not in block.model_dump() and "_memory" not in block.model_dump()
     with pytest.raises(ValueError):
         BeeWeaveMemoryBlock(memory)  # user_id is required: memories always belong to someone
