@@ -218,7 +218,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         recalled: list[dict[str, Any]] = []
         used = 0
         for h in hits:
-            text = h.chunk.raw_content or h.chunk.content
+            text = _memory_text(h.chunk)
             if not text.strip():
                 continue
             room = self.max_chars - used
@@ -341,6 +341,20 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
         return None
 
 
+def _memory_text(chunk: Any) -> str:
+    """What the model reads of a memory: a LangGraph store item (``BeeWeaveStore``) as its value's
+    ``text`` or ``content`` field, else the value as JSON; any other memory as its raw content."""
+    metadata = getattr(chunk, "metadata", None) or {}
+    item = metadata.get("langgraph") if metadata.get("kind") == "item" else None
+    value = item.get("value") if isinstance(item, Mapping) else None
+    if isinstance(value, Mapping):
+        for field in ("text", "content"):
+            if isinstance(value.get(field), str) and value[field].strip():
+                return str(value[field])
+        return json.dumps(value, ensure_ascii=False)
+    return str(chunk.raw_content or chunk.content)
+
+
 def _relevance(hit: Any, digits: int | None = None) -> float | None:
     """The score a face shows for a hit: its calibrated relevance (None when the search read none)."""
     if hit.relevance is None:
@@ -385,7 +399,7 @@ def _memory_tools(mw: BeeWeaveMiddleware) -> list[BaseTool]:
 
     def search_memory(query: str, k: int = DEFAULT_TOP_K) -> str:
         hits = memory.search(query, user_id=user, k=k, min_relevance=mw.min_relevance, abstain_below=mw.abstain_below)
-        return json.dumps([{"id": h.id, "content": h.chunk.raw_content, "score": _relevance(h, 4)}
+        return json.dumps([{"id": h.id, "content": _memory_text(h.chunk), "score": _relevance(h, 4)}
                            for h in hits], ensure_ascii=False)
 
     def save_memory(content: str, tags: list[str] | None = None) -> str:
