@@ -114,6 +114,8 @@ class IngestConfig:
             after ``TierConfig.short_ttl`` unless use, feedback or importance promote
             them; see docs/lifecycle.md). Imported documents are long-term.
         tool_memories: store a tool call's output as its own memory (see ``pipeline``).
+        skip_small_talk: a turn that teaches nothing (greetings and thanks answered in kind, a
+            request answered by an acknowledgement alone) is not stored (``small_talk``).
         min_tool_output_chars: shorter tool outputs are not memories of their own.
         max_tool_output_chars: longer tool outputs are cut (with a marker) in the memory.
         memory_tools: the names of the memory's own tools (save, search, recall, the MCP
@@ -152,6 +154,7 @@ class IngestConfig:
     patterns: PatternConfig = field(default_factory=PatternConfig)
     tier: MemoryTier = MemoryTier.SHORT
     tool_memories: bool = True
+    skip_small_talk: bool = True
     min_tool_output_chars: int = 20
     max_tool_output_chars: int = 8000
     memory_tools: Collection[str] = MEMORY_TOOLS

@@ -48,6 +48,7 @@ from .normalize import normalize
 from .patterns import Sighting
 from .records import KnowledgeEvent, ToolCall
 from .redact import Redactor
+from .small_talk import is_small_talk
 from .validate import EVENT_KEYS
 
 __all__ = ["Prepared", "Pipeline", "chunk_ids", "redact_event"]
@@ -131,6 +132,8 @@ class Pipeline:
         own = event_memory_tools(event.metadata, self.config.memory_tools)
         if memory_only(event.intermediate_steps, own):  # it saved or recalled: nothing new to learn
             return out
+        if self.config.skip_small_talk and not event.intermediate_steps and is_small_talk(query, response):
+            return out  # "Thanks!" / "You're welcome!", "Recommend a novel." / "OK.": nothing to learn
         if query or response:
             turn_extraction = self._turn(out, query, response, tools, redactions.get("turn"))
             intent = turn_extraction.intent
