@@ -60,7 +60,7 @@ def _events_path(config: ServerConfig, tenant: str | None, single: bool) -> Path
 
 def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> FastAPI:
     """The FastAPI app for ``config``; ``stores`` replaces how tenant stores are opened (tests)."""
-    webhooks = WebhookSender(list(config.webhooks)) if config.webhooks else None
+    webhooks = WebhookSender(list(config.webhooks), max_queue=config.webhook_queue) if config.webhooks else None
     single = config.store is not None and not is_postgres_url(config.store) and not is_tenant_dir(config.store)
 
     def attach_events(tenant: str, svc: MemoryService) -> MemoryService:
@@ -121,7 +121,7 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
                               "them (hybrid BM25 + vectors over a knowledge network), give feedback, review, follow "
                               "memory events, export and forget. Each API key reads and writes only its tenant's "
                               "store, and within it only its users' memories when it is scoped to users.")
-    metrics = Metrics(tenant_stores.opened)
+    metrics = Metrics(tenant_stores.opened, webhooks=webhooks)
     app.state.config = config
     app.state.stores = tenant_stores
     app.state.keyring = KeyRing(config.api_keys)

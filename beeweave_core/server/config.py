@@ -147,6 +147,9 @@ class ServerConfig:
             (without holding a worker thread), the rest get 503 with Retry-After.
         max_events: the newest events each tenant's event log keeps (SSE resumption window).
         webhooks: ``Webhook`` s (or their dicts: url, secret, types, tenant) to deliver events to.
+        webhook_queue: notifications each webhook holds waiting for delivery, and as many
+            waiting for a retry; beyond that they are dropped and counted in ``/metrics``
+            (``beeweave_webhook_dropped_total``).
         maintain_interval: run each open tenant's ``maintain()`` in the background every
             this many seconds (``None``: only when asked, ``POST /maintain``).
     """
@@ -167,6 +170,7 @@ class ServerConfig:
     tenant_queue: int = 256
     max_events: int = 100_000
     webhooks: Sequence[Any] = ()
+    webhook_queue: int = 10_000
     maintain_interval: float | None = None
 
     def __post_init__(self) -> None:
@@ -183,7 +187,7 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 < value <= 3600:
                 raise InvalidInputError(f"{name} must be a number of seconds between 0 and 3600")
-        for name in ("max_connections", "tenant_concurrency", "tenant_queue", "max_events"):
+        for name in ("max_connections", "tenant_concurrency", "tenant_queue", "max_events", "webhook_queue"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer")

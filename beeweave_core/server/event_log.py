@@ -10,7 +10,9 @@ it missed, also across a server restart, as long as the log still holds it (the 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
+import itertools
 import json
 import logging
 import queue
@@ -25,7 +27,7 @@ from typing import Any
 from ..events import EventType
 from ..store.wal import empty_wal, use_wal
 
-__all__ = ["EventLog", "EventFilter", "Webhook", "WebhookSender", "sign"]
+__all__ = ["EventLog", "EventFilter", "Webhook", "WebhookSender", "DROP_REASONS", "sign"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +161,10 @@ class Webhook:
                    data.get("tenant"), int(data.get("max_attempts", 6)), float(data.get("first_delay", 0.5)))
 
 
+# Why a notification was given up, as the ``reason`` of ``beeweave_webhook_dropped_total``.
+DROP_REASONS = ("queue_full", "retries_full", "attempts", "shutdown")
+
+
 @dataclass
 class WebhookSender:
     """A background thread per webhook delivering its events, with exponential backoff (one
@@ -167,67 +173,88 @@ class WebhookSender:
     Each delivery is ``POST url`` with the event as JSON and the headers
     ``X-BeeWeave-Event`` (type), ``X-BeeWeave-Delivery`` (``<tenant>:<seq>``, for
     deduplication), ``X-BeeWeave-Timestamp`` and ``X-BeeWeave-Signature`` (:func:`sign`).
-    A 2xx is delivered; anything else is retried up to ``max_attempts`` times, then logged.
+    A 2xx is delivered; anything else is retried up to ``max_attempts`` times.
+
+    Bounded, and every loss counted (``dropped``, by reason: :data:`DROP_REASONS`): new
+    events wait in a queue of ``max_queue`` per webhook (when it is full the event is dropped,
+    ``queue_full``); retries wait in a heap the delivery thread owns, of at most ``max_queue``
+    too (``retries_full``), and never go back into the queue: the thread is the queue's only
+    consumer, and a blocking put of its own retries into a full queue stopped it for good.
     """
 
     hooks: list[Webhook]
     timeout: float = 5.0
+    max_queue: int = 10_000
     delivered: int = 0
-    failed: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
     _queues: dict[int, queue.Queue[Any]] = field(default_factory=dict)  # by the hook's position
+    _retries: dict[int, list[Any]] = field(default_factory=dict)  # by the hook's position: the thread's heap
     _threads: list[threading.Thread] = field(default_factory=list)
     _start_lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def failed(self) -> int:
+        """Notifications given up, for any reason."""
+        return sum(self.dropped.values())
+
+    def _drop(self, reason: str, hook: Webhook, tenant: str, event: dict[str, Any], n: int = 1) -> None:
+        with self._start_lock:  # the counts are shared by the hooks' threads and the submitters
+            self.dropped[reason] += n
+        logger.error("webhook %s: event %s of %s not delivered (%s)", hook.url, event["seq"], tenant, reason)
 
     def submit(self, tenant: str, event: dict[str, Any]) -> None:
         self._start()
         for i, hook in enumerate(self.hooks):
             if (hook.tenant is None or hook.tenant == tenant) and (hook.types is None or event["type"] in hook.types):
                 try:
-                    self._queues[i].put_nowait((hook, tenant, event, 1, time.monotonic()))
+                    self._queues[i].put_nowait((hook, tenant, event, 1))
                 except queue.Full:
-                    self.failed += 1
-                    logger.error("webhook queue full: event %s of %s not delivered to %s", event["seq"], tenant,
-                                 hook.url)
+                    self._drop("queue_full", hook, tenant, event)
 
     def _start(self) -> None:
         with self._start_lock:
             if self._threads:
                 return
             for i in range(len(self.hooks)):
-                self._queues[i] = queue.Queue(maxsize=10_000)
-                t = threading.Thread(target=self._run, args=(self._queues[i],), name=f"beeweave-webhook-{i}",
-                                     daemon=True)
+                self._queues[i] = queue.Queue(maxsize=self.max_queue)
+                self._retries[i] = []
+                t = threading.Thread(target=self._run, args=(self._queues[i], self._retries[i]),
+                                     name=f"beeweave-webhook-{i}", daemon=True)
                 t.start()
                 self._threads.append(t)
 
-    def _run(self, pending: queue.Queue[Any]) -> None:
+    def _run(self, pending: queue.Queue[Any], later: list[Any]) -> None:
         import httpx
 
-        later: list[tuple[float, Any]] = []
+        order = itertools.count()  # ties in the heap never compare the items
         with httpx.Client(timeout=self.timeout) as http:
             while not self._stop.is_set():
                 now = time.monotonic()
-                due = [item for t, item in later if t <= now]
-                later = [(t, item) for t, item in later if t > now]
-                for item in due:
-                    pending.put(item)
-                try:
-                    item = pending.get(timeout=0.05)
-                except queue.Empty:
-                    continue
-                hook, tenant, event, attempt, _ = item
-                if self._deliver(http, hook, tenant, event):
-                    with self._start_lock:  # the counts are shared by the hooks' threads
-                        self.delivered += 1
-                elif attempt < hook.max_attempts:
-                    later.append((time.monotonic() + hook.first_delay * 2 ** (attempt - 1),
-                                  (hook, tenant, event, attempt + 1, 0.0)))
+                if later and later[0][0] <= now:  # a due retry first, straight from the heap
+                    item = heapq.heappop(later)[2]
                 else:
+                    wait = 0.05 if not later else min(0.05, later[0][0] - now)
+                    try:
+                        item = pending.get(timeout=wait)
+                    except queue.Empty:
+                        continue
+                hook, tenant, event, attempt = item
+                try:
+                    ok = self._deliver(http, hook, tenant, event)
+                except Exception:  # whatever it was, the thread goes on: a failed attempt
+                    logger.exception("webhook %s: event %s of %s", hook.url, event.get("seq"), tenant)
+                    ok = False
+                if ok:
                     with self._start_lock:
-                        self.failed += 1
-                    logger.error("webhook %s: event %s of %s not delivered after %d attempts", hook.url,
-                                 event["seq"], tenant, attempt)
+                        self.delivered += 1
+                elif attempt >= hook.max_attempts:
+                    self._drop("attempts", hook, tenant, event)
+                elif len(later) >= self.max_queue:
+                    self._drop("retries_full", hook, tenant, event)
+                else:
+                    heapq.heappush(later, (time.monotonic() + hook.first_delay * 2 ** (attempt - 1), next(order),
+                                           (hook, tenant, event, attempt + 1)))
 
     @staticmethod
     def _deliver(http: Any, hook: Webhook, tenant: str, event: dict[str, Any]) -> bool:
@@ -244,9 +271,15 @@ class WebhookSender:
         return 200 <= resp.status_code < 300
 
     def close(self) -> None:
+        """Stop the threads; what they had not delivered yet is counted as dropped (``shutdown``)."""
         self._stop.set()
         for t in self._threads:
             t.join(5)
+        left = sum(q.qsize() for q in self._queues.values()) + sum(len(h) for h in self._retries.values())
+        if left:
+            with self._start_lock:
+                self.dropped["shutdown"] += left
+            logger.error("webhooks: %d notifications not delivered before shutdown", left)
 
 
 def filter_from(types: Iterable[str] | None, tags: Iterable[str] | None, user_id: str | None,

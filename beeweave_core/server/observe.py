@@ -5,7 +5,8 @@
   Routes add what they did (``note(request, k=5, results=3)``) to that line.
 - ``GET /metrics``: the Prometheus text format from ``prometheus-client`` (a registry per
   app, nothing global): request latency histograms per route, search latency per tenant,
-  and at scrape time, per opened tenant, the ingest queue depth, dead letters and memories.
+  and at scrape time, per opened tenant, the ingest queue depth, dead letters and memories,
+  and the webhook notifications delivered and dropped (by reason).
 - :class:`JSONFormatter`: ``beeweave serve --json-logs`` writes each log record as one JSON object.
 """
 
@@ -86,9 +87,9 @@ class RequestLog:
 class Metrics:
     """The app's Prometheus registry and its metrics."""
 
-    def __init__(self, tenants: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, tenants: Callable[[], dict[str, Any]], webhooks: Any = None) -> None:
         from prometheus_client import CollectorRegistry, Histogram
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         self.registry = CollectorRegistry(auto_describe=True)
         self.latency = Histogram("beeweave_http_request_duration_seconds", "HTTP request latency by route",
@@ -118,6 +119,21 @@ class Metrics:
                 yield count
 
         self.registry.register(TenantCollector())
+
+        class WebhookCollector:  # the sender's own counts, read at scrape time
+            def collect(self) -> Iterator[Any]:
+                delivered = CounterMetricFamily("beeweave_webhook_delivered", "Webhook notifications delivered")
+                delivered.add_metric([], webhooks.delivered)
+                dropped = CounterMetricFamily("beeweave_webhook_dropped", "Webhook notifications given up, by "
+                                              "reason: queue_full, retries_full, attempts, shutdown",
+                                              labels=["reason"])
+                for reason, n in sorted(dict(webhooks.dropped).items()):
+                    dropped.add_metric([reason], n)
+                yield delivered
+                yield dropped
+
+        if webhooks is not None:
+            self.registry.register(WebhookCollector())
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.latency.labels(method, route, str(status)).observe(seconds)
