@@ -5,7 +5,8 @@ or a request whose answer is only an acknowledgement ("Recommend a good sci-fi n
 "OK.", "推荐一本科幻小说" / "好的") holds no fact to remember: stored, it would come back for
 any question that shares a word with it. A statement answered with an acknowledgement ("I
 moved to Munich." / "OK.") is kept: the user said something. Only the conversation turn is
-judged; a run that used tools is kept (its tools' outputs are memories of their own).
+judged; a run that used tools is kept (its tools' outputs are memories of their own), and so
+is a question with no answer yet (recurring questions are counted as patterns).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def _is_ack(text: str) -> bool:
 def is_small_talk(query: str, response: str) -> bool:
     """True when a conversation turn teaches nothing: greetings, thanks and acknowledgements
     on both sides, or a request answered by an acknowledgement alone."""
+    if not response.strip():  # an unanswered question is still a question asked (patterns count it)
+        return _is_ack(query)
     if not _is_ack(response):
         return False
     return _is_ack(query) or bool(_REQUEST.search(query))
