@@ -27,7 +27,7 @@ EVENTS = [
           session_id="s1", agent_id="ops-bot", id="cli-logs"),
     event("bob", "What is the coffee budget?", "The coffee budget is 200 EUR per month.", agent_id="finance-bot",
           id="cli-coffee"),
-    event("bob", "ok", "fine", id="cli-short"),  # too short: pending review
+    event("bob", "vpn?", "on", id="cli-short"),  # too short: pending review (not small talk)
 ]
 
 

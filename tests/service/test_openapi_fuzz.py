@@ -31,7 +31,7 @@ CALLS: dict[tuple[str, str, str], int] = {}
 @pytest.fixture(scope="module")
 def schema(live, acme):
     acme.ingest(event("alice", "How do I deploy?", "Run make deploy.", session_id="s1"))
-    acme.ingest(event("alice", "ok", "fine"))  # one pending memory for the review routes
+    acme.ingest(event("alice", "vpn?", "on"))  # one pending memory for the review routes (too short; not small talk)
     assert acme.flush(20)
     return schemathesis.openapi.from_dict(SPEC)
 

@@ -24,7 +24,7 @@ def two_tenants(acme, beta):
     acme.ingest(event("alice", "What is the launch code?", SECRET, session_id="s1", id="acme-1"))
     acme.ingest(event("alice", "Who holds the launch code?", "Acme's launch code is held by the CTO.",
                       session_id="s1", id="acme-2"))
-    acme.ingest(event("alice", "ok", "fine", id="acme-short"))  # pending review
+    acme.ingest(event("alice", "vpn?", "on", id="acme-short"))  # pending review (too short; not small talk)
     beta.ingest(event("alice", "What is the lunch menu?", "Beta's lunch menu is tangerine salad.",
                       session_id="s1", id="beta-1"))
     beta.ingest(event("alice", "hm", "yes", id="beta-short"))
