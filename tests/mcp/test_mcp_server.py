@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,10 +101,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[str]:
+@contextmanager
+def serve_http(store: Path, *args: str) -> Iterator[str]:
+    """``beeweave mcp --transport http`` on a free loopback port (``args``: more options); the
+    server's URL once it accepts connections."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, *cli(tmp_path / "h.db", "--transport", "http", "--port", str(port))],
+    proc = subprocess.Popen([sys.executable, *cli(store, "--transport", "http", "--port", str(port), *args)],
                             env=env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -118,6 +121,12 @@ def http_server(tmp_path: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    with serve_http(tmp_path / "h.db") as url:
+        yield url
 
 
 @pytest.mark.asyncio

@@ -5,9 +5,6 @@ user's memories and to forget a user; over HTTP, the REST API's scoped-key rules
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 from beeweave_core import BeeWeave, __version__  # noqa: E402
 from beeweave_core.mcp.server import build_server  # noqa: E402
-from tests.mcp.test_mcp_server import ROOT, _free_port, cli, env, result  # noqa: E402
+from tests.mcp.test_mcp_server import result, serve_http  # noqa: E402
 
 EMBEDDER = "beeweave:hashing-64"
 ADMIN, ALICE, PAIR = "admin-key-0123456", "alice-key-0123456", "pair-key-01234567"
@@ -92,25 +89,8 @@ def scoped_server(tmp_path: Path) -> Iterator[str]:
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({ADMIN: "team", ALICE: {"tenant": "team", "users": ["alice"]},
                                 PAIR: {"tenant": "team", "users": ["alice", "bob"], "admin": False}}))
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, *cli(tmp_path / "h.db", "--transport", "http", "--port", str(port),
-                                                  "--api-keys", str(keys))],
-                            env=env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        import socket
-
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with serve_http(tmp_path / "h.db", "--api-keys", str(keys)) as url:
+        yield url
 
 
 async def _calls(url: str, key: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
