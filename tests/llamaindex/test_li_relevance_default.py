@@ -14,30 +14,23 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.postprocessor import SimilarityPostprocessor
 
-from beeweave_core import BeeWeave, SearchConfig
-from beeweave_core.relevance import DEFAULT_ABSTAIN_BELOW
+from beeweave_core import BeeWeave
 from beeweave_llamaindex import BeeWeaveMemory, BeeWeaveMemoryBlock, BeeWeaveRetriever
+from tests.relevance_faces import FACTS, OFF_TOPIC, ON_TOPIC, gated_memory
 
 pytestmark = pytest.mark.model
 
-FACTS = ["I am allergic to peanuts.", "Staging listens on port 5433."]
-OFF_TOPIC = ["How far is the Moon?", "What is the boiling point of water?"]
-ON_TOPIC = "What am I allergic to?"
-GATED = SearchConfig(abstain_below=DEFAULT_ABSTAIN_BELOW)  # the default model's tuned gate as the store's default
 
 
 @pytest.fixture(scope="module")
 def memory() -> Iterator[BeeWeave]:
-    with BeeWeave(config=GATED) as m:  # the default model, its tuned gate the store's default
-        for text in FACTS:
-            m.add(text, user_id="alice")
+    with gated_memory(*FACTS) as m:
         yield m
 
 
 @pytest.fixture(scope="module")
 def one() -> Iterator[BeeWeave]:
-    with BeeWeave(config=GATED) as m:
-        m.add("I am allergic to peanuts.", user_id="alice")
+    with gated_memory("I am allergic to peanuts.") as m:
         yield m
 
 

@@ -13,16 +13,12 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from beeweave_core import BeeWeave, SearchConfig  # noqa: E402
+from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.mcp.server import build_server  # noqa: E402
-from beeweave_core.relevance import DEFAULT_ABSTAIN_BELOW  # noqa: E402
+from tests.relevance_faces import FACTS, GATED, OFF_TOPIC, ON_TOPIC, gated_memory  # noqa: E402
 
 pytestmark = pytest.mark.model
 
-FACTS = ["I am allergic to peanuts.", "Staging listens on port 5433."]
-OFF_TOPIC = ["How far is the Moon?", "What is the boiling point of water?"]
-ON_TOPIC = "What am I allergic to?"
-GATED = SearchConfig(abstain_below=DEFAULT_ABSTAIN_BELOW)  # the default model's tuned gate as the store's default
 
 
 def search(memory: BeeWeave, query: str, **more: Any) -> list[dict[str, Any]]:
@@ -33,9 +29,7 @@ def search(memory: BeeWeave, query: str, **more: Any) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def memory() -> Iterator[BeeWeave]:
-    with BeeWeave(config=GATED) as m:  # the default model, its tuned gate the store's default
-        for text in FACTS:
-            m.add(text, user_id="alice")
+    with gated_memory(*FACTS) as m:
         yield m
 
 

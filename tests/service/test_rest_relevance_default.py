@@ -12,21 +12,18 @@ from typing import Any
 import httpx
 import pytest
 
-from beeweave_core import BeeWeave, SearchConfig
-from beeweave_core.relevance import DEFAULT_ABSTAIN_BELOW
+from beeweave_core import BeeWeave
 from beeweave_core.server import ServerConfig
+from tests.relevance_faces import FACTS, GATED, OFF_TOPIC, ON_TOPIC
 from tests.service.service_support import ACME_KEY, LiveServer, start_server
 
 pytestmark = pytest.mark.model
 
-FACTS = ["I am allergic to peanuts.", "Staging listens on port 5433."]
-OFF_TOPIC = ["How far is the Moon?", "What is the boiling point of water?"]
-ON_TOPIC = "What am I allergic to?"
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    gated = {"config": SearchConfig(abstain_below=DEFAULT_ABSTAIN_BELOW)}  # the default model, its tuned gate
+    gated = {"config": GATED}  # the default model, its tuned gate
     srv = start_server(ServerConfig(tmp_path_factory.mktemp("relevance"), {ACME_KEY: "acme"}, memory_kwargs=gated))
     yield srv
     srv.stop()
