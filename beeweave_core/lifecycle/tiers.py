@@ -237,7 +237,8 @@ class Tiers:
         with self.ctx.changes() as box:
             now = self.ctx.now()
             fresh = self.ctx.backend.get(ids)
-            changed: list[tuple[KnowledgeChunk, KnowledgeChunk, float | None]] = []
+            # (before, after, what happened: "promoted", "settled" or "ttl", the promotion score)
+            changed: list[tuple[KnowledgeChunk, KnowledgeChunk, str, float]] = []
             for c in fresh.values():
                 if c.tier is MemoryTier.LONG:
                     continue
@@ -245,25 +246,25 @@ class Tiers:
                 # and the waiting accesses are read consistently, none counted twice.
                 value = promotion_score(c, cfg, extra_uses=self._waiting(c.id) + extra_uses)
                 if value >= cfg.promote_at:
-                    changed.append((c, promoted(c, value, now), value))
+                    changed.append((c, promoted(c, value, now), "promoted", value))
                 elif settled_out is not None and due_to_settle(c, cfg, now):
-                    changed.append((c, settled(c, now), -1.0))
+                    changed.append((c, settled(c, now), "settled", value))
                 elif ttl and (new := tier_expiry(c, cfg, start=now)) is not None:
-                    changed.append((c, new, None))  # its TTL counts from now: when it is stored
+                    changed.append((c, new, "ttl", value))  # its TTL counts from now: when it is stored
             if not changed:
                 return done
-            self.ctx.backend.update([new for _, new, _ in changed])
-            for old, new, score in changed:
-                if score == -1.0:
-                    if settled_out is not None:
-                        settled_out.append(new.id)
-                    record_action(self.ctx.backend, new, "settled", why, now, tier_before=old.tier.value)
-                    box.emit(EventType.UPDATED, new, fields=changed_fields(old, new), reason="settled")
-                elif score is not None:
+            self.ctx.backend.update([new for _, new, _, _ in changed])
+            for old, new, what, score in changed:
+                if what == "promoted":
                     done.append(new.id)
                     record_action(self.ctx.backend, new, "promoted", why, now, score=round(score, 6),
                                   tier_before=old.tier.value)
                     box.emit(EventType.UPDATED, new, fields=changed_fields(old, new), reason="promoted")
+                elif what == "settled":
+                    if settled_out is not None:
+                        settled_out.append(new.id)
+                    record_action(self.ctx.backend, new, "settled", why, now, tier_before=old.tier.value)
+                    box.emit(EventType.UPDATED, new, fields=changed_fields(old, new), reason="settled")
                 else:
                     box.emit(EventType.UPDATED, new, fields=["expires_at", "metadata"], tier_ttl=new.tier.value)
         return done
