@@ -49,7 +49,7 @@ class AsyncBeeWeaveClient:
         try:
             import httpx
         except ImportError as exc:
-            raise _errors.MissingDependencyError('AsyncBeeWeaveClient needs httpx: pip install "beeweave[client]"') \
+            raise _errors.MissingDependencyError('AsyncBeeWeaveClient needs httpx: pip install "beeweave-memory[client]"') \
                 from exc
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidInputError(f"url must start with http:// or https://, got {url!r}")

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from . import __version__
 from .defaults import DEFAULT_TOP_K
 
 __all__ = ["main", "build_parser", "COMMANDS"]
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="embedding model name (default: the one the store was built with, else "
                         "multilingual-e5-small); "
                         "e.g. beeweave:hashing-64")
+    p.add_argument("--version", action="version", version=f"beeweave {__version__} (beeweave-memory)")
     p.add_argument("--api-key", default=os.environ.get("BEEWEAVE_API_KEY"),
                    help="API key for an http(s):// store (default: $BEEWEAVE_API_KEY)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

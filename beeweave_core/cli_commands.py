@@ -214,9 +214,9 @@ def _require_server_extras(store: str) -> None:
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise MissingDependencyError(f'beeweave serve needs {exc.name or "fastapi and uvicorn"}: '
-                                     'pip install "beeweave[server]"') from exc
+                                     'pip install "beeweave-memory[server]"') from exc
     if is_postgres_url(store):
-        from .store import postgres  # noqa: F401  (raises MissingDependencyError naming beeweave[postgres])
+        from .store import postgres  # noqa: F401  (raises MissingDependencyError naming beeweave-memory[postgres])
 
 
 def cmd_serve(args: Any) -> int:

@@ -246,7 +246,7 @@ class BeeWeaveClient:
         try:
             import httpx
         except ImportError as exc:
-            raise _errors.MissingDependencyError('BeeWeaveClient needs httpx: pip install "beeweave[client]"') from exc
+            raise _errors.MissingDependencyError('BeeWeaveClient needs httpx: pip install "beeweave-memory[client]"') from exc
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidInputError(f"url must start with http:// or https://, got {url!r}")
         for name, value in (("timeout", timeout), ("ingest_timeout", ingest_timeout),

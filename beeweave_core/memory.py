@@ -86,7 +86,7 @@ class BeeWeave:
     Setup:
         .. code-block:: bash
 
-            pip install beeweave
+            pip install beeweave-memory
 
     Usage:
         .. code-block:: python

@@ -49,7 +49,7 @@ class CrossEncoderReranker:
                     try:
                         from sentence_transformers import CrossEncoder
                     except ImportError as exc:
-                        raise MissingDependencyError('CrossEncoderReranker needs sentence-transformers: pip install "beeweave[sentence-transformers]"') from exc
+                        raise MissingDependencyError('CrossEncoderReranker needs sentence-transformers: pip install "beeweave-memory[sentence-transformers]"') from exc
                     from .quiet import quiet_model_loading
 
                     try:

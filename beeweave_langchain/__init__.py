@@ -18,7 +18,7 @@ for _name in ("langchain_core", "langchain_classic", "langchain", "langgraph"):
     except ImportError:  # a parent package is missing, or an import hook refuses the module
         _found = False
     if not _found:
-        raise _Missing(f'beeweave_langchain needs the {_name} package: pip install "beeweave[langchain]"')
+        raise _Missing(f'beeweave_langchain needs the {_name} package: pip install "beeweave-memory[langchain]"')
 
 from .callbacks import BeeWeaveCallbackHandler  # noqa: E402
 from .memory import BeeWeaveMemory  # noqa: E402

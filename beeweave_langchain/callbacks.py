@@ -103,7 +103,7 @@ class BeeWeaveCallbackHandler(BaseCallbackHandler):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[langchain]"
+            pip install "beeweave-memory[langchain]"
 
     Instantiate:
         .. code-block:: python

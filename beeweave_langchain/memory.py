@@ -56,7 +56,7 @@ class BeeWeaveMemory(BaseMemory):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[langchain]"
+            pip install "beeweave-memory[langchain]"
 
     Instantiate:
         .. code-block:: python

@@ -82,7 +82,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[langchain]"
+            pip install "beeweave-memory[langchain]"
 
     Instantiate:
         .. code-block:: python

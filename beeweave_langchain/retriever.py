@@ -49,7 +49,7 @@ class BeeWeaveRetriever(BaseRetriever):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[langchain]"
+            pip install "beeweave-memory[langchain]"
 
     Instantiate:
         .. code-block:: python

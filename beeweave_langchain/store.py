@@ -169,7 +169,7 @@ class BeeWeaveStore(BaseStore):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[langchain]"
+            pip install "beeweave-memory[langchain]"
 
     Instantiate:
         .. code-block:: python

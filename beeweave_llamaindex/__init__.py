@@ -18,7 +18,7 @@ for _name in ("llama_index.core",):
     except ImportError:  # a parent package is missing, or an import hook refuses the module
         _found = False
     if not _found:
-        raise _Missing(f'beeweave_llamaindex needs the {_name} package: pip install "beeweave[llamaindex]"')
+        raise _Missing(f'beeweave_llamaindex needs the {_name} package: pip install "beeweave-memory[llamaindex]"')
 
 from .memory import BeeWeaveMemory  # noqa: E402
 from .memory_block import BeeWeaveMemoryBlock  # noqa: E402

@@ -76,7 +76,7 @@ class BeeWeaveMemory(BaseMemory):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[llamaindex]"
+            pip install "beeweave-memory[llamaindex]"
 
     Instantiate:
         .. code-block:: python

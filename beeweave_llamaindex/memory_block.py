@@ -33,7 +33,7 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[llamaindex]"
+            pip install "beeweave-memory[llamaindex]"
 
     Instantiate:
         .. code-block:: python

@@ -27,7 +27,7 @@ class BeeWeaveNodePostprocessor(BaseNodePostprocessor):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[llamaindex]"
+            pip install "beeweave-memory[llamaindex]"
 
     Instantiate:
         .. code-block:: python

@@ -35,7 +35,7 @@ class BeeWeaveRetriever(BaseRetriever):
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[llamaindex]"
+            pip install "beeweave-memory[llamaindex]"
 
     Instantiate:
         .. code-block:: python

@@ -86,7 +86,7 @@ def test_the_readme_is_a_users_readme() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert 'pip install torch==2.13.0 -e ".[test]"' in ci and "python -m pytest" in ci  # CI runs the second
     for extra in ("langchain", "llamaindex", "server", "postgres"):
-        assert f'pip install "beeweave[{extra}]"' in text, extra
+        assert f'pip install "beeweave-memory[{extra}]"' in text, extra
 
 
 def _anchors(path: Path) -> set[str]:

@@ -215,7 +215,7 @@ def test_a_missing_extra_is_named_before_anything_is_printed(tmp_path, block, ar
     assert out.stdout == ""
     lines = out.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("beeweave: error:"), out.stderr
-    assert f'pip install "beeweave[{extra}]"' in lines[0]
+    assert f'pip install "beeweave-memory[{extra}]"' in lines[0]
     assert "serving" not in out.stderr
     assert not (tmp_path / "stores").exists()  # nothing was opened or created
 

@@ -34,7 +34,7 @@ def run(args: Any) -> int:
     try:
         import mcp  # noqa: F401
     except ImportError as exc:
-        raise MissingDependencyError('the MCP server needs the mcp SDK: pip install "beeweave[mcp]"') from exc
+        raise MissingDependencyError('the MCP server needs the mcp SDK: pip install "beeweave-memory[mcp]"') from exc
     if args.store.startswith(("http://", "https://")):
         raise InvalidInputError("beeweave mcp serves a local store (a SQLite file, a directory with --tenant, "
                                 "or a PostgreSQL URL), not a server URL")

@@ -1,7 +1,7 @@
 """The BeeWeave REST service (FastAPI + uvicorn): ``create_app(ServerConfig(...))``.
 
 Importing this package loads neither FastAPI nor a store; ``create_app`` and ``serve``
-import the server's dependencies when called (``pip install "beeweave[server]"``).
+import the server's dependencies when called (``pip install "beeweave-memory[server]"``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def create_app(config: ServerConfig, **kwargs: Any) -> Any:
     except ImportError as exc:
         from ..errors import MissingDependencyError
 
-        raise MissingDependencyError(f"the server needs FastAPI and uvicorn: pip install \"beeweave[server]\" "
+        raise MissingDependencyError(f"the server needs FastAPI and uvicorn: pip install \"beeweave-memory[server]\" "
                                      f"({exc.name} is missing)") from exc
     return make(config, **kwargs)
 

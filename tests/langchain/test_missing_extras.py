@@ -42,13 +42,13 @@ def import_without(face: str, *blocked: str) -> str:
 @pytest.mark.parametrize("blocked", ["langchain_core", "langchain_classic", "langgraph", "langchain"])
 def test_langchain_face_names_its_extra(blocked: str) -> None:
     said = import_without("beeweave_langchain", blocked)
-    assert said.startswith("MissingDependencyError: ") and 'pip install "beeweave[langchain]"' in said, said
+    assert said.startswith("MissingDependencyError: ") and 'pip install "beeweave-memory[langchain]"' in said, said
     assert blocked in said
 
 
 def test_llamaindex_face_names_its_extra() -> None:
     said = import_without("beeweave_llamaindex", "llama_index")
-    assert said.startswith("MissingDependencyError: ") and 'pip install "beeweave[llamaindex]"' in said, said
+    assert said.startswith("MissingDependencyError: ") and 'pip install "beeweave-memory[llamaindex]"' in said, said
 
 
 def test_with_everything_installed_both_faces_import() -> None:

@@ -1,4 +1,4 @@
-"""A client-only install (``pip install "beeweave[client]"``: httpx) gives a working
+"""A client-only install (``pip install "beeweave-memory[client]"``: httpx) gives a working
 ``BeeWeaveClient``: it imports without FastAPI, uvicorn, Prometheus, Starlette or pydantic
 and talks to a running server (issue 46, item 6)."""
 
@@ -58,4 +58,4 @@ def test_the_hint_names_the_client_extra() -> None:
         except MissingDependencyError as exc:
             print(exc)
         """)
-    assert 'pip install "beeweave[client]"' in out.stdout, out.stderr
+    assert 'pip install "beeweave-memory[client]"' in out.stdout, out.stderr

@@ -20,7 +20,7 @@ one transaction each, serialised per tenant by an advisory lock because the BM25
 statistics are tenant-wide; reads never wait for them. Every committed change of a
 record is announced with NOTIFY on the tenant's channel (see ``pg_events``).
 
-Requires ``pip install "beeweave[postgres]"`` (psycopg 3, psycopg_pool, pgvector).
+Requires ``pip install "beeweave-memory[postgres]"`` (psycopg 3, psycopg_pool, pgvector).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ try:
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingDependencyError(
-        'the PostgreSQL backend needs psycopg 3, psycopg_pool and pgvector: pip install "beeweave[postgres]"'
+        'the PostgreSQL backend needs psycopg 3, psycopg_pool and pgvector: pip install "beeweave-memory[postgres]"'
     ) from exc
 
 from ..base import TermEvidence
@@ -231,7 +231,7 @@ class PostgresStore:
     Setup:
         .. code-block:: bash
 
-            pip install "beeweave[postgres]"   # and a PostgreSQL with the vector extension
+            pip install "beeweave-memory[postgres]"   # and a PostgreSQL with the vector extension
 
     Instantiate:
         .. code-block:: python
