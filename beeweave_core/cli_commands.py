@@ -97,18 +97,11 @@ def _jsonl_records(path: Path) -> list[tuple[int, Any]]:
     return out
 
 
-def _is_event(record: Any) -> bool:
-    from .ingest.validate import EVENT_KEYS
-
-    return isinstance(record, dict) and set(record) <= set(EVENT_KEYS) and bool(
-        {"query", "response", "intermediate_steps"} & set(record))
-
-
 def _plan(args: Any) -> tuple[list[tuple[Path, int, dict[str, Any]]], list[Path]]:
     """Split the files into events (validated) and documents, before anything is written."""
     from datetime import datetime, timezone
 
-    from .ingest.validate import event_dict
+    from .ingest.validate import event_dict, looks_like_event
 
     events: list[tuple[Path, int, dict[str, Any]]] = []
     documents: list[Path] = []
@@ -117,7 +110,7 @@ def _plan(args: Any) -> tuple[list[tuple[Path, int, dict[str, Any]]], list[Path]
         if not path.is_file():
             raise InvalidInputError(f"no such file: {path}")
         records = _jsonl_records(path) if path.suffix.lower() in (".jsonl", ".ndjson") else []
-        as_events = args.kind == "events" or (args.kind == "auto" and records and all(_is_event(r) for _, r in records))
+        as_events = args.kind == "events" or (args.kind == "auto" and records and all(looks_like_event(r) for _, r in records))
         if args.kind == "events" and not records:
             raise InvalidInputError(f"{path}: --as events needs a JSONL file of knowledge events")
         if not as_events:

@@ -142,7 +142,7 @@ class Pipeline:
                 if not is_memory_tool(step.tool, own):  # never re-store a save or a recall
                     self._tool(out, i, step, response, intent, redactions.get(f"step{i}"))
         if query:
-            out.sighting = Sighting(event.id, event.user_id, event.agent_id, query, intent, event.timestamp,
+            out.sighting = Sighting(event.id, event.user_id, event.agent_id, query, intent, event.at,
                                     answer=response, answer_id=f"{event.id}:0",
                                     tags=turn_extraction.tags if turn_extraction else ())
         return out
@@ -189,7 +189,7 @@ class Pipeline:
         out.chunks.append(KnowledgeChunk(
             raw_content=raw, user_id=ev.user_id, id=f"{ev.id}:{n}", agent_id=ev.agent_id, session_id=ev.session_id,
             processed_content=pc, summary=ext.summary or None,
-            entities=[e for e in ext.entities if e.strip()], intent=intent, timestamp=ev.timestamp,
+            entities=[e for e in ext.entities if e.strip()], intent=intent, timestamp=ev.at,
             status=status, tier=self.config.tier, metadata=metadata,
             **{**judged, **self._caller_fields(ev, list(ext.tags))}))
 

@@ -19,7 +19,7 @@ from ..validation import check_user
 from .errors import InvalidEventError
 from .records import KnowledgeEvent, ToolCall
 
-__all__ = ["event_dict", "event_json", "EVENT_KEYS", "MEMORY_KEYS", "ALIASES"]
+__all__ = ["event_dict", "event_json", "looks_like_event", "EVENT_KEYS", "MEMORY_KEYS", "ALIASES"]
 
 # What the caller may say about the memories an event becomes (see KnowledgeEvent).
 MEMORY_KEYS = ("tags", "expires_at", "pinned", "confidence", "importance", "category")
@@ -29,6 +29,17 @@ EVENT_KEYS = ("id", "user_id", "query", "response", "session_id", "agent_id", "i
 # and ``ttl`` (seconds) is another way to give ``expires_at``.
 ALIASES = ("agent_response", "ttl")
 _MAX_TAGS = 100
+# What an event says: at least one of these (the others describe it).
+_CONTENT_KEYS = frozenset({"query", "response", "agent_response", "intermediate_steps"})
+
+
+def looks_like_event(record: Any) -> bool:
+    """Whether a JSON record is a knowledge event rather than, say, a document's record: only
+    event keys (the aliases included, so the design's own ``agent_response``/``ttl`` shape is
+    one) and something said. ``beeweave ingest`` sorts JSONL files by it; ``event_dict`` then
+    checks the values."""
+    return (isinstance(record, Mapping) and set(record) <= {*EVENT_KEYS, *ALIASES}
+            and bool(_CONTENT_KEYS & set(record)))
 
 
 def _string(name: str, value: Any, *, optional: bool = False, empty_ok: bool = False) -> str | None:

@@ -305,5 +305,6 @@ def test_an_event_id_reused_by_another_user_goes_to_the_dead_letters(make_memory
     m.ingest({"id": "run-2", "user_id": "bob", "query": "Who rotates the vault code?", "response": "Dana does."})
     assert m.flush(10)
     m.parts.ingestion.runtime.store_new(m.parts.ingestion.runtime.pipeline.prepare(
-        {"id": "run-2", "user_id": "bob", "query": "Who rotates the vault code?", "response": "Dana does."}).chunks)
+        {"id": "run-2", "user_id": "bob", "query": "Who rotates the vault code?", "response": "Dana does.",
+         "timestamp": m.clock().isoformat()}).chunks)  # the pipeline reads stamped events (ingest stamps them)
     assert len(m.dead_letters()) == 1
