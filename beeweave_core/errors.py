@@ -24,6 +24,7 @@ __all__ = [
     "MissingDependencyError",
     "StoreUnavailableError",
     "ModelLoadError",
+    "PermissionDeniedError",
 ]
 
 
@@ -91,3 +92,8 @@ class ModelLoadError(BeeWeaveError):
 
 class StoreUnavailableError(BeeWeaveError):
     """The storage backend cannot be reached (locked file, database down)."""
+
+
+class PermissionDeniedError(BeeWeaveError, PermissionError):
+    """The writer may not do this: e.g. an agent without a write rule for a shared scope
+    (``ScopeConfig.writers``); nothing was changed."""

@@ -13,7 +13,7 @@ from .records import ChunkStatus, ContentType, Intent, MemoryTier, utcnow
 from .timewords import time_bound
 from .validation import check_timestamp
 
-__all__ = ["Filter", "FILTER_KEYS", "build_filter"]
+__all__ = ["Filter", "FILTER_KEYS", "build_filter", "check_one_user_scope"]
 
 FILTER_KEYS = ("user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "entities", "since",
                "until", "type", "intent", "status", "ids", "tier")
@@ -69,6 +69,21 @@ def _str_set(key: str, value: Any, allowed: type | None = None) -> frozenset[str
 
 
 Declared = Mapping[str, str] | Callable[[], Mapping[str, str]] | None
+
+
+def check_one_user_scope(user_id: Any, filters: Mapping[str, Any] | None) -> None:
+    """Refuse a face's ``user_id`` beside a different ``filters["user_id"]``.
+
+    ``build_filter`` intersects the two (a scoped key's users with the users asked for must
+    never widen), so ``user_id="alice", filters={"user_id": ["alice", "bob"]}`` would search
+    alice's memories alone, silently. A retriever configured so means one of the two; it
+    must say which."""
+    if user_id is None or not isinstance(filters, Mapping) or filters.get("user_id") is None:
+        return
+    if _str_set("user_id", filters["user_id"]) != _str_set("user_id", user_id):
+        raise InvalidInputError(
+            f"user_id={user_id!r} and filters['user_id']={filters['user_id']!r} are both given, and a search "
+            "reads only the users in both; give one: user_id for one user, filters={'user_id': [...]} for several")
 
 
 def build_filter(filters: Mapping[str, Any] | None = None, *, user_id: Any = None,

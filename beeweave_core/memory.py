@@ -55,6 +55,7 @@ from .lifecycle.validity import InvalidationReport
 from .network import Candidate, ExpandOptions, NetworkConfig
 from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
 from .rerank import Reranker
+from .scopes import ScopeConfig, Scopes
 from .scoring import ScoringConfig
 from .store.base import StoreBackend, VerifyReport
 from .tokenizer import Tokenizer, TokenizerConfig
@@ -111,6 +112,8 @@ class BeeWeave:
         config: a ``SearchConfig``: search defaults (fusion, candidates, weights).
         clock: returns "now" as an aware datetime; tests pass a controllable one.
         backend: a ready ``StoreBackend`` instead of ``path`` (e.g. ``PostgresStore``).
+        scopes: a ``ScopeConfig``: which shared scopes each user reads by default, and which
+            agents may write which categories to which scope.
     """
 
     def __init__(self, path: str | Path | None = None, *, embedder: Any = None,
@@ -118,11 +121,11 @@ class BeeWeave:
                  network: NetworkConfig | None = None, lifecycle: LifecycleConfig | None = None,
                  ingest: IngestConfig | None = None, scoring: ScoringConfig | None = None,
                  config: SearchConfig | None = None, clock: Callable[[], datetime] | None = None,
-                 backend: StoreBackend | None = None) -> None:
+                 backend: StoreBackend | None = None, scopes: ScopeConfig | None = None) -> None:
         for name, value, cls in (("tokenizer", tokenizer, TokenizerConfig), ("index", index, IndexConfig),
                                  ("network", network, NetworkConfig), ("lifecycle", lifecycle, LifecycleConfig),
                                  ("ingest", ingest, IngestConfig), ("scoring", scoring, ScoringConfig),
-                                 ("config", config, SearchConfig)):
+                                 ("config", config, SearchConfig), ("scopes", scopes, ScopeConfig)):
             _typed(name, value, cls)
         if clock is not None and not callable(clock):
             raise InvalidInputError("clock must be a callable returning an aware datetime")
@@ -142,11 +145,12 @@ class BeeWeave:
                             scoring=scoring or ScoringConfig())
             self._shared = shared
             ingest = ingest or IngestConfig()
-            self._records = Records(shared, WritePolicy(ingest))
+            scope_config = scopes or ScopeConfig()
+            self._records = Records(shared, WritePolicy(ingest, scope_config))
             # The write policy's redaction also covers the free text stored beside memories.
             redact = self._records.policy.redactor.redact if self._records.policy else None
             self._graph = Graph(shared, network or NetworkConfig(), redact)
-            self._search = Search(shared, self._graph)
+            self._search = Search(shared, self._graph, Scopes(scope_config))
             self._lifecycle = Lifecycle(LifecycleContext(shared, lifecycle or LifecycleConfig(), self._records),
                                         redact=redact)
             self._ingestion = Ingestion(shared, self._records, ingest, self._lifecycle.feedback)
@@ -247,6 +251,11 @@ class BeeWeave:
         return self._ingestion.config
 
     # -- records ------------------------------------------------------------------------------
+    @property
+    def scope_config(self) -> ScopeConfig:
+        """Who reads and who writes shared scopes (the ``scopes=`` of the constructor)."""
+        return self._search.scopes.config
+
     def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
             chunk_id: str | None = None, tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
             timestamp: datetime | str | float | None = None, embedding: Sequence[float] | None = None,
@@ -341,12 +350,14 @@ class BeeWeave:
                fusion: FusionMode | str | None = None, min_score: float | None = None,
                query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
                rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
-               min_relevance: float | None = None, abstain_below: float | None = None) -> list[SearchHit]:
+               min_relevance: float | None = None, abstain_below: float | None = None,
+               scopes: Sequence[str] | str | None = None, as_of: datetime | str | None = None) -> list[SearchHit]:
         """Hybrid search: BM25 and vector candidates, fused, filtered inside retrieval.
 
         Args:
             query: what to look for.
-            user_id: restrict to one user's memories (never returns another user's).
+            user_id: the searching user: their memories and, by default, the shared knowledge
+                they may read (never another user's private memories).
             k: how many hits (graph expansion may add up to ``ExpandOptions.limit`` more).
             filters: user_id, agent_id, session_id, tags / tags_any / tags_all, entities,
                 since, until (timestamps, or time words: "last week", "上周"), type, intent,
@@ -374,12 +385,21 @@ class BeeWeave:
         """
         return self._search.search(query, user_id=user_id, k=k, filters=filters, fusion=fusion, min_score=min_score,
                                    query_embedding=query_embedding, expand=expand, rerank=rerank, mmr=mmr,
-                                   loosen=loosen, min_relevance=min_relevance, abstain_below=abstain_below)
+                                   loosen=loosen, min_relevance=min_relevance, abstain_below=abstain_below,
+                                   scopes=scopes, as_of=as_of)
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector, from a small LRU cache when the same query was asked before."""
         return self._search.embed_query(query)
 
+            scopes: whose memories to read: ``"user"`` (``user_id``'s own), ``"tenant"`` and
+                shared scope names (``"project:atlas/module:parser"``); default: the user, the
+                tenant and the scopes ``ScopeConfig.grants`` gives the user (see
+                :mod:`beeweave_core.scopes`).
+            as_of: search the memory as it was at this time (a datetime or ISO string):
+                nothing stored later, and of a fact that changed ("I moved to Munich") the
+                statement valid then first. Facts a later statement superseded (at ``as_of``,
+                else now) are flagged ``SearchHit.superseded`` and ranked after it.
     # -- the network ----------------------------------------------------------------------------
     def link(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
         """Mine and store the relationships of stored chunks; return the new edges."""

@@ -14,6 +14,7 @@ from pydantic import Field, PrivateAttr, SkipValidation
 from beeweave_core.api import MemoryAPI
 from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
+from beeweave_core.filters import check_one_user_scope
 from beeweave_core.records import SearchHit
 
 from ._convert import hit_to_document
@@ -92,12 +93,18 @@ class BeeWeaveRetriever(BaseRetriever):
 
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
 
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # Here, not in a pydantic validator: that would wrap the error in a ValidationError.
+        check_one_user_scope(self.user_id, self.filters)
+
     @property
     def errors(self) -> int:
         """How many searches found the store unavailable and returned no documents."""
         return self._failures.count
 
     def _search_kwargs(self, k: int | None) -> dict[str, Any]:
+        check_one_user_scope(self.user_id, self.filters)  # fields may have been set since
         filters = dict(self.filters or {})
         if self.session_id is not None:
             filters["session_id"] = self.session_id

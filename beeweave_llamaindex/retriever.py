@@ -15,6 +15,7 @@ from beeweave_core import InvalidInputError
 from beeweave_core.api import MemoryAPI
 from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
+from beeweave_core.filters import check_one_user_scope
 from beeweave_core.records import SearchHit
 from beeweave_core.validation import check_number
 
@@ -104,6 +105,7 @@ class BeeWeaveRetriever(BaseRetriever):
             if gate is not None:
                 check_number(name, gate, low=0.0, high=1.0)  # refused here, not at the first retrieval
         bw_filters = to_beeweave_filters(filters)
+        check_one_user_scope(user_id, bw_filters)
         if session_id is not None:
             if "session_id" in bw_filters:
                 raise InvalidInputError("session_id is given both as the scope and in filters; give it once")

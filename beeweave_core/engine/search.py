@@ -38,6 +38,7 @@ from ..rerank import Reranker, mmr
 from ..scoring import score_factor, ttl_passed
 from ..store.base import RetrievesInOneTrip, StaleCandidates, TermEvidence
 from ..timewords import DATED_LAG, find_time
+from ..scopes import Scopes
 from ..validation import check_content, check_count, check_number, check_vector
 from .shared import Shared
 
@@ -50,12 +51,13 @@ __all__ = ["Search"]
 class Search:
     """Hybrid search over the store, and the query-embedding cache."""
 
-    def __init__(self, shared: Shared, graph: Graph) -> None:
+    def __init__(self, shared: Shared, graph: Graph, scopes: Scopes | None = None) -> None:
         self.shared = shared
         self.graph = graph
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_model: Any = None  # the embedder the cached vectors came from
         self._lock = threading.Lock()
+        self.scopes = scopes or Scopes()  # which owners (user, shared scopes, tenant) a search reads
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector, from a small LRU cache when the same query was asked before."""
@@ -80,7 +82,9 @@ class Search:
                fusion: FusionMode | str | None = None, min_score: float | None = None,
                query_embedding: Sequence[float] | None = None, expand: bool | ExpandOptions | None = None,
                rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
-               min_relevance: float | None = None, abstain_below: float | None = None) -> list[SearchHit]:
+               min_relevance: float | None = None, abstain_below: float | None = None,
+               scopes: Sequence[str] | str | None = None,
+               as_of: datetime | str | None = None) -> list[SearchHit]:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
         check_count("k", k)
@@ -90,7 +94,11 @@ class Search:
             raise InvalidInputError(
                 f"fusion must be one of {', '.join(m.value for m in FusionMode)}, got {fusion!r}") from None
         now = self.shared.clock()
-        flt = build_filter(filters, user_id=user_id, now=now, declared=self.shared.declared_fields)
+        flt = build_filter(filters, user_id=self.scopes.owners(user_id, scopes), now=now,
+                           declared=self.shared.declared_fields)
+        at = now if as_of is None else to_datetime(as_of, "as_of")
+        if as_of is not None:  # what was known then: nothing stored later (facts: see below)
+            flt = flt.replace(until=at if flt.until is None else min(flt.until, at))
         qvec = None
         if query_embedding is not None:
             qvec = self._query_vector(query_embedding)

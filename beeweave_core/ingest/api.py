@@ -99,6 +99,8 @@ class Ingestion:
             from .pipeline import redact_event
 
             body, _ = redact_event(rt.pipeline.redactor, body)
+        if self.records.policy is not None:  # an event to a shared scope: refused before it is queued
+            self.records.policy.check_scope(body.get("user_id"), body.get("agent_id"), body.get("category"))
         text = event_json(body, max_chars=rt.config.max_event_chars)
         rt.put(text)
         return body["id"]
@@ -178,8 +180,9 @@ class Ingestion:
     # -- patterns -------------------------------------------------------------------------------
     def hot_patterns(self, *, user_id: str | None = None) -> list[HotPattern]:
         """Recurring questions that are hot now (within a window of ``PatternConfig``), most
-        asked first. ``user_id`` limits to one user's (with ``PatternScope.USER``)."""
-        return self.runtime.patterns.hot(user_id)
+        asked first. ``user_id`` limits to one user's (with ``PatternScope.USER``); the shared
+        patterns, asked by several users, come after them for every user."""
+        return self.runtime.hot_patterns(user_id)
 
     # -- cold start ----------------------------------------------------------------------------------
     def import_documents(self, sources: Any, *, user_id: str, agent_id: str | None = None,

@@ -67,6 +67,13 @@ class PatternConfig:
         windows: the sliding windows; a key is hot when any window reaches its threshold.
         scope: count per user or across users (``GLOBAL`` pattern memories belong to
             ``shared_user_id``).
+        shared_user_id: the owner of shared patterns: the tenant scope by default, so every
+            user's search finds them (``beeweave_core.scopes.scope_owner("team:support")``
+            for a team's).
+        shared_users: a question asked by this many different users is a shared pattern: with
+            ``USER`` scope, also counted across users and published to ``shared_user_id``
+            (0: no shared patterns); with ``GLOBAL``, the users a pattern needs. Never one
+            user's repeated question: it would copy that user's text into shared knowledge.
         weight: the weight of a pattern memory (ordinary memories have 1.0).
         max_examples: how many example questions a pattern keeps.
         max_hits: at most this many sightings are kept per key (the newest; counts stop there).
@@ -77,7 +84,8 @@ class PatternConfig:
     enabled: bool = True
     windows: Sequence[Window] = (Window(timedelta(hours=1), 3), Window(timedelta(hours=24), 5))
     scope: PatternScope = PatternScope.USER
-    shared_user_id: str = "__shared__"
+    shared_user_id: str = "scope:tenant"
+    shared_users: int = 3
     weight: float = 2.0
     max_examples: int = 5
     max_hits: int = 200
@@ -91,6 +99,8 @@ class PatternConfig:
         object.__setattr__(self, "windows", wins)
         if not isinstance(self.refresh_every, int) or self.refresh_every < 1:
             raise InvalidInputError("refresh_every must be a positive integer")
+        if isinstance(self.shared_users, bool) or not isinstance(self.shared_users, int) or self.shared_users < 0:
+            raise InvalidInputError("shared_users must be an integer >= 0")
 
 
 @dataclass(frozen=True)

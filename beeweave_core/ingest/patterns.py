@@ -25,6 +25,12 @@ are paraphrases only when they name the same such terms.
 Sightings are stored per key through the backend's key-value store (so they survive a
 reopen), each with its event id: seeing the same event twice (a crash repair) changes
 nothing.
+
+A question asked by several users is also a shared pattern: a second tracker counts
+everyone's questions together (``PatternScope.GLOBAL``, its own key namespace) and its
+memory belongs to the tenant scope, so every user's search finds it. It is published only
+when ``PatternConfig.shared_users`` different users asked (each sighting keeps a hash of
+its user, never the id), so one user's repeated question never becomes shared text.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ NAMESPACE = "ingest.patterns"
 _SEP = "\x1f"
 _CHINESE_FILLER = ("请问 请 问 一下 帮 帮忙 帮我 告诉 知道 想 想要 需要 应该 能不能 可不可以 是不是 有没有 "
                    "方法 办法 步骤 一个 该 呀 啦 哈").split()
-INDEX = "ingest.patterns.concepts"  # owner + concept -> the pattern keys holding it
+INDEX = NAMESPACE + ".concepts"  # owner + concept -> the pattern keys holding it
 # Words that ask about the state of something, not what it is: left out of concepts.
 _STATE_WORDS = frozenset(("状态 情况 进度 什么 为什么 怎么 怎么样 怎样 如何 哪 哪里 哪儿 到哪 还 没 没有 未 是 吗 "
                           "呢 了 啊 status state yet still hasn haven isn doesn didn").split())
@@ -145,6 +151,12 @@ class Detection:
     refresh: bool = False  # time to refresh the memory's counts and best answer
 
 
+def _user_hash(user_id: str) -> str:
+    """What a shared pattern keeps of who asked: enough to count different users, not the id
+    (its state is shared and survives the user's forget)."""
+    return hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def _ts(dt: datetime) -> float:
     return dt.timestamp()
 
@@ -157,8 +169,13 @@ class PatternTracker:
     """Counts sightings per feature key and reports keys that pass a threshold."""
 
     def __init__(self, backend: Any, tokenizer: Tokenizer, config: PatternConfig,
-                 clock: Callable[[], datetime], admission: AdmissionRules | None = None) -> None:
+                 clock: Callable[[], datetime], admission: AdmissionRules | None = None, *,
+                 namespace: str = NAMESPACE) -> None:
         self.backend = backend
+        # The shared tracker beside a per-user one keeps its keys apart: each scans only its own.
+        self.namespace, self.index_ns = namespace, namespace + ".concepts"
+        # Users a shared pattern needs before it is published (see the module docstring).
+        self.min_users = config.shared_users if config.scope is PatternScope.GLOBAL else 0
         self.admission = admission or AdmissionRules()
         self.tokenizer = tokenizer
         self.config = config
@@ -198,11 +215,15 @@ class PatternTracker:
         out = {}
         for w in self.config.windows:
             since = _ts(now - w.span)
-            out[w.name] = sum(1 for ts, _ in hits if ts > since)
+            out[w.name] = sum(1 for h in hits if h[0] > since)
         return out
 
-    def is_hot(self, counts: dict[str, int]) -> bool:
-        return any(counts[w.name] >= w.threshold for w in self.config.windows)
+    def is_hot(self, counts: dict[str, int], hits: list[list[Any]] | None = None) -> bool:
+        """Whether a window reached its threshold (and, for a shared pattern, enough users
+        asked: ``hits`` are the sightings kept)."""
+        if not any(counts[w.name] >= w.threshold for w in self.config.windows):
+            return False
+        return not self.min_users or len({h[2] for h in hits or () if len(h) > 2}) >= self.min_users
 
     def observe(self, s: Sighting) -> Detection | None:
         """Record a sighting; return the pattern when it is hot (None otherwise)."""
@@ -213,7 +234,7 @@ class PatternTracker:
             return None
         owner = self.owner(s.user_id)
         kv_key = owner + _SEP + key
-        if self.backend.kv_get(NAMESPACE, kv_key) is None:
+        if self.backend.kv_get(self.namespace, kv_key) is None:
             kv_key = self._similar(owner, concepts(self.terms(s.query))) or kv_key
         now = self.clock()
         cutoff = _ts(now - self._longest)
@@ -227,28 +248,28 @@ class PatternTracker:
                               "terms": list(self.terms(s.query)), "hits": [], "examples": [],
                               "first_seen": _ts(s.at)}
             hits: list[list[Any]] = state["hits"]
-            seen.update(again=any(eid == s.event_id for _, eid in hits), before=self.counts(hits, now),
-                        new=not hits)
+            seen.update(again=any(h[1] == s.event_id for h in hits), new=not hits,
+                        was_hot=self.is_hot(self.counts(hits, now), hits))
             if seen["again"]:
                 return state  # already counted (the event was processed before a crash)
-            hits = sorted([*hits, [_ts(s.at), s.event_id]], key=lambda h: h[0])
+            hits = sorted([*hits, [_ts(s.at), s.event_id, _user_hash(s.user_id)]], key=lambda h: h[0])
             state["hits"] = [h for h in hits if h[0] > cutoff][-self.config.max_hits:]
             state["examples"] = ([e for e in state["examples"] if e["query"] != s.query]
                                  + [example])[-self.config.max_examples:]
             return state
 
         kv_user = None if self.config.scope is PatternScope.GLOBAL else owner
-        state = self.backend.kv_update(NAMESPACE, kv_key, count, user_id=kv_user)
+        state = self.backend.kv_update(self.namespace, kv_key, count, user_id=kv_user)
         assert state is not None
         if seen["again"]:
             return None
         if seen["new"]:  # a new key: findable by its concepts from now on
             self._index(owner, kv_key, concepts(tuple(state["terms"])), kv_user)
         after = self.counts(state["hits"], now)
-        if not self.is_hot(after):
+        if not self.is_hot(after, state["hits"]):
             return None
         refresh = len(state["hits"]) % self.config.refresh_every == 0
-        return Detection(self._pattern(kv_key, state, after), not self.is_hot(seen["before"]), kv_key, state, refresh)
+        return Detection(self._pattern(kv_key, state, after), not seen["was_hot"], kv_key, state, refresh)
 
     def _similar(self, owner: str, wanted: frozenset[str]) -> str | None:
         """An earlier key of ``owner`` whose question is a paraphrase of one with ``wanted``
@@ -256,12 +277,12 @@ class PatternTracker:
         seen: set[str] = set()
         best: tuple[int, str] | None = None
         for concept in wanted:
-            entry = self.backend.kv_get(INDEX, owner + _SEP + concept)
+            entry = self.backend.kv_get(self.index_ns, owner + _SEP + concept)
             for kv_key in (entry or {}).get("keys", []):
                 if kv_key in seen:
                     continue
                 seen.add(kv_key)
-                state = self.backend.kv_get(NAMESPACE, kv_key)
+                state = self.backend.kv_get(self.namespace, kv_key)
                 if state is None or not paraphrase(wanted, concepts(tuple(state["terms"]))):
                     continue
                 if best is None or len(state["hits"]) > best[0]:
@@ -276,7 +297,7 @@ class PatternTracker:
             return {"keys": [*keys, kv_key][-_INDEX_KEYS:]}
 
         for concept in found:
-            self.backend.kv_update(INDEX, owner + _SEP + concept, add, user_id=user_id)
+            self.backend.kv_update(self.index_ns, owner + _SEP + concept, add, user_id=user_id)
 
     def _pattern(self, kv_key: str, state: dict[str, Any], counts: dict[str, int]) -> HotPattern:
         examples = state["examples"]
@@ -323,7 +344,7 @@ class PatternTracker:
             memory.add(content, user_id=p.user_id, chunk_id=p.memory_id, status=status, **fields)
         if state.get("answer_id") != best_id:
             state["answer_id"] = best_id
-            self.backend.kv_put(NAMESPACE, det.kv_key, state,
+            self.backend.kv_put(self.namespace, det.kv_key, state,
                                 user_id=None if self.config.scope is PatternScope.GLOBAL else p.user_id)
         p = HotPattern(**{**p.__dict__, "answer_id": best_id})
         if det.became_hot:
@@ -362,7 +383,7 @@ class PatternTracker:
     # -- reading and housekeeping ---------------------------------------------------------------
     def _scan(self, user_id: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
         prefix = "" if user_id is None else self.owner(user_id) + _SEP
-        return self.backend.kv_scan(NAMESPACE, prefix)
+        return self.backend.kv_scan(self.namespace, prefix)
 
     def hot(self, user_id: str | None = None) -> list[HotPattern]:
         """Patterns hot now (by ``clock()``), most-asked first."""
@@ -370,7 +391,7 @@ class PatternTracker:
         out = []
         for kv_key, state in self._scan(user_id):
             counts = self.counts(state["hits"], now)
-            if self.is_hot(counts):
+            if self.is_hot(counts, state["hits"]):
                 out.append(self._pattern(kv_key, state, counts))
         shortest = min(self.config.windows, key=lambda w: w.span).name
         out.sort(key=lambda p: (-p.counts[shortest], -sum(p.counts.values()), p.key))
@@ -379,19 +400,19 @@ class PatternTracker:
     def sweep(self) -> int:
         """Forget keys not seen within the longest window; return how many."""
         cutoff = _ts(self.clock() - self._longest)
-        stale = [k for k, st in self._scan(None) if not any(ts > cutoff for ts, _ in st["hits"])]
+        stale = [k for k, st in self._scan(None) if not any(h[0] > cutoff for h in st["hits"])]
         for k in stale:
-            self.backend.kv_delete(NAMESPACE, k)
+            self.backend.kv_delete(self.namespace, k)
         if stale:
             gone = set(stale)
-            for key, entry in list(self.backend.kv_scan(INDEX)):
+            for key, entry in list(self.backend.kv_scan(self.index_ns)):
                 keys = [k for k in entry.get("keys", []) if k not in gone]
                 if not keys:
-                    self.backend.kv_delete(INDEX, key)
+                    self.backend.kv_delete(self.index_ns, key)
                 elif len(keys) < len(entry.get("keys", [])):
                     owner = key.split(_SEP, 1)[0]
                     user = None if self.config.scope is PatternScope.GLOBAL else owner
-                    self.backend.kv_put(INDEX, key, {"keys": keys}, user_id=user)
+                    self.backend.kv_put(self.index_ns, key, {"keys": keys}, user_id=user)
         return len(stale)
 
     @property

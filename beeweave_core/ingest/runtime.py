@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 from ..errors import DuplicateIdError, ModelLoadError, StoreClosedError, StoreUnavailableError
 from ..lifecycle.config import FeedbackSignal
 from ..records import KnowledgeChunk
-from .config import IngestConfig, QueueFullPolicy
+from .config import IngestConfig, PatternScope, QueueFullPolicy
 from .errors import QueueFullError
 from .intake import Intake, MemoryIntake, MmapJournal
 from .patterns import PatternTracker
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 REJECTED = "ingest.rejected"  # kv namespace: ids of rejected memories, never stored again
 _SWEEP_EVERY = timedelta(hours=1)
 # Failures that are not the events' fault: the batch stays pending and is retried with backoff
+SHARED_NAMESPACE = NAMESPACE + ".shared"  # the shared pattern tracker's keys
 # (a store that is down, an embedding model that could not be loaded yet) instead of dead-lettering.
 _TRANSIENT = (StoreUnavailableError, ModelLoadError)
 _FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
@@ -131,6 +133,14 @@ class IngestRuntime:
         self.patterns = PatternTracker(memory.backend, memory.tokenizer, config.patterns, memory.clock,
                                        admission=config.admission)
         self._queue: EventQueue | None = None
+        # Per-user patterns, and beside them everyone's questions counted together: a question
+        # several users ask becomes a pattern in the shared scope (see ingest/patterns.py).
+        self.shared_patterns = None
+        if config.patterns.scope is PatternScope.USER and config.patterns.shared_users:
+            self.shared_patterns = PatternTracker(
+                memory.backend, memory.tokenizer, replace(config.patterns, scope=PatternScope.GLOBAL), memory.clock,
+                admission=config.admission, namespace=SHARED_NAMESPACE)
+        self.trackers = [t for t in (self.patterns, self.shared_patterns) if t is not None]
         self._shared: EventQueue | None = None  # the store's own queue (see _shared_queue)
         self._shared_made = False
         self._intake: Intake | None = None  # None: callers write to the queue directly
@@ -351,7 +361,8 @@ class IngestRuntime:
         if self._last_sweep is None or now - self._last_sweep >= _SWEEP_EVERY:
             self._last_sweep = now
             try:
-                self.patterns.sweep()
+                for tracker in self.trackers:
+                    tracker.sweep()
             except StoreClosedError:
                 pass
             except Exception:
@@ -389,9 +400,10 @@ class IngestRuntime:
         for _, p in ready:
             if p.sighting is not None:
                 try:
-                    det = self.patterns.observe(p.sighting)
-                    if det is not None:
-                        self.patterns.publish(self.memory, det, agent_id=p.event.agent_id)
+                    for tracker in self.trackers:
+                        det = tracker.observe(p.sighting)
+                        if det is not None:
+                            tracker.publish(self.memory, det, agent_id=p.event.agent_id)
                     self._pattern_failure.succeeded()
                 except StoreClosedError:
                     raise
@@ -507,6 +519,14 @@ class IngestRuntime:
         return [] if self._queue is None else self._queue.dead(limit)
 
     def revive(self, ids: Sequence[str] | None) -> int:
+    def hot_patterns(self, user_id: str | None) -> list[HotPattern]:
+        """The hot patterns of ``user_id`` (every user's when None) and the shared ones,
+        which every user sees."""
+        found = self.patterns.hot(user_id)
+        if self.shared_patterns is not None:
+            found += self.shared_patterns.hot(None)
+        return found
+
         n = 0 if self._queue is None else self._queue.revive(ids)
         if n:
             self.wake()

@@ -6,6 +6,13 @@ and metadata are redacted by the same :class:`Redactor` (same PII kinds, custom 
 on/off switch of the store's ``IngestConfig``) before anything is stored, and admission
 decides whether it is active at once or waits for review (role ``"manual"``). An edit
 that changes content, tags or metadata is redacted the same way.
+
+A memory written to a shared scope or the tenant (an owner id ``scope:...``, see
+:mod:`beeweave_core.scopes`) must be allowed by the scope's write rules
+(``ScopeConfig.writers``: which agents may write which categories where); an ingested
+event to such a scope is checked by :meth:`WritePolicy.check_scope` before it is queued.
+Trusted writes (imports, the engine's own pattern memories) are the program's, not an
+agent's, and are not checked.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import PermissionDeniedError
 from ..records import ChunkStatus, KnowledgeChunk, ProcessedContent
+from ..scopes import Scope, ScopeConfig, is_scope_owner
 from ..validation import importance_of
 from .admission import Candidate, admit
 from .config import IngestConfig
@@ -30,11 +39,34 @@ class WritePolicy:
 
     Args:
         config: the store's ingest configuration (its redaction and admission rules).
+        scopes: the store's scope configuration (its write rules for shared scopes).
     """
 
-    def __init__(self, config: IngestConfig) -> None:
+    def __init__(self, config: IngestConfig, scopes: ScopeConfig | None = None) -> None:
         self.config = config
+        self.scopes = scopes or ScopeConfig()
         self.redactor = Redactor(config.pii_kinds, config.custom_patterns, enabled=config.redact)
+
+    def check_scope(self, owner: Any, agent_id: Any, category: Any) -> None:
+        """Refuse (``PermissionDeniedError``) a write to a shared scope or the tenant that no
+        write rule allows; a user's own memories are not governed by the rules. An owner id
+        ``scope:...`` must name a valid scope even without rules, so that no memory is stored
+        under an owner no search can name."""
+        if not is_scope_owner(owner):
+            return
+        scope = Scope.parse(owner)
+        rules = self.scopes.writers
+        agent = agent_id if isinstance(agent_id, str) else None
+        kind = category if isinstance(category, str) else None
+        if rules is not None and not any(r.allows(scope, agent, kind) for r in rules):
+            raise PermissionDeniedError(
+                f"agent {agent!r} may not write {'memories' if kind is None else repr(kind) + ' memories'} "
+                f"to scope {scope.name!r}: no rule of ScopeConfig.writers allows it")
+
+    def _check_record(self, record: Mapping[str, Any]) -> None:
+        meta = record.get("metadata")
+        self.check_scope(record.get("user_id"), record.get("agent_id"),
+                         meta.get("category") if isinstance(meta, Mapping) else None)
 
     def _redact(self, record: dict[str, Any], counts: Counter[str]) -> dict[str, Any]:
         if not self.redactor.enabled:
@@ -54,6 +86,7 @@ class WritePolicy:
     def new_memory(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """The record to pass to ``BeeWeave.add``: redacted, with the status admission decides
         (a status the caller gives explicitly is kept; "pending" is never upgraded)."""
+        self._check_record(record)
         out = dict(record)
         counts: Counter[str] = Counter()
         out = self._redact(out, counts)
@@ -82,6 +115,7 @@ class WritePolicy:
             return self._direct_chunk(record)
         if not isinstance(record, Mapping):
             return record  # refused by the records part, with its own message
+        self._check_record(record)
         out = dict(record)
         counts: Counter[str] = Counter()
         out = self._redact(out, counts)
@@ -96,6 +130,7 @@ class WritePolicy:
         return out
 
     def _direct_chunk(self, c: KnowledgeChunk) -> KnowledgeChunk:
+        self.check_scope(c.user_id, c.agent_id, c.metadata.get("category"))
         counts: Counter[str] = Counter()
         r = self.redactor
         changes: dict[str, Any] = {}

@@ -130,7 +130,7 @@ class MemoryService:
         self.memory = memory
         self.recorder = recorder or StatsRecorder(memory)
         self.forget_timeout = forget_timeout
-        self.policy = WritePolicy(memory.ingest_config)
+        self.policy = WritePolicy(memory.ingest_config, memory.scope_config)
         self.event_log: Any = None  # the server's EventLog of this store's events, when served
 
     # -- one memory ---------------------------------------------------------------------------

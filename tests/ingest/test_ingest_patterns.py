@@ -140,9 +140,39 @@ def test_global_scope_counts_every_users_questions_together(make_memory) -> None
     for i, user in enumerate(["ann", "bob", "cy"]):
         ask(m, i, "How do I change my avatar?", "Profile > Avatar.", user=user)
     (hot,) = m.hot_patterns()
-    assert hot.user_id == "__shared__" and hot.counts == {"1h": 3}
-    assert m.get(hot.memory_id).user_id == "__shared__"
+    assert hot.user_id == "scope:tenant" and hot.counts == {"1h": 3}
+    assert m.get(hot.memory_id).user_id == "scope:tenant"
     assert m.hot_patterns(user_id="ann") == m.hot_patterns()  # every user sees the shared patterns
+
+
+def test_by_default_a_question_several_users_ask_is_a_pattern_every_users_search_finds(make_memory) -> None:
+    m = make_memory()  # the default PatternConfig: per-user scope, shared after three users
+    for i, user in enumerate(["ann", "bob", "cy"]):
+        ask(m, i, "How do I change my avatar?", "Profile > Avatar.", user=user)
+    shared = [p for p in m.hot_patterns() if p.user_id == "scope:tenant"]
+    assert len(shared) == 1 and shared[0].counts["1h"] == 3
+    for user in ("ann", "dee"):  # dee never asked: the pattern is shared knowledge
+        hits = m.search("change my avatar", user_id=user)
+        assert shared[0].memory_id in [h.id for h in hits]
+    m.forget_user("ann")
+    assert m.get(shared[0].memory_id).user_id == "scope:tenant"  # a user's forget leaves it
+
+
+def test_one_users_repeated_question_never_becomes_a_shared_pattern(make_memory) -> None:
+    m = make_memory()
+    for i in range(4):
+        ask(m, i, "How do I change my avatar?", "Profile > Avatar.", user="ann")
+    assert [p.user_id for p in m.hot_patterns()] == ["ann"]  # hers alone, not the tenant's
+    assert m.search("change my avatar", user_id="bob") == []  # bob reads his and the tenant's: nothing
+    state = dict(m.backend.kv_scan("ingest.patterns.shared"))
+    assert all(h[2] != "ann" and len(h[2]) == 16 for st in state.values() for h in st["hits"])  # a hash of who asked
+
+
+def test_shared_patterns_can_be_switched_off(make_memory) -> None:
+    m = make_memory(patterns=PatternConfig(shared_users=0))
+    for i, user in enumerate(["ann", "bob", "cy"]):
+        ask(m, i, "How do I change my avatar?", "Profile > Avatar.", user=user)
+    assert m.hot_patterns() == [] and m.search("change my avatar", user_id="dee") == []
 
 
 def test_patterns_can_be_switched_off(make_memory) -> None:

@@ -142,9 +142,12 @@ def test_filters_combine_with_and_including_nested_and(store) -> None:
     assert ids(BeeWeaveRetriever(store, filters=flt, similarity_top_k=100).retrieve(QUERY)) == {"m4"}
 
 
-def test_filters_and_user_scope_intersect(store) -> None:
+def test_filters_and_user_scope_must_agree(store) -> None:
+    # Searched together they would read only the users in both: nothing here, alice alone for
+    # [alice, bob]; a silent narrowing, so the retriever refuses it (issue 44).
     flt = MetadataFilters(filters=[MetadataFilter(key="user_id", value="bob")])
-    assert BeeWeaveRetriever(store, user_id="alice", filters=flt, similarity_top_k=100).retrieve(QUERY) == []
+    with pytest.raises(InvalidInputError, match="user_id"):
+        BeeWeaveRetriever(store, user_id="alice", filters=flt, similarity_top_k=100)
 
 
 UNSUPPORTED = [
