@@ -36,7 +36,7 @@ from ..records import KnowledgeChunk
 from .config import IngestConfig, PatternScope, QueueFullPolicy
 from .errors import QueueFullError
 from .intake import Intake, MemoryIntake, MmapJournal
-from .patterns import PatternTracker
+from .patterns import NAMESPACE, HotPattern, PatternTracker
 from .pipeline import Pipeline, Prepared, redact_event
 from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue
 
