@@ -17,12 +17,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import __version__
+from . import __version__, options
 from .defaults import DEFAULT_TOP_K
 
 __all__ = ["main", "build_parser", "COMMANDS"]
-
-DEFAULT_STORE = "beeweave.db"
 
 # name -> one-line help; the order is the order of ``beeweave --help``.
 COMMANDS = {
@@ -45,6 +43,8 @@ COMMANDS = {
     "report": "write the dashboard as one self-contained HTML file",
     "openapi": "write the REST API's OpenAPI spec as JSON",
     "mcp": "run the MCP server (stdio, or streamable HTTP with API keys)",
+    "config": "show the options serve, worker and mcp would use, and whether each came from a flag, "
+              "a BEEWEAVE_* variable or the default",
 }
 
 
@@ -59,18 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="beeweave", description="BeeWeave: the memory an agent grows with use.",
                 epilog="commands:\n" + "\n".join(f"  {n:<12} {h}" for n, h in COMMANDS.items()),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--store", default=os.environ.get("BEEWEAVE_STORE", DEFAULT_STORE),
-                   help="SQLite file, directory of tenant stores, postgresql:// URL or http(s):// server URL "
-                        f"(default: $BEEWEAVE_STORE or {DEFAULT_STORE})")
-    p.add_argument("--tenant", default=os.environ.get("BEEWEAVE_TENANT"),
-                   help="the tenant's store in a directory of stores or a PostgreSQL database")
-    p.add_argument("--embedder", default=None,
-                   help="embedding model name (default: the one the store was built with, else "
-                        "multilingual-e5-small); "
-                        "e.g. beeweave:hashing-64")
+    # --store, --tenant, --embedder, --api-key and each service's options: flag, $BEEWEAVE_* or default.
+    options.add_arguments(p, None)
     p.add_argument("--version", action="version", version=f"beeweave {__version__} (beeweave-memory)")
-    p.add_argument("--api-key", default=os.environ.get("BEEWEAVE_API_KEY"),
-                   help="API key for an http(s):// store (default: $BEEWEAVE_API_KEY)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -107,32 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--loosen", action="store_true", help="relax tag/entity filters when they leave fewer than k hits")
     c.add_argument("--json", action="store_true", help="print the hits as JSON")
 
-    c = cmd("serve")
-    c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=8000)
-    c.add_argument("--api-keys", metavar="FILE",
-                   help="JSON or TOML file of API key -> tenant (default: $BEEWEAVE_API_KEYS_FILE, "
-                        "or $BEEWEAVE_API_KEYS='key1:tenantA,key2:tenantB')")
-    c.add_argument("--max-body-bytes", type=int, default=1_048_576, help="larger requests get 413 (default 1 MiB)")
-    c.add_argument("--queue-dir", help="with a PostgreSQL store, where each tenant's event log for SSE is kept "
-                                       "(default: in memory); the ingest queue is a table in the database, "
-                                       "and a SQLite store keeps both beside its file")
-    c.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    c.add_argument("--json-logs", action="store_true", help="write every log line as one JSON object")
-    c.add_argument("--read-timeout", type=float, default=10.0,
-                   help="seconds a client has to send a request (default 10)")
-    c.add_argument("--keep-alive", type=float, default=5.0, help="idle keep-alive seconds (default 5)")
-    c.add_argument("--max-connections", type=int, default=512, help="open connections at most (default 512)")
-    c.add_argument("--tenant-concurrency", type=int, default=4,
-                   help="requests of one tenant running at once (default 4; more wait, then 503)")
-    c.add_argument("--webhooks", metavar="FILE",
-                   help="JSON list of webhooks: [{url, secret, types?, tenant?}] (signed event deliveries)")
-    c.add_argument("--maintain-every", type=float, metavar="SECONDS",
-                   help="run maintenance (expiry, merging, capacity) in the background every SECONDS")
-
-    c = cmd("worker")
-    c.add_argument("--rescan", type=float, default=30.0,
-                   help="seconds between looks for new tenants when --tenant is not given (default 30)")
+    for name in ("serve", "worker"):
+        options.add_arguments(cmd(name), name)
 
     c = cmd("stats")
     c.add_argument("--user-id")
@@ -217,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .mcp.cli import add_arguments as mcp_arguments
 
     mcp_arguments(cmd("mcp"))
+
+    c = cmd("config")
+    c.add_argument("action", choices=["show"])
+    c.add_argument("for_command", nargs="?", choices=["serve", "worker", "mcp"], metavar="COMMAND",
+                   help="only this command's options, parsed from the flags that follow it (default: all)")
+    c.add_argument("flags", nargs=argparse.REMAINDER, help="COMMAND's flags, as they would be given to it")
+    c.add_argument("--json", action="store_true")
     return p
 
 
@@ -237,9 +211,13 @@ def _mute_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from . import cli_commands
     from .errors import BeeWeaveError
+
+    try:
+        args = build_parser().parse_args(argv)
+    except BeeWeaveError as exc:  # a $BEEWEAVE_* switch that is neither true nor false
+        return _fail(str(exc), 2)
+    from . import cli_commands
 
     debug = os.environ.get("BEEWEAVE_DEBUG") not in (None, "", "0")
     try:

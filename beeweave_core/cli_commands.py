@@ -234,7 +234,9 @@ def cmd_serve(args: Any) -> int:
                           queue_dir=args.queue_dir, read_timeout=args.read_timeout,
                           keep_alive_timeout=args.keep_alive, max_connections=args.max_connections,
                           tenant_concurrency=args.tenant_concurrency, webhooks=webhooks,
-                          maintain_interval=args.maintain_every)
+                          maintain_interval=args.maintain_every, max_k=args.max_k,
+                          max_flush_timeout=args.max_flush_timeout, tenant_queue=args.tenant_queue,
+                          max_events=args.max_events, webhook_queue=args.webhook_queue)
     tenants = sorted(config.tenants)
     print(f"beeweave: serving {len(tenants)} tenant(s) ({', '.join(tenants)}) from {args.store} "
           f"on http://{args.host}:{args.port}", file=sys.stderr)
@@ -258,6 +260,28 @@ def cmd_worker(args: Any) -> int:
     run_worker(args.store, tenants=[args.tenant] if args.tenant else None, embedder=args.embedder,
                stop=stop, rescan=args.rescan, opened=lambda t: print(f"beeweave: worker on tenant {t!r}",
                                                                     file=sys.stderr, flush=True))
+    return 0
+
+
+# -- config -----------------------------------------------------------------------------------------------------
+def cmd_config(args: Any) -> int:
+    """The options a service command would use; the table and the masking are in options.py."""
+    from . import options
+    from .cli import build_parser
+
+    flags = [f for f in args.flags if f != "--json"]  # `config show serve --port 1 --json`: ours, not serve's
+    as_json = args.json or len(flags) < len(args.flags)
+    if flags and not args.for_command:
+        raise InvalidInputError(f"flags {flags} need the command they are for: beeweave config show serve ...")
+    rows = options.resolved(args, None)
+    for command in [args.for_command] if args.for_command else ["serve", "worker", "mcp"]:
+        # parsed as `beeweave COMMAND FLAGS` would be: the same defaults, variables and checks
+        rows += options.resolved(build_parser().parse_args([command, *(flags if command == args.for_command else [])]),
+                                 command)
+    if as_json:
+        _print_json([r.to_dict() for r in rows])
+    else:
+        print(options.render(rows))
     return 0
 
 

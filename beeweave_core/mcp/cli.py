@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -17,17 +16,10 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--transport", choices=["stdio", "http"], default="stdio",
-                   help="stdio (default; for Claude Desktop, Cursor...) or streamable HTTP")
-    p.add_argument("--host", default="127.0.0.1", help="HTTP: a loopback address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
-    p.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
-    p.add_argument("--api-keys", metavar="FILE",
-                   help="HTTP: JSON or TOML file of API key -> name (default: $BEEWEAVE_API_KEYS_FILE, "
-                        "or $BEEWEAVE_API_KEYS='key1:name1,key2:name2')")
-    p.add_argument("--user-id", default=os.environ.get("BEEWEAVE_USER_ID") or None,
-                   help="the user of tool calls that name none (default: $BEEWEAVE_USER_ID; without it, "
-                        "every call names its user)")
+    """The flags and their ``BEEWEAVE_*`` variables are declared in :mod:`beeweave_core.options`."""
+    from ..options import add_arguments as add_options
+
+    add_options(p, "mcp")
 
 
 def run(args: Any) -> int:
