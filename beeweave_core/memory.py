@@ -29,6 +29,7 @@ from .defaults import DEFAULT_TOP_K
 from .embedders import Embedder, as_embedder
 from .engine.config import SearchConfig
 from .engine.graph import Graph
+from .engine.listing import Page, list_page
 from .engine.records import Records
 from .engine.search import Search
 from .engine.shared import Shared
@@ -330,6 +331,18 @@ class BeeWeave:
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         return self._records.count(user_id=user_id, filters=filters)
 
+    def get_all(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None,
+                metadata: Mapping[str, Any] | None = None, limit: int = 100, cursor: str | None = None) -> Page:
+        """A user's memories (``None``: every user's), oldest first by (timestamp, id), ``limit``
+        (1..1000) at a time: ``page.items``, and ``page.next_cursor`` to pass as ``cursor`` for
+        the next page (``None``: this was the last). Every status, as ``GET /api/v1/memories``
+        lists them (the same code); ``filters={"status": "active"}`` lists what search finds.
+        ``filters`` are those of :meth:`search`; ``metadata`` keeps memories whose metadata
+        has those values. A cursor is a position, not an offset: memories added or deleted
+        meanwhile neither repeat nor skip any other."""
+        return list_page(self._shared.backend, user_id=user_id, filters=filters, metadata=metadata, limit=limit,
+                         cursor=cursor)
+
     def declare_fields(self, fields: Mapping[str, str]) -> dict[str, str]:
         """Make ``metadata`` keys filterable, ``{"project_id": "str", "priority": "int"}``
         (types str, int, float, bool); kept in the store. Returns every declared field."""
@@ -382,6 +395,14 @@ class BeeWeave:
                 ones beside the relevant. ``SearchConfig.abstain_below`` when None (no gate by
                 default; ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the default
                 model's tuned gate, ``calibration_for(model).abstain_below`` another model's).
+            scopes: whose memories to read: ``"user"`` (``user_id``'s own), ``"tenant"`` and
+                shared scope names (``"project:atlas/module:parser"``); default: the user, the
+                tenant and the scopes ``ScopeConfig.grants`` gives the user (see
+                :mod:`beeweave_core.scopes`).
+            as_of: search the memory as it was at this time (a datetime or ISO string):
+                nothing stored later, and of a fact that changed ("I moved to Munich") the
+                statement valid then first. Facts a later statement superseded (at ``as_of``,
+                else now) are flagged ``SearchHit.superseded`` and ranked after it.
         """
         return self._search.search(query, user_id=user_id, k=k, filters=filters, fusion=fusion, min_score=min_score,
                                    query_embedding=query_embedding, expand=expand, rerank=rerank, mmr=mmr,
@@ -392,14 +413,6 @@ class BeeWeave:
         """The query's vector, from a small LRU cache when the same query was asked before."""
         return self._search.embed_query(query)
 
-            scopes: whose memories to read: ``"user"`` (``user_id``'s own), ``"tenant"`` and
-                shared scope names (``"project:atlas/module:parser"``); default: the user, the
-                tenant and the scopes ``ScopeConfig.grants`` gives the user (see
-                :mod:`beeweave_core.scopes`).
-            as_of: search the memory as it was at this time (a datetime or ISO string):
-                nothing stored later, and of a fact that changed ("I moved to Munich") the
-                statement valid then first. Facts a later statement superseded (at ``as_of``,
-                else now) are flagged ``SearchHit.superseded`` and ranked after it.
     # -- the network ----------------------------------------------------------------------------
     def link(self, chunks: Sequence[KnowledgeChunk]) -> list[Relationship]:
         """Mine and store the relationships of stored chunks; return the new edges."""
