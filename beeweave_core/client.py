@@ -104,7 +104,7 @@ def _hit(d: Mapping[str, Any]) -> SearchHit:
     when = None if not tr else TimeRange(tr["phrase"], datetime.fromisoformat(tr["start"]),
                                          datetime.fromisoformat(tr["end"]))
     return SearchHit(_chunk(d["chunk"]), d["score"], sources, d.get("loosened", False), when,
-                     d.get("relevance"))
+                     d.get("relevance"), bool(d.get("superseded", False)))
 
 
 def _chunk(d: Mapping[str, Any]) -> KnowledgeChunk:
@@ -336,7 +336,7 @@ class BeeWeaveClient:
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
                expand: Any = None, rerank: Any = None, mmr: float | None = None,
                loosen: bool = False, min_relevance: float | None = None,
-               abstain_below: float | None = None) -> list[SearchHit]:
+               abstain_below: float | None = None, as_of: datetime | str | None = None) -> list[SearchHit]:
         """``BeeWeave.search`` on the server. ``rerank`` (an in-process model) cannot travel: use
         ``mmr`` or run a ``Reranker`` on the returned hits."""
         # The engine's errors (UnknownFilterError...) before any request; the server's declared
@@ -353,7 +353,8 @@ class BeeWeaveClient:
         body = {"query": query, "user_id": user_id, "k": k, "filters": _plain(filters),
                 "fusion": getattr(fusion, "value", fusion), "min_score": min_score, "expand": expand, "mmr": mmr,
                 "loosen": loosen, "min_relevance": min_relevance, "abstain_below": abstain_below,
-                "query_embedding": None if query_embedding is None else [float(x) for x in query_embedding]}
+                "query_embedding": None if query_embedding is None else [float(x) for x in query_embedding],
+                "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
         data = self._call("POST", "/api/v1/search", body={k_: v for k_, v in body.items() if v is not None},
                           timeout=self.search_timeout)
         return [_hit(h) for h in data["hits"]]

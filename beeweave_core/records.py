@@ -186,6 +186,11 @@ class KnowledgeChunk:
     tier: MemoryTier = MemoryTier.LONG  # records stored before tiers existed read back as long-term
     relationships: list[Relationship] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Bi-temporal validity of a fact (what the memory states was true from ``valid_from``
+    # until ``invalid_at``, when a newer statement superseded it). None: not a fact with a
+    # timeline, or still valid. Records stored before these fields read back with None.
+    valid_from: datetime | None = None
+    invalid_at: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.processed_content is None:
@@ -203,6 +208,10 @@ class KnowledgeChunk:
             self.reinforced_at = to_datetime(self.reinforced_at, "reinforced_at")
         if self.expires_at is not None:
             self.expires_at = to_datetime(self.expires_at, "expires_at")
+        if self.valid_from is not None:
+            self.valid_from = to_datetime(self.valid_from, "valid_from")
+        if self.invalid_at is not None:
+            self.invalid_at = to_datetime(self.invalid_at, "invalid_at")
         self.tags = list(self.tags)
         self.entities = list(self.entities)
         self.relationships = [r if isinstance(r, Relationship) else Relationship.from_dict(r) for r in self.relationships]
@@ -256,6 +265,8 @@ class KnowledgeChunk:
         takes ``from_dict``. ``data`` is consumed."""
         names = cls._field_names()
         rels = data.setdefault("relationships", [])  # stores keep edges apart from the record
+        for name in _OPTIONAL_LATER:  # records written before these fields existed stay on the fast path
+            data.setdefault(name, None)
         if len(data) != len(names) or not all(n in data for n in names):
             return cls.from_dict(data)
         for name in _STORED_TIMES:
@@ -293,7 +304,8 @@ class KnowledgeChunk:
         return replace(self, **changes)
 
 
-_STORED_TIMES = ("timestamp", "reinforced_at", "last_accessed", "expires_at")
+_STORED_TIMES = ("timestamp", "reinforced_at", "last_accessed", "expires_at", "valid_from", "invalid_at")
+_OPTIONAL_LATER = ("valid_from", "invalid_at")  # fields added after stores existed
 _CONTENT_TYPES = {m.value: m for m in ContentType}
 _STATUSES = {m.value: m for m in ChunkStatus}
 _TIERS = {m.value: m for m in MemoryTier}
@@ -328,6 +340,9 @@ class SearchHit:
     loosened: bool = False  # True when found only after a strict search was relaxed
     time_range: TimeRange | None = None  # the range a time phrase in the query was resolved to
     relevance: float | None = None
+    # True when a newer statement of the same fact superseded this memory at the time searched
+    # (now, or the search's ``as_of``): it is kept for history and ranked after the current one.
+    superseded: bool = False
 
     @property
     def id(self) -> str:
@@ -341,4 +356,5 @@ class SearchHit:
             "loosened": self.loosened,
             "time_range": None if self.time_range is None else self.time_range.to_dict(),
             "relevance": self.relevance,
+            "superseded": self.superseded,
         }

@@ -255,7 +255,7 @@ def check_chunk(c: Any) -> None:
     check_json("metadata", c.metadata)
     for name in ("weight", "confidence"):
         check_number(name, getattr(c, name))
-    for name in ("timestamp", "expires_at", "last_accessed", "reinforced_at"):
+    for name in ("timestamp", "expires_at", "last_accessed", "reinforced_at", "valid_from", "invalid_at"):
         value = getattr(c, name)
         if value is not None:
             check_timestamp(value, name)

@@ -168,6 +168,10 @@ def hit_to_document(hit: SearchHit) -> Document:
         "intent": c.intent.value if c.intent is not None else None,
         "weight": c.weight,
         "loosened": hit.loosened,
+        # A fact's validity: ``superseded`` when a newer statement replaced it (ranked after that one).
+        "superseded": hit.superseded,
+        "valid_from": c.valid_from.isoformat() if c.valid_from is not None else None,
+        "invalid_at": c.invalid_at.isoformat() if c.invalid_at is not None else None,
         "metadata": jsonable(c.metadata),
     }
     return Document(id=c.id, page_content=c.raw_content or c.content, metadata=metadata)

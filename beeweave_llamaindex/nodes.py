@@ -24,7 +24,8 @@ def hit_to_node(hit: SearchHit, score: float | None = None) -> NodeWithScore:
     data = hit.to_dict()
     chunk = data["chunk"]
     node_id, text = chunk.pop("id"), chunk.pop("raw_content")
-    metadata = {**chunk, "sources": data["sources"], "loosened": data["loosened"], "rank_score": float(hit.score)}
+    metadata = {**chunk, "sources": data["sources"], "loosened": data["loosened"], "rank_score": float(hit.score),
+                "superseded": hit.superseded}
     hidden = [k for k in metadata if k not in _SHOWN]
     node = TextNode(id_=node_id, text=text, metadata=metadata,
                     excluded_llm_metadata_keys=hidden, excluded_embed_metadata_keys=list(hidden))

@@ -22,9 +22,10 @@ from ..errors import InvalidInputError
 from ..filters import Filter, build_filter
 from ..fusion import FusionMode, fuse_scores
 from ..language import embedder_languages, retriever_weights
+from ..lifecycle.timeline import current_first
 from ..network import ExpandOptions, check_ranking
 from ..query import prepare_query, split_questions
-from ..records import Relationship, SearchHit
+from ..records import Relationship, SearchHit, to_datetime
 from ..relevance import (
     BACKGROUND,
     Evidence,
@@ -129,6 +130,8 @@ class Search:
             hits += self._expanded(hits, self.graph.expand(hits, flt, opts, k), opts, min_relevance)
         if self.shared.config.contradictions:
             hits = self.graph.with_contradictions(hits, flt, known=rivals)
+        # A fact's newer statement first, the one it superseded (at ``at``) flagged after it.
+        hits = current_first(hits, at, self.shared.backend, flt, len(hits))
         for hook in self.shared.hooks.on_search:
             hook(hits, now)
         return hits

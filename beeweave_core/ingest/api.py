@@ -36,9 +36,11 @@ logger = logging.getLogger(__name__)
 class IngestSink:
     """What the ingest runtime writes through: the store, tokenizer, clock and events, the
     records part's writers (so stored events get links, events and lifecycle rules), and the
-    lifecycle's ``feedback`` (an event's own rating acts on its memories; None: not rated)."""
+    lifecycle's ``feedback`` (an event's own rating acts on its memories; None: not rated) and
+    its fact timelines' ``reconcile`` (a stated fact supersedes the older value; None: not kept)."""
 
-    def __init__(self, shared: Shared, records: Records, feedback: Callable[..., Any] | None = None) -> None:
+    def __init__(self, shared: Shared, records: Records, feedback: Callable[..., Any] | None = None,
+                 reconcile: Callable[[list[KnowledgeChunk]], Any] | None = None) -> None:
         self.backend = shared.backend
         self.tokenizer = shared.tokenizer
         self.clock = shared.clock
@@ -49,6 +51,7 @@ class IngestSink:
         self.get_many = records.get_many
         self.update = records.update
         self.feedback = feedback
+        self.reconcile = reconcile
 
 
 class Ingestion:
@@ -70,10 +73,11 @@ class Ingestion:
     """
 
     def __init__(self, shared: Shared, records: Records, config: IngestConfig,
-                 feedback: Callable[..., Any] | None = None) -> None:
+                 feedback: Callable[..., Any] | None = None,
+                 reconcile: Callable[[list[KnowledgeChunk]], Any] | None = None) -> None:
         self.shared = shared
         self.records = records
-        self.runtime = IngestRuntime(IngestSink(shared, records, feedback), config)
+        self.runtime = IngestRuntime(IngestSink(shared, records, feedback, reconcile), config)
 
     def open(self) -> None:
         """Resume events a dead process left queued."""

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..records import ContentType, Intent, ProcessedContent
 from ..tokenizer import CHINESE_STOPWORDS, ENGLISH_STOPWORDS
+from .statements import FactStatement
 
 __all__ = ["Extraction", "Extractor", "OfflineExtractor", "classify_intent", "summarize", "REDACTION_TOKEN"]
 
@@ -50,6 +51,9 @@ class Extraction:
     category: str | None = None  # e.g. "preference", "fact", "procedure" (the model's word)
     confidence: float | None = None  # in [0, 1]; None: not judged
     importance: float | None = None  # in [0, 1]; None: not judged
+    # What the user stated about themselves that can change (where they live...). None: the
+    # extractor did not look, so the pipeline's offline rules do (``statements``).
+    facts: tuple[FactStatement, ...] | None = None
 
 
 @runtime_checkable

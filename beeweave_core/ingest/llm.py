@@ -24,12 +24,15 @@ from ..records import Intent, ProcessedContent
 from ..validation import confidence_of, importance_of
 from .errors import ExtractionError
 from .extract import Extraction, Extractor, OfflineExtractor, classify_intent, keywords
+from .statements import FactSlot, FactStatement
 
 __all__ = ["LLMExtractor", "EXTRACTION_SCHEMA", "PROMPT"]
 
 logger = logging.getLogger(__name__)
 
 _INTENTS = [i.value for i in Intent]
+_FACTS_HELP = ("What the user states about themselves that can change, as {key, value}: key one of "
+               + ", ".join(s.value for s in FactSlot) + " (or another short snake_case subject); [] when none.")
 EXTRACTION_SCHEMA: dict[str, Any] = {
     "title": "KnowledgeExtraction",
     "description": "What a piece of agent knowledge is about.",
@@ -46,6 +49,9 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
                        "description": "How sure the exchange is of what it teaches."},
         "importance": {"type": "string", "enum": ["high", "medium", "low"],
                        "description": "How much it matters to remember it for later tasks."},
+        "facts": {"type": "array", "description": _FACTS_HELP,
+                  "items": {"type": "object", "properties": {"key": {"type": "string"}, "value": {"type": "string"}},
+                            "required": ["key", "value"]}},
     },
     "required": ["summary", "tags", "intent"],
 }
@@ -54,7 +60,7 @@ Reply with one JSON object and nothing else. Its keys: "summary" (one or two sen
 "tags" (a list of 3 to 5 short keywords), "entities" (a list of named people, places,
 organisations, products or code identifiers), "intent" (one of {intents}), "category"
 (preference, fact, procedure, event, opinion...), "confidence" and "importance" (each high,
-medium or low).
+medium or low), "facts" (a list of {{"key", "value"}} objects: {facts}).
 
 Question:
 {query}
@@ -121,7 +127,8 @@ class LLMExtractor:
 
     @staticmethod
     def _prompt(query: str, response: str) -> str:
-        return PROMPT.format(intents=", ".join(_INTENTS), query=query or "(none)", response=response or "(none)")
+        return PROMPT.format(intents=", ".join(_INTENTS), facts=_FACTS_HELP, query=query or "(none)",
+                             response=response or "(none)")
 
     def _ask_langchain(self, query: str, response: str) -> Any:
         prompt = self._prompt(query, response)
@@ -162,11 +169,27 @@ class LLMExtractor:
         if isinstance(excerpt, str) and excerpt.strip():
             extra["raw_excerpt"] = excerpt.strip()[:1000]
         category = data.get("category")
+        facts = _facts(data["facts"]) if "facts" in data else None
         return Extraction(" ".join(summary.split())[:500], tuple(tags), tuple(_strings(data.get("entities"))[:10]),
                           intent, extra,
                           category=" ".join(category.split())[:64] or None if isinstance(category, str) else None,
                           confidence=confidence_of(data.get("confidence")),
-                          importance=None if data.get("importance") is None else importance_of(data["importance"]))
+                          importance=None if data.get("importance") is None else importance_of(data["importance"]),
+                          facts=facts)
+
+
+def _facts(value: Any) -> tuple[FactStatement, ...] | None:
+    """The model's facts; None (the offline rules decide) when it sent something else than a list."""
+    if not isinstance(value, list):
+        return None
+    out: dict[str, FactStatement] = {}
+    for item in value:
+        if isinstance(item, dict) and isinstance(item.get("key"), str) and isinstance(item.get("value"), str):
+            key = "_".join(item["key"].strip().lower().replace("-", " ").split())[:64]
+            text = " ".join(item["value"].split())[:200]
+            if key and text:
+                out.setdefault(key, FactStatement(key, text))
+    return tuple(out.values())
 
 
 def _strings(value: Any) -> list[str]:
@@ -222,6 +245,7 @@ def _pydantic_model() -> Any:
             category: str | None = Field(default=None, description="preference, fact, procedure, event...")
             confidence: str | None = Field(default=None, description="high, medium or low")
             importance: str | None = Field(default=None, description="high, medium or low")
+            facts: list[dict[str, str]] | None = Field(default=None, description=_FACTS_HELP)
 
         _MODEL = KnowledgeExtraction
     return _MODEL

@@ -37,18 +37,20 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..lifecycle.timeline import FACT_KEY, stated_fact
 from ..records import ChunkStatus, ContentType, Intent, KnowledgeChunk, ProcessedContent
 from ..validation import importance_of
 from .admission import Candidate, admit
 from .config import IngestConfig
 from .documents import DocChunk
-from .extract import Extraction, Extractor, OfflineExtractor
+from .extract import REDACTION_TOKEN, Extraction, Extractor, OfflineExtractor
 from .memory_tools import METADATA_KEY, event_memory_tools, is_memory_tool, memory_only
 from .normalize import normalize
 from .patterns import Sighting
 from .records import KnowledgeEvent, ToolCall
 from .redact import Redactor
 from .small_talk import is_small_talk
+from .statements import find_statements
 from .validate import EVENT_KEYS
 
 __all__ = ["Prepared", "Pipeline", "chunk_ids", "redact_event"]
@@ -191,6 +193,7 @@ class Pipeline:
             processed_content=pc, summary=ext.summary or None,
             entities=[e for e in ext.entities if e.strip()], intent=intent, timestamp=ev.at,
             status=status, tier=self.config.tier, metadata=metadata,
+            valid_from=ev.timestamp if stated_fact(metadata) is not None else None,
             **{**judged, **self._caller_fields(ev, list(ext.tags))}))
 
     def _turn(self, out: Prepared, query: str, response: str, tools: tuple[str, ...],
@@ -213,6 +216,12 @@ class Pipeline:
         meta = self._base_metadata(ev, "turn", tools=list(tools), tool_errors=errors, feedback=ev.feedback,
                                    redactions=redactions, extractor=ext.extra.get("extractor"),
                                    query_chars=len(query) if query and response else None)
+        stated = ext.facts if ext.facts is not None else tuple(find_statements(query))
+        if stated:
+            # The turn carries the first fact it states; the lifecycle's timeline decides what it
+            # supersedes once it is stored (``IngestSink.reconcile``).
+            fact = stated[0]
+            meta[FACT_KEY] = {**fact.to_dict(), "redacted": bool(REDACTION_TOKEN.search(fact.value))}
         candidate = Candidate(raw, ev.user_id, ev.agent_id, tools, ev.feedback, "turn")
         self._chunk(out, 0, raw, pc, ext, ext.intent, candidate, meta)
         return ext

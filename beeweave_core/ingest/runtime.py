@@ -32,6 +32,7 @@ from typing import Any
 
 from ..errors import DuplicateIdError, ModelLoadError, StoreClosedError, StoreUnavailableError
 from ..lifecycle.config import FeedbackSignal
+from ..lifecycle.timeline import stated_fact
 from ..records import KnowledgeChunk
 from .config import IngestConfig, PatternScope, QueueFullPolicy
 from .errors import QueueFullError
@@ -397,6 +398,7 @@ class IngestRuntime:
             ready = kept
         for _, p in ready:
             self._rate(p)
+        self._reconcile([c for _, p in ready for c in p.chunks])
         for _, p in ready:
             if p.sighting is not None:
                 try:
@@ -423,6 +425,20 @@ class IngestRuntime:
             raise  # the batch stays pending; the memories rated so far are marked
         except Exception:  # the memories are stored; a rating problem is not the event's failure
             logger.exception("BeeWeave ingest: applying the rating of event %s failed", p.event.id)
+
+    def _reconcile(self, chunks: list[KnowledgeChunk]) -> None:
+        """Put the facts the batch's memories state on their timelines (a new value supersedes
+        the old). Before ``done``: a retried batch reconciles again, and that adds nothing twice."""
+        reconcile = getattr(self.memory, "reconcile", None)
+        stated = [c for c in chunks if stated_fact(c.metadata) is not None]
+        if reconcile is None or not stated:
+            return
+        try:
+            reconcile(self.memory.get_many([c.id for c in stated]))  # as stored (admission may hold one back)
+        except (StoreClosedError, *_TRANSIENT):
+            raise
+        except Exception:  # the memories are stored; a timeline problem is not the events' failure
+            logger.exception("BeeWeave ingest: reconciling the facts of %d memories failed", len(stated))
 
     def store_new(self, chunks: list[KnowledgeChunk], *, batch_size: int | None = None,
                   show_progress: bool = False) -> None:
@@ -504,6 +520,14 @@ class IngestRuntime:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def hot_patterns(self, user_id: str | None) -> list[HotPattern]:
+        """The hot patterns of ``user_id`` (every user's when None) and the shared ones,
+        which every user sees."""
+        found = self.patterns.hot(user_id)
+        if self.shared_patterns is not None:
+            found += self.shared_patterns.hot(None)
+        return found
+
     def pending_count(self) -> int:
         """Events waiting: in the queue and in the intake."""
         if self._queue is None:
@@ -519,14 +543,6 @@ class IngestRuntime:
         return [] if self._queue is None else self._queue.dead(limit)
 
     def revive(self, ids: Sequence[str] | None) -> int:
-    def hot_patterns(self, user_id: str | None) -> list[HotPattern]:
-        """The hot patterns of ``user_id`` (every user's when None) and the shared ones,
-        which every user sees."""
-        found = self.patterns.hot(user_id)
-        if self.shared_patterns is not None:
-            found += self.shared_patterns.hot(None)
-        return found
-
         n = 0 if self._queue is None else self._queue.revive(ids)
         if n:
             self.wake()

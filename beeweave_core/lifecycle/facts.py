@@ -17,6 +17,7 @@ from .expiry import rule_expiry
 from .feedback import FEEDBACK_KEY, STALE_KEY
 from .history import read_versions
 from .reports import MemoryVersion
+from .timeline import FactTimeline
 
 __all__ = ["Facts", "FACTS", "CONFLICTS"]
 
@@ -45,6 +46,9 @@ class Facts:
 
     def __init__(self, ctx: LifecycleContext) -> None:
         self.ctx = ctx
+        # Captured statements (ingest) keep a bi-temporal timeline per subject; conflicts of
+        # equal standing join this part's conflict groups.
+        self.timeline = FactTimeline(ctx, self._join_group)
 
     # -- facts -------------------------------------------------------------------------------
     def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,
@@ -119,9 +123,13 @@ class Facts:
         return current.id
 
     def fact(self, subject_key: str, *, user_id: str) -> KnowledgeChunk | None:
-        """The current memory of a fact, or None if it was never remembered (or was deleted)."""
+        """The current memory of a fact, or None if it was never remembered (or was deleted).
+        A fact never given to ``remember_fact`` is the current statement captured from the
+        user's own words (``timeline``), if any."""
         entry = self.ctx.backend.kv_get(FACTS, _key(check_user(user_id), _name("subject_key", subject_key)))
-        return None if entry is None else self.ctx.backend.get([entry["chunk_id"]]).get(entry["chunk_id"])
+        if entry is None:
+            return self.timeline.current(subject_key, user_id=user_id)
+        return self.ctx.backend.get([entry["chunk_id"]]).get(entry["chunk_id"])
 
     def history(self, chunk_id: str) -> list[MemoryVersion]:
         """The earlier versions of a memory, oldest first (the current state is ``get(id)``).

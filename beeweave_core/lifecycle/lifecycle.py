@@ -28,6 +28,7 @@ from .review import flag, read_queue, unflag
 from .schedule import MaintenanceSchedule
 from .sessions import Sessions
 from .tiers import Tiers
+from .timeline import stated_fact
 from .validity import CodeValidity, verified
 
 __all__ = ["Lifecycle"]
@@ -188,6 +189,11 @@ class Lifecycle:
         """Deleted memories take their earlier versions with them (in a second write after the
         delete's: a process dying in between leaves the versions until the user is forgotten)."""
         forget_versions(self.ctx.backend, gone)
+        # A deleted statement leaves its fact's timeline: the one it superseded may be current again.
+        dropped = set(gone)
+        for user, key in {(c.user_id, f["key"]) for c in before.values()
+                          if c.id in dropped and (f := stated_fact(c.metadata))}:
+            self.facts.timeline.settle(user, key)
 
     def flush(self) -> None:
         """Write pending access counts."""

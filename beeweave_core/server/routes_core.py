@@ -126,7 +126,7 @@ def core_router(config: ServerConfig) -> APIRouter:
                                  fusion=req.fusion, min_score=req.min_score, min_relevance=req.min_relevance,
                                  abstain_below=req.abstain_below,
                                  expand=expand, mmr=req.mmr,
-                                 loosen=req.loosen, query_embedding=req.query_embedding)
+                                 loosen=req.loosen, query_embedding=req.query_embedding, as_of=req.as_of)
         return {"hits": [h.to_dict() for h in hits], "took_ms": round(took * 1000, 3)}
 
     @r.post("/feedback", response_model=ChunksOut, tags=["feedback"], responses=NOT_FOUND,

@@ -173,6 +173,9 @@ class SearchIn(_In):
     loosen: bool = False
     query_embedding: list[Annotated[float, Field(ge=-3.4e+38, le=3.4e+38)]] | None = Field(
         default=None, min_length=1, max_length=8192, description="A precomputed query vector (float32 range).")
+    as_of: DateLike | None = Field(
+        default=None, description="Search the memory as it was then (ISO 8601 or epoch seconds): nothing stored "
+                                  "later, and of a fact that changed, the statement valid then first.")
 
 
 class ProcessedContentOut(_Out):
@@ -214,6 +217,8 @@ class ChunkOut(_Out):
     tier: str = "long"  # a server from before tiers sends none: its memories are long-term
     relationships: list[RelationshipOut] = []
     metadata: dict[str, Any] = {}
+    valid_from: str | None = None  # a fact's bi-temporal validity (see lifecycle/timeline.py)
+    invalid_at: str | None = None
 
 
 class HitSourceOut(_Out):
@@ -234,6 +239,7 @@ class HitOut(_Out):
     loosened: bool
     time_range: dict[str, str] | None = None
     relevance: float | None = None
+    superseded: bool = False  # a newer statement of the same fact replaced it (at the time searched)
 
 
 class SearchOut(_Out):
