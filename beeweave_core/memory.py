@@ -29,6 +29,7 @@ from .defaults import DEFAULT_TOP_K
 from .embedders import Embedder, as_embedder
 from .engine.config import SearchConfig
 from .engine.graph import Graph
+from .engine.listing import Page, list_page
 from .engine.records import Records
 from .engine.search import Search
 from .engine.shared import Shared
@@ -330,6 +331,18 @@ class BeeWeave:
 
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         return self._records.count(user_id=user_id, filters=filters)
+
+    def get_all(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None,
+                metadata: Mapping[str, Any] | None = None, limit: int = 100, cursor: str | None = None) -> Page:
+        """A user's memories (``None``: every user's), oldest first by (timestamp, id), ``limit``
+        (1..1000) at a time: ``page.items``, and ``page.next_cursor`` to pass as ``cursor`` for
+        the next page (``None``: this was the last). Every status, as ``GET /api/v1/memories``
+        lists them (the same code); ``filters={"status": "active"}`` lists what search finds.
+        ``filters`` are those of :meth:`search`; ``metadata`` keeps memories whose metadata
+        has those values. A cursor is a position, not an offset: memories added or deleted
+        meanwhile neither repeat nor skip any other."""
+        return list_page(self._shared.backend, user_id=user_id, filters=filters, metadata=metadata, limit=limit,
+                         cursor=cursor)
 
     def declare_fields(self, fields: Mapping[str, str]) -> dict[str, str]:
         """Make ``metadata`` keys filterable, ``{"project_id": "str", "priority": "int"}``

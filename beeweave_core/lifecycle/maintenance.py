@@ -19,6 +19,7 @@ from .config import ForgetAction
 from .expiry import eviction_score, eviction_victims, rule_expiry
 from .history import record_action, record_version
 from .merge import dedupable, fold, plan_groups, primary_key, redirect_edges
+from .near import NearDuplicates
 from .reports import MaintenanceReport
 from .review import flag
 from .tiers import Tiers
@@ -225,30 +226,26 @@ class Maintenance:
     def merge_new(self, chunks: Sequence[KnowledgeChunk], *, same_words: float | None = None) -> None:
         """Merge freshly added memories with their duplicates (``merge_on_insert``). With
         ``same_words``, a duplicate must also share that fraction of its words (Jaccard of
-        the index terms): vectors alone call "turn the lights on" and "... off" duplicates."""
+        the index terms): vectors alone call "turn the lights on" and "... off" duplicates.
+        Each memory looks at its nearest neighbours only (:class:`NearDuplicates`: linear in
+        the batch, and a batch of many copies still folds into one primary)."""
         cfg = self.ctx.config
-        tok = self.ctx.shared.tokenizer
+        near = NearDuplicates(self.ctx.backend, self.ctx.shared.tokenizer, candidates=cfg.merge_candidates,
+                              threshold=cfg.merge_threshold, same_words=same_words, limit=len(chunks) + 1)
         with self.ctx.changes() as box:
             now = self.ctx.now()
+            near.preload([c.id for c in chunks if dedupable(c)])
             done: set[str] = set()
             for c in chunks:
                 if c.id in done or not dedupable(c):
                     continue
-                vec = self.ctx.backend.get_vectors([c.id]).get(c.id)
+                vec = near.vector(c.id)
                 if vec is None:
                     continue
-                # A batch may hold many copies of one memory (an agent asked the same question
-                # again and again): look as far as the batch is long.
-                wide = max(cfg.merge_candidates, len(chunks)) + 1
-                found = self.ctx.backend.vector_search(vec, build_filter(None, user_id=c.user_id), wide)
-                ids = [o for o, sim in found if sim >= cfg.merge_threshold and o not in done]
-                group = [g for g in self.ctx.backend.get(ids).values() if dedupable(g)]
-                if same_words is not None:
-                    mine = set(tok(c.content))
-                    group = [g for g in group if g.id == c.id or _jaccard(mine, set(tok(g.content))) >= same_words]
+                group = near.group(c, vec, done)
                 if len(group) < 2 or c.id not in {g.id for g in group}:
                     continue
-                vecs = self.ctx.backend.get_vectors([g.id for g in group])
+                vecs = near.vectors([g.id for g in group])
                 ordered = sorted(group, key=lambda g: primary_key(g, now, self.ctx.shared.scoring))
 
                 def neighbours(p: KnowledgeChunk, vecs: dict[str, np.ndarray] = vecs,
@@ -286,7 +283,3 @@ class Maintenance:
                  reason="merge", merged=[o.id for o in others])
         for o in merged:
             box.emit(EventType.MERGED, o, into=primary.id, similarity=round(sims[o.id], 6))
-
-
-def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0

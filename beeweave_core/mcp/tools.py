@@ -17,7 +17,7 @@ from ..filters import build_filter
 from ..ingest.records import KnowledgeEvent
 from ..lifecycle import FeedbackSignal
 from ..records import ALL_STATUSES, KnowledgeChunk, SearchHit
-from ..server.service import check_user_id, list_page
+from ..server.service import check_user_id
 from ..validation import MAX_TAG_CHARS, MAX_TAGS, check_number, check_str_list
 
 __all__ = ["MemoryTools", "memory_dict", "KeyScope", "ScopeError", "resolve_user"]
@@ -207,7 +207,7 @@ class MemoryTools:
         filters: dict[str, Any] = {"status": wanted}
         if tags is not None and _tags(tags):
             filters["tags_any"] = list(tags)
-        page = list_page(self.memory, filters=filters, user_id=user_id, limit=limit, cursor=cursor)
+        page = self.memory.get_all(user_id=user_id, filters=filters, limit=limit, cursor=cursor)
         return {"memories": [memory_dict(c) for c in page.items], "next_cursor": page.next_cursor}
 
     def forget(self, user_id: str, confirm: bool = False, flush_timeout: float = 30.0) -> dict[str, Any]:

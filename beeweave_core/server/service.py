@@ -7,14 +7,13 @@ it holds. Everything here is plain Python; nothing imports FastAPI.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from ..engine.graph import NOTES
+from ..engine.listing import Page
 from ..engine.watch import WATCHES
 from ..errors import InvalidInputError
 from ..filters import build_filter
@@ -27,50 +26,13 @@ from ..validation import check_user
 from .user_import import EXPORT_FORMAT, ExportPlan, ImportReport, check_import, import_user
 from .user_import import KV_SEP as _SEP
 
-__all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict", "Page", "EDITABLE", "list_page"]
+__all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict", "Page", "EDITABLE"]
 
 logger = logging.getLogger(__name__)
 
 # What PATCH /memories/{id} may change (the rest is derived or bookkeeping).
 EDITABLE = ("content", "tags", "pinned", "expires_at", "confidence", "status", "metadata", "summary", "entities",
             "weight")
-
-
-class Page:
-    """One page of a listing and the cursor of the next (``None`` at the end)."""
-
-    def __init__(self, items: list[KnowledgeChunk], next_cursor: str | None) -> None:
-        self.items = items
-        self.next_cursor = next_cursor
-
-
-def _cursor(chunk: KnowledgeChunk) -> str:
-    raw = json.dumps([chunk.timestamp.isoformat(), chunk.id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _uncursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        ts, cid = json.loads(raw)
-        if not isinstance(cid, str):
-            raise ValueError
-        return to_datetime(ts), cid
-    except (ValueError, TypeError, InvalidInputError, OverflowError):
-        raise InvalidInputError("cursor is not one this server returned (pass next_cursor as it came)") from None
-
-
-def _meta_match(chunk: KnowledgeChunk, wanted: Mapping[str, Any]) -> bool:
-    """Metadata filter: every key equals (or, for a list value, any of it equals) the wanted value."""
-    for key, want in wanted.items():
-        have = chunk.metadata.get(key)
-        options = want if isinstance(want, list) else [want]
-        if isinstance(have, list):
-            if not any(o in have for o in options):
-                return False
-        elif have not in options:
-            return False
-    return True
 
 
 def check_user_id(user_id: Any) -> str:
@@ -83,37 +45,6 @@ def check_user_id(user_id: Any) -> str:
     except UnicodeEncodeError:
         raise InvalidInputError("user_id is not valid Unicode (lone surrogate)") from None
     return check_user(user_id)
-
-
-def list_page(memory: Any, *, filters: Mapping[str, Any] | None = None, user_id: str | None = None,
-              metadata: Mapping[str, Any] | None = None, limit: int = 50, cursor: str | None = None) -> Page:
-    """One page of a store's memories, oldest first (timestamp, then id), and the next page's cursor
-    (``MemoryService.list_memories``; the MCP server's ``list_memories`` too)."""
-    if not isinstance(limit, int) or not 1 <= limit <= 1000:
-        raise InvalidInputError("limit must be between 1 and 1000")
-    f = dict(filters or {})
-    f.setdefault("status", ALL_STATUSES)
-    after: tuple[datetime, str] | None = None
-    if cursor:
-        after = _uncursor(cursor)
-        since = f.get("since")
-        if since is None or to_datetime(since) < after[0]:
-            f["since"] = after[0].isoformat()
-    flt = build_filter(f, user_id=None if user_id is None else check_user_id(user_id))
-    wanted = dict(metadata or {})
-    found: list[KnowledgeChunk] = []
-    for c in memory.backend.scan(flt, order="timestamp"):
-        if after is not None and (c.timestamp, c.id) <= after:
-            continue
-        if wanted and not _meta_match(c, wanted):
-            continue
-        # Timestamps tie: keep reading past the page until the timestamp moves on.
-        if len(found) > limit and c.timestamp > found[limit - 1].timestamp:
-            break
-        found.append(c)
-    found.sort(key=lambda c: (c.timestamp, c.id))
-    page = found[:limit]
-    return Page(page, _cursor(page[-1]) if len(found) > limit else None)
 
 
 class MemoryService:
@@ -201,7 +132,8 @@ class MemoryService:
                       cursor: str | None = None) -> Page:
         """Memories oldest first (timestamp, then id), ``limit`` at a time; every status unless
         ``filters`` says otherwise. ``metadata`` keeps memories whose metadata has those values."""
-        return list_page(self.memory, filters=filters, user_id=user_id, metadata=metadata, limit=limit, cursor=cursor)
+        return self.memory.get_all(user_id=None if user_id is None else check_user_id(user_id), filters=filters,
+                                   metadata=metadata, limit=limit, cursor=cursor)
 
     # -- facts, patterns, dead letters ------------------------------------------------------------------
     def facts(self, user_id: str) -> dict[str, KnowledgeChunk]:

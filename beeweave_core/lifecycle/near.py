@@ -1,0 +1,104 @@
+"""The near-duplicates of freshly added memories, found in time linear in the batch.
+
+Merge-on-insert used to look, for every new memory, "as far as the batch is long" and load
+every near-duplicate it found: one event with 1,000 tool calls whose outputs a model calls
+alike (cosine above the threshold) but whose words differ (so nothing merges) read and
+tokenised ~500,000 memories, 80-110 s (issue 47, item 8). Here each memory looks at its
+``merge_candidates`` nearest neighbours, like ``maintain()`` does, and every memory is read,
+tokenised and has its vector fetched at most once per call.
+
+The wide look existed for a batch holding many copies of one memory (an agent asking the same
+question again and again): with ten neighbours the copies would fold into several primaries.
+So a lookup widens (doubling, up to the old limit) while at least half of what it found are
+duplicates that join the group: each widening is paid for by memories that are absorbed and
+never looked up again, so the copies still end in one group under the best of them, and
+alike-but-different memories never widen anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..filters import build_filter
+from ..records import KnowledgeChunk
+from ..store.base import StoreBackend
+from .merge import dedupable
+
+__all__ = ["NearDuplicates"]
+
+
+class NearDuplicates:
+    """Bounded neighbour lookups over one backend, with what they read kept for the call.
+
+    A cached memory is never stale for the caller: merge-on-insert holds the write lock for the
+    whole call and never looks again at a memory it merged (absorbed, or the primary it changed).
+    """
+
+    def __init__(self, backend: StoreBackend, tokenize: Callable[[str], Iterable[str]], *, candidates: int,
+                 threshold: float, same_words: float | None, limit: int) -> None:
+        self.backend = backend
+        self.tokenize = tokenize
+        self.candidates = candidates
+        self.threshold = threshold
+        self.same_words = same_words
+        self.limit = max(limit, candidates + 1)  # the widest a lookup may grow: the old "batch long"
+        self._chunks: dict[str, KnowledgeChunk] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        self._terms: dict[str, set[str]] = {}
+        self.loaded = 0  # memories read from the backend (tests bound it)
+        self.lookups = 0  # vector searches
+        self.looked_at = 0  # neighbours returned by them
+
+    def preload(self, ids: Sequence[str]) -> None:
+        """Read the batch's own memories and vectors in one go each."""
+        self._load(ids)
+
+    def vector(self, cid: str) -> np.ndarray | None:
+        if cid not in self._vectors:
+            self._vectors.update(self.backend.get_vectors([cid]))
+        return self._vectors.get(cid)
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        missing = [i for i in ids if i not in self._vectors]
+        if missing:
+            self._vectors.update(self.backend.get_vectors(missing))
+        return {i: self._vectors[i] for i in ids if i in self._vectors}
+
+    def group(self, c: KnowledgeChunk, vec: np.ndarray, done: set[str]) -> list[KnowledgeChunk]:
+        """``c`` and its near-duplicates that may merge (not in ``done``, dedupable and, with
+        ``same_words``, sharing that share of ``c``'s words), nearest first."""
+        flt = build_filter(None, user_id=c.user_id)
+        k = self.candidates + 1
+        while True:
+            found = self.backend.vector_search(vec, flt, k)
+            self.lookups += 1
+            self.looked_at += len(found)
+            ids = [o for o, sim in found if sim >= self.threshold and o not in done]
+            self._load(ids)
+            group = [self._chunks[i] for i in ids if i in self._chunks and dedupable(self._chunks[i])]
+            if self.same_words is not None:
+                mine = self._words(c)
+                group = [g for g in group if g.id == c.id or _jaccard(mine, self._words(g)) >= self.same_words]
+            if len(found) < k or k >= self.limit or 2 * len(group) < k:
+                return group
+            k = min(2 * k, self.limit)
+
+    def _load(self, ids: Sequence[str]) -> None:
+        missing = [i for i in dict.fromkeys(ids) if i not in self._chunks]
+        if missing:
+            got = self.backend.get(missing)
+            self.loaded += len(got)
+            self._chunks.update(got)
+            self.vectors(list(got))
+
+    def _words(self, c: KnowledgeChunk) -> set[str]:
+        words = self._terms.get(c.id)
+        if words is None:
+            words = self._terms[c.id] = set(self.tokenize(c.content))
+        return words
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
