@@ -103,7 +103,9 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             # the second run's model calls see "I'm allergic to peanuts." in the system message
 
     Scope: ``user_id`` (or ``runtime.context["user_id"]`` / ``context.user_id`` per run),
-    ``agent_id``, and ``session_id`` (default: the run's LangGraph thread id).
+    ``agent_id``, and ``session_id`` (default: the run's LangGraph thread id). Recall and the
+    ``search_memory`` tool read the user's memories and the shared knowledge of ``scopes``
+    (None: the store's default, the user's, the tenant's and the scopes granted to the user).
 
     Relevance: with a "nothing relevant" gate (``abstain_below``; None: the store's default,
     ``SearchConfig.abstain_below``; ``DEFAULT_ABSTAIN_BELOW`` is the default model's tuned gate,
@@ -155,7 +157,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
                  max_chars: int = 2000, used_overlap: float | None = None,
                  tools: bool = False, capture: bool = True, header: str = DEFAULT_HEADER,
                  attribution: AttributionConfig | None = None,
-                 memory_tools: Iterable[str] | None = None) -> None:
+                 memory_tools: Iterable[str] | None = None, scopes: Sequence[str] | None = None) -> None:
         super().__init__()
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise InvalidInputError("k must be a non-negative integer")
@@ -167,6 +169,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             raise InvalidInputError("the memory tools act for one user: pass user_id= with tools=True")
         self.memory = memory
         self.user_id, self.agent_id, self.session_id = user_id, agent_id, session_id
+        self.scopes = None if scopes is None else list(scopes)
         self.k, self.min_score, self.min_relevance, self.abstain_below = k, min_score, min_relevance, abstain_below
         self.max_chars, self.used_overlap, self.capture, self.header = max_chars, used_overlap, capture, header
         self.attribution = attribution or AttributionConfig()
@@ -210,7 +213,8 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             return {"beeweave_recalled": []}
         try:
             hits = self.memory.search(query, user_id=user, k=self.k, min_score=self.min_score,
-                                      min_relevance=self.min_relevance, abstain_below=self.abstain_below)
+                                      min_relevance=self.min_relevance, abstain_below=self.abstain_below,
+                                      scopes=self.scopes)
         except Exception:
             self._failures.record("BeeWeave recall failed; the run goes on without memories",
                                   level=logging.ERROR, exc_info=True)
@@ -398,7 +402,8 @@ def _memory_tools(mw: BeeWeaveMiddleware) -> list[BaseTool]:
             raise ToolException(f"no memory with id {memory_id!r}")
 
     def search_memory(query: str, k: int = DEFAULT_TOP_K) -> str:
-        hits = memory.search(query, user_id=user, k=k, min_relevance=mw.min_relevance, abstain_below=mw.abstain_below)
+        hits = memory.search(query, user_id=user, k=k, min_relevance=mw.min_relevance, abstain_below=mw.abstain_below,
+                             scopes=mw.scopes)
         return json.dumps([{"id": h.id, "content": _memory_text(h.chunk), "score": _relevance(h, 4)}
                            for h in hits], ensure_ascii=False)
 

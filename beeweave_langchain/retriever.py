@@ -72,7 +72,8 @@ class BeeWeaveRetriever(BaseRetriever):
     # SkipValidation: pydantic would check the protocol by isinstance; the type is for readers and mypy.
     memory: SkipValidation[MemoryAPI] = Field(description="The BeeWeave store (or a BeeWeaveClient) to search.")
     k: int = Field(default=DEFAULT_TOP_K, ge=0, description="How many memories to return (also an invoke(..., k=) argument).")
-    user_id: str | None = Field(default=None, description="Only this user's memories.")
+    user_id: str | None = Field(default=None, description="This user's memories and the shared knowledge they read "
+                                                         "(scopes), never another user's.")
     session_id: str | None = Field(default=None, description="Only memories of this session (added to filters).")
     agent_id: str | None = Field(default=None, description="Only memories of this agent (added to filters).")
     filters: dict[str, Any] | None = Field(default=None, description="BeeWeave search filters (tags, since, type...).")
@@ -90,6 +91,10 @@ class BeeWeaveRetriever(BaseRetriever):
         description="No documents when no hit reaches this calibrated relevance (None: the store's "
                     "default gate, SearchConfig.abstain_below; 0: off, always the top k).")
     loosen: bool = Field(default=False, description="Relax tag/entity filters when they leave fewer than k hits.")
+    scopes: list[str] | None = Field(
+        default=None, description='Whose memories to read: "user" (user_id\'s own), "tenant", shared scopes such as '
+                                  '"project:atlas/module:parser" (None: the store\'s default, the user\'s, the '
+                                  "tenant's and the shared scopes granted to the user).")
 
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
 
@@ -113,7 +118,7 @@ class BeeWeaveRetriever(BaseRetriever):
         return {"user_id": self.user_id, "k": self.k if k is None else k, "filters": filters or None,
                 "fusion": self.fusion, "min_score": self.min_score, "expand": self.expand,
                 "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen,
-                "min_relevance": self.min_relevance, "abstain_below": self.abstain_below}
+                "min_relevance": self.min_relevance, "abstain_below": self.abstain_below, "scopes": self.scopes}
 
     def _search(self, query: str, k: int | None) -> list[Document]:
         none: list[SearchHit] = []

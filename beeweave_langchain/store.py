@@ -50,6 +50,7 @@ from langgraph.store.base.embed import get_text_at_path, tokenize_path
 from beeweave_core.errors import DuplicateIdError, InvalidInputError, NotFoundError, StoreClosedError
 from beeweave_core.filters import build_filter
 from beeweave_core.records import ChunkStatus, KnowledgeChunk
+from beeweave_core.scopes import Scopes
 from beeweave_core.validation import check_json, check_number
 
 logger = logging.getLogger(__name__)
@@ -229,6 +230,9 @@ class BeeWeaveStore(BaseStore):
         abstain_below: a query search returns no items when none reaches this calibrated
             relevance (None: the store's default gate, ``SearchConfig.abstain_below``;
             ``abstain_below=0`` turns any gate off).
+        scopes: the shared scopes a read of a user's namespace covers too, as ``BeeWeave.search``
+            takes them (None: the store's default, the user, the tenant and the scopes granted
+            to the user): ``("memories", "alice")`` then also reads ``("memories", "scope:tenant")``.
 
     Scores: a query search's ``SearchItem.score`` is the item's calibrated relevance in [0, 1]
     (``SearchHit.relevance``: comparable across searches, 0.5 is no midpoint of a ranking),
@@ -240,7 +244,7 @@ class BeeWeaveStore(BaseStore):
     def __init__(self, memory: Any, *, user_level: int | None = 1, agent_level: int | None = None,
                  session_level: int | None = None, default_user: str = "langgraph",
                  index: IndexConfig | None = None, ttl: TTLConfig | None = None, redact: bool = False,
-                 abstain_below: float | None = None) -> None:
+                 abstain_below: float | None = None, scopes: Sequence[str] | None = None) -> None:
         levels = [lv for lv in (user_level, agent_level, session_level) if lv is not None]
         if any(not isinstance(lv, int) or isinstance(lv, bool) or lv < 0 for lv in levels):
             raise InvalidInputError("user_level, agent_level and session_level are non-negative integers or None")
@@ -262,6 +266,7 @@ class BeeWeaveStore(BaseStore):
         self.ttl_config = ttl
         self.redact = redact
         self.abstain_below = abstain_below
+        self.scopes = None if scopes is None else list(scopes)
         self._sweeper: threading.Thread | None = None
         self._stop_sweeping = threading.Event()
         interval = (ttl or {}).get("sweep_interval_minutes")
@@ -471,10 +476,16 @@ class BeeWeaveStore(BaseStore):
                                expires_at=record["expires_at"], agent_id=record["agent_id"],
                                session_id=record["session_id"], pinned=record["pinned"], status=record["status"])
 
-    def _scope(self, prefix: tuple[str, ...]) -> tuple[str | None, dict[str, Any]]:
+    def _scope(self, prefix: tuple[str, ...]) -> tuple[list[str] | None, dict[str, Any]]:
+        """The owners a read of ``prefix`` covers and its filter. A prefix that names a user
+        reads the same namespace of the shared scopes that user reads too (``scopes``, the
+        store's default): ``("memories", "alice")`` also finds ``("memories", "scope:tenant")``."""
         user = self._label(prefix, self.user_level)
-        flt: dict[str, Any] = {"tags_all": [_prefix_tag(prefix)]}
-        return user, flt
+        if user is None or self.user_level is None:
+            return None, {"tags_all": [_prefix_tag(prefix)]}
+        owners = Scopes(getattr(self.memory, "scope_config", None)).owners(user, self.scopes)
+        level = self.user_level
+        return owners, {"tags_any": [_prefix_tag((*prefix[:level], o, *prefix[level + 1:])) for o in owners]}
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = _validate_namespace(tuple(op.namespace_prefix), allow_empty=True)
@@ -508,7 +519,8 @@ class BeeWeaveStore(BaseStore):
         need = op.offset + op.limit
         k = need
         while True:
-            hits = self.memory.search(op.query, user_id=user, k=k, filters=flt, abstain_below=self.abstain_below)
+            hits = self.memory.search(op.query, k=k, filters={**flt, "user_id": user} if user else flt,
+                                      abstain_below=self.abstain_below)
             found: list[tuple[KnowledgeChunk, dict[str, Any], float | None]] = []
             for h in hits:
                 data = self._item_of(h.chunk)
