@@ -10,7 +10,7 @@ and edges, in the insert's transaction where the backend can); after it is commi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -232,11 +232,19 @@ class Records:
     def delete(self, chunk_id: str) -> bool:
         return bool(self.delete_many([check_id(chunk_id)]))
 
-    def delete_many(self, chunk_ids: str | Iterable[str]) -> list[str]:
+    def delete_many(self, chunk_ids: str | Iterable[str], *,
+                    only_if: Callable[[KnowledgeChunk], bool] | None = None,
+                    first: Callable[[list[str]], None] | None = None) -> list[str]:
+        """Delete and tell: ``memory.deleted`` events and the ``on_delete`` hooks. With
+        ``only_if``, only the records it holds for when the delete reads them
+        (``StoreBackend.delete_if``): a deletion decided earlier spares what changed since.
+        ``first`` gets the ids deleted before they are announced (why they went comes first)."""
         ids = id_list(chunk_ids)
         backend = self.shared.backend
         before = backend.get(ids)  # the deleted records' sessions and tags, for the hooks and events
-        gone = backend.delete(ids)
+        gone = backend.delete(ids) if only_if is None else backend.delete_if(ids, only_if)
+        if first is not None:
+            first(gone)
         for cid in gone:
             self.shared.emit(EventType.DELETED, before.get(cid), chunk_id=cid)
         for hook in self.shared.hooks.on_delete:

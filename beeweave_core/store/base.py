@@ -131,6 +131,12 @@ class StoreBackend(Protocol):
     def delete(self, ids: Sequence[str]) -> list[str]:
         """Delete records, their postings, vectors and every edge touching them; return the ids deleted."""
 
+    def delete_if(self, ids: Sequence[str], still: Callable[[KnowledgeChunk], bool]) -> list[str]:
+        """``delete`` those of ``ids`` whose record, read while no other writer (thread,
+        process or host) can change it, ``still`` holds for (the record without relationships):
+        a deletion decided on an earlier read (expired, evicted) never removes what another
+        writer renewed meanwhile. Returns the ids deleted. ``still`` must not call the backend."""
+
     def contains(self, ids: Sequence[str]) -> set[str]: ...
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,

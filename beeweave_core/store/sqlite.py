@@ -745,6 +745,19 @@ class SQLiteStore:
             mirror.apply(self.index)
             return present
 
+    def delete_if(self, ids: Sequence[str], still: Callable[[KnowledgeChunk], bool]) -> list[str]:
+        with self._lock:
+            self._check()
+            if not self.index.present(ids):
+                return []
+            mirror = _Mirror()
+            with self._tx():  # BEGIN IMMEDIATE: the records judged are those deleted
+                current = self._chunks_from_rows(self._record_rows(self.index.present(ids)), edges=False)
+                doomed = [cid for cid, c in current.items() if still(c)]
+                self._drop_rows(doomed, mirror, keep_edges=False)
+            mirror.apply(self.index)
+            return doomed
+
     def _drop_rows(self, ids: Sequence[str], mirror: _Mirror, *, keep_edges: bool) -> None:
         """The DELETE statements of ``delete``, inside the caller's transaction. Each deletion is
         logged with the term counts the row had: other processes un-index it with them."""
@@ -1164,8 +1177,12 @@ class SQLiteStore:
                     snapshot_path(self.path).unlink(missing_ok=True)
                     raise
             self._snapshot_token = token
-        except Exception:  # only the next open's speed is at stake
-            log.warning("BeeWeave: could not save the graph and snapshot of %s", self.path, exc_info=True)
+        except Exception as exc:  # only the next open's speed is at stake
+            # One line, not a traceback: on a full disk this runs while the caller's own error
+            # (StoreUnavailableError) is reported, and a CLI would print both (see BEEWEAVE_DEBUG).
+            log.warning("BeeWeave: could not save the graph and snapshot of %s (%s: %s); the next open "
+                        "rebuilds them", self.path, type(exc).__name__, exc)
+            log.debug("BeeWeave: saving the graph and snapshot of %s failed", self.path, exc_info=True)
 
     def statuses(self) -> dict[str, int]:
         """Live record counts per status (cheap; used by stats)."""

@@ -854,18 +854,30 @@ class PostgresStore:
         if not ids:
             return
         with self._write() as conn:
-            # FOR UPDATE of the record and its access row: they stay locked until this
-            # transaction ends, so a writer in any process (an access write-back too) waits
-            # and then reads what is written here.
-            current = {r[0]: decode_record(r[0], r[1], r[2], r[3], None) for r in conn.execute(self._q(
-                "SELECT c.id, c.doc::text, a.n, a.last FROM @chunks c JOIN @access a ON a.tenant = c.tenant "
-                "AND a.seq = c.seq WHERE c.tenant = %s AND c.id = ANY(%s) ORDER BY c.id FOR UPDATE OF c, a"),
-                (self.tenant, ids))}
+            current = self._locked_records(conn, ids)
             chunks, rows = split_changes(change(current), current)
             if chunks:
                 self._update(conn, {c.id: (_checked(c, self.index_config.session_context), c) for c in chunks})
             if rows:
                 self._replace(conn, self._prepare_rows(rows))
+
+    def _locked_records(self, conn: psycopg.Connection, ids: list[str]) -> dict[str, KnowledgeChunk]:
+        """The records of ``ids`` (without relationships), locked: FOR UPDATE of the record and
+        its access row keeps them until this transaction ends, so a writer in any process (an
+        access write-back too) waits and then reads what this transaction wrote."""
+        return {r[0]: decode_record(r[0], r[1], r[2], r[3], None) for r in conn.execute(self._q(
+            "SELECT c.id, c.doc::text, a.n, a.last FROM @chunks c JOIN @access a ON a.tenant = c.tenant "
+            "AND a.seq = c.seq WHERE c.tenant = %s AND c.id = ANY(%s) ORDER BY c.id FOR UPDATE OF c, a"),
+            (self.tenant, ids))}
+
+    def delete_if(self, ids: Sequence[str], still: Callable[[KnowledgeChunk], bool]) -> list[str]:
+        self._check()
+        ids = list(dict.fromkeys(clean(ids)))
+        if not ids:
+            return []
+        with self._write() as conn:
+            doomed = [cid for cid, c in self._locked_records(conn, ids).items() if still(c)]
+            return self._delete(conn, doomed, EventType.DELETED) if doomed else []
 
     def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
         """One statement on the access side table, without the tenant write lock: the rows
