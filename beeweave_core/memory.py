@@ -258,21 +258,47 @@ class BeeWeave:
         """Who reads and who writes shared scopes (the ``scopes=`` of the constructor)."""
         return self._search.scopes.config
 
+    @overload
     def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
             chunk_id: str | None = None, tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
             timestamp: datetime | str | float | None = None, embedding: Sequence[float] | None = None,
-            trusted: bool = False, **fields: Any) -> str:
-        """Store one memory and return its id.
+            trusted: bool = False, **fields: Any) -> str: ...
 
-        ``fields`` may set any other :class:`KnowledgeChunk` field (summary, entities, intent,
-        expires_at, pinned, weight, confidence, tier...). ``embedding`` skips the model.
+    @overload
+    def add(self, content: Sequence[Mapping[str, Any]] | Mapping[str, Any], *, user_id: str,
+            session_id: str | None = None, agent_id: str | None = None, tags: Iterable[str] = (),
+            metadata: Mapping[str, Any] | None = None, timestamp: datetime | str | float | None = None,
+            timeout: float | None = None) -> list[str]: ...
+
+    def add(self, content: str | Sequence[Mapping[str, Any]] | Mapping[str, Any], *, user_id: str,
+            session_id: str | None = None, agent_id: str | None = None, chunk_id: str | None = None,
+            tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
+            timestamp: datetime | str | float | None = None, embedding: Sequence[float] | None = None,
+            trusted: bool = False, timeout: float | None = None, **fields: Any) -> str | list[str]:
+        """Store one memory and return its id; or, given chat messages, what they teach.
+
+        A text: ``fields`` may set any other :class:`KnowledgeChunk` field (summary, entities,
+        intent, expires_at, pinned, weight, confidence, tier...). ``embedding`` skips the model.
         The write policy of the store's ``IngestConfig`` applies: personal data and secrets
         are redacted and admission may hold the memory for review; ``trusted=True`` (an
         import of data already clean) stores it as given.
+
+        Messages, as mem0's ``add(messages, user_id=...)``: a list of ``{"role", "content"}``
+        dicts (user, assistant, tool; system messages are not kept). Each turn goes through
+        ingestion like an ingested event, so small talk and calls of the memory's own tools are
+        not stored; waits for it (at most ``timeout`` seconds) and returns the ids of the
+        memories stored, oldest turn first (see :mod:`beeweave_core.ingest.messages`).
         """
-        return self._records.add(content, user_id=user_id, session_id=session_id, agent_id=agent_id,
-                                 chunk_id=chunk_id, tags=tags, metadata=metadata, timestamp=timestamp,
-                                 embedding=embedding, trusted=trusted, **fields)
+        if isinstance(content, str):
+            if timeout is not None:
+                raise InvalidInputError("timeout is for messages, which wait for ingestion; a text is stored at once")
+            return self._records.add(content, user_id=user_id, session_id=session_id, agent_id=agent_id,
+                                     chunk_id=chunk_id, tags=tags, metadata=metadata, timestamp=timestamp,
+                                     embedding=embedding, trusted=trusted, **fields)
+        return self._ingestion.add_messages(content, user_id=user_id, session_id=session_id, agent_id=agent_id,
+                                            tags=tags, metadata=metadata, timestamp=timestamp, timeout=timeout,
+                                            text_only={"chunk_id": chunk_id, "embedding": embedding,
+                                                       "trusted": trusted or None, **fields})
 
     def add_many(self, records: Iterable[Mapping[str, Any] | KnowledgeChunk], *, batch_size: int = 512,
                  show_progress: bool | None = None, link: bool = True, trusted: bool = False) -> list[str]:

@@ -19,7 +19,9 @@ from ..records import ChunkStatus, KnowledgeChunk
 from ..validation import check_limit, check_user, id_list
 from .config import IngestConfig
 from .documents import DocFormat, document_chunks, load_sources
+from .messages import chat_turns
 from .patterns import HotPattern
+from .pipeline import chunk_ids
 from .records import DeadLetter, KnowledgeEvent
 from .runtime import IngestRuntime
 from .validate import EVENT_KEYS, event_dict, event_json
@@ -113,6 +115,38 @@ class Ingestion:
         """Wait until every queued event is processed (at most ``timeout`` seconds); True if
         the queue is empty."""
         return self.runtime.flush(timeout)
+
+    def add_messages(self, messages: Any, *, user_id: str, session_id: str | None = None,
+                     agent_id: str | None = None, metadata: Mapping[str, Any] | None = None,
+                     tags: Iterable[str] | str = (), timestamp: Any = None,
+                     timeout: float | None = None, text_only: Mapping[str, Any] | None = None) -> list[str]:
+        """A conversation's memories (``BeeWeave.add(messages)``, mem0's ``add(messages)``).
+
+        Each turn becomes an event (:func:`.messages.chat_turns`) that is queued as ``ingest``
+        queues one, so the pipeline decides what is kept (small talk and calls of the memory's
+        own tools are not; secrets are redacted). Waits for the worker, at most ``timeout``
+        seconds, and returns the ids of the memories stored from the turns, oldest turn first:
+        none for small talk, and after a timeout only those stored by then (the rest follow).
+        Every event is checked before the first is queued: bad input queues nothing.
+        ``text_only``: arguments of ``BeeWeave.add`` for one text (chunk_id, embedding...),
+        refused when given: a conversation's memories get the pipeline's ids and vectors.
+        """
+        given = sorted(k for k, v in (text_only or {}).items() if v is not None)
+        if given:
+            raise InvalidInputError(f"{', '.join(given)} apply to one text, not to chat messages")
+        caller: dict[str, Any] = {"user_id": user_id, "session_id": session_id, "agent_id": agent_id,
+                                  "metadata": metadata, "timestamp": timestamp}
+        listed = [tags] if isinstance(tags, str) else list(tags)
+        if listed:
+            caller["tags"] = listed
+        now = self.shared.clock()
+        events = [event_dict({**caller, **turn.event()}, now=now) for turn in chat_turns(messages)]
+        for body in events:
+            self.ingest(body)
+        if events:
+            self.flush(timeout)
+        wanted = [cid for body in events for cid in chunk_ids(body["id"], len(body["intermediate_steps"]))]
+        return [c.id for c in self.records.get_many(wanted)]
 
     def start_ingest(self) -> None:
         """Start the worker (needed only with ``IngestConfig(autostart=False)``)."""
