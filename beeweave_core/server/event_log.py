@@ -19,13 +19,15 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..events import EventType
 from ..store.wal import empty_wal, use_wal
+from .event_tail import RecentEvents
+from .fanout import Wakeups
 
 __all__ = ["EventLog", "EventFilter", "Webhook", "WebhookSender", "DROP_REASONS", "sign"]
 
@@ -55,9 +57,9 @@ class EventFilter:
 
 
 class EventLog:
-    """The tenant's events with sequence numbers; listeners are woken on every append."""
+    """The tenant's events with sequence numbers; SSE listeners follow it (:func:`fanout.follow`)."""
 
-    def __init__(self, path: str | Path | None, *, max_events: int = 100_000) -> None:
+    def __init__(self, path: str | Path | None, *, max_events: int = 100_000, recent: int = 1024) -> None:
         self.max_events = max_events
         self.path = None if path is None else Path(path)
         self._db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
@@ -67,13 +69,15 @@ class EventLog:
             use_wal(self._db, 30.0)
             self._db.execute("PRAGMA secure_delete=ON")  # deleted events are zeroed in the file
             self._db.execute(_SCHEMA)
-        self._listeners: list[Callable[[], None]] = []
+        self.recent = RecentEvents(recent)  # what SSE listeners read without SQLite (event_tail)
+        self.wakeups = Wakeups()  # how they learn of an append: O(1) for the writer (fanout)
         self._appended = 0
 
     def append(self, ev: Any) -> int:
         """Store a ``MemoryEvent``; returns its sequence number."""
-        row = (ev.type.value, ev.chunk_id, ev.user_id, ev.agent_id, json.dumps(list(ev.tags)),
-               json.dumps(ev.data, default=str), ev.at.isoformat())
+        data = json.dumps(ev.data, default=str)
+        row = (ev.type.value, ev.chunk_id, ev.user_id, ev.agent_id, json.dumps(list(ev.tags)), data,
+               ev.at.isoformat())
         with self._lock:
             cur = self._db.execute("INSERT INTO events(type, chunk_id, user_id, agent_id, tags, data, at) "
                                    "VALUES (?,?,?,?,?,?,?)", row)
@@ -81,12 +85,11 @@ class EventLog:
             self._appended += 1
             if self._appended % 1000 == 0:  # bounded: drop the oldest now and then
                 self._db.execute("DELETE FROM events WHERE seq <= ?", (seq - self.max_events,))
-            listeners = list(self._listeners)
-        for wake in listeners:
-            try:
-                wake()
-            except Exception:  # a closed loop of a gone listener
-                logger.debug("event listener wake-up failed", exc_info=True)
+            # Under the lock, so the ring gets events in sequence order; decoded as read() does.
+            self.recent.add(seq, {"seq": seq, "type": row[0], "chunk_id": ev.chunk_id, "user_id": ev.user_id,
+                                  "agent_id": ev.agent_id, "tags": list(ev.tags), "data": json.loads(data),
+                                  "at": row[6]})
+        self.wakeups.notify()
         return seq
 
     def read(self, after: int, flt: EventFilter, limit: int = 500) -> tuple[list[dict[str, Any]], int]:
@@ -120,17 +123,8 @@ class EventLog:
                                  (user_id, EventType.DELETED.value)).rowcount
             if self.path is not None:
                 empty_wal(self._db, f"the event log {self.path}")
+            self.recent.forget_user(user_id)
         return max(int(n), 0)
-
-    def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(wake)
-
-        def stop() -> None:
-            with self._lock:
-                if wake in self._listeners:
-                    self._listeners.remove(wake)
-        return stop
 
     def close(self) -> None:
         with self._lock:

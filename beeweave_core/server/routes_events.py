@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from starlette.concurrency import run_in_threadpool
 
 from ..errors import InvalidInputError
 from ..events import EventType
@@ -17,6 +17,7 @@ from ..records import KnowledgeChunk
 from .config import ServerConfig
 from .deps import ERRORS, NOT_FOUND, Ctx, ctx, unlimited_ctx
 from .event_log import EventFilter, filter_from
+from .fanout import follow
 from .routes_core import search_hits
 from .schemas import DeletedOut, SemanticSearchIn, SemanticSearchOut, WatchesOut, WatchIn, WatchOut
 
@@ -118,25 +119,12 @@ def events_router(config: ServerConfig) -> APIRouter:
                      args: tuple[Ctx, EventFilter] = Depends(sse_filter)) -> AsyncIterator[ServerSentEvent]:
         c, flt = args
         log = c.svc.event_log
-        seq = log.last_seq() if start is None else start
+        start_seq = log.last_seq() if start is None else start
         loop = asyncio.get_running_loop()
-        wake = asyncio.Event()
-        stop = log.listen(lambda: loop.call_soon_threadsafe(wake.set))
         end = None if max_seconds is None else loop.time() + max_seconds
-        try:
-            while not await request.is_disconnected() and (end is None or loop.time() < end):
-                wake.clear()
-                found, last = await run_in_threadpool(log.read, seq, flt)
-                moved, seq = last != seq, last
-                for ev in found:
-                    yield ServerSentEvent(data=ev, event=ev["type"], id=str(ev["seq"]))
-                if moved:
-                    continue
-                try:
-                    await asyncio.wait_for(wake.wait(), 1.0 if end is None else max(0.0, min(1.0, end - loop.time())))
-                except asyncio.TimeoutError:
-                    pass
-        finally:
-            stop()
+        # Closed with the response, so the listener is unregistered as the client goes.
+        async with aclosing(follow(log, start_seq, flt, gone=request.is_disconnected, end=end)) as stream:
+            async for ev in stream:
+                yield ServerSentEvent(data=ev, event=ev["type"], id=str(ev["seq"]))
 
     return r

@@ -1,0 +1,112 @@
+"""SSE fan-out: an append costs the writer O(1) however many listeners there are.
+
+The writer used to call every listener's wake-up, and every listener then re-read the log in
+the thread pool (issue 47, item 7). Now the writer only marks the log's event loop as due
+(one ``call_soon_threadsafe`` per loop, and none while one is already pending, so a burst of
+appends costs one wake-up); in the loop one callback sets the event the listeners wait on,
+and each copies what is new from :class:`RecentEvents` without a thread.
+
+Slow listeners never block writers: nothing waits for a listener, and no listener has a
+buffer that could fill. A listener that falls behind more than the ring holds reads the
+durable log from its position (what a client reconnecting with ``Last-Event-ID`` gets), as
+long as the log keeps those events (``ServerConfig.max_events``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+__all__ = ["Wakeups", "follow"]
+
+IDLE_POLL = 1.0  # s without an append before the durable log is read (another process's events)
+
+
+class _Signal:
+    """The listeners of one event loop: they wait on ``event``; ``fire`` (in the loop) sets it
+    and starts a fresh one for the next append."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.event = asyncio.Event()
+        self.pending = False  # a fire is scheduled and has not run yet
+        self.listeners = 0
+
+
+class Wakeups:
+    """The wake-ups of one event log's listeners, coalesced per event loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._signals: dict[asyncio.AbstractEventLoop, _Signal] = {}
+        self.scheduled = 0  # wake-ups handed to event loops: at most one per append, whatever listens
+
+    def notify(self) -> None:
+        """After an append (any thread): wake each loop that has listeners, once."""
+        with self._lock:
+            due = [s for s in self._signals.values() if not s.pending]
+            for s in due:
+                s.pending = True
+            self.scheduled += len(due)
+        for s in due:
+            try:
+                s.loop.call_soon_threadsafe(self._fire, s)
+            except RuntimeError:  # the loop closed under its last listener
+                pass
+
+    def _fire(self, s: _Signal) -> None:
+        with self._lock:
+            s.pending = False  # an append from now on schedules another fire
+        event, s.event = s.event, asyncio.Event()
+        event.set()
+
+    @contextmanager
+    def listening(self) -> Iterator[_Signal]:
+        """Register a listener of the running loop for the ``with`` block."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            s = self._signals.get(loop) or self._signals.setdefault(loop, _Signal(loop))
+            s.listeners += 1
+        try:
+            yield s
+        finally:
+            with self._lock:
+                s.listeners -= 1
+                if not s.listeners:
+                    del self._signals[loop]
+
+
+Found = tuple[list[dict[str, Any]], int]
+
+
+async def follow(log: Any, start: int, flt: Any, *, gone: Callable[[], Awaitable[bool]],
+                 end: float | None = None) -> AsyncGenerator[dict[str, Any], None]:
+    """The events of ``log`` after ``start`` matching ``flt``, as they come, until ``gone()``
+    says the client left or the loop's clock passes ``end``."""
+    loop = asyncio.get_running_loop()
+    seq = start
+    durable = False  # read the SQLite log next: after an idle wait, another process may have appended
+    with log.wakeups.listening() as signal:
+        while not await gone() and (end is None or loop.time() < end):
+            woken = signal.event  # taken before reading: an append during the read sets it
+            recent: Found | None = None if durable else log.recent.after(seq, 500)
+            if recent is None:
+                events, last = await run_in_threadpool(log.read, seq, flt)
+                durable = False
+            else:
+                events, last = [ev for ev in recent[0] if flt.matches(ev)], recent[1]
+            moved, seq = last != seq, last
+            for ev in events:
+                yield ev
+            if moved:
+                continue
+            wait = IDLE_POLL if end is None else max(0.0, min(IDLE_POLL, end - loop.time()))
+            try:
+                await asyncio.wait_for(woken.wait(), wait)
+            except asyncio.TimeoutError:
+                durable = True
