@@ -341,9 +341,17 @@ class BeeWeave:
         """Delete a memory with its index entries and relationships; False if it did not exist."""
         return self._records.delete(chunk_id)
 
-    def delete_many(self, chunk_ids: str | Iterable[str]) -> list[str]:
-        """Delete memories (a bare string is one id); return the ids that existed and are gone."""
-        return self._records.delete_many(chunk_ids)
+    def delete_many(self, chunk_ids: str | Iterable[str], *,
+                    only_if: Callable[[KnowledgeChunk], bool] | None = None) -> list[str]:
+        """Delete memories (a bare string is one id); return the ids that existed and are gone.
+
+        ``only_if`` deletes only the memories it returns True for, called on each as the delete
+        reads it, when no other writer (thread, process or host) can change it before it is
+        gone: a deletion decided on an earlier read (a TTL sweep's "expired") spares a memory
+        renewed meanwhile. It must not call the memory."""
+        if only_if is not None and not callable(only_if):
+            raise InvalidInputError("only_if must be a callable taking a KnowledgeChunk")
+        return self._records.delete_many(chunk_ids, only_if=only_if)
 
     def forget_user(self, user_id: str) -> int:
         """Delete everything of a user: memories of every status with their index entries,

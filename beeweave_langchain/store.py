@@ -471,10 +471,13 @@ class BeeWeaveStore(BaseStore):
             # A put makes the key a live item again, whatever an older version or a person did
             # to the memory meanwhile (archived it, unpinned it, or maintenance merged it).
             # A put replaces the value (as LangGraph's stores do): no version history per item.
-            self.memory.update(cid, trusted=trusted, versioned=False, content=record["content"],
-                               metadata={**chunk.metadata, **record["metadata"]}, tags=record["tags"],
-                               expires_at=record["expires_at"], agent_id=record["agent_id"],
-                               session_id=record["session_id"], pinned=record["pinned"], status=record["status"])
+            try:
+                self.memory.update(cid, trusted=trusted, versioned=False, content=record["content"],
+                                   metadata={**chunk.metadata, **record["metadata"]}, tags=record["tags"],
+                                   expires_at=record["expires_at"], agent_id=record["agent_id"],
+                                   session_id=record["session_id"], pinned=record["pinned"], status=record["status"])
+            except NotFoundError:  # deleted since it was read (a TTL sweep, a delete): put it anew
+                self.memory.add_many([self._record(writes[cid], now, None)], show_progress=False, trusted=trusted)
 
     def _scope(self, prefix: tuple[str, ...]) -> tuple[list[str] | None, dict[str, Any]]:
         """The owners a read of ``prefix`` covers and its filter. A prefix that names a user
@@ -564,7 +567,11 @@ class BeeWeaveStore(BaseStore):
         return sorted(seen)[op.offset: op.offset + op.limit]
 
     def sweep(self) -> int:
-        """Delete the expired items; returns how many were deleted."""
+        """Delete the expired items; returns how many were deleted. Each is judged again as the
+        delete reads it: an item put or read (its TTL refreshed) since the scan stays."""
         now = self._now()
         expired = [c.id for c in self._scan(()) if self._expired(c, now) and self._item_of(c) is not None]
-        return len(self.memory.delete_many(expired)) if expired else 0
+        if not expired:
+            return 0
+        return len(self.memory.delete_many(
+            expired, only_if=lambda c: self._expired(c, now) and self._item_of(c) is not None))

@@ -13,7 +13,9 @@ and, if the backend persists, override a second one:
   backend over the same storage (default ``None``: persistence tests are skipped).
 
 Everything here talks to the protocol directly (ChunkRow in, ids and scores out),
-never through ``BeeWeave``, so it checks exactly what the engine relies on.
+never through ``BeeWeave``, so it checks exactly what the engine relies on; the
+lost-update cases (conformance_lost_updates.py, mixed in) then run the engine's
+read-then-write paths over the same backend.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from beeweave_core.index.turns import is_turn
 from beeweave_core.scoring import RankFields
 from beeweave_core.store.base import ChunkRow, StoreBackend
 from beeweave_core.store.links import LinkReads, read_links
+from tests.conformance_lost_updates import LostUpdateConformance
 from tests.support import dt, matches
 
 DIM = 8
@@ -280,7 +283,7 @@ def _ids(pairs) -> list[str]:
     return [i for i, _ in pairs]
 
 
-class BackendConformance:
+class BackendConformance(LostUpdateConformance):
     """Behaviour every StoreBackend must show. See the module docstring to use it."""
 
     @pytest.fixture
@@ -492,6 +495,32 @@ class BackendConformance:
         for th in threads:
             th.join()
         assert world.get(["w0"])["w0"].access_count == 100
+
+    def test_delete_if_judges_the_records_it_deletes(self, world) -> None:
+        world.add_edges([Relationship("w0", "w1", "semantic"), Relationship("w2", "w6", "tag")])
+        seen: list[str] = []
+
+        def still(c: KnowledgeChunk) -> bool:
+            seen.append(c.id)
+            assert c.relationships == []  # as stored, as modify gives them
+            return "x" in c.tags
+
+        assert sorted(world.delete_if(["w0", "w2", "nope", "w4", "w0"], still)) == ["w0", "w4"]
+        assert sorted(seen) == ["w0", "w2", "w4"]  # each existing record judged once
+        assert world.contains(["w0", "w2", "w4"]) == {"w2"}
+        assert world.edges(["w1"]) == [] and len(world.edges(["w6"])) == 1  # w0's edges went with it
+        assert "w4" not in _ids(world.lexical_search({"grape": 1}, build_filter(EVERY_STATUS), 50))
+        assert world.delete_if([], still) == [] and world.delete_if(["nope"], still) == []
+
+    def test_delete_if_spares_a_record_renewed_before_it_reads(self, world) -> None:
+        # What a sweep does: it decided on an earlier read (w0 expired); another writer renews
+        # w0 before the delete runs; the delete reads w0 again and keeps it.
+        expired = dt(2024, 1, 2)
+        world.modify(["w0", "w1"], lambda cur: [c.copy(expires_at=expired) for c in cur.values()])
+        decided = [c.id for c in world.scan(build_filter(None)) if c.expires_at == expired]
+        world.modify(["w0"], lambda cur: [cur["w0"].copy(expires_at=None, tags=["renewed"])])
+        assert world.delete_if(decided, lambda c: c.expires_at == expired) == ["w1"]
+        assert world.get(["w0"])["w0"].tags == ["renewed"]
 
     def test_record_access_adds_counts_and_keeps_the_latest_access(self, world) -> None:
         import threading
@@ -919,6 +948,7 @@ class BackendConformance:
             "rank_fields": lambda: world.rank_fields(["w0"]),
             "record_access": lambda: world.record_access({"w0": (1, dt(2025, 1, 1))}),
             "delete": lambda: world.delete(["w0"]),
+            "delete_if": lambda: world.delete_if(["w0"], lambda c: True),
             "lexical_search": lambda: world.lexical_search({"apple": 1}, build_filter(None), 3),
             "vector_search": lambda: world.vector_search(vec(1), build_filter(None), 3),
             "vector_scores": lambda: world.vector_scores(vec(1), ["w0"]),

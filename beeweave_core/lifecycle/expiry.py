@@ -1,15 +1,39 @@
-"""Expiry by rule, and the eviction score used when a capacity limit is set."""
+"""Expiry by rule, what becomes of an expired memory, and the eviction score used when a
+capacity limit is set."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
+from enum import Enum
 
 from ..records import KnowledgeChunk
-from .config import ExpiryRule, LifecycleConfig
+from ..scoring import ScoringConfig, effective_weight, is_expired, ttl_passed
+from .config import ExpiryRule, ForgetAction, LifecycleConfig
 
-__all__ = ["rule_expiry", "inherited_expiry", "eviction_score", "eviction_victims"]
+__all__ = ["Fate", "expiry_fate", "rule_expiry", "inherited_expiry", "eviction_score", "eviction_victims"]
+
+
+class Fate(str, Enum):
+    """What ``maintain()`` does with a memory, judged on the record its write reads."""
+
+    KEEP = "keep"
+    REVIEW = "review"  # expired but valued: a person decides
+    ARCHIVE = "archive"
+    DELETE = "delete"
+
+
+def expiry_fate(chunk: KnowledgeChunk, now: datetime, cfg: LifecycleConfig, scoring: ScoringConfig) -> Fate:
+    """An item's TTL deletes it whatever its weight; an expired memory is archived or deleted
+    (``expired_action``) unless its effective weight reaches ``review_weight``."""
+    if ttl_passed(chunk, now):
+        return Fate.DELETE
+    if not is_expired(chunk, now):
+        return Fate.KEEP
+    if effective_weight(chunk, now, scoring) >= cfg.review_weight:
+        return Fate.REVIEW
+    return Fate.ARCHIVE if cfg.expired_action is ForgetAction.ARCHIVE else Fate.DELETE
 
 
 def rule_expiry(chunk: KnowledgeChunk, rules: Sequence[ExpiryRule]) -> tuple[datetime, str] | None:

@@ -136,16 +136,30 @@ class Lifecycle:
                 record_action(self.ctx.backend, c, "deleted", "review", now)
                 box.delete.append(c.id)
             else:
+                decided: list[KnowledgeChunk] = []  # (as the write found it, as written)
+
+                def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+                    # The decision applies to the memory as the write reads it: an edit another
+                    # process made since it was read above is kept.
+                    found = current.get(chunk_id)
+                    if found is None:
+                        raise NotFoundError(f"no chunk with id {chunk_id!r} (deleted meanwhile)")
+                    if choice is ReviewDecision.ARCHIVE:
+                        new = retired(found, ChunkStatus.ARCHIVED, "review", now)
+                    else:
+                        md = dict(found.metadata, **{FEEDBACK_KEY: dict(found.metadata.get(FEEDBACK_KEY) or {},
+                                                                        down_streak=0)})
+                        md.pop(STALE_KEY, None)
+                        new = verified(found.copy(metadata=md, relationships=[],
+                                                  expires_at=None if is_expired(found, now) else found.expires_at))
+                    decided[:] = [found, new]
+                    return [new]
+
+                self.ctx.backend.modify([chunk_id], change)
                 if choice is ReviewDecision.ARCHIVE:
-                    new = retired(c, ChunkStatus.ARCHIVED, "review", now)
-                    record_action(self.ctx.backend, c, "archived", "review", now)
-                else:
-                    md = dict(c.metadata, **{FEEDBACK_KEY: dict(c.metadata.get(FEEDBACK_KEY) or {}, down_streak=0)})
-                    md.pop(STALE_KEY, None)
-                    new = verified(c.copy(metadata=md, relationships=[],
-                                          expires_at=None if is_expired(c, now) else c.expires_at))
-                self.ctx.backend.update([new])
-                box.emit(EventType.UPDATED, new, fields=changed_fields(c, new), review=choice.value)
+                    record_action(self.ctx.backend, decided[0], "archived", "review", now)
+                box.emit(EventType.UPDATED, decided[1], fields=changed_fields(decided[0], decided[1]),
+                         review=choice.value)
             unflag(self.ctx.backend, c.id)
         return None if choice is ReviewDecision.DELETE else self.ctx.records.get(chunk_id)
 
@@ -210,14 +224,17 @@ class Lifecycle:
         due.update(inherited_expiry(chunks, due))
         if not due:
             return
+        new: list[KnowledgeChunk] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            # On the records as the write reads them: an edit made since they were stored stays.
+            new[:] = [c.copy(expires_at=due[cid][0], metadata=dict(c.metadata, expiry_rule=due[cid][1]),
+                             relationships=[])
+                      for cid, c in current.items() if c.expires_at is None and not c.pinned]
+            return new
+
         with self.ctx.changes() as box:
-            fresh = self.ctx.backend.get(list(due))
-            new = []
-            for cid, c in fresh.items():
-                at, rule = due[cid]
-                if c.expires_at is None and not c.pinned:
-                    new.append(c.copy(expires_at=at, metadata=dict(c.metadata, expiry_rule=rule), relationships=[]))
-            self.ctx.backend.update(new)
+            self.ctx.backend.modify(list(due), change)
             for c in new:
                 box.emit(EventType.UPDATED, c, fields=["expires_at", "metadata"], expiry_rule=c.metadata["expiry_rule"])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -13,10 +14,10 @@ from ..errors import InvalidInputError
 from ..events import EventType
 from ..filters import Filter, build_filter
 from ..records import ChunkStatus, KnowledgeChunk
-from ..scoring import effective_weight, is_expired, ttl_passed
-from .base import LifecycleContext, Outbox, retired
+from ..scoring import is_expired, ttl_passed
+from .base import Forget, LifecycleContext, Outbox, retired
 from .config import ForgetAction
-from .expiry import eviction_score, eviction_victims, rule_expiry
+from .expiry import Fate, eviction_score, eviction_victims, expiry_fate, rule_expiry
 from .history import record_action, record_version
 from .merge import dedupable, fold, plan_groups, primary_key, redirect_edges
 from .near import NearDuplicates
@@ -78,7 +79,8 @@ class Maintenance:
                 with self.ctx.changes() as box:
                     flt = build_filter(None, user_id=u)
                     if self.ctx.backend.count(flt) > self.ctx.config.capacity:
-                        self._evict(list(self.ctx.backend.scan(flt)), self.ctx.now(), report, box)
+                        self._evict(self.ctx.backend.scan_ids(flt), self.ctx.now(), report, box)
+                _uncount(box.spared, report)
         return report
 
     def _batch(self, ids: list[str], report: MaintenanceReport, gone: set[str]) -> set[str]:
@@ -90,18 +92,15 @@ class Maintenance:
         before = {cid: c for cid, c in backend.get(ids).items() if c.status is ChunkStatus.ACTIVE}
         if self.tiers.config.demote_below is not None and before:
             with self.ctx.changes() as box:
-                fresh = [c for c in backend.get(list(before)).values() if c.status is ChunkStatus.ACTIVE]
-                before.update((c.id, c) for c in self.tiers.demote_due(fresh, self.ctx.now(), report, box))
+                before.update(self.tiers.demote_due(list(before), self.ctx.now(), report, box))
         now = self.ctx.now()
         due = [cid for cid, c in before.items()
                if is_expired(c, now) or ttl_passed(c, now) or rule_expiry(c, cfg.expiry_rules) is not None]
         if due:
             with self.ctx.changes() as box:
                 now = self.ctx.now()
-                fresh = [c for c in backend.get(due).values() if c.status is ChunkStatus.ACTIVE]
-                fresh = self._rule_expiry(fresh, report, box)
-                kept = {c.id for c in self._expire(fresh, now, report, box)}
-                gone.update(c.id for c in fresh if c.id not in kept)
+                gone.update(self._expire(due, now, report, box))
+            _uncount(box.spared, report)
         live = [c for cid, c in before.items() if cid not in gone and dedupable(c) and not is_expired(c, now)]
         vectors = backend.get_vectors([c.id for c in live])
         scopes: dict[str, Filter] = {}
@@ -121,21 +120,6 @@ class Maintenance:
                     self._dedup_one(fresh, near, now, report, box, gone)
         return {c.user_id for c in before.values()}
 
-    def _rule_expiry(self, chunks: list[KnowledgeChunk], report: MaintenanceReport,
-                     box: Outbox) -> list[KnowledgeChunk]:
-        out, changed = [], []
-        for c in chunks:
-            found = rule_expiry(c, self.ctx.config.expiry_rules)
-            if found is not None:
-                c = c.copy(expires_at=found[0], metadata=dict(c.metadata, expiry_rule=found[1]), relationships=[])
-                changed.append(c)
-                box.emit(EventType.UPDATED, c, fields=["expires_at", "metadata"], expiry_rule=found[1])
-            out.append(c)
-        if changed:
-            self.ctx.backend.update(changed)
-            report.ruled += len(changed)
-        return out
-
     def _dedup_one(self, c: KnowledgeChunk, near: list[tuple[str, float]], now: datetime,
                    report: MaintenanceReport, box: Outbox, gone: set[str]) -> None:
         """Merge ``c`` with the neighbours found for it that are still active duplicates."""
@@ -151,65 +135,97 @@ class Maintenance:
             return [(g.id, float(np.dot(vecs[p.id], vecs[g.id]))) for g in ordered if g.id != p.id]
 
         for primary, members in plan_groups(ordered, neighbours, self.ctx.config.merge_threshold):
-            self._merge(primary, members, now, box)
-            report.merged += len(members)
-            report.merges.setdefault(primary.id, []).extend(m.id for m, _ in members)
-            gone.update(m.id for m, _ in members)
+            merged = self._merge(primary, members, now, box)
+            report.merged += len(merged)
+            if merged:
+                report.merges.setdefault(primary.id, []).extend(merged)
+            gone.update(merged)
 
     # -- expiry ------------------------------------------------------------------------------
-    def _expire(self, active: list[KnowledgeChunk], now: datetime, report: MaintenanceReport,
-                box: Outbox) -> list[KnowledgeChunk]:
+    def _expire(self, ids: list[str], now: datetime, report: MaintenanceReport, box: Outbox) -> set[str]:
+        """Expiry rules, then each memory's fate, judged on the records as the write reads them
+        (``modify``): an edit another process made since the batch was read (a new text, an
+        expiry lifted) is what is judged, and kept; a memory deleted meanwhile is not there.
+        Returns the ids archived or to delete."""
         cfg = self.ctx.config
-        keep: list[KnowledgeChunk] = []
-        archive: list[KnowledgeChunk] = []
-        for c in active:
-            if ttl_passed(c, now):  # an item's TTL: deleted, whatever its weight
-                report.expired += 1
-                self._forget(c, "expired", ForgetAction.DELETE, now, report, archive, box)
-                box.emit(EventType.EXPIRED, c, action="deleted")
-            elif not is_expired(c, now):
-                keep.append(c)
-            elif effective_weight(c, now, self.ctx.shared.scoring) >= cfg.review_weight:
-                keep.append(c)  # valued: a person decides
+        judged: list[tuple[KnowledgeChunk, str | None, Fate]] = []  # (record, expiry rule applied, fate)
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            judged.clear()
+            out = []
+            for c in current.values():
+                if c.status is not ChunkStatus.ACTIVE:
+                    continue
+                found = rule_expiry(c, cfg.expiry_rules)
+                if found is not None:
+                    c = c.copy(expires_at=found[0], metadata=dict(c.metadata, expiry_rule=found[1]), relationships=[])
+                fate = expiry_fate(c, now, cfg, self.ctx.shared.scoring)
+                judged.append((c, None if found is None else found[1], fate))
+                if fate is Fate.ARCHIVE:
+                    out.append(retired(c, ChunkStatus.ARCHIVED, "expired", now))
+                elif found is not None:
+                    out.append(c)
+            return out
+
+        self.ctx.backend.modify(ids, change)
+        forgotten: set[str] = set()
+        for c, rule, fate in judged:
+            if rule is not None:
+                report.ruled += 1
+                box.emit(EventType.UPDATED, c, fields=["expires_at", "metadata"], expiry_rule=rule)
+            if fate is Fate.REVIEW:
                 if flag(self.ctx.backend, c, "expired", now):
                     report.flagged += 1
                     box.emit(EventType.EXPIRED, c, action="review")
-            else:
+            elif fate is not Fate.KEEP:
                 report.expired += 1
-                self._forget(c, "expired", cfg.expired_action, now, report, archive, box)
-                box.emit(EventType.EXPIRED, c, action="archived" if cfg.expired_action is ForgetAction.ARCHIVE
-                         else "deleted")
-        self.ctx.backend.update(archive)
-        return keep
+                forgotten.add(c.id)
+                self._forget(c, "expired", fate, now, report, box,
+                             ((EventType.EXPIRED, {"action": "archived" if fate is Fate.ARCHIVE else "deleted"}),))
+        return forgotten
 
-    def _forget(self, c: KnowledgeChunk, reason: str, action: ForgetAction, now: datetime,
-                report: MaintenanceReport, archive: list[KnowledgeChunk], box: Outbox) -> None:
-        if action is ForgetAction.ARCHIVE:
-            archive.append(retired(c, ChunkStatus.ARCHIVED, reason, now))
+    def _forget(self, c: KnowledgeChunk, reason: str, fate: Fate, now: datetime, report: MaintenanceReport,
+                box: Outbox, events: tuple[tuple[EventType, dict[str, Any]], ...]) -> None:
+        """Count, audit and announce ``c`` leaving: archived (already written), or deleted after
+        the lock is released if it is still the record judged (``Forget``)."""
+        if fate is Fate.ARCHIVE:
             report.archived += 1
             record_action(self.ctx.backend, c, "archived", reason, now)
+            for type_, data in events:
+                box.emit(type_, c, **data)
         else:
-            box.delete.append(c.id)
             report.deleted += 1
             record_action(self.ctx.backend, c, "deleted", reason, now)
+            box.forget.append(Forget(c, reason, now, events))
 
     # -- capacity ----------------------------------------------------------------------------
-    def _evict(self, active: Sequence[KnowledgeChunk], now: datetime, report: MaintenanceReport,
-               box: Outbox) -> None:
+    def _evict(self, ids: Sequence[str], now: datetime, report: MaintenanceReport, box: Outbox) -> None:
+        """Users above capacity lose their lowest-scoring memories, chosen among the records
+        as the write reads them: one another process used or pinned meanwhile is judged so."""
         cfg = self.ctx.config
         assert cfg.capacity is not None
-        by_user: dict[str, list[KnowledgeChunk]] = {}
-        for c in active:
-            by_user.setdefault(c.user_id, []).append(c)
-        archive: list[KnowledgeChunk] = []
-        for chunks in by_user.values():
-            for v in eviction_victims(chunks, cfg.capacity, now, cfg):
-                report.evicted += 1
-                self._forget(v, "evicted", cfg.evict_action, now, report, archive, box)
-                if cfg.evict_action is ForgetAction.ARCHIVE:
-                    box.emit(EventType.UPDATED, v, fields=["status"], reason="evicted",
-                             eviction_score=eviction_score(v, now, cfg))
-        self.ctx.backend.update(archive)
+        capacity = cfg.capacity
+        fate = Fate.ARCHIVE if cfg.evict_action is ForgetAction.ARCHIVE else Fate.DELETE
+        victims: list[KnowledgeChunk] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            by_user: dict[str, list[KnowledgeChunk]] = {}
+            for c in current.values():
+                if c.status is ChunkStatus.ACTIVE:
+                    by_user.setdefault(c.user_id, []).append(c)
+            victims[:] = [v for chunks in by_user.values() for v in eviction_victims(chunks, capacity, now, cfg)]
+            if fate is Fate.DELETE:
+                return []
+            return [retired(v, ChunkStatus.ARCHIVED, "evicted", now) for v in victims]
+
+        self.ctx.backend.modify(ids, change)
+        for v in victims:
+            report.evicted += 1
+            events: tuple[tuple[EventType, dict[str, Any]], ...] = ()
+            if fate is Fate.ARCHIVE:
+                events = ((EventType.UPDATED, {"fields": ["status"], "reason": "evicted",
+                                               "eviction_score": eviction_score(v, now, cfg)}),)
+            self._forget(v, "evicted", fate, now, report, box, events)
 
     def enforce_capacity(self, users: Iterable[str]) -> None:
         cap = self.ctx.config.capacity
@@ -220,7 +236,7 @@ class Maintenance:
             for u in sorted(set(users)):
                 flt = build_filter(None, user_id=u)
                 if self.ctx.backend.count(flt) > cap:
-                    self._evict(list(self.ctx.backend.scan(flt)), now, report, box)
+                    self._evict(self.ctx.backend.scan_ids(flt), now, report, box)
 
     # -- dedup and merge ---------------------------------------------------------------------
     def merge_new(self, chunks: Sequence[KnowledgeChunk], *, same_words: float | None = None) -> None:
@@ -258,21 +274,47 @@ class Maintenance:
                     done.add(primary.id)
 
     def _merge(self, primary: KnowledgeChunk, members: Sequence[tuple[KnowledgeChunk, float]], now: datetime,
-               box: Outbox) -> None:
-        """Fold ``members`` into ``primary``; mark them merged; move their relationships.
+               box: Outbox) -> list[str]:
+        """Fold ``members`` into ``primary``; mark them merged; move their relationships;
+        return the ids merged.
 
         The primary's state before the merge goes to its version history, and each merged
         memory stays in the store (status "merged", ``metadata["merged_into"]``) with a
-        ``merged_into`` edge to the primary.
+        ``merged_into`` edge to the primary. The fold is judged again on the records as the
+        write reads them (``modify``): it starts from the primary as it is then (another
+        process's edit of it is kept), a member that is no longer an active duplicate with the
+        text its similarity was measured on stays as it is, and nothing is merged if the
+        primary is no longer such a duplicate.
         """
-        others = [m for m, _ in members]
         sims = {m.id: sim for m, sim in members}
+        read = {c.id: c for c in (primary, *(m for m, _ in members))}
+        # Before the write (a crash in between leaves a spare version, never a lost one); the
+        # primary's text cannot have changed by the write: the merge is off if it did.
         record_version(self.ctx.backend, primary, "merge", now)
-        new_primary = fold(primary, others, now, self.ctx.shared.scoring)
-        merged = [retired(o, ChunkStatus.MERGED, "duplicate", now, merged_into=primary.id, merged_at=now.isoformat())
-                  for o in others]
+        folded: list[KnowledgeChunk] = []  # the new primary, then the members merged as they were
+        merged: list[KnowledgeChunk] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            folded.clear()
+            merged.clear()
+            p = current.get(primary.id)
+            if p is None or not _still_duplicate(p, read[p.id], now):
+                return []
+            others = [current[m] for m in sims
+                      if m in current and _still_duplicate(current[m], read[m], now) and not current[m].pinned]
+            if not others:
+                return []
+            folded[:] = [fold(p, others, now, self.ctx.shared.scoring), *others]
+            merged[:] = [retired(o, ChunkStatus.MERGED, "duplicate", now, merged_into=primary.id,
+                                 merged_at=now.isoformat()) for o in others]
+            return [folded[0], *merged]
+
+        self.ctx.backend.modify([primary.id, *sims], change)
+        if not folded:
+            return []
+        new_primary, others = folded[0], folded[1:]
+        sims = {o.id: sims[o.id] for o in others}
         delete, add = redirect_edges(self.ctx.backend.edges(list(sims)), sims, primary.id, self.ctx.backend.edges([primary.id]))
-        self.ctx.backend.update([new_primary, *merged])
         self.ctx.backend.add_edges(add)  # first add, then delete: a crash in between duplicates, never loses
         self.ctx.backend.delete_edges(delete)
         for o in others:
@@ -283,3 +325,22 @@ class Maintenance:
                  reason="merge", merged=[o.id for o in others])
         for o in merged:
             box.emit(EventType.MERGED, o, into=primary.id, similarity=round(sims[o.id], 6))
+        return [o.id for o in others]
+
+
+def _still_duplicate(found: KnowledgeChunk, read: KnowledgeChunk, now: datetime) -> bool:
+    """Whether a memory judged a duplicate on an earlier read (``read``) still is one as the
+    write finds it: active, mergeable, and saying what its similarity was measured on."""
+    return (found.status is ChunkStatus.ACTIVE and dedupable(found) and not is_expired(found, now)
+            and found.content == read.content)
+
+
+def _uncount(spared: Sequence[Forget], report: MaintenanceReport) -> None:
+    """Deletions not done (``Forget``: another writer changed the memory first) leave the report."""
+    for f in spared:
+        report.deleted -= 1
+        if f.reason == "expired":
+            report.expired -= 1
+        elif f.reason == "evicted":
+            report.evicted -= 1
+

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..events import EventType
 from ..filters import build_filter
-from ..records import KnowledgeChunk, MemoryTier, SearchHit
+from ..records import ChunkStatus, KnowledgeChunk, MemoryTier, SearchHit
 from ..validation import importance_of
 from .base import LifecycleContext, Outbox, changed_fields
 from .config import TierConfig
@@ -212,21 +212,26 @@ class Tiers:
             report.settled += len(settled_ids)
         return done
 
-    def demote_due(self, active: Sequence[KnowledgeChunk], now: datetime, report: MaintenanceReport,
-                   box: Outbox) -> list[KnowledgeChunk]:
-        """Inside ``maintain()``'s write section: long-term memories below ``demote_below``
-        back to short-term; return ``active`` with the demoted ones changed."""
+    def demote_due(self, ids: Sequence[str], now: datetime, report: MaintenanceReport,
+                   box: Outbox) -> dict[str, KnowledgeChunk]:
+        """Inside ``maintain()``'s write section: the active long-term memories of ``ids``
+        below ``demote_below`` back to short-term, judged on the records as the write reads
+        them (a use or an edit another process made meanwhile counts, and is kept); return
+        the demoted ones by id."""
         cfg = self.ctx.config
-        changes = demote_all(active, self.config, now, lambda c: eviction_score(c, now, cfg))
-        if not changes:
-            return list(active)
-        self.ctx.backend.update([c for c, _ in changes])
+        changes: list[tuple[KnowledgeChunk, float]] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            active = [c for c in current.values() if c.status is ChunkStatus.ACTIVE]
+            changes[:] = demote_all(active, self.config, now, lambda c: eviction_score(c, now, cfg))
+            return [c for c, _ in changes]
+
+        self.ctx.backend.modify(ids, change)
         for c, score in changes:
             record_action(self.ctx.backend, c, "demoted", "cold", now, eviction_score=round(score, 6))
             box.emit(EventType.UPDATED, c, fields=["expires_at", "metadata", "tier"], reason="demoted")
         report.demoted += len(changes)
-        new = {c.id: c for c, _ in changes}
-        return [new.get(c.id, c) for c in active]
+        return {c.id: c for c, _ in changes}
 
     def _apply(self, ids: list[str], *, ttl: bool, why: str, extra_uses: int = 0,
                settled_out: list[str] | None = None) -> list[str]:
@@ -234,12 +239,14 @@ class Tiers:
         ``settled_out``, settle the short-term memories whose wait is over (their ids go there)."""
         cfg = self.config
         done: list[str] = []
-        with self.ctx.changes() as box:
-            now = self.ctx.now()
-            fresh = self.ctx.backend.get(ids)
-            # (before, after, what happened: "promoted", "settled" or "ttl", the promotion score)
-            changed: list[tuple[KnowledgeChunk, KnowledgeChunk, str, float]] = []
-            for c in fresh.values():
+        # (before, after, what happened: "promoted", "settled" or "ttl", the promotion score)
+        changed: list[tuple[KnowledgeChunk, KnowledgeChunk, str, float]] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            # Judged on the records as the write reads them: an edit another process made
+            # since they were last read (a new text, feedback) is the state promoted, not lost.
+            changed.clear()
+            for c in current.values():
                 if c.tier is MemoryTier.LONG:
                     continue
                 # Under the write lock, which the recorder's flush takes too: the stored count
@@ -251,9 +258,11 @@ class Tiers:
                     changed.append((c, settled(c, now), "settled", value))
                 elif ttl and (new := tier_expiry(c, cfg, start=now)) is not None:
                     changed.append((c, new, "ttl", value))  # its TTL counts from now: when it is stored
-            if not changed:
-                return done
-            self.ctx.backend.update([new for _, new, _, _ in changed])
+            return [new for _, new, _, _ in changed]
+
+        with self.ctx.changes() as box:
+            now = self.ctx.now()
+            self.ctx.backend.modify(ids, change)
             for old, new, what, score in changed:
                 if what == "promoted":
                     done.append(new.id)

@@ -84,28 +84,35 @@ class CodeValidity:
         hits = {c.id: t for c in self.ctx.backend.scan(scope) if (t := touches(code_paths(c), changed))}
         if not hits:
             return report
-        with self.ctx.changes() as box:
-            now = self.ctx.now()
-            new = []
-            for cid, c in self.ctx.backend.get(list(hits)).items():
+        new: list[tuple[KnowledgeChunk, bool]] = []  # (as written, newly marked)
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            # On the records as the write reads them: an edit another process made since the
+            # search found them is kept.
+            new.clear()
+            for cid, c in current.items():
                 md = dict(c.metadata)
                 old = md.get(VERIFY_KEY)
                 if isinstance(old, dict):
                     md[VERIFY_KEY] = dict(old, paths=sorted({*old.get("paths", []), *hits[cid]}), commit=commit,
                                           at=now.isoformat())
-                    updated = c.copy(metadata=md, relationships=[])
-                    report.updated.append(cid)
+                    new.append((c.copy(metadata=md, relationships=[]), False))
                 else:
                     md[VERIFY_KEY] = {"paths": hits[cid], "commit": commit, "at": now.isoformat(),
                                       "weight_before": c.weight}
                     lowered = max(self.ctx.config.min_weight, c.weight * factor) if not c.pinned else c.weight
-                    updated = c.copy(metadata=md, weight=lowered, relationships=[])
-                    report.marked.append(cid)
+                    new.append((c.copy(metadata=md, weight=lowered, relationships=[]), True))
+            return [c for c, _ in new]
+
+        with self.ctx.changes() as box:
+            now = self.ctx.now()
+            self.ctx.backend.modify(list(hits), change)
+            for updated, marked in new:
+                (report.marked if marked else report.updated).append(updated.id)
+                if marked:
                     flag(self.ctx.backend, updated, "verify", now)
-                new.append(updated)
                 box.emit(EventType.UPDATED, updated, fields=["metadata", "weight"], reason="verify",
-                         paths=hits[cid], commit=commit)
-            self.ctx.backend.update(new)
+                         paths=hits[updated.id], commit=commit)
         report.marked.sort()
         report.updated.sort()
         return report
