@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -121,6 +123,26 @@ class Pipeline:
         self.redactor = Redactor(config.pii_kinds, config.custom_patterns, enabled=config.redact)
         self.extractor: Extractor = config.extractor or OfflineExtractor()
         self.offline = OfflineExtractor()
+
+    def prepare_many(self, bodies: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], Prepared | Exception]]:
+        """Each body redacted and prepared, in the order given: the body as redacted (the one a
+        failure keeps in the dead letters) and its ``Prepared``, or the exception it raised.
+
+        With a model extractor, up to ``max_concurrency`` events are prepared at once: the
+        time goes to waiting for the model, and threads wait together. The offline extractor
+        holds the GIL, so threads would only add switching."""
+        workers = min(self.config.max_concurrency, len(bodies))
+        if workers <= 1 or isinstance(self.extractor, OfflineExtractor):
+            return [self._prepare_one(b) for b in bodies]
+        with ThreadPoolExecutor(workers, thread_name_prefix="beeweave-extract") as pool:
+            return list(pool.map(self._prepare_one, bodies))  # map keeps the order given
+
+    def _prepare_one(self, body: dict[str, Any]) -> tuple[dict[str, Any], Prepared | Exception]:
+        try:
+            body, _ = redact_event(self.redactor, body)
+            return body, self.prepare(body)
+        except Exception as exc:  # the event's own failure (dead letter), not the batch's
+            return body, exc
 
     def prepare(self, body: dict[str, Any]) -> Prepared:
         body, redactions = redact_event(self.redactor, body)

@@ -38,7 +38,7 @@ from .config import IngestConfig, PatternScope, QueueFullPolicy
 from .errors import QueueFullError
 from .intake import Intake, MemoryIntake, MmapJournal
 from .patterns import NAMESPACE, HotPattern, PatternTracker
-from .pipeline import Pipeline, Prepared, redact_event
+from .pipeline import Pipeline, Prepared
 from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue
 
 __all__ = ["IngestRuntime", "REJECTED"]
@@ -373,13 +373,12 @@ class IngestRuntime:
         with self._cond:
             self._inflight = {e.id for e in batch}
         ready: list[tuple[QueuedEvent, Prepared]] = []
-        for qe in batch:
-            body = qe.body
-            try:
-                body, _ = redact_event(self.pipeline.redactor, body)
-                ready.append((qe, self.pipeline.prepare(body)))
-            except Exception as exc:
-                self._fail(q, qe, exc, body)
+        # Prepared concurrently (model extraction), stored in queue order.
+        for qe, (body, got) in zip(batch, self.pipeline.prepare_many([qe.body for qe in batch])):
+            if isinstance(got, Exception):
+                self._fail(q, qe, got, body)
+            else:
+                ready.append((qe, got))
         try:
             self.store_new([c for _, p in ready for c in p.chunks])
         except (StoreClosedError, *_TRANSIENT):
