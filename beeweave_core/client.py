@@ -336,7 +336,8 @@ class BeeWeaveClient:
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
                expand: Any = None, rerank: Any = None, mmr: float | None = None,
                loosen: bool = False, min_relevance: float | None = None,
-               abstain_below: float | None = None, as_of: datetime | str | None = None) -> list[SearchHit]:
+               abstain_below: float | None = None, as_of: datetime | str | None = None,
+               scopes: Sequence[str] | str | None = None) -> list[SearchHit]:
         """``BeeWeave.search`` on the server. ``rerank`` (an in-process model) cannot travel: use
         ``mmr`` or run a ``Reranker`` on the returned hits."""
         # The engine's errors (UnknownFilterError...) before any request; the server's declared
@@ -354,7 +355,8 @@ class BeeWeaveClient:
                 "fusion": getattr(fusion, "value", fusion), "min_score": min_score, "expand": expand, "mmr": mmr,
                 "loosen": loosen, "min_relevance": min_relevance, "abstain_below": abstain_below,
                 "query_embedding": None if query_embedding is None else [float(x) for x in query_embedding],
-                "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of}
+                "as_of": as_of.isoformat() if isinstance(as_of, datetime) else as_of,
+                "scopes": [scopes] if isinstance(scopes, str) else None if scopes is None else list(scopes)}
         data = self._call("POST", "/api/v1/search", body={k_: v for k_, v in body.items() if v is not None},
                           timeout=self.search_timeout)
         return [_hit(h) for h in data["hits"]]

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, NotFoundError
 
-__all__ = ["ScopeKind", "Scope", "ScopeConfig", "WriteRule", "Scopes", "SCOPE_PREFIX", "TENANT", "USER",
-           "scope_owner", "is_scope_owner"]
+__all__ = ["ScopeKind", "Scope", "ScopeConfig", "WriteRule", "Scopes", "KeyScopes", "SCOPE_PREFIX", "TENANT",
+           "USER", "scope_owner", "is_scope_owner"]
 
 SCOPE_PREFIX = "scope:"
 TENANT = "tenant"
@@ -219,3 +219,42 @@ def _scope_list(scopes: Any) -> list[str]:
         if not isinstance(n, str):
             raise InvalidInputError(f"scopes takes scope names, got {type(n).__name__}")
     return names
+
+
+@dataclass(frozen=True)
+class KeyScopes:
+    """The shared scopes an API key scoped to users reads and writes (REST ``server/auth.py``
+    and MCP ``mcp/tools.py`` hold one each): the tenant's knowledge always, ``read`` and
+    ``write`` scopes with their sub-scopes (a scope it writes it also reads)."""
+
+    read: frozenset[str] = frozenset()
+    write: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> KeyScopes:
+        """From a key's settings: ``"scopes"`` (read) and ``"write_scopes"``."""
+        return cls(*(frozenset(Scope.parse(n).name for n in _names(settings.get(name, ()), name))
+                     for name in ("scopes", "write_scopes")))
+
+    def reads(self, name: str) -> bool:
+        scope = Scope.parse(name)
+        return scope.kind is ScopeKind.TENANT or any(scope.within(Scope.parse(g)) for g in self.read | self.write)
+
+    def writes(self, owner: str) -> bool:
+        """Whether the key may write memories owned by ``owner`` (a ``scope:...`` id)."""
+        if not is_scope_owner(owner):
+            return False
+        scope = Scope.parse(owner)
+        return any(scope.within(Scope.parse(g)) for g in self.write)
+
+    def for_search(self, scopes: Sequence[str] | str | None) -> list[str]:
+        """The scopes a search with the key reads: those asked, each one it may read (another
+        is absent, as another user's data is: ``NotFoundError``); by default its users', the
+        tenant's and its own scopes."""
+        if scopes is None:
+            return [USER, TENANT, *sorted(self.read | self.write)]
+        names = _scope_list(scopes)
+        for name in names:
+            if name != USER and not self.reads(name):
+                raise NotFoundError(f"no data of scope {name!r}")
+        return names

@@ -123,6 +123,9 @@ class BeeWeaveMemory(BaseMemory):
         description="No memory message when no memory reaches this calibrated relevance (None: the store's "
                     "default gate, SearchConfig.abstain_below; 0: off, always the top ones).")
     header: str = Field(default=DEFAULT_HEADER, description="The line before the memories.")
+    scopes: list[str] | None = Field(
+        default=None, description='Whose knowledge is read: "user", "tenant", shared scopes such as "project:atlas" '
+                                  "(None: the store's default, the user's, the tenant's and the granted scopes).")
     primary_memory: ChatMemoryBuffer = Field(description="The short-term chat history.")
 
     _memory: Any = PrivateAttr()
@@ -196,7 +199,8 @@ class BeeWeaveMemory(BaseMemory):
             "memory search", lambda: self._memory.search(query, user_id=self.user_id, k=self.similarity_top_k,
                                                          min_score=self.min_score,
                                                          min_relevance=self.min_relevance,
-                                                         abstain_below=self.abstain_below), [])
+                                                         abstain_below=self.abstain_below,
+                                                         scopes=self.scopes), [])
         if not hits and not summary:
             return messages
         lines = [SUMMARY_HEADER, summary] if summary else []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -71,7 +72,11 @@ class BeeWeaveRetriever(BaseRetriever):
     Args:
         memory: the BeeWeave store.
         similarity_top_k: how many memories to return.
-        user_id: only this user's memories (``None``: every user's).
+        user_id: this user's memories and the shared knowledge they read, never another
+            user's (``None``: every user's).
+        scopes: whose memories to read: ``"user"``, ``"tenant"``, shared scopes such as
+            ``"project:atlas"`` (``None``: the store's default, the user's, the tenant's and the
+            scopes granted to the user; see ``beeweave_core.scopes``).
         session_id: only memories of this session.
         filters: LlamaIndex ``MetadataFilters`` (AND only) on user_id, agent_id,
             session_id, type, intent, status (EQ / IN), tags (IN / ANY / ALL /
@@ -100,6 +105,7 @@ class BeeWeaveRetriever(BaseRetriever):
                  min_score: float | None = None, expand: bool | ExpandOptions | None = None,
                  rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
                  min_relevance: float | None = None, abstain_below: float | None = None,
+                 scopes: Sequence[str] | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False) -> None:
         for name, gate in (("min_relevance", min_relevance), ("abstain_below", abstain_below)):
             if gate is not None:
@@ -118,7 +124,7 @@ class BeeWeaveRetriever(BaseRetriever):
         self._search_kwargs: dict[str, Any] = dict(
             user_id=user_id, filters=bw_filters or None, fusion=fusion, min_score=min_score,
             expand=expand, rerank=rerank, mmr=mmr, loosen=loosen, min_relevance=min_relevance,
-            abstain_below=abstain_below)
+            abstain_below=abstain_below, scopes=None if scopes is None else list(scopes))
         self._failures = Failures(logger)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 

@@ -98,8 +98,14 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50,
                       abstain_below: Annotated[float | None, Field(
                           ge=0.0, le=1.0, description="Return no memory at all unless one's relevance (0..1) "
                           "reaches this; otherwise every memory found, best first. Default: the store's own "
-                          "'nothing relevant' gate, if it has one; 0 turns any gate off.")] = None) -> dict[str, Any]:
-        return call(ops.search, who(ctx, user_id), query, k, tags, session_id, min_relevance, abstain_below)
+                          "'nothing relevant' gate, if it has one; 0 turns any gate off.")] = None,
+                      scopes: Annotated[list[str] | None, Field(
+                          description='Whose knowledge to read: "user" (the user\'s own), "tenant", shared scopes '
+                          'such as "project:atlas/module:parser". Default: the user\'s, the tenant\'s and the '
+                          "shared scopes the user may read.")] = None) -> dict[str, Any]:
+        key = _key_scope(ctx)
+        read = scopes if key is None else call(key.search_scopes, scopes)
+        return call(ops.search, who(ctx, user_id), query, k, tags, session_id, min_relevance, abstain_below, read)
 
     @server.tool(description="One memory of the user by id.")
     def get_memory(memory_id: MemoryId, ctx: Context, user_id: UserId = None) -> dict[str, Any]:

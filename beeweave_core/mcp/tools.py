@@ -17,6 +17,7 @@ from ..filters import build_filter
 from ..ingest.records import KnowledgeEvent
 from ..lifecycle import FeedbackSignal
 from ..records import ALL_STATUSES, KnowledgeChunk, SearchHit
+from ..scopes import KeyScopes
 from ..server.service import check_user_id
 from ..validation import MAX_TAG_CHARS, MAX_TAGS, check_number, check_str_list
 
@@ -38,13 +39,20 @@ class KeyScope:
 
     users: frozenset[str] | None = None
     admin: bool = True
+    shared: KeyScopes = KeyScopes()  # the shared scopes a key scoped to users reads and writes
 
     @classmethod
     def of(cls, value: Any) -> KeyScope:
         if isinstance(value, Mapping):
             users = value.get("users")
-            return cls(None if users is None else frozenset(users), bool(value.get("admin", False)))
+            return cls(None if users is None else frozenset(users), bool(value.get("admin", False)),
+                       KeyScopes.of(value))
         return cls()
+
+    def search_scopes(self, scopes: list[str] | None) -> list[str] | None:
+        """The scopes a search with this key reads (``KeyScopes.for_search``); a tenant-wide
+        key passes them on (``None``: the engine's default)."""
+        return scopes if self.users is None else self.shared.for_search(scopes)
 
 
 def resolve_user(scope: KeyScope | None, user_id: str | None, default_user: str | None, *,
@@ -64,6 +72,8 @@ def resolve_user(scope: KeyScope | None, user_id: str | None, default_user: str 
                                     "beeweave mcp --user-id USER or BEEWEAVE_USER_ID=USER)")
     user = check_user_id(user_id)
     if scope is not None and scope.users is not None and user not in scope.users:
+        if write and scope.shared.writes(user):  # a shared scope the key may write
+            return user
         if write:
             raise ScopeError(f"this API key may not write memories of user {user!r}")
         raise NotFoundError(f"no data of user {user!r}")
@@ -128,9 +138,11 @@ class MemoryTools:
 
     def search(self, user_id: str, query: str, k: int = DEFAULT_TOP_K, tags: Sequence[str] | None = None,
                session_id: str | None = None, min_relevance: float | None = None,
-               abstain_below: float | None = None) -> dict[str, Any]:
-        """The user's memories for ``query``; ``abstain_below=None`` applies the store's default
-        "nothing relevant" gate (``SearchConfig.abstain_below``), ``abstain_below=0`` turns any gate off."""
+               abstain_below: float | None = None, scopes: Sequence[str] | None = None) -> dict[str, Any]:
+        """The user's memories for ``query``, with the shared knowledge ``scopes`` names (None:
+        the engine's default, the user's, the tenant's and the granted scopes);
+        ``abstain_below=None`` applies the store's default "nothing relevant" gate
+        (``SearchConfig.abstain_below``), ``abstain_below=0`` turns any gate off."""
         check_user_id(user_id)
         if not isinstance(k, int) or not 1 <= k <= self.max_k:
             raise InvalidInputError(f"k must be an integer from 1 to {self.max_k}")
@@ -142,7 +154,7 @@ class MemoryTools:
         if session_id:
             filters["session_id"] = session_id
         hits = self.memory.search(query, user_id=user_id, k=k, filters=filters or None, min_relevance=min_relevance,
-                                  abstain_below=abstain_below)
+                                  abstain_below=abstain_below, scopes=scopes)
         return {"memories": [_hit(h) for h in hits]}
 
     def get(self, user_id: str, memory_id: str) -> dict[str, Any]:

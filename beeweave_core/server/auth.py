@@ -19,6 +19,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.exceptions import HTTPException
 
 from ..errors import InvalidInputError, NotFoundError
+from ..scopes import KeyScopes, is_scope_owner
 
 __all__ = ["KeyRing", "Access", "access_of", "api_key_header", "bearer"]
 
@@ -32,11 +33,22 @@ def _digest(key: str) -> bytes:
 
 @dataclass(frozen=True)
 class Access:
-    """What one API key may do: its tenant, its users (``None``: all of the tenant's) and admin."""
+    """What one API key may do: its tenant, its users (``None``: all of the tenant's) and admin.
+
+    A key scoped to users also reads the tenant's shared knowledge and the shared scopes its
+    settings name (``shared``: :class:`~beeweave_core.scopes.KeyScopes`); a tenant-wide key
+    reads and writes every scope.
+    """
 
     tenant: str
     users: frozenset[str] | None = None
     admin: bool = True
+    shared: KeyScopes = KeyScopes()
+
+    def search_scopes(self, scopes: list[str] | None) -> list[str] | None:
+        """The scopes a search with this key reads (``KeyScopes.for_search``); a tenant-wide
+        key passes them on (``None``: the engine's default)."""
+        return scopes if self.users is None else self.shared.for_search(scopes)
 
     def allows(self, user_id: str | None) -> bool:
         return self.users is None or (user_id is not None and user_id in self.users)
@@ -66,9 +78,13 @@ class Access:
         return one
 
     def may_write(self, user_id: str) -> str:
-        if not self.allows(user_id):
-            raise HTTPException(403, f"this API key may not write memories of user {user_id!r}")
-        return user_id
+        if self.allows(user_id):
+            return user_id
+        if is_scope_owner(user_id):
+            if self.shared.writes(user_id):
+                return user_id
+            raise HTTPException(403, f"this API key may not write to scope {user_id!r}")
+        raise HTTPException(403, f"this API key may not write memories of user {user_id!r}")
 
     def own(self, chunk: Any) -> Any:
         """``chunk`` if this key may see it; otherwise NotFound (never reveals the id exists)."""
@@ -95,7 +111,7 @@ class KeyRing:
             else:
                 users = v.get("users")
                 self._access[_digest(k)] = Access(v["tenant"], None if users is None else frozenset(users),
-                                                  bool(v.get("admin", False)))
+                                                  bool(v.get("admin", False)), KeyScopes.of(v))
 
     def access(self, key: str | None) -> Access:
         if not key:

@@ -13,7 +13,10 @@ A key given as a tenant name is a tenant-wide admin key (it reads and writes eve
 memories and may export, forget and maintain). In a file (or ``api_keys=``), a key may be
 scoped instead: ``{"tenant": "acme", "users": ["alice", "bob"], "admin": false}`` reads
 and writes only those users' memories; ``admin`` (default false for scoped keys) allows
-export, forget and maintenance, still only within ``users`` when they are given.
+export, forget and maintenance, still only within ``users`` when they are given. A scoped
+key reads the tenant's shared knowledge too, and ``"scopes": ["project:atlas"]`` /
+``"write_scopes": ["project:atlas"]`` name the shared scopes (:mod:`beeweave_core.scopes`)
+it reads / writes besides (a scope covers its sub-scopes).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..scopes import Scope, is_scope_owner
 from .stores import check_tenant
 
 __all__ = ["ServerConfig", "parse_api_keys", "load_api_keys", "keys_from_env", "DEFAULT_MAX_BODY"]
@@ -49,18 +53,27 @@ def _check_scope(value: Any) -> Any:
         return check_tenant(value)
     if not isinstance(value, Mapping):
         raise InvalidInputError("an API key maps to a tenant name or to {\"tenant\", \"users\", \"admin\"}")
-    unknown = sorted(set(value) - {"tenant", "users", "admin"})
+    unknown = sorted(set(value) - {"tenant", "users", "admin", "scopes", "write_scopes"})
     if unknown:
-        raise InvalidInputError(f"unknown API key settings {unknown}; known: tenant, users, admin")
+        raise InvalidInputError(f"unknown API key settings {unknown}; known: tenant, users, admin, scopes, write_scopes")
     users = value.get("users")
     if users is not None and (isinstance(users, str) or not isinstance(users, (list, tuple))
                               or not all(isinstance(u, str) and u.strip() for u in users) or not users):
         raise InvalidInputError("an API key's users must be a non-empty list of user ids")
+    if users is not None and any(is_scope_owner(u) for u in users):
+        raise InvalidInputError("an API key's users are users: name shared scopes in its scopes / write_scopes")
     admin = value.get("admin", False)
     if not isinstance(admin, bool):
         raise InvalidInputError("an API key's admin setting must be true or false")
-    return {"tenant": check_tenant(value.get("tenant")), "users": None if users is None else sorted(set(users)),
-            "admin": admin}
+    out = {"tenant": check_tenant(value.get("tenant")), "users": None if users is None else sorted(set(users)),
+           "admin": admin}
+    for name in ("scopes", "write_scopes"):
+        if name in value:
+            names = value[name]
+            if isinstance(names, str) or not isinstance(names, (list, tuple)):
+                raise InvalidInputError(f"an API key's {name} must be a list of scope names, e.g. ['project:atlas']")
+            out[name] = sorted({Scope.parse(n).name for n in names})
+    return out
 
 
 def tenant_of_scope(value: Any) -> str:

@@ -5,6 +5,7 @@
 ``UnknownFilterError``                  400
 missing API key                         401
 API key not recognised                  403
+``PermissionDeniedError`` (scope rules)  403
 ``NotFoundError``, unknown route        404
 ``DuplicateIdError``                    409
 body larger than the limit              413
@@ -36,6 +37,7 @@ from ..errors import (
     MissingDependencyError,
     ModelLoadError,
     NotFoundError,
+    PermissionDeniedError,
     StoreClosedError,
     StoreUnavailableError,
 )
@@ -69,6 +71,8 @@ def status_of(exc: BeeWeaveError) -> int:
         return 400
     if isinstance(exc, NotFoundError):
         return 404
+    if isinstance(exc, PermissionDeniedError):  # a scope's write rules refuse the agent
+        return 403
     if isinstance(exc, (QueueFullError, StoreUnavailableError, StoreClosedError, MissingDependencyError,
                         ModelLoadError)):
         return 503

@@ -65,11 +65,13 @@ async def wait_drained(svc: MemoryService, timeout: float) -> bool:
 
 
 def search_hits(c: Ctx, config: ServerConfig, query: str, *, k: int, user_id: str | None,
-                filters: dict[str, Any] | None = None, **kwargs: Any) -> tuple[list[Any], float]:
+                filters: dict[str, Any] | None = None, scopes: list[str] | None = None,
+                **kwargs: Any) -> tuple[list[Any], float]:
     if k > config.max_k:
         raise InvalidInputError(f"k may be at most {config.max_k} on this server, got {k}")
     t0 = time.perf_counter()
-    hits = c.svc.search(query, user_id=c.access.scope(user_id), k=k, filters=filters, **kwargs)
+    hits = c.svc.search(query, user_id=c.access.scope(user_id), k=k, filters=filters,
+                        scopes=c.access.search_scopes(scopes), **kwargs)
     took = time.perf_counter() - t0
     metrics = getattr(c.request.app.state, "metrics", None)
     if metrics is not None:
@@ -126,7 +128,8 @@ def core_router(config: ServerConfig) -> APIRouter:
                                  fusion=req.fusion, min_score=req.min_score, min_relevance=req.min_relevance,
                                  abstain_below=req.abstain_below,
                                  expand=expand, mmr=req.mmr,
-                                 loosen=req.loosen, query_embedding=req.query_embedding, as_of=req.as_of)
+                                 loosen=req.loosen, query_embedding=req.query_embedding, as_of=req.as_of,
+                                 scopes=req.scopes)
         return {"hits": [h.to_dict() for h in hits], "took_ms": round(took * 1000, 3)}
 
     @r.post("/feedback", response_model=ChunksOut, tags=["feedback"], responses=NOT_FOUND,

@@ -241,7 +241,8 @@ class MemoryService:
             "facts": {k[len(prefix):]: v for k, v in backend.kv_scan(FACTS, prefix)},
             "conflicts": {k[len(prefix):]: v for k, v in backend.kv_scan(CONFLICTS, prefix)},
             "review": [review_dict(r) for r in m.review_queue(user_id=user)],
-            "hot_patterns": [_jsonable(vars(p)) for p in m.hot_patterns(user_id=user)],
+            # the user's own: shared patterns (several users' questions) are no user's data
+            "hot_patterns": [_jsonable(vars(p)) for p in m.hot_patterns(user_id=user) if p.user_id == user],
             "searches": [v for _, v in backend.kv_scan(SEARCHES) if v.get("user_id") == user],
             "watches": [{"id": k, **v} for k, v in backend.kv_scan(WATCHES) if v.get("user_id") == user],
             "notes": [dict(zip(("source_id", "target_id", "type"), k.split(_SEP), strict=True), note=v["note"])

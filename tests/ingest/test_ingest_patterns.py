@@ -154,6 +154,11 @@ def test_by_default_a_question_several_users_ask_is_a_pattern_every_users_search
     for user in ("ann", "dee"):  # dee never asked: the pattern is shared knowledge
         hits = m.search("change my avatar", user_id=user)
         assert shared[0].memory_id in [h.id for h in hits]
+    from beeweave_core.server.service import MemoryService
+
+    export = MemoryService(m).export_user("ann")  # others' questions are no part of ann's data
+    assert [p["user_id"] for p in export["hot_patterns"]] == [] and shared[0].memory_id not in \
+        {c["id"] for c in export["chunks"]}
     m.forget_user("ann")
     assert m.get(shared[0].memory_id).user_id == "scope:tenant"  # a user's forget leaves it
 

@@ -1,0 +1,56 @@
+"""Scopes through the LlamaIndex faces: a user-scoped retriever and memory find shared
+knowledge (the tenant's, a granted project's) beside the user's own, never another user's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.scopes import ScopeConfig, scope_owner
+from beeweave_llamaindex import BeeWeaveMemory, BeeWeaveRetriever
+from tests.support import frozen_clock
+
+TENANT_FACT = "Refunds for the staging plan are paid within five working days."
+PROJECT_FACT = "The staging parser of project atlas reads precedence with a Pratt loop."
+ALICE_FACT = "Alice keeps her staging notes in a blue notebook."
+BOB_FACT = "Bob's staging password hint is the name of his dog."
+
+
+@pytest.fixture
+def memory() -> Iterator[BeeWeave]:
+    m = BeeWeave(embedder=HashingEmbedder(32), clock=frozen_clock,
+                 scopes=ScopeConfig(grants={"alice": ["project:atlas"]}))
+    m.add(TENANT_FACT, user_id=scope_owner("tenant"))
+    m.add(PROJECT_FACT, user_id=scope_owner("project:atlas"))
+    m.add(ALICE_FACT, user_id="alice")
+    m.add(BOB_FACT, user_id="bob")
+    yield m
+    m.close()
+
+
+def texts(nodes) -> set[str]:
+    return {n.node.get_content() for n in nodes}
+
+
+def test_a_user_scoped_retriever_finds_shared_knowledge(memory) -> None:
+    assert texts(BeeWeaveRetriever(memory, user_id="alice", similarity_top_k=10).retrieve("staging")) \
+        == {TENANT_FACT, PROJECT_FACT, ALICE_FACT}
+    assert texts(BeeWeaveRetriever(memory, user_id="bob", similarity_top_k=10).retrieve("staging")) \
+        == {TENANT_FACT, BOB_FACT}
+    assert texts(BeeWeaveRetriever(memory, user_id="bob", similarity_top_k=10,
+                                   scopes=["project:atlas"]).retrieve("staging")) == {PROJECT_FACT}
+
+
+def test_the_memory_adds_shared_knowledge_never_another_users(memory) -> None:
+    mem = BeeWeaveMemory.from_client(memory, {"user_id": "bob"}, abstain_below=0, similarity_top_k=10)
+    mem.put(ChatMessage(role=MessageRole.USER, content="staging refunds?"))
+    system = "\n".join(m.content or "" for m in mem.get() if m.role == MessageRole.SYSTEM)
+    assert TENANT_FACT in system and BOB_FACT in system and ALICE_FACT not in system
+    mine = BeeWeaveMemory.from_client(memory, {"user_id": "bob"}, abstain_below=0, similarity_top_k=10,
+                                      scopes=["user"])
+    mine.put(ChatMessage(role=MessageRole.USER, content="staging refunds?"))
+    system = "\n".join(m.content or "" for m in mine.get() if m.role == MessageRole.SYSTEM)
+    assert BOB_FACT in system and TENANT_FACT not in system
