@@ -148,6 +148,20 @@ class Ingestion:
         wanted = [cid for body in events for cid in chunk_ids(body["id"], len(body["intermediate_steps"]))]
         return [c.id for c in self.records.get_many(wanted)]
 
+    def settle(self, user_id: str | None = None, timeout: float | None = 30.0) -> bool:
+        """Before a deletion: process the queued events (at most ``timeout`` seconds), then
+        discard the dead letters of ``user_id`` (``None``: every user's), so that no queued or
+        retried event brings deleted memories back. True if the queue drained; if not, the
+        events left are stored later, and that is logged."""
+        drained = self.flush(timeout)
+        if not drained and (timeout is None or timeout > 0):  # 0: the caller chose not to wait
+            logger.warning("the ingest queue did not drain in %s s before deleting %s; events still queued "
+                           "will be stored later", timeout, "everything" if user_id is None else repr(user_id))
+        dead = [d.event.id for d in self.dead_letters() if user_id is None or d.event.user_id == user_id]
+        if dead:
+            self.discard_dead_letters(dead)
+        return drained
+
     def start_ingest(self) -> None:
         """Start the worker (needed only with ``IngestConfig(autostart=False)``)."""
         self.runtime.wake()

@@ -268,14 +268,8 @@ class MemoryService:
         """
         user = check_user_id(user_id)
         m = self.memory
-        wait = self.forget_timeout if flush_timeout is None else flush_timeout
-        if not m.flush(wait) and wait > 0:
-            logger.warning("forget_user(%r): the ingest queue did not drain in %s s; events still queued "
-                           "for this user will be stored later", user, wait)
+        m.settle(user, timeout=self.forget_timeout if flush_timeout is None else flush_timeout)
         self.recorder.flush()
-        dead = [d.event.id for d in m.dead_letters() if d.event.user_id == user]
-        if dead:
-            m.discard_dead_letters(dead)
         if self.event_log is not None:  # the SSE log would replay their memories and watch matches
             self.event_log.forget_user(user)
         # After the purge: the log keeps the memory.deleted notices (ids and user, nothing said),

@@ -211,6 +211,10 @@ class StoreBackend(Protocol):
     def delete_user(self, user_id: str) -> int:
         """Forget a user: records, postings, vectors, edges, kv and log entries. Returns records deleted."""
 
+    def users(self) -> list[str]:
+        """Every user something is stored for (memories, kv or log entries), sorted: whom a
+        whole-store ``BeeWeave.reset`` forgets, one ``delete_user`` each."""
+
     # -- integrity -------------------------------------------------------------------
     def verify(self) -> VerifyReport:
         """Check lexical and vector indexes and relationships against the records."""

@@ -1063,6 +1063,13 @@ class SQLiteStore:
             self._empty_wal()
             return len(mirror.removed)
 
+    def users(self) -> list[str]:
+        with self._lock:
+            self._check()
+            rows = self._db.execute("SELECT user_id FROM chunks UNION SELECT user_id FROM kv WHERE user_id IS NOT NULL "
+                                    "UNION SELECT user_id FROM log WHERE user_id IS NOT NULL").fetchall()
+        return sorted(r[0] for r in rows)
+
     def _drop_graph_files(self) -> None:
         graph = self._graph_path()
         for side in ([] if graph is None else [graph, Path(str(graph) + ".keys.npy")]):

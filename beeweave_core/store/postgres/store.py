@@ -1427,6 +1427,14 @@ class PostgresStore:
             self._log(conn, [""], "f")
         return len(gone)
 
+    def users(self) -> list[str]:
+        with self._conn() as conn:
+            rows = conn.execute(self._q(
+                "SELECT user_id FROM @chunks WHERE tenant = %s UNION SELECT user_id FROM @kv WHERE tenant = %s "
+                "AND user_id IS NOT NULL UNION SELECT user_id FROM @log WHERE tenant = %s AND user_id IS NOT NULL"),
+                (self.tenant, self.tenant, self.tenant)).fetchall()
+        return sorted(r[0] for r in rows)
+
     def drop_tenant(self) -> int:
         """Delete everything of this tenant (records, index, edges, kv, log, meta); return records deleted.
         The store stays open and empty, with its index configuration kept."""
