@@ -931,6 +931,23 @@ class BackendConformance(LostUpdateConformance):
         assert world.kv_get("notes", "bob-1") == {"x": 2} and world.kv_get("notes", "shared") == {"x": 3}
         assert world.log_read("versions") == [(kept, "w2", {"v": 1})]
 
+    def test_a_search_of_several_owners_reads_exactly_them_and_a_users_delete_leaves_scopes(self, backend) -> None:
+        # Shared scopes are owner ids (beeweave_core/scopes.py): "scope:" names with ':' and
+        # '/' that one exact OR over owners must tell apart, a sub-scope from its parent too.
+        owners = ["alice", "bob", "scope:tenant", "scope:project:atlas", "scope:project:atlas/module:parser",
+                  "scope:project:atlas2"]
+        backend.insert([row(f"o{i}", f"apple note {i}", user_id=u) for i, u in enumerate(owners)])
+        read = ["alice", "scope:tenant", "scope:project:atlas"]
+        want = {f"o{owners.index(u)}" for u in read}
+        f = build_filter(None, user_id=read)
+        assert backend.count(f) == 3 and {c.id for c in backend.scan(f)} == want
+        assert set(_ids(backend.lexical_search({"apple": 1, "note": 1}, f, 10))) == want
+        for exact in (True, False):
+            assert set(_ids(backend.vector_search(vec(1), f, 10, exact=exact))) == want
+        assert backend.delete_user("alice") == 1
+        left = build_filter(None, user_id=owners)
+        assert {c.user_id for c in backend.scan(left)} == set(owners) - {"alice"}
+
     # -- lifecycle -------------------------------------------------------------------------------
     def test_closed_backend_refuses_work(self, world) -> None:
         world.flush()

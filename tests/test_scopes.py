@@ -1,6 +1,7 @@
 """Scopes in the engine: a user's search reads their own memories, the tenant's and the
 shared scopes granted to them, never another user's; write rules refuse an agent a scope;
-a user's forget leaves shared knowledge (beeweave_core/scopes.py, ingest/write_policy.py)."""
+a user's forget leaves shared knowledge (beeweave_core/scopes.py, ingest/write_policy.py).
+The searches run on SQLite and on PostgreSQL (one OR over owner ids in each backend)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,18 @@ from beeweave_core.errors import PermissionDeniedError
 from beeweave_core.filters import build_filter
 from beeweave_core.ingest import KnowledgeEvent
 from beeweave_core.scopes import Scope, ScopeConfig, ScopeKind, Scopes, WriteRule, scope_owner
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 ATLAS = scope_owner("project:atlas")
 PARSER = scope_owner("project:atlas/module:parser")
 
 
-def _store(**config) -> BeeWeave:
-    m = BeeWeave(embedder=HashingEmbedder(64), scopes=ScopeConfig(**config))
+def _store(url: str | None = None, **config) -> BeeWeave:
+    if url is None:
+        m = BeeWeave(embedder=HashingEmbedder(64), scopes=ScopeConfig(**config))
+    else:
+        m = BeeWeave.from_url(url, embedder=HashingEmbedder(64), tenant=new_tenant("scopes"),
+                              scopes=ScopeConfig(**config))
     m.add("The atlas parser reads operator precedence with a Pratt loop.", user_id=ATLAS, chunk_id="atlas")
     m.add("The parser module keeps its token table in tokens.py.", user_id=PARSER, chunk_id="parser")
     m.add("Refunds are paid back within five working days.", user_id=scope_owner("tenant"), chunk_id="tenant")
@@ -26,9 +32,10 @@ def _store(**config) -> BeeWeave:
     return m
 
 
-@pytest.fixture
-def memory():
-    m = _store(grants={"alice": ["project:atlas"]})
+@pytest.fixture(params=["sqlite", "postgres"])
+def memory(request):
+    url = None if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    m = _store(url, grants={"alice": ["project:atlas"]})
     yield m
     m.close()
 
