@@ -8,27 +8,15 @@ from collections.abc import Iterator
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from beeweave_core import BeeWeave, HashingEmbedder
-from beeweave_core.scopes import ScopeConfig, scope_owner
+from beeweave_core import BeeWeave
 from beeweave_llamaindex import BeeWeaveMemory, BeeWeaveRetriever
-from tests.support import frozen_clock
-
-TENANT_FACT = "Refunds for the staging plan are paid within five working days."
-PROJECT_FACT = "The staging parser of project atlas reads precedence with a Pratt loop."
-ALICE_FACT = "Alice keeps her staging notes in a blue notebook."
-BOB_FACT = "Bob's staging password hint is the name of his dog."
+from tests.scopes_faces import ALICE_FACT, BOB_FACT, PROJECT_FACT, TENANT_FACT, scoped_memory
 
 
 @pytest.fixture
 def memory() -> Iterator[BeeWeave]:
-    m = BeeWeave(embedder=HashingEmbedder(32), clock=frozen_clock,
-                 scopes=ScopeConfig(grants={"alice": ["project:atlas"]}))
-    m.add(TENANT_FACT, user_id=scope_owner("tenant"))
-    m.add(PROJECT_FACT, user_id=scope_owner("project:atlas"))
-    m.add(ALICE_FACT, user_id="alice")
-    m.add(BOB_FACT, user_id="bob")
-    yield m
-    m.close()
+    with scoped_memory() as m:
+        yield m
 
 
 def texts(nodes) -> set[str]:

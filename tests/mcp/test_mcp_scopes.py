@@ -14,11 +14,10 @@ pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 
-from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
 from beeweave_core.mcp.server import build_server  # noqa: E402
-from beeweave_core.scopes import ScopeConfig, scope_owner  # noqa: E402
 from tests.mcp.test_mcp_server import result, serve_http  # noqa: E402
 from tests.mcp.test_mcp_users import _calls, error  # noqa: E402
+from tests.scopes_faces import ALICE_FACT, BOB_FACT, PROJECT_FACT, TENANT_FACT, scoped_memory  # noqa: E402
 
 ADMIN, ALICE, BOB = "admin-key-0123456", "alice-key-0123456", "bob-key-01234567"
 
@@ -29,20 +28,15 @@ def contents(res: Any) -> set[str]:
 
 @pytest.mark.asyncio
 async def test_a_users_search_finds_shared_knowledge_never_another_users() -> None:
-    with BeeWeave(embedder=HashingEmbedder(64), scopes=ScopeConfig(grants={"alice": ["project:atlas"]})) as m:
-        m.add("Refunds for staging take five days.", user_id=scope_owner("tenant"))
-        m.add("The atlas staging parser uses a Pratt loop.", user_id=scope_owner("project:atlas"))
-        m.add("Alice's staging notes are in the blue notebook.", user_id="alice")
+    with scoped_memory() as m:
         async with Client(build_server(m)) as client:
-            bob = await client.call_tool("search_memory", {"user_id": "bob", "query": "staging", "k": 10,
-                                                           "abstain_below": 0})
-            assert contents(bob) == {"Refunds for staging take five days."}
-            alice = await client.call_tool("search_memory", {"user_id": "alice", "query": "staging", "k": 10,
-                                                             "abstain_below": 0})
-            assert len(contents(alice)) == 3
-            project = await client.call_tool("search_memory", {"user_id": "bob", "query": "staging", "k": 10,
-                                                               "abstain_below": 0, "scopes": ["project:atlas"]})
-            assert contents(project) == {"The atlas staging parser uses a Pratt loop."}
+            async def search(user: str, **more: Any) -> set[str]:
+                args = {"user_id": user, "query": "staging", "k": 10, "abstain_below": 0, **more}
+                return contents(await client.call_tool("search_memory", args))
+
+            assert await search("bob") == {TENANT_FACT, BOB_FACT}
+            assert await search("alice") == {TENANT_FACT, PROJECT_FACT, ALICE_FACT}
+            assert await search("bob", scopes=["project:atlas"]) == {PROJECT_FACT}
 
 
 @pytest.mark.asyncio
