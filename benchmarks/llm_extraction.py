@@ -5,9 +5,9 @@ Usage:
     python benchmarks/llm_extraction.py [--events 100] [--latency 1.0]
                                         [--concurrency 16,8,1] [--embedder hashing|minilm]
 
-A fake model (``time.sleep(latency)``, then a fixed JSON answer) is wrapped in
-``LLMExtractor``; a fresh file store ingests ``--events`` agent turns (English and Chinese)
-through ``ingest()`` and the clock stops when ``flush()`` reports the queue drained, so
+A fake model (``tests.ingest.ingest_support.SlowModel``: ``time.sleep(latency)``, then a fixed
+JSON answer) is wrapped in ``LLMExtractor``; a fresh file store ingests ``--events`` agent
+turns (English and Chinese) through ``ingest()`` and the clock stops when ``flush()`` reports the queue drained, so
 redaction, extraction, embedding and storing are all inside the figure. One run per
 ``IngestConfig.max_concurrency`` value listed (the default is 16). The peak number of model
 calls in flight is printed beside the time: it must stay within the bound. The issue's bar is
@@ -24,10 +24,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -36,26 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
 from beeweave_core.ingest import IngestConfig, LLMExtractor  # noqa: E402
-
-
-class FakeModel:
-    """Answers after ``latency`` seconds; counts the calls in flight."""
-
-    def __init__(self, latency: float) -> None:
-        self.latency = latency
-        self.running = self.peak = self.calls = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, prompt: str) -> str:
-        with self._lock:
-            self.running += 1
-            self.calls += 1
-            self.peak = max(self.peak, self.running)
-        time.sleep(self.latency)
-        with self._lock:
-            self.running -= 1
-        return json.dumps({"summary": "The user asked and the agent answered.", "tags": ["question", "answer", "agent"],
-                           "intent": "information_query", "facts": []})
+from tests.ingest.ingest_support import SlowModel  # noqa: E402  (the tests' fake model: one definition)
 
 
 def events(n: int) -> list[dict[str, Any]]:
@@ -71,7 +50,7 @@ def events(n: int) -> list[dict[str, Any]]:
 
 
 def run(n: int, latency: float, concurrency: int, embedder: Any) -> tuple[float, int, int]:
-    model = FakeModel(latency)
+    model = SlowModel(latency)
     cfg = IngestConfig(extractor=LLMExtractor(model), max_concurrency=concurrency)
     with tempfile.TemporaryDirectory() as tmp:
         with BeeWeave(Path(tmp) / "bench.db", embedder=embedder, ingest=cfg) as m:

@@ -402,6 +402,25 @@ class BackendConformance(LostUpdateConformance):
         assert "w1" in _ids(world.lexical_search({"apple": 1}, longf, 10))
         assert "w1" in _ids(world.vector_search(vec(1), longf, 10))
 
+    def test_validity_times_round_trip(self, make, reopen) -> None:
+        # A fact's bi-temporal validity is part of the record: written by insert, rewritten by
+        # update, read back as it was (after reopening too); a record without it reads None.
+        t = datetime(2025, 1, 10, tzinfo=timezone.utc)
+        b = make(PLAIN)
+        b.insert([row("v1", "I live in Berlin", valid_from=t), row("v2", "a plain memory")])
+        got = b.get(["v1", "v2"])
+        assert (got["v1"].valid_from, got["v1"].invalid_at, got["v2"].valid_from) == (t, None, None)
+        b.update([got["v1"].copy(invalid_at=t + timedelta(days=45), relationships=[])])
+        assert b.get(["v1"])["v1"].invalid_at == t + timedelta(days=45)
+        if reopen is not None:
+            again = reopen(b)
+            try:
+                kept = again.get(["v1", "v2"])
+                assert (kept["v1"].valid_from, kept["v1"].invalid_at) == (t, t + timedelta(days=45))
+                assert (kept["v2"].valid_from, kept["v2"].invalid_at) == (None, None)
+            finally:
+                again.close()
+
     def test_rank_fields_are_those_of_the_records(self, world) -> None:
         ids = [r.chunk.id for r in WORLD]
 

@@ -7,7 +7,8 @@ Rules are checked in this order:
    minimum confidence or importance holds what is below it from that source for review
    and lets the rest go on to the checks;
 2. the checks: minimum length (of conversation turns, tool outputs and patterns; a
-   memory a caller writes directly is as long as the caller means it), blocked words,
+   memory a caller writes directly is as long as the caller means it, and a turn that
+   states a fact about the user, "I live in Berlin", is short by nature), blocked words,
    positive feedback required, minimum confidence and importance, and any custom
    check; each failed check is a reason, and any reason means ``PENDING``;
 3. otherwise ``default`` (``ACTIVE``).
@@ -47,6 +48,7 @@ class Candidate:
     role: str = "turn"  # "turn", "tool", "document", "pattern" or "manual" (BeeWeave.add)
     confidence: float | None = None  # in [0, 1]; None: not stated
     importance: float | None = None  # in [0, 1]; None: not stated
+    states_fact: bool = False  # the user said something about themselves ("我住在北京"): short by nature
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def admit(rules: AdmissionRules, c: Candidate) -> tuple[ChunkStatus, list[str]]:
                 return ChunkStatus.PENDING, [*reasons, f"source rule: {_describe(rule)}"]
             break
     size = text_width(c.text.strip())
-    if c.role in rules.min_chars_roles and size < rules.min_chars:
+    if c.role in rules.min_chars_roles and size < rules.min_chars and not c.states_fact:
         reasons.append(f"too short ({size} < {rules.min_chars} characters, a CJK character counting as two)")
     if rules._blocked is not None:
         hit = rules._blocked.search(c.text)

@@ -244,7 +244,7 @@ class Pipeline:
             # supersedes once it is stored (``IngestSink.reconcile``).
             fact = stated[0]
             meta[FACT_KEY] = {**fact.to_dict(), "redacted": bool(REDACTION_TOKEN.search(fact.value))}
-        candidate = Candidate(raw, ev.user_id, ev.agent_id, tools, ev.feedback, "turn")
+        candidate = Candidate(raw, ev.user_id, ev.agent_id, tools, ev.feedback, "turn", states_fact=bool(stated))
         self._chunk(out, 0, raw, pc, ext, ext.intent, candidate, meta)
         return ext
 

@@ -5,35 +5,13 @@ mid-batch."""
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 
 from beeweave_core import BeeWeave, EventType, HashingEmbedder
 from beeweave_core.ingest import IngestConfig, LLMExtractor
 from beeweave_core.ingest.extract import Extraction
 from beeweave_core.records import ProcessedContent
-
-
-class SlowModel:
-    """A fake model: answers after ``latency`` seconds and records how many calls overlapped."""
-
-    def __init__(self, latency: float) -> None:
-        self.latency = latency
-        self.running = 0
-        self.peak = 0
-        self.calls = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, prompt: str) -> str:
-        with self._lock:
-            self.running += 1
-            self.calls += 1
-            self.peak = max(self.peak, self.running)
-        time.sleep(self.latency)
-        with self._lock:
-            self.running -= 1
-        return json.dumps({"summary": "An exchange.", "tags": ["a", "b", "c"], "intent": "other", "facts": []})
+from tests.ingest.ingest_support import SlowModel
 
 
 def _events(n: int) -> list[dict[str, str]]:

@@ -28,6 +28,16 @@ def _say(m: BeeWeave, query: str, response: str, at: datetime, **extra: object) 
     return m.ingest({"user_id": "alice", "query": query, "response": response, "timestamp": at.isoformat(), **extra})
 
 
+def _moved(make_memory, clock) -> BeeWeave:
+    """A store where alice said she lives in Berlin (T0), then that she moved to Munich (T1)."""
+    clock.now = T1 + timedelta(days=1)
+    m = make_memory()
+    _say(m, "I live in Berlin.", "Noted.", T0)
+    _say(m, "I moved to Munich.", "Great!", T1)
+    assert m.flush(30)
+    return m
+
+
 def _text(hit: object) -> str:
     return hit.chunk.raw_content  # type: ignore[attr-defined]
 
@@ -62,11 +72,7 @@ def test_a_move_supersedes_the_old_home_and_as_of_finds_it(make_memory, clock, l
 
 
 def test_a_search_for_the_old_value_still_puts_the_current_first(make_memory, clock) -> None:
-    clock.now = T1 + timedelta(days=1)
-    m = make_memory()
-    _say(m, "I live in Berlin.", "Noted.", T0)
-    _say(m, "I moved to Munich.", "Great!", T1)
-    assert m.flush(30)
+    m = _moved(make_memory, clock)
     hits = m.search("Berlin", user_id="alice")
     assert [("Munich" in _text(h), h.superseded) for h in hits[:2]] == [(True, False), (False, True)]
     assert hits[0].score >= hits[1].score  # places keep their scores
@@ -124,11 +130,7 @@ def test_one_source_saying_two_values_at_once_keeps_the_later(make_memory, clock
 
 
 def test_deleting_the_new_statement_makes_the_old_current_again(make_memory, clock) -> None:
-    clock.now = T1 + timedelta(days=1)
-    m = make_memory()
-    _say(m, "I live in Berlin.", "OK.", T0)
-    _say(m, "I moved to Munich.", "Great!", T1)
-    assert m.flush(30)
+    m = _moved(make_memory, clock)
     new = m.fact("residence", user_id="alice")
     m.delete(new.id)
     again = m.fact("residence", user_id="alice")
@@ -137,11 +139,7 @@ def test_deleting_the_new_statement_makes_the_old_current_again(make_memory, clo
 
 
 def test_reconciling_again_changes_nothing(make_memory, clock) -> None:
-    clock.now = T1 + timedelta(days=1)
-    m = make_memory()
-    _say(m, "I live in Berlin.", "OK.", T0)
-    _say(m, "I moved to Munich.", "Great!", T1)
-    assert m.flush(30)
+    m = _moved(make_memory, clock)
     timeline = m.parts.lifecycle.facts.timeline
     members = timeline.timeline("residence", user_id="alice")
     assert timeline.reconcile(members) == []  # a retried batch: nothing added twice, nothing changed
@@ -193,3 +191,13 @@ def test_a_record_stored_before_validity_existed_reads_back() -> None:
     del doc["valid_from"], doc["invalid_at"]
     old = KnowledgeChunk.from_stored(json.loads(json.dumps(doc)))
     assert old.valid_from is None and old.invalid_at is None and old.raw_content == "I live in Berlin."
+
+
+def test_a_short_statement_is_not_held_back_for_its_length(make_memory, clock) -> None:
+    clock.now = T0 + timedelta(days=1)
+    m = make_memory()
+    _say(m, "我住在北京", "OK.", T0)
+    _say(m, "天气不错", "OK.", T0)  # as short, and states nothing: still held for review
+    assert m.flush(30)
+    assert m.fact("residence", user_id="alice").status.value == "active"
+    assert [c.raw_content.split()[0] for c in m.pending(user_id="alice")] == ["天气不错"]

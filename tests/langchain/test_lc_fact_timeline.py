@@ -1,0 +1,33 @@
+"""Facts that change, through the LangChain retriever: the current home comes first and the
+superseded one carries ``superseded``/``invalid_at`` in its document's metadata."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_langchain import BeeWeaveRetriever
+
+T0 = datetime(2025, 1, 10, 9, 0, tzinfo=timezone.utc)
+T1 = T0 + timedelta(days=45)
+CASES = {
+    "en": ("I live in Berlin.", "I moved to Munich.", "where do I live", "Berlin", "Munich"),
+    "zh": ("我住在北京", "我搬到了上海", "我住在哪里", "北京", "上海"),
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_retriever_gives_the_current_home_first_and_marks_the_old(lang: str) -> None:
+    said_old, said_new, question, old, new = CASES[lang]
+    with BeeWeave(embedder=HashingEmbedder(32), clock=lambda: T1 + timedelta(days=1)) as m:
+        m.ingest({"user_id": "alice", "query": said_old, "response": "OK.", "timestamp": T0.isoformat()})
+        m.ingest({"user_id": "alice", "query": said_new, "response": "OK.", "timestamp": T1.isoformat()})
+        assert m.flush(30)
+        docs = BeeWeaveRetriever(memory=m, user_id="alice", k=5, abstain_below=0).invoke(question)
+    assert new in docs[0].page_content
+    assert docs[0].metadata["superseded"] is False and docs[0].metadata["valid_from"] == T1.isoformat()
+    stale = next(d for d in docs if old in d.page_content)
+    assert stale.metadata["superseded"] is True and stale.metadata["invalid_at"] == T1.isoformat()
+    assert stale.metadata["metadata"]["fact"]["superseded_by"] == docs[0].metadata["id"]
