@@ -714,10 +714,14 @@ class BeeWeave:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued event is processed (at most ``timeout`` seconds), write
-        pending access counts and persist the store; True if the queue is empty."""
+        pending access counts and persist the store; True if the queue is empty.
+
+        Returns within ``timeout``: access counts that cannot be written in the time left (a
+        long write holds the write lock) wait for the next flush, the timer or ``close()``."""
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         drained = self._ingestion.flush(timeout)
         for hook in self._shared.hooks.on_flush:
-            hook()
+            hook(None if deadline is None else max(deadline - time.monotonic(), 0.0))
         self._shared.backend.flush()
         return drained
 

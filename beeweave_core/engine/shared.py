@@ -45,7 +45,8 @@ class Hooks:
     on_insert: list[InsertHook] = field(default_factory=list)
     on_search: list[SearchHook] = field(default_factory=list)
     on_delete: list[DeleteHook] = field(default_factory=list)
-    on_flush: list[Callable[[], None]] = field(default_factory=list)  # before the backend persists
+    # Before the backend persists; each gets the seconds left of flush()'s timeout (None: no limit).
+    on_flush: list[Callable[[float | None], object]] = field(default_factory=list)
     on_close: list[Callable[[], None]] = field(default_factory=list)  # before the backend closes
 
 

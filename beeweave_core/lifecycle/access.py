@@ -66,15 +66,20 @@ class AccessRecorder:
             entry = self._pending.get(cid)
             return entry[0] if entry is not None else 0
 
-    def flush(self) -> None:
-        with self._write_lock:
+    def flush(self, timeout: float | None = None) -> bool:
+        """Write the pending counts; False if the write lock was not free within ``timeout``:
+        a long write holds it (a big batch merging) and the counts wait for the next flush,
+        the timer or close(), so that ``flush(timeout)`` returns in time (issue 47, item 8)."""
+        if not self._write_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            return False
+        try:
             with self._lock:
                 pending, self._pending = self._pending, {}
                 if self._timer is not None:
                     self._timer.cancel()
                     self._timer = None
             if not pending:
-                return
+                return True
             try:
                 self._write(pending)
             except StoreClosedError:
@@ -85,6 +90,9 @@ class AccessRecorder:
                         m, later = self._pending.get(cid, (0, last))
                         self._pending[cid] = (n + m, max(last, later))
                 raise
+            return True
+        finally:
+            self._write_lock.release()
 
     def _on_timer(self) -> None:
         if self._closed:

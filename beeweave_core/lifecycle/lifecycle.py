@@ -209,9 +209,9 @@ class Lifecycle:
                           if c.id in dropped and (f := stated_fact(c.metadata))}:
             self.facts.timeline.settle(user, key)
 
-    def flush(self) -> None:
-        """Write pending access counts."""
-        self.access.flush()
+    def flush(self, timeout: float | None = None) -> bool:
+        """Write pending access counts (False: not within ``timeout``; they wait for the next)."""
+        return self.access.flush(timeout)
 
     def close(self) -> None:
         self.maintenance.stopping.set()  # a pass under way stops after its current batch

@@ -31,7 +31,7 @@ __all__ = ["Maintenance"]
 class Maintenance:
     """Expiry, duplicate merging and capacity, over the whole store or one user's memories."""
 
-    def __init__(self, ctx: LifecycleContext, flush_access: Callable[[], None], tiers: Tiers) -> None:
+    def __init__(self, ctx: LifecycleContext, flush_access: Callable[[], object], tiers: Tiers) -> None:
         self.ctx = ctx
         self._flush_access = flush_access
         self.tiers = tiers
