@@ -276,6 +276,16 @@ class LostUpdateConformance:
         assert fired
         assert (got.tier, got.content, got.metadata["feedback"]["up"]) == (MemoryTier.LONG, NEW_TEXT, 1)
 
+    def test_marking_a_conflict_keeps_an_edit_made_before_it_writes(self, engine, monkeypatch) -> None:
+        m = engine()
+        cid = self._meeting(m)
+        other_view = m.add("the meeting is on tuesday at ten", user_id="u", embedding=unit(0.0, 1.0))
+        other = OtherProcess(m.backend)
+        fired = interleave(monkeypatch, m.backend, cid, lambda: other.edit(cid, NEW_TEXT))
+        group = m.mark_conflict([cid, other_view])
+        got = m.get(cid)
+        assert fired and (got.content, got.metadata["conflict_group"]) == (NEW_TEXT, group)
+
     def test_review_decision_keeps_an_edit_made_before_it_writes(self, engine, monkeypatch) -> None:
         m = engine()
         cid = self._meeting(m)

@@ -197,8 +197,15 @@ class Facts:
         self.ctx.backend.kv_put(CONFLICTS, key, {"ids": list(existing)}, user_id=user_id)
         if len(existing) < 2:
             return
-        marked = [c.copy(metadata=dict(c.metadata, **{GROUP_KEY: group}), relationships=[])
-                  for c in existing.values() if c.metadata.get(GROUP_KEY) != group]
-        self.ctx.backend.update(marked)
+        marked: list[KnowledgeChunk] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            # On the records as the write reads them: an edit another process made since they
+            # were read above is kept.
+            marked[:] = [c.copy(metadata=dict(c.metadata, **{GROUP_KEY: group}), relationships=[])
+                         for c in current.values() if c.metadata.get(GROUP_KEY) != group]
+            return marked
+
+        self.ctx.backend.modify(list(existing), change)
         for c in marked:
             box.emit(EventType.UPDATED, c, fields=["metadata"], conflict_group=group)
