@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Option", "OPTIONS", "ENV_ONLY", "SOURCES", "add_arguments", "resolved", "masked", "env_names"]
+__all__ = ["Option", "OPTIONS", "ENV_ONLY", "SOURCES", "Resolved", "add_arguments", "for_command", "resolved", "masked",
+           "render", "env_names"]
 
 SOURCES = ("flag", "env", "default")
 _GIVEN = "given__"  # namespace attribute a flag's action sets: argparse itself does not say what was typed
