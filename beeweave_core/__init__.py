@@ -29,6 +29,7 @@ from .errors import (
     MissingDependencyError,
     ModelLoadError,
     NotFoundError,
+    PermissionDeniedError,
     SchemaVersionError,
     StoreClosedError,
     StoreUnavailableError,
@@ -92,6 +93,7 @@ from .records import (
     SearchHit,
 )
 from .rerank import CrossEncoderReranker, Reranker
+from .scopes import ScopeConfig, WriteRule, scope_owner
 from .scoring import ScoringConfig
 from .timewords import TimeRange
 from .tokenizer import Tokenizer, TokenizerConfig
@@ -105,6 +107,9 @@ __all__ = [
     "IndexConfig",
     "SessionContext",
     "ScoringConfig",
+    "ScopeConfig",
+    "WriteRule",
+    "scope_owner",
     "NetworkConfig",
     "ExpandOptions",
     "Candidate",
@@ -168,6 +173,7 @@ __all__ = [
     "MissingDependencyError",
     "StoreUnavailableError",
     "ModelLoadError",
+    "PermissionDeniedError",
     "KnowledgeEvent",
     "ToolCall",
     "DeadLetter",

@@ -207,8 +207,10 @@ def _users(user_id: Any) -> list[str]:
     if isinstance(user_id, str):
         return [user_id]
     if isinstance(user_id, Iterable) and not isinstance(user_id, (bytes, Mapping)):
-        return [str(u) for u in user_id]
-    raise InvalidInputError(f"user_id must be a string, got {type(user_id).__name__}")
+        users = list(user_id)
+        if all(isinstance(u, str) for u in users):
+            return users
+    raise InvalidInputError(f"user_id must be a string (or a list of them), got {user_id!r}")
 
 
 def _scope_list(scopes: Any) -> list[str]:
