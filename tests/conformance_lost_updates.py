@@ -158,6 +158,8 @@ class LostUpdateConformance:
 
     def test_maintain_spares_a_memory_renewed_before_it_deletes_it(self, engine, clock, monkeypatch) -> None:
         m = engine(expired_action="delete")
+        untouched = m.add("lunch is at noon on tuesday", user_id="u", embedding=unit(0.0, 1.0),
+                          expires_at=clock.now + timedelta(hours=1))
         cid = self._expired(m, clock)
         other = OtherProcess(m.backend)
         fired = interleave(monkeypatch, m.backend, cid, lambda: other.edit(cid, NEW_TEXT, expires_at=None),
@@ -166,7 +168,8 @@ class LostUpdateConformance:
         assert fired, "maintain deleted nothing: the window never opened"
         got = m.get(cid)
         assert (got.content, got.status) == (NEW_TEXT, ChunkStatus.ACTIVE)
-        assert (report.expired, report.deleted) == (0, 0)
+        assert not m.backend.contains([untouched])  # the record judged is the record found: deleted
+        assert (report.expired, report.deleted) == (1, 1)
         assert [a["action"] for a in m.audit(cid)] == ["deleted", "kept"]  # decided, then found renewed
 
     # -- the LangGraph store's TTL: sweep() and maintain() ----------------------------------
