@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..records import ContentType, Intent, ProcessedContent
 from ..tokenizer import CHINESE_STOPWORDS, ENGLISH_STOPWORDS
+from .importance import stated_importance
 from .statements import FactStatement
 
 __all__ = ["Extraction", "Extractor", "OfflineExtractor", "classify_intent", "summarize", "REDACTION_TOKEN"]
@@ -274,8 +275,9 @@ def entities(text: str, *, limit: int = 10) -> list[str]:
 class OfflineExtractor:
     """The default extractor: rules and word statistics, no model, deterministic.
 
-    Confidence and importance are not claimed (``None``): rules cannot judge them, and an
-    admission rule that requires a minimum sees them as not stated.
+    Confidence is not claimed (``None``): rules cannot judge it, and an admission rule that
+    requires a minimum sees it as not stated. Importance neither, unless the user states it
+    ("this is important", "这个很重要", "记住", "别忘了": :mod:`.importance`).
 
     Args:
         max_tags: at most this many tags.
@@ -300,4 +302,5 @@ class OfflineExtractor:
             entities=tuple(entities(f"{query}\n{_FENCED.sub(' ', response)}")),
             intent=classify_intent(query, response),
             extra={"extractor": "offline"},
+            importance=stated_importance(query),  # the user's words only: see .importance
         )
