@@ -101,6 +101,24 @@ class Access:
             if not self.allows(u):
                 raise NotFoundError("no such memory")
 
+    def reads(self, owner: str | None) -> bool:
+        """Whether this key may read memories of ``owner``: one of its users, or a shared
+        scope it reads (the tenant's knowledge, its scopes)."""
+        return self.allows(owner) or (is_scope_owner(owner) and self.shared.reads(str(owner)))
+
+    def sees(self, chunk: Any) -> Any:
+        """``chunk`` if this key may read it (its users' or shared knowledge it reads);
+        otherwise NotFound, as :meth:`own`."""
+        if not self.reads(chunk.user_id):
+            raise NotFoundError(f"no chunk with id {chunk.id!r}")
+        return chunk
+
+    def check_readable(self, owners: Iterable[str | None]) -> None:
+        """NotFound unless this key reads every owner (feedback on what a search returned)."""
+        for o in owners:
+            if not self.reads(o):
+                raise NotFoundError("no such memory")
+
 
 class KeyRing:
     def __init__(self, keys: Mapping[str, Any]) -> None:

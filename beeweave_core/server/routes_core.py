@@ -135,7 +135,9 @@ def core_router(config: ServerConfig) -> APIRouter:
     @r.post("/feedback", response_model=ChunksOut, tags=["feedback"], responses=NOT_FOUND,
             summary='Tell the memory how its memories did: "used", "up" or "down"')
     def feedback(req: FeedbackIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
-        return chunks_json(c.svc.feedback(_owned_ids(c, req.chunk_ids), req.signal.value))
+        if c.access.users is not None:  # also on shared knowledge the key reads: its searches return it
+            c.access.check_readable(ch.user_id for ch in c.svc.memory.get_many(req.chunk_ids))
+        return chunks_json(c.svc.feedback(req.chunk_ids, req.signal.value))
 
     @r.get("/sessions/{session_id}/trace", response_model=TraceOut, tags=["sessions"],
            summary="Every memory of a session (any status), oldest first")

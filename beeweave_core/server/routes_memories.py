@@ -106,7 +106,8 @@ def memories_router() -> APIRouter:
     @r.get("/memories/{memory_id}", response_model=ChunkOut, tags=["memories"], responses=NOT_FOUND,
            summary="One memory")
     def get(memory_id: str, c: Ctx = Depends(ctx)) -> dict[str, Any]:
-        return _owned(c, memory_id).to_dict()
+        # shared knowledge the key reads too (a search returned its id); edits stay the owners'
+        return c.access.sees(c.svc.get_memory(segment(memory_id))).to_dict()
 
     @r.patch("/memories/{memory_id}", response_model=ChunkOut, tags=["memories"], responses=NOT_FOUND,
              summary="Edit a memory: content, tags, pinned, expires_at, confidence, status, metadata...")

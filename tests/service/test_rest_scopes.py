@@ -58,6 +58,17 @@ def test_keys_read_and_write_shared_scopes_and_forget_leaves_them(srv) -> None:
         assert _search(alice, scopes=["project:atlas"]) == {"scope:project:atlas"}
         assert _search(admin, scopes=["project:atlas", "tenant"]) == {"scope:project:atlas", "scope:tenant"}
 
+        # a shared memory a search returned: the key reads it and rates it, but may not edit it
+        hit = bob.post("/api/v1/search", json={"query": "refunds", "abstain_below": 0}).json()["hits"][0]["chunk"]
+        assert hit["user_id"] == "scope:tenant"
+        assert bob.get(f"/api/v1/memories/{hit['id']}").status_code == 200
+        assert bob.post("/api/v1/feedback", json={"chunk_ids": [hit["id"]], "signal": "used"}).status_code == 200
+        assert bob.patch(f"/api/v1/memories/{hit['id']}", json={"content": "Refunds take a year."}).status_code == 404
+        project = alice.post("/api/v1/search", json={"query": "parser", "scopes": ["project:atlas"],
+                                                     "abstain_below": 0}).json()["hits"][0]["chunk"]["id"]
+        assert bob.get(f"/api/v1/memories/{project}").status_code == 404  # a scope bob does not read
+        assert bob.post("/api/v1/feedback", json={"chunk_ids": [project], "signal": "down"}).status_code == 404
+
         export = admin.get("/api/v1/users/alice/export").json()
         assert {m["user_id"] for m in export["chunks"]} == {"alice"}  # shared knowledge is no user's
         assert admin.delete("/api/v1/users/alice").status_code == 200
