@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError, NotFoundError
 from ..filters import build_filter
-from ..records import ChunkStatus, KnowledgeChunk
+from ..records import ChunkStatus, KnowledgeChunk, new_id
 from ..validation import check_limit, check_user, id_list
 from .config import IngestConfig
 from .documents import DocFormat, document_chunks, load_sources
@@ -140,7 +140,11 @@ class Ingestion:
         if listed:
             caller["tags"] = listed
         now = self.shared.clock()
-        events = [event_dict({**caller, **turn.event()}, now=now) for turn in chat_turns(messages)]
+        # The turns share a time; ids that sort in turn order keep the conversation's order
+        # wherever memories are listed by (timestamp, id): get_all, trace, session context.
+        conversation = new_id()
+        events = [event_dict({**caller, **turn.event(), "id": f"{conversation}-{n:04d}"}, now=now)
+                  for n, turn in enumerate(chat_turns(messages))]
         for body in events:
             self.ingest(body)
         if events:

@@ -38,6 +38,7 @@ def test_a_conversation_keeps_what_it_teaches_and_nothing_else(make_memory) -> N
     assert texts[2].startswith("flight_status: ") and "gate B44 at 14:05" in texts[2]
     assert all("Thanks" not in t and "travel assistant" not in t for t in texts)  # small talk, the system prompt
     assert {c.session_id for c in stored.values()} == {"trip"}
+    assert [c.id for c in m.get_all(user_id="alice").items] == ids  # listed in the conversation's order
     assert m.search("peanut allergy", user_id="alice", abstain_below=0)[0].id == ids[0]
 
 
