@@ -23,6 +23,7 @@ from pydantic import Field
 from .. import __version__
 from ..defaults import DEFAULT_TOP_K
 from ..errors import BeeWeaveError
+from ..scopes import Scopes
 from ..server.service import check_user_id
 from .tools import KeyScope, MemoryTools, ScopeError, resolve_user
 
@@ -80,6 +81,12 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50,
     def who(ctx: Any, user_id: str | None, *, write: bool = False) -> str:
         return call(resolve_user, _key_scope(ctx), user_id, default_user_id, write=write)
 
+    def readable(ctx: Any, user: str) -> list[str]:
+        """The owners a search of ``user`` reads by default (with a key: within the key's scopes)."""
+        key = _key_scope(ctx)
+        return call(Scopes(getattr(memory, "scope_config", None)).owners, user,
+                    None if key is None else call(key.search_scopes, None))
+
     @server.tool(description="Store one memory (a self-contained fact) for a user; returns its id.")
     def save_memory(content: Annotated[str, Field(description="The text to remember.")], ctx: Context,
                     user_id: UserId = None, tags: list[str] | None = None, session_id: str | None = None,
@@ -109,7 +116,8 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50,
 
     @server.tool(description="One memory of the user by id.")
     def get_memory(memory_id: MemoryId, ctx: Context, user_id: UserId = None) -> dict[str, Any]:
-        return call(ops.get, who(ctx, user_id), memory_id)
+        user = who(ctx, user_id)
+        return call(ops.get, user, memory_id, readable(ctx, user))
 
     @server.tool(description="A user's memories, oldest first, a page at a time (active and pending ones unless "
                  "status names others); pass next_cursor for the next page (null: the last).")
@@ -142,7 +150,8 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50,
     def memory_feedback(memory_ids: Annotated[list[str], Field(min_length=1)],
                         signal: Annotated[str, Field(pattern="^(used|up|down)$")], ctx: Context,
                         user_id: UserId = None) -> dict[str, Any]:
-        return call(ops.feedback, who(ctx, user_id, write=True), memory_ids, signal)
+        user = who(ctx, user_id, write=True)
+        return call(ops.feedback, user, memory_ids, signal, readable(ctx, user))
 
     @server.tool(description="Hand a conversation turn to BeeWeave's ingestion, which decides what to remember.")
     def remember_turn(query: str, ctx: Context, user_id: UserId = None, response: str = "",

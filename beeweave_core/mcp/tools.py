@@ -121,12 +121,14 @@ class MemoryTools:
         self.memory = memory
         self.max_k = max_k
 
-    def _own(self, user_id: str, memory_id: str) -> KnowledgeChunk:
+    def _own(self, user_id: str, memory_id: str, readable: Sequence[str] = ()) -> KnowledgeChunk:
+        """The user's memory (or, for a read, one of the ``readable`` owners': shared
+        knowledge the user's searches read); another is as absent as a missing one."""
         check_user_id(user_id)
         if not isinstance(memory_id, str) or not memory_id.strip():
             raise InvalidInputError("memory_id must be a non-empty string")
         found = self.memory.get_many([memory_id])
-        if not found or found[0].user_id != user_id:
+        if not found or (found[0].user_id != user_id and found[0].user_id not in readable):
             raise NotFoundError(f"user {user_id!r} has no memory with id {memory_id!r}")
         return found[0]
 
@@ -157,8 +159,8 @@ class MemoryTools:
                                   abstain_below=abstain_below, scopes=scopes)
         return {"memories": [_hit(h) for h in hits]}
 
-    def get(self, user_id: str, memory_id: str) -> dict[str, Any]:
-        return memory_dict(self._own(user_id, memory_id))
+    def get(self, user_id: str, memory_id: str, readable: Sequence[str] = ()) -> dict[str, Any]:
+        return memory_dict(self._own(user_id, memory_id, readable))
 
     def update(self, user_id: str, memory_id: str, content: str | None = None,
                tags: Sequence[str] | None = None) -> dict[str, Any]:
@@ -176,7 +178,9 @@ class MemoryTools:
         self._own(user_id, memory_id)
         return {"id": memory_id, "deleted": bool(self.memory.delete(memory_id))}
 
-    def feedback(self, user_id: str, memory_ids: Sequence[str], signal: str) -> dict[str, Any]:
+    def feedback(self, user_id: str, memory_ids: Sequence[str], signal: str,
+                 readable: Sequence[str] = ()) -> dict[str, Any]:
+        """Rate the user's memories, or shared ones of the ``readable`` owners (what a search returned)."""
         if isinstance(memory_ids, str) or not memory_ids:
             raise InvalidInputError("memory_ids is a non-empty list of ids")
         try:
@@ -184,7 +188,7 @@ class MemoryTools:
         except ValueError:
             raise InvalidInputError(f"signal must be one of {', '.join(s.value for s in FeedbackSignal)}") from None
         for mid in memory_ids:  # every id is checked before any is rated
-            self._own(user_id, mid)
+            self._own(user_id, mid, readable)
         return {"rated": [c.id for c in self.memory.feedback(list(memory_ids), signal)]}
 
     def remember_turn(self, user_id: str, query: str, response: str = "", session_id: str | None = None,

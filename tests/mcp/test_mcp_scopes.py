@@ -38,6 +38,16 @@ async def test_a_users_search_finds_shared_knowledge_never_another_users() -> No
             assert await search("alice") == {TENANT_FACT, PROJECT_FACT, ALICE_FACT}
             assert await search("bob", scopes=["project:atlas"]) == {PROJECT_FACT}
 
+            # what bob's search returned he may read by id and rate; a scope he does not read is absent
+            ids = {c.raw_content: c.id for c in m.get_many([h.id for h in m.search("staging", k=10, abstain_below=0)])}
+            got = await client.call_tool("get_memory", {"user_id": "bob", "memory_id": ids[TENANT_FACT]})
+            assert result(got)["content"] == TENANT_FACT
+            rated = await client.call_tool("memory_feedback", {
+                "user_id": "bob", "memory_ids": [ids[TENANT_FACT]], "signal": "used"})
+            assert result(rated)["rated"] == [ids[TENANT_FACT]]
+            assert "no memory" in error(await client.call_tool("get_memory", {"user_id": "bob",
+                                                                              "memory_id": ids[PROJECT_FACT]}))
+
 
 @pytest.mark.asyncio
 async def test_http_keys_read_and_write_the_shared_scopes_they_name(tmp_path: Path) -> None:
