@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -51,6 +52,17 @@ def _interpolate(value: object) -> str:
     """Compose's ${NAME:-default} and ${NAME:?error}: the default, or a stand-in for a required value."""
     return re.sub(r"\$\{(\w+)(?::-([^}]*)|:\?[^}]*)?\}",
                   lambda m: m[2] if m[2] is not None else "required-value-01:acme", str(value))
+
+
+def wait_until_serving(base: str, proc: subprocess.Popen, log: Callable[[], str], seconds: float = 90) -> httpx.Response:
+    """``GET /healthz`` until it answers; the process's log if it exits or the time runs out."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return httpx.get(f"{base}/healthz", timeout=2)
+        except httpx.TransportError:
+            assert proc.poll() is None and time.monotonic() < deadline, log()
+            time.sleep(0.2)
 
 
 def test_the_dockerfile_copies_what_exists_and_installs_extras_that_exist() -> None:
@@ -107,15 +119,8 @@ def test_the_images_command_serves_with_only_environment_variables(tmp_path) -> 
     proc = subprocess.Popen([executable, *command[1:]], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline, health = time.monotonic() + 90, None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        assert health is not None and health.status_code == 200, proc.stderr.read() if proc.poll() is not None else ""
-        assert health.json()["status"] == "ok"
+        health = wait_until_serving(f"http://127.0.0.1:{port}", proc, lambda: proc.stderr.read() if proc.stderr else "")
+        assert health.status_code == 200 and health.json()["status"] == "ok"
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": "deploy-key-0001"},
                           timeout=10) as h:
             added = h.post("/api/v1/memories", json={"content": "Staging listens on port 5433.", "user_id": "alice",

@@ -16,7 +16,7 @@ import yaml
 
 from tests.postgres.pg_support import fresh_schema, schema_url, server_url
 from tests.service.service_support import free_port
-from tests.test_deploy import DEPLOY, ROOT, _image_env, _interpolate
+from tests.test_deploy import DEPLOY, ROOT, _image_env, _interpolate, wait_until_serving
 
 KEY = "compose-key-0001"
 
@@ -49,15 +49,8 @@ def test_composes_server_and_worker_run_on_postgresql_from_their_variables(tmp_p
                         tmp_path / "server.log")
         procs = [server]
         try:
-            base, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 90
-            while True:
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
-                time.sleep(0.3)
+            base = f"http://127.0.0.1:{port}"
+            assert wait_until_serving(base, server, (tmp_path / "server.log").read_text).status_code == 200
             with httpx.Client(base_url=base, headers={"X-API-Key": KEY}, timeout=30) as h:
                 event = {"user_id": "alice", "query": "Which port does staging use?",
                          "response": "Staging listens on port 5433."}
