@@ -289,6 +289,26 @@ class LostUpdateConformance:
         got = m.get(cid)
         assert fired and (got.content, got.metadata["conflict_group"]) == (NEW_TEXT, group)
 
+    # -- admission: approve and reject ----------------------------------------------------------
+    def test_approval_keeps_an_edit_made_before_it_writes(self, engine, monkeypatch) -> None:
+        m = engine()
+        cid = self._meeting(m, status="pending", trusted=True)
+        other = OtherProcess(m.backend)
+        fired = interleave(monkeypatch, m.backend, cid, lambda: other.edit(cid, metadata={"note": "kept"}))
+        assert m.approve([cid]) == [cid]
+        got = m.get(cid)
+        assert fired and got.status is ChunkStatus.ACTIVE
+        assert got.metadata["note"] == "kept" and got.metadata["ingest"]["reviewed"]["decision"] == "approved"
+
+    def test_rejection_spares_a_memory_approved_before_it_deletes(self, engine, monkeypatch) -> None:
+        m = engine()
+        cid = self._meeting(m, status="pending", trusted=True)
+        other = OtherProcess(m.backend)
+        fired = interleave(monkeypatch, m.backend, cid, lambda: other.edit(cid, status=ChunkStatus.ACTIVE),
+                           on=DELETES)
+        assert m.reject([cid]) == []
+        assert fired and m.get(cid).status is ChunkStatus.ACTIVE
+
     def test_review_decision_keeps_an_edit_made_before_it_writes(self, engine, monkeypatch) -> None:
         m = engine()
         cid = self._meeting(m)

@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInputError, NotFoundError
+from ..events import EventType
 from ..filters import build_filter
 from ..records import ChunkStatus, KnowledgeChunk, new_id
 from ..validation import check_limit, check_user, id_list
@@ -214,11 +215,22 @@ class Ingestion:
         """Make pending memories active; return the ids that changed (others were not pending)."""
         chunks = self._reviewable("approve", ids)
         at = self.shared.clock().isoformat()
-        for c in chunks:
-            meta = dict(c.metadata)
-            meta["ingest"] = {**meta.get("ingest", {}), "reviewed": {"decision": "approved", "at": at}}
-            self.records.update(c.id, status=ChunkStatus.ACTIVE, metadata=meta, trusted=True)  # stored text, unchanged
-        return [c.id for c in chunks]
+        approved: list[KnowledgeChunk] = []
+
+        def change(current: dict[str, KnowledgeChunk]) -> list[KnowledgeChunk]:
+            # On the records as the write reads them: an edit another process made since they
+            # were read is kept, and one it rejected (deleted) or approved meanwhile is left.
+            approved[:] = [c.copy(status=ChunkStatus.ACTIVE, relationships=[], metadata={
+                **c.metadata, "ingest": {**c.metadata.get("ingest", {}), "reviewed": {"decision": "approved", "at": at}}})
+                for c in current.values() if c.status is ChunkStatus.PENDING]
+            return approved
+
+        with self.shared.write_lock:
+            self.shared.backend.modify([c.id for c in chunks], change)
+        for c in approved:
+            self.shared.emit(EventType.UPDATED, c, fields=["metadata", "status"])
+        done = {c.id for c in approved}
+        return [c.id for c in chunks if c.id in done]
 
     def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]:
         """Delete pending memories; return the ids that were rejected.
@@ -230,8 +242,12 @@ class Ingestion:
         """
         chunks = self._reviewable("reject", ids)
         self.runtime.mark_rejected(chunks, reason)
-        self.records.delete_many([c.id for c in chunks])
-        return [c.id for c in chunks]
+        # Only those still pending as the delete reads them: another process may have approved
+        # one since it was read (its rejection mark then goes: it is knowledge after all).
+        gone = set(self.records.delete_many([c.id for c in chunks],
+                                            only_if=lambda c: c.status is ChunkStatus.PENDING))
+        self.runtime.unmark_rejected([c.id for c in chunks if c.id not in gone])
+        return [c.id for c in chunks if c.id in gone]
 
     # -- patterns -------------------------------------------------------------------------------
     def hot_patterns(self, *, user_id: str | None = None) -> list[HotPattern]:

@@ -554,3 +554,7 @@ class IngestRuntime:
         at = self.memory.clock().isoformat()
         for c in chunks:
             self.memory.backend.kv_put(REJECTED, c.id, {"at": at, "reason": reason}, user_id=c.user_id)
+
+    def unmark_rejected(self, ids: Sequence[str]) -> None:
+        for cid in ids:
+            self.memory.backend.kv_delete(REJECTED, cid)
