@@ -118,8 +118,17 @@ def test_an_agent_without_a_write_rule_for_a_scope_is_refused() -> None:
                                     response="In docs/."))
         with pytest.raises(InvalidInputError, match="not a scope"):
             m.add("a bad owner", user_id="scope:Nope")
+        # an edit that moves a memory into a scope, or out of one, is a write to that scope
+        note = m.add("Alice's code note.", user_id="alice", agent_id="docs-agent", metadata={"category": "code"})
+        with pytest.raises(PermissionDeniedError):
+            m.update(note, user_id=ATLAS)
+        shared = m.update(note, user_id=PARSER, agent_id="code-agent")
+        with pytest.raises(PermissionDeniedError):
+            m.update(shared.id, user_id="alice", agent_id="docs-agent")
+        m.update(shared.id, user_id="alice")  # the code agent, as recorded, takes it back
         assert m.flush(10)
-        assert sorted(c.user_id for c in m.backend.scan(build_filter({"status": "active"}))) == sorted(["alice", ATLAS, PARSER, "scope:tenant"])
+        assert sorted(c.user_id for c in m.backend.scan(build_filter({"status": "active"}))) \
+            == sorted(["alice", "alice", ATLAS, PARSER, "scope:tenant"])
     finally:
         m.close()
 

@@ -297,6 +297,8 @@ class Records:
             raise InvalidInputError(
                 f"processed_content must be a ProcessedContent or a dict, got {type(pc).__name__}")
         current = self.get(chunk_id)
+        if not trusted and self.policy is not None:  # a new owner: the scopes' write rules apply
+            self.policy.check_move(current, changes)
         new = self.changed(current, changes)  # every check runs before anything is written
         # Embedding is slow: done now, outside any lock, for the text this update gives.
         rows = self.rows([(new, None)]) if new.content != current.content else []

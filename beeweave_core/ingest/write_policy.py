@@ -63,6 +63,18 @@ class WritePolicy:
                 f"agent {agent!r} may not write {'memories' if kind is None else repr(kind) + ' memories'} "
                 f"to scope {scope.name!r}: no rule of ScopeConfig.writers allows it")
 
+    def check_move(self, current: KnowledgeChunk, changes: Mapping[str, Any]) -> None:
+        """An edit that gives a memory another owner writes to both: moving one into a
+        shared scope, or out of one, needs the scope's write rule as a new memory there does."""
+        owner = changes.get("user_id", current.user_id)
+        if owner == current.user_id:
+            return
+        meta = changes.get("metadata", current.metadata)
+        category = meta.get("category") if isinstance(meta, Mapping) else None
+        agent = changes.get("agent_id", current.agent_id)
+        for scope_owner in (current.user_id, owner):
+            self.check_scope(scope_owner, agent, category)
+
     def _check_record(self, record: Mapping[str, Any]) -> None:
         meta = record.get("metadata")
         self.check_scope(record.get("user_id"), record.get("agent_id"),
