@@ -126,9 +126,14 @@ def test_an_agent_without_a_write_rule_for_a_scope_is_refused() -> None:
         with pytest.raises(PermissionDeniedError):
             m.update(shared.id, user_id="alice", agent_id="docs-agent")
         m.update(shared.id, user_id="alice")  # the code agent, as recorded, takes it back
+        with pytest.raises(PermissionDeniedError):  # seed documents too
+            m.import_documents("The parser's style guide: four spaces.", user_id=ATLAS, agent_id="docs-agent")
+        seeded = m.import_documents("Refunds are paid within five working days of the request.",
+                                    user_id=scope_owner("tenant"))
+        assert seeded and {c.user_id for c in m.get_many(seeded)} == {"scope:tenant"}
         assert m.flush(10)
         assert sorted(c.user_id for c in m.backend.scan(build_filter({"status": "active"}))) \
-            == sorted(["alice", "alice", ATLAS, PARSER, "scope:tenant"])
+            == sorted(["alice", "alice", ATLAS, PARSER, "scope:tenant", *(["scope:tenant"] * len(seeded))])
     finally:
         m.close()
 

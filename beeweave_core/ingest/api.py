@@ -102,12 +102,12 @@ class Ingestion:
         """
         rt = self.runtime
         body = event_dict(event, now=self.shared.clock())
+        if self.records.policy is not None:  # an event to a shared scope: refused before it is queued
+            self.records.policy.check_scope(body.get("user_id"), body.get("agent_id"), body.get("category"))
         if rt.config.redact_before_queue:
             from .pipeline import redact_event
 
             body, _ = redact_event(rt.pipeline.redactor, body)
-        if self.records.policy is not None:  # an event to a shared scope: refused before it is queued
-            self.records.policy.check_scope(body.get("user_id"), body.get("agent_id"), body.get("category"))
         text = event_json(body, max_chars=rt.config.max_event_chars)
         rt.put(text)
         return body["id"]
@@ -266,7 +266,8 @@ class Ingestion:
         Args:
             sources: a path or a text, or a list of them (text, Markdown, JSONL; by file
                 suffix, else guessed from the content).
-            user_id: whose memories they become.
+            user_id: whose memories they become (``scope_owner("tenant")``: seed knowledge
+                every user's search finds; see :mod:`beeweave_core.scopes`).
             tags: added to every chunk (besides the extracted keywords and "document").
             format: force ``"text"``, ``"markdown"`` or ``"jsonl"``.
             chunk_chars / overlap: chunk size and the overlap between neighbours.
@@ -280,6 +281,8 @@ class Ingestion:
         from .pipeline import Pipeline
 
         check_user(user_id)
+        if self.records.policy is not None:  # seed knowledge for a shared scope: its write rules apply
+            self.records.policy.check_scope(user_id, agent_id, None)
         if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
             raise InvalidInputError("tags must be a list of non-empty strings")
         chunks = document_chunks(load_sources(sources, format), chunk_chars, overlap)
