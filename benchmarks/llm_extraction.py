@@ -3,7 +3,7 @@ each model call takes a second.
 
 Usage:
     python benchmarks/llm_extraction.py [--events 100] [--latency 1.0]
-                                        [--concurrency 16,8,1] [--embedder hashing|minilm]
+                                        [--concurrency 16,8,1] [--embedder default|hashing]
 
 A fake model (``tests.ingest.ingest_support.SlowModel``: ``time.sleep(latency)``, then a fixed
 JSON answer) is wrapped in ``LLMExtractor``; a fresh file store ingests ``--events`` agent
@@ -69,7 +69,8 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=100)
     ap.add_argument("--latency", type=float, default=1.0)
     ap.add_argument("--concurrency", default="16,8,1", help="comma-separated max_concurrency values")
-    ap.add_argument("--embedder", choices=["hashing", "minilm"], default="minilm")
+    ap.add_argument("--embedder", choices=["default", "hashing"], default="default",
+                    help="the store's default model (loaded before timing) or the instant hashing embedder")
     args = ap.parse_args()
     embedder: Any = HashingEmbedder(256) if args.embedder == "hashing" else None
     if embedder is None:  # the bundled default model, loaded once before timing

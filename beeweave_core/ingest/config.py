@@ -142,9 +142,11 @@ class IngestConfig:
             extracted) at once, each on its own thread, when the extractor calls a model: a
             1-2 s model call then costs the batch about a second per ``max_concurrency``
             events instead of a second per event. Order is kept: the batch is stored in
-            queue order once every event is prepared. The offline extractor is CPU work
-            and runs on the worker alone. 16 keeps 100 events of a 1 s model within 10 s;
-            lower it for a rate-limited model API, 1 for one call at a time.
+            queue order, ``max_concurrency`` events at a time as their extraction ends, while
+            the model reads the rest. The offline extractor is CPU work and runs on the
+            worker alone. 16 keeps 100 events of a 1 s model within 10 s
+            (benchmarks/RESULTS.md); lower it for a rate-limited model API, 1 for one call
+            at a time.
         queue_path: where the queue file goes; default ``<db>.queue`` beside a SQLite
             store. A backend without a file (e.g. PostgreSQL) keeps the queue in memory
             unless this is set, or ``queue`` is given.

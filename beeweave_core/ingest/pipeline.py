@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -124,18 +124,30 @@ class Pipeline:
         self.extractor: Extractor = config.extractor or OfflineExtractor()
         self.offline = OfflineExtractor()
 
-    def prepare_many(self, bodies: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], Prepared | Exception]]:
+    @property
+    def concurrent(self) -> bool:
+        """Whether events are prepared side by side: a model extractor and ``max_concurrency`` > 1.
+        The offline extractor holds the GIL, so threads would only add switching."""
+        return self.config.max_concurrency > 1 and not isinstance(self.extractor, OfflineExtractor)
+
+    def prepare_many(self, bodies: Sequence[dict[str, Any]]
+                     ) -> Generator[tuple[dict[str, Any], Prepared | Exception], None, None]:
         """Each body redacted and prepared, in the order given: the body as redacted (the one a
         failure keeps in the dead letters) and its ``Prepared``, or the exception it raised.
 
-        With a model extractor, up to ``max_concurrency`` events are prepared at once: the
-        time goes to waiting for the model, and threads wait together. The offline extractor
-        holds the GIL, so threads would only add switching."""
-        workers = min(self.config.max_concurrency, len(bodies))
-        if workers <= 1 or isinstance(self.extractor, OfflineExtractor):
-            return [self._prepare_one(b) for b in bodies]
-        with ThreadPoolExecutor(workers, thread_name_prefix="beeweave-extract") as pool:
-            return list(pool.map(self._prepare_one, bodies))  # map keeps the order given
+        When :attr:`concurrent`, up to ``max_concurrency`` events are prepared at once (the
+        time goes to waiting for the model, and threads wait together), and each result is
+        yielded as soon as it and those before it are ready: the caller stores the first ones
+        while the model still reads the rest. Closing the iterator early cancels the calls
+        not started yet."""
+        if not self.concurrent or len(bodies) <= 1:
+            yield from map(self._prepare_one, bodies)
+            return
+        pool = ThreadPoolExecutor(min(self.config.max_concurrency, len(bodies)), thread_name_prefix="beeweave-extract")
+        try:
+            yield from pool.map(self._prepare_one, bodies)  # all submitted at once, yielded in order
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _prepare_one(self, body: dict[str, Any]) -> tuple[dict[str, Any], Prepared | Exception]:
         try:

@@ -19,6 +19,7 @@ rating sent only with a repeated event id is not applied: the event is not proce
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -52,6 +53,7 @@ SHARED_NAMESPACE = NAMESPACE + ".shared"  # the shared pattern tracker's keys
 # (a store that is down, an embedding model that could not be loaded yet) instead of dead-lettering.
 _TRANSIENT = (StoreUnavailableError, ModelLoadError)
 _FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
+_LINGER = 0.05  # seconds a short batch waits for more events when a model extracts (a call takes ~1 s)
 
 
 class _RetriedFailure:
@@ -302,6 +304,12 @@ class IngestRuntime:
             try:
                 self._move_intake()
                 batch = q.take(self.config.batch_size)
+                if 0 < len(batch) < self.config.batch_size and self.pipeline.concurrent:
+                    # A burst of events arrives one call at a time: a moment's wait lets them share
+                    # the model's concurrency, instead of a first batch of one holding up the rest.
+                    time.sleep(_LINGER)
+                    self._move_intake()
+                    batch = q.take(self.config.batch_size)
             except StoreClosedError:
                 break
             except Exception as exc:  # e.g. a full disk: the events stay in the intake and the queue
@@ -372,9 +380,23 @@ class IngestRuntime:
     def _process(self, q: EventQueue, batch: list[QueuedEvent]) -> None:
         with self._cond:
             self._inflight = {e.id for e in batch}
+        # A model extractor prepares the batch's events side by side, and the first ones are
+        # stored (in queue order, each group done once stored) while the model still reads the
+        # rest; with the offline extractor the batch is one group, one embedding call.
+        step = self.config.max_concurrency if self.pipeline.concurrent else len(batch)
+        prepared = self.pipeline.prepare_many([qe.body for qe in batch])
+        try:
+            pairs = zip(batch, prepared)
+            while group := list(itertools.islice(pairs, step)):
+                self._finish(q, group)
+        finally:
+            prepared.close()  # a failed group: the model calls not started yet are cancelled
+
+    def _finish(self, q: EventQueue, group: list[tuple[QueuedEvent, tuple[dict[str, Any], Prepared | Exception]]]) -> None:
+        """Store the memories of a group of prepared events, apply their ratings, facts and
+        pattern sightings, and mark them done; a failing event goes to the dead letters alone."""
         ready: list[tuple[QueuedEvent, Prepared]] = []
-        # Prepared concurrently (model extraction), stored in queue order.
-        for qe, (body, got) in zip(batch, self.pipeline.prepare_many([qe.body for qe in batch])):
+        for qe, (body, got) in group:
             if isinstance(got, Exception):
                 self._fail(q, qe, got, body)
             else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from beeweave_core import BeeWeave, EventType, HashingEmbedder
+from beeweave_core import BeeWeave, EventType, HashingEmbedder, StoreUnavailableError
 from beeweave_core.ingest import IngestConfig, LLMExtractor
 from beeweave_core.ingest.extract import Extraction
 from beeweave_core.records import ProcessedContent
@@ -91,3 +91,24 @@ def test_events_acknowledged_before_a_close_mid_batch_are_not_lost(tmp_path) -> 
     with BeeWeave(path, embedder=HashingEmbedder(32), ingest=IngestConfig(extractor=LLMExtractor(SlowModel(0.01)))) as again:
         assert again.flush(60)
         assert sorted(c.id for c in again.get_many([f"{i}:0" for i in ids])) == [f"{i}:0" for i in ids]
+
+
+def test_a_store_outage_mid_batch_keeps_the_rest_pending_and_stores_each_once() -> None:
+    # Groups of a batch are stored as their extraction finishes; the store failing for the
+    # second group leaves it (and what follows) pending, retried once the store is back.
+    model = SlowModel(0.05)
+    cfg = IngestConfig(extractor=LLMExtractor(model), max_concurrency=4)
+    with BeeWeave(embedder=HashingEmbedder(32), ingest=cfg) as m:
+        sink = m.parts.ingestion.runtime.memory
+        add_many, calls = sink.add_many, []
+
+        def flaky(chunks, **kw):
+            calls.append(len(chunks))
+            if len(calls) == 2:
+                raise StoreUnavailableError("database is locked")
+            return add_many(chunks, **kw)
+
+        sink.add_many = flaky
+        took, created = _run(m, _events(12))
+    assert created == [f"e{i:03d}:0" for i in range(12)]  # each once, in queue order
+    assert len(calls) >= 4 and calls[0] <= 4  # stored group by group, not the batch at once
