@@ -215,6 +215,10 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             hits = self.memory.search(query, user_id=user, k=self.k, min_score=self.min_score,
                                       min_relevance=self.min_relevance, abstain_below=self.abstain_below,
                                       scopes=self.scopes)
+        except PermissionError:
+            # A refused key (the client's AuthenticationError) or a denied scope is a set-up the
+            # operator must see, never a run that quietly has no memories.
+            raise
         except Exception:
             self._failures.record("BeeWeave recall failed; the run goes on without memories",
                                   level=logging.ERROR, exc_info=True)
@@ -269,6 +273,8 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
     def _capture(self, state: Mapping[str, Any], runtime: Any) -> None:
         try:
             self._capture_run(state, runtime)
+        except PermissionError:  # as in recall: a refused key is seen, not logged away
+            raise
         except Exception:
             self._failures.record("BeeWeave capture failed; the run's answer is unchanged",
                                   level=logging.ERROR, exc_info=True)

@@ -111,3 +111,21 @@ def test_a_refused_key_raises_and_is_never_no_memories(server, key) -> None:
                 await client.search_semantic("deploy window", user_id="alice")
 
     asyncio.run(async_reads())
+
+
+def test_the_middleware_over_a_refused_key_raises_instead_of_answering_without_memories(server) -> None:
+    """The LangChain middleware degrades when the store fails, but a refused key is a set-up
+    error: the run stops with it rather than going on as if the user had no memories."""
+    pytest.importorskip("langchain.agents")
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage
+
+    from beeweave_langchain import BeeWeaveMiddleware
+    from tests.langchain.lc_support import RecordingChatModel, user_says
+
+    with BeeWeaveClient(server.url, "wrong-key-0001") as client:
+        model = RecordingChatModel(responses=[AIMessage("answering anyway")])
+        bot = create_agent(model, [], middleware=[BeeWeaveMiddleware(client, user_id="alice")])
+        with pytest.raises(AuthenticationError):
+            bot.invoke(user_says("When is the deploy window?"))
+        assert model.system_texts() == []  # the model was never called without its memories
