@@ -36,10 +36,10 @@ from ..relevance import (
     term_coverage,
 )
 from ..rerank import Reranker, mmr
+from ..scopes import Scopes
 from ..scoring import score_factor, ttl_passed
 from ..store.base import RetrievesInOneTrip, StaleCandidates, TermEvidence
 from ..timewords import DATED_LAG, find_time
-from ..scopes import Scopes
 from ..validation import check_content, check_count, check_number, check_vector
 from .shared import Shared
 
