@@ -363,15 +363,15 @@ class BeeWeave:
         self._watches.refresh()  # the user's watches stop here now, not at the next reload
         return deleted
 
-    def settle(self, user_id: str | None = None, *, timeout: float | None = 30.0) -> bool:
+    def drain(self, user_id: str | None = None, *, timeout: float | None = 30.0) -> bool:
         """What a deletion does first: process the queued events (at most ``timeout``
         seconds) and discard the dead letters of ``user_id`` (``None``: everyone's), so no
         queued or retried event brings deleted memories back; True if the queue drained.
         ``DELETE /api/v1/users/{id}``, MCP ``forget_user`` and :meth:`reset` call it."""
-        return self._ingestion.settle(None if user_id is None else check_user(user_id), timeout)
+        return self._ingestion.drain(None if user_id is None else check_user(user_id), timeout)
 
     def reset(self, *, confirm: bool = False, timeout: float | None = 30.0) -> int:
-        """Delete every user's everything (mem0's ``reset()``): :meth:`settle`, then
+        """Delete every user's everything (mem0's ``reset()``): :meth:`drain`, then
         :meth:`forget_user` for each user the store holds anything of, with the guarantees of
         ``DELETE /api/v1/users/{id}`` (memories of every status, index entries, versions,
         facts, sessions, statistics; ``memory.deleted`` for each memory). The store's
@@ -379,7 +379,7 @@ class BeeWeave:
         returns how many memories were deleted."""
         if confirm is not True:
             raise InvalidInputError("reset() deletes every memory of every user for good: call reset(confirm=True)")
-        self.settle(timeout=timeout)
+        self.drain(timeout=timeout)
         deleted = sum(self._records.forget_user(user) for user in self._shared.backend.users())
         self._watches.refresh()
         return deleted

@@ -153,7 +153,7 @@ class Ingestion:
         wanted = [cid for body in events for cid in chunk_ids(body["id"], len(body["intermediate_steps"]))]
         return [c.id for c in self.records.get_many(wanted)]
 
-    def settle(self, user_id: str | None = None, timeout: float | None = 30.0) -> bool:
+    def drain(self, user_id: str | None = None, timeout: float | None = 30.0) -> bool:
         """Before a deletion: process the queued events (at most ``timeout`` seconds), then
         discard the dead letters of ``user_id`` (``None``: every user's), so that no queued or
         retried event brings deleted memories back. True if the queue drained; if not, the

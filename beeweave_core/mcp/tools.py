@@ -233,7 +233,7 @@ class MemoryTools:
         if confirm is not True:
             raise InvalidInputError("forget_user deletes every memory of the user for good: pass confirm=true")
         m = self.memory
-        m.settle(user_id, timeout=flush_timeout)
+        m.drain(user_id, timeout=flush_timeout)
         return {"user_id": user_id, "deleted": int(m.forget_user(user_id))}
 
     def recent(self, user_id: str, limit: int = RECENT) -> list[dict[str, Any]]:

@@ -268,7 +268,7 @@ class MemoryService:
         """
         user = check_user_id(user_id)
         m = self.memory
-        m.settle(user, timeout=self.forget_timeout if flush_timeout is None else flush_timeout)
+        m.drain(user, timeout=self.forget_timeout if flush_timeout is None else flush_timeout)
         self.recorder.flush()
         if self.event_log is not None:  # the SSE log would replay their memories and watch matches
             self.event_log.forget_user(user)
