@@ -102,9 +102,13 @@ def is_scope_owner(user_id: Any) -> bool:
 
 
 def _names(value: Any, what: str) -> tuple[str, ...]:
+    """A list of non-empty strings (a bare string is refused: it is not a list of its letters)."""
     if isinstance(value, str) or not isinstance(value, Iterable):
-        raise InvalidInputError(f"{what} must be a list of scope names, got {value!r}")
-    return tuple(value)
+        raise InvalidInputError(f"{what} must be a list of names, got {value!r}")
+    out = tuple(value)
+    if not all(isinstance(v, str) and v for v in out):
+        raise InvalidInputError(f"{what} must hold non-empty strings, got {out!r}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,8 @@ class ScopeConfig:
     writers: Sequence[WriteRule] | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.tenant, bool):
+            raise InvalidInputError("ScopeConfig.tenant must be True or False")
         if not isinstance(self.grants, Mapping):
             raise InvalidInputError("ScopeConfig.grants maps a user id (or '*') to a list of scope names")
         grants = {}
@@ -162,7 +168,9 @@ class ScopeConfig:
             grants[user] = tuple(s.name for s in scopes)
         object.__setattr__(self, "grants", grants)
         if self.writers is not None:
-            rules = _names(self.writers, "ScopeConfig.writers")
+            if isinstance(self.writers, str) or not isinstance(self.writers, Iterable):
+                raise InvalidInputError("ScopeConfig.writers is a list of WriteRule")
+            rules = tuple(self.writers)
             if not all(isinstance(r, WriteRule) for r in rules):
                 raise InvalidInputError("ScopeConfig.writers is a list of WriteRule")
             object.__setattr__(self, "writers", rules)

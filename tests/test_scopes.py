@@ -152,5 +152,9 @@ def test_config_is_checked_where_it_is_built() -> None:
         ScopeConfig(writers=["project:atlas"])
     with pytest.raises(InvalidInputError):
         WriteRule("project:atlas", agents="code-agent")
+    with pytest.raises(InvalidInputError):
+        WriteRule("project:atlas", categories=[None])
+    with pytest.raises(InvalidInputError):
+        ScopeConfig(tenant="no")
     with pytest.raises(InvalidInputError, match="ScopeConfig"):
         BeeWeave(embedder=HashingEmbedder(8), scopes={"grants": {}})
