@@ -73,6 +73,8 @@ chunks = st.builds(
     status=st.sampled_from(list(ChunkStatus)),
     relationships=st.lists(relationships, max_size=3),
     metadata=st.dictionaries(text, json_values, max_size=5),
+    valid_from=st.none() | datetimes,
+    invalid_at=st.none() | datetimes,
 )
 
 
