@@ -720,6 +720,11 @@ class BeeWeave:
         long write holds the write lock) wait for the next flush, the timer or ``close()``."""
         deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         drained = self._ingestion.flush(timeout)
+        if deadline is not None and not drained:
+            # The worker is storing a batch, holding the store's lock and then the write lock
+            # (1,000 tool calls: seconds): the writes below would wait for it. A later flush,
+            # the access timer or close() does them.
+            return False
         for hook in self._shared.hooks.on_flush:
             hook(None if deadline is None else max(deadline - time.monotonic(), 0.0))
         self._shared.backend.flush()

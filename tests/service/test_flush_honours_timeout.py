@@ -20,13 +20,15 @@ BOUND = 0.5  # the timeout asked for
 
 
 @contextmanager
-def long_write(mem: BeeWeave) -> Iterator[threading.Event]:
-    """Hold the engine's write lock from another thread, as a worker merging a big batch does,
-    until the block ends (or HOLD passes)."""
+def long_write(mem: BeeWeave, lock: str = "write") -> Iterator[threading.Event]:
+    """Hold a lock from another thread until the block ends (or HOLD passes): the engine's
+    write lock, as a worker merging a big batch does, or the store's, as it does while it
+    inserts the batch."""
     held, done = threading.Event(), threading.Event()
+    chosen = mem._shared.write_lock if lock == "write" else mem.backend._lock  # noqa: SLF001
 
     def hold() -> None:
-        with mem._shared.write_lock:  # noqa: SLF001  (the lock a batch's merge holds)
+        with chosen:
             held.set()
             done.wait(HOLD)
 
@@ -55,6 +57,20 @@ def test_engine_flush_returns_in_time_and_the_access_counts_follow(tmp_path):
             assert time.monotonic() - t0 < BOUND + 1.5
         assert mem.flush(30) is True
         assert mem.get(cid).access_count == 1  # written by the flush that had time
+    finally:
+        mem.close()
+
+
+def test_engine_flush_returns_in_time_while_a_batch_is_being_inserted(tmp_path):
+    mem = BeeWeave(tmp_path / "s.db", embedder=HashingEmbedder(64))
+    try:
+        mem.add("The gate code is 4711", user_id="ann")
+        with long_write(mem, "store"):
+            mem.ingest(event("ann", "Where is the ladder?", "The ladder hangs in the shed."))
+            t0 = time.monotonic()
+            assert mem.flush(BOUND) is False
+            assert time.monotonic() - t0 < BOUND + 1.5
+        assert mem.flush(30) is True
     finally:
         mem.close()
 
