@@ -250,7 +250,7 @@ class Maintenance:
                               threshold=cfg.merge_threshold, same_words=same_words, limit=len(chunks) + 1)
         with self.ctx.changes() as box:
             now = self.ctx.now()
-            near.preload([c.id for c in chunks if dedupable(c)])
+            near.preload([c for c in chunks if dedupable(c)])
             done: set[str] = set()
             for c in chunks:
                 if c.id in done or not dedupable(c):

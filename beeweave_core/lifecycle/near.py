@@ -5,7 +5,9 @@ every near-duplicate it found: one event with 1,000 tool calls whose outputs a m
 alike (cosine above the threshold) but whose words differ (so nothing merges) read and
 tokenised ~500,000 memories, 80-110 s (issue 47, item 8). Here each memory looks at its
 ``merge_candidates`` nearest neighbours, like ``maintain()`` does, and every memory is read,
-tokenised and has its vector fetched at most once per call.
+tokenised and has its vector fetched at most once per call. A neighbour from the batch itself
+is judged on its words from the batch (an insert's hooks change expiries and tiers, never the
+text), so it is read from the store only when it joins a group.
 
 The wide look existed for a batch holding many copies of one memory (an agent asking the same
 question again and again): with ten neighbours the copies would fold into several primaries.
@@ -44,16 +46,18 @@ class NearDuplicates:
         self.threshold = threshold
         self.same_words = same_words
         self.limit = max(limit, candidates + 1)  # the widest a lookup may grow: the old "batch long"
-        self._chunks: dict[str, KnowledgeChunk] = {}
+        self._chunks: dict[str, KnowledgeChunk] = {}  # as stored
+        self._texts: dict[str, str] = {}  # the batch's texts, for the words test before any read
         self._vectors: dict[str, np.ndarray] = {}
         self._terms: dict[str, set[str]] = {}
         self.loaded = 0  # memories read from the backend (tests bound it)
         self.lookups = 0  # vector searches
         self.looked_at = 0  # neighbours returned by them
 
-    def preload(self, ids: Sequence[str]) -> None:
-        """Read the batch's own memories and vectors in one go each."""
-        self._load(ids)
+    def preload(self, batch: Sequence[KnowledgeChunk]) -> None:
+        """Take the batch's texts, and read its vectors in one go."""
+        self._texts.update((c.id, c.content) for c in batch)
+        self.vectors([c.id for c in batch])
 
     def vector(self, cid: str) -> np.ndarray | None:
         if cid not in self._vectors:
@@ -76,12 +80,15 @@ class NearDuplicates:
             self.lookups += 1
             self.looked_at += len(found)
             ids = [o for o, sim in found if sim >= self.threshold and o not in done]
-            self._load(ids)
-            group = [self._chunks[i] for i in ids if i in self._chunks and dedupable(self._chunks[i])]
             if self.same_words is not None:
-                mine = self._words(c)
-                group = [g for g in group if g.id == c.id or _jaccard(mine, self._words(g)) >= self.same_words]
-            if len(found) < k or k >= self.limit or 2 * len(group) < k:
+                self._load([i for i in ids if i not in self._texts])  # stored neighbours: read for their words
+                ids = [i for i in ids if i in self._texts or i in self._chunks]  # not deleted meanwhile
+                mine = self._words(c.id)
+                ids = [i for i in ids if i == c.id or _jaccard(mine, self._words(i)) >= self.same_words]
+            if len(ids) > 1:  # a group: its members as stored now
+                self._load(ids)
+            group = [self._chunks[i] for i in ids if i in self._chunks and dedupable(self._chunks[i])]
+            if len(found) < k or k >= self.limit or 2 * len(ids) < k:
                 return group
             k = min(2 * k, self.limit)
 
@@ -93,10 +100,11 @@ class NearDuplicates:
             self._chunks.update(got)
             self.vectors(list(got))
 
-    def _words(self, c: KnowledgeChunk) -> set[str]:
-        words = self._terms.get(c.id)
+    def _words(self, cid: str) -> set[str]:
+        words = self._terms.get(cid)
         if words is None:
-            words = self._terms[c.id] = set(self.tokenize(c.content))
+            text = self._texts[cid] if cid in self._texts else self._chunks[cid].content
+            words = self._terms[cid] = set(self.tokenize(text))
         return words
 
 
