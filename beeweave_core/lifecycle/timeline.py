@@ -45,6 +45,7 @@ FACT_KEY = "fact"  # metadata: {"key", "value", "redacted", "superseded_by"?}
 TIMELINE = "lifecycle.timeline"  # kv: "<user>\x1f<subject>" -> {"entries": [{"id", "value", ...}]}
 CONFLICT_REASON = "fact_conflict"
 _MAX_CHAIN = 50  # hops followed from a superseded memory to the current one (a cycle cannot loop)
+_MAX_SETTLES = 5  # settling again while other writers keep adding to one timeline (see settle)
 
 
 def stated_fact(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -136,10 +137,24 @@ class FactTimeline:
         self.ctx.backend.kv_update(TIMELINE, f"{user}\x1f{key}", change, user_id=user)
 
     def settle(self, user: str, key: str) -> list[str]:
-        """Mark each member of one timeline current or superseded, as its order says."""
+        """Mark each member of one timeline current or superseded, as its order says.
+
+        Another process or host may add to the timeline while this one writes what it read:
+        settling again until the timeline is the one it settled makes the last writes those of
+        the newest timeline (a writer that read an older one sees the newer one and settles
+        again; one that starts later reads everything written before it)."""
+        tkey = f"{user}\x1f{key}"
+        changed: list[str] = []
+        for _ in range(_MAX_SETTLES):
+            entries = (self.ctx.backend.kv_get(TIMELINE, tkey) or {}).get("entries", [])
+            changed += self._settle_once(user, key, entries)
+            if (self.ctx.backend.kv_get(TIMELINE, tkey) or {}).get("entries", []) == entries:
+                break
+        return list(dict.fromkeys(changed))
+
+    def _settle_once(self, user: str, key: str, entries: list[dict[str, Any]]) -> list[str]:
         tkey = f"{user}\x1f{key}"
         with self.ctx.changes() as box:
-            entries = (self.ctx.backend.kv_get(TIMELINE, tkey) or {}).get("entries", [])
             found = self.ctx.backend.get([e["id"] for e in entries])
             alive = [e for e in entries if e["id"] in found]
             if len(alive) != len(entries):  # deleted memories leave the timeline

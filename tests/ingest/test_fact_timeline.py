@@ -201,3 +201,23 @@ def test_a_short_statement_is_not_held_back_for_its_length(make_memory, clock) -
     assert m.flush(30)
     assert m.fact("residence", user_id="alice").status.value == "active"
     assert [c.raw_content.split()[0] for c in m.pending(user_id="alice")] == ["天气不错"]
+
+
+def test_a_settle_from_a_stale_read_is_settled_again(make_memory, clock, monkeypatch) -> None:
+    # Another host read the timeline before Munich was added and wrote what it read: settling
+    # again, because the timeline changed under it, leaves the newest state in the store.
+    m = _moved(make_memory, clock)
+    key = "alice\x1fresidence"
+    real_get = m.backend.kv_get
+    stale = {"entries": real_get("lifecycle.timeline", key)["entries"][:1]}
+    reads: list[str] = []
+
+    def kv_get(namespace: str, k: str):
+        reads.append(k)
+        return stale if len(reads) == 1 else real_get(namespace, k)
+
+    monkeypatch.setattr(m.backend, "kv_get", kv_get)
+    m.parts.lifecycle.facts.timeline.settle("alice", "residence")
+    old, new = m.parts.lifecycle.facts.timeline.timeline("residence", user_id="alice")
+    assert (old.invalid_at, new.invalid_at) == (T1, None)
+    assert len(reads) >= 3  # the stale read, the check that found the timeline changed, the settle again
