@@ -35,7 +35,8 @@ class BeeWeaveRetriever(BaseRetriever):
     translates hits into documents. ``Document.metadata`` carries the memory's
     ``id``, ``score`` (the calibrated relevance in [0, 1], ``SearchHit.relevance``),
     ``rank_score`` (the fused ranking score), ``sources``, ``relationships``, ``user_id``,
-    ``session_id``, ``agent_id``, ``tags``, ``entities``, ``timestamp`` and its own ``metadata``.
+    ``session_id``, ``agent_id``, ``tags``, ``entities``, ``timestamp``, ``superseded``,
+    ``valid_from`` and ``invalid_at`` (a fact that changed: see ``as_of``) and its own ``metadata``.
 
     Relevance: left unset, ``abstain_below`` is the store's own "nothing relevant" gate
     (``SearchConfig.abstain_below``; with one, an off-topic question gets no documents);
@@ -95,6 +96,9 @@ class BeeWeaveRetriever(BaseRetriever):
         default=None, description='Whose memories to read: "user" (user_id\'s own), "tenant", shared scopes such as '
                                   '"project:atlas/module:parser" (None: the store\'s default, the user\'s, the '
                                   "tenant's and the shared scopes granted to the user).")
+    as_of: str | None = Field(
+        default=None, description="Search the memory as it was at this time (ISO 8601): nothing stored later, and of "
+                                  "a fact that changed, the statement valid then first (None: now).")
 
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
 
@@ -118,7 +122,9 @@ class BeeWeaveRetriever(BaseRetriever):
         return {"user_id": self.user_id, "k": self.k if k is None else k, "filters": filters or None,
                 "fusion": self.fusion, "min_score": self.min_score, "expand": self.expand,
                 "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen,
-                "min_relevance": self.min_relevance, "abstain_below": self.abstain_below, "scopes": self.scopes}
+                "min_relevance": self.min_relevance, "abstain_below": self.abstain_below, "scopes": self.scopes,
+                # Only when set: a store or client from before as_of takes every other option.
+                **({"as_of": self.as_of} if self.as_of is not None else {})}
 
     def _search(self, query: str, k: int | None) -> list[Document]:
         none: list[SearchHit] = []

@@ -31,3 +31,14 @@ def test_the_retriever_gives_the_current_home_first_and_marks_the_old(lang: str)
     stale = next(d for d in docs if old in d.page_content)
     assert stale.metadata["superseded"] is True and stale.metadata["invalid_at"] == T1.isoformat()
     assert stale.metadata["metadata"]["fact"]["superseded_by"] == docs[0].metadata["id"]
+
+
+def test_the_retriever_searches_as_of_a_date() -> None:
+    with BeeWeave(embedder=HashingEmbedder(32), clock=lambda: T1 + timedelta(days=1)) as m:
+        m.ingest({"user_id": "alice", "query": "I live in Berlin.", "response": "OK.", "timestamp": T0.isoformat()})
+        m.ingest({"user_id": "alice", "query": "I moved to Munich.", "response": "OK.", "timestamp": T1.isoformat()})
+        assert m.flush(30)
+        then = (T1 - timedelta(days=1)).isoformat()
+        docs = BeeWeaveRetriever(memory=m, user_id="alice", k=5, abstain_below=0, as_of=then).invoke("where do I live")
+    assert "Berlin" in docs[0].page_content and docs[0].metadata["superseded"] is False
+    assert not any("Munich" in d.page_content for d in docs)
