@@ -3,19 +3,13 @@ superseded one carries ``superseded``/``invalid_at`` in its document's metadata.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_langchain import BeeWeaveRetriever
-
-T0 = datetime(2025, 1, 10, 9, 0, tzinfo=timezone.utc)
-T1 = T0 + timedelta(days=45)
-CASES = {
-    "en": ("I live in Berlin.", "I moved to Munich.", "where do I live", "Berlin", "Munich"),
-    "zh": ("我住在北京", "我搬到了上海", "我住在哪里", "北京", "上海"),
-}
+from tests.fact_faces import CASES, T0, T1
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -3,10 +3,9 @@ live in the store, so a restarted process, or a second host, sees the same curre
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
-T0 = datetime(2025, 1, 10, 9, 0, tzinfo=timezone.utc)
-T1 = T0 + timedelta(days=45)
+from tests.fact_faces import T0, T1
 
 
 def _say(m, query: str, at: datetime) -> None:

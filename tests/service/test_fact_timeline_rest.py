@@ -4,18 +4,12 @@ with the value valid then. English and Chinese."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
+from tests.fact_faces import CASES, T0, T1
 from tests.service.service_support import ACME_KEY
-
-T0 = datetime(2026, 1, 10, 9, 0, tzinfo=timezone.utc)
-T1 = T0 + timedelta(days=45)
-CASES = {
-    "en": ("I live in Berlin.", "I moved to Munich.", "where do I live", "Berlin", "Munich"),
-    "zh": ("我住在北京", "我搬到了上海", "我住在哪里", "北京", "上海"),
-}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
