@@ -13,36 +13,59 @@ another process appended to the same log file (its sequence numbers are the hole
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 from collections import deque
 from typing import Any
 
 from ..events import EventType
 
-__all__ = ["RecentEvents"]
+__all__ = ["RecentEvents", "Sent", "wire"]
 
 Event = dict[str, Any]
+Sent = tuple[Event, str]  # an event and its JSON text, encoded once for every listener
+
+
+def wire(event: Event) -> str:
+    """The JSON text of an event's SSE ``data``: what FastAPI would send for the dict (a NaN
+    or infinity becomes null), encoded here once per event instead of once per listener."""
+    try:
+        return json.dumps(event, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(event))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 class RecentEvents:
-    """A bounded ring of ``(seq, event)``, oldest first; a forgotten event leaves ``None`` (its
-    seq stays, so the ring still proves there is no hole there)."""
+    """A bounded ring of ``(seq, (event, its JSON))``, oldest first; a forgotten event leaves
+    ``None`` (its seq stays, so the ring still proves there is no hole there)."""
 
     def __init__(self, capacity: int = 1024) -> None:
-        self._ring: deque[tuple[int, Event | None]] = deque(maxlen=capacity)
+        self._ring: deque[tuple[int, Sent | None]] = deque(maxlen=capacity)
         # Held for one append or for copying what one reader is missing: never while a
         # listener sends, so a slow client holds up nobody.
         self._lock = threading.Lock()
 
     def add(self, seq: int, event: Event) -> None:
         """Called in sequence order (the log appends under its own lock)."""
+        sent = (event, wire(event))
         with self._lock:
-            self._ring.append((seq, event))
+            self._ring.append((seq, sent))
 
-    def after(self, seq: int, limit: int) -> tuple[list[Event], int] | None:
+    def after(self, seq: int, limit: int) -> tuple[list[Sent], int] | None:
         """The events after ``seq`` (at most ``limit``) and the last seq covered, or None when
         the ring cannot prove it holds all of them (behind it, a hole, or nothing appended)."""
-        taken: list[tuple[int, Event | None]] = []
+        taken: list[tuple[int, Sent | None]] = []
         with self._lock:
             if not self._ring:
                 return None
@@ -63,6 +86,6 @@ class RecentEvents:
     def forget_user(self, user_id: str) -> None:
         """Blank the user's events but the ``memory.deleted`` notices (as the durable log does)."""
         with self._lock:
-            self._ring = deque(((seq, None if ev is not None and ev["user_id"] == user_id
-                                 and ev["type"] != EventType.DELETED.value else ev) for seq, ev in self._ring),
-                               maxlen=self._ring.maxlen)
+            self._ring = deque(((seq, None if sent is not None and sent[0]["user_id"] == user_id
+                                 and sent[0]["type"] != EventType.DELETED.value else sent)
+                                for seq, sent in self._ring), maxlen=self._ring.maxlen)

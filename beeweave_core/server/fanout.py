@@ -22,6 +22,8 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from .event_tail import Sent, wire
+
 __all__ = ["Wakeups", "follow"]
 
 IDLE_POLL = 1.0  # s without an append before the durable log is read (another process's events)
@@ -81,13 +83,13 @@ class Wakeups:
                     del self._signals[loop]
 
 
-Found = tuple[list[dict[str, Any]], int]
+Found = tuple[list[Sent], int]
 
 
 async def follow(log: Any, start: int, flt: Any, *, gone: Callable[[], Awaitable[bool]],
-                 end: float | None = None) -> AsyncGenerator[dict[str, Any], None]:
-    """The events of ``log`` after ``start`` matching ``flt``, as they come, until ``gone()``
-    says the client left or the loop's clock passes ``end``."""
+                 end: float | None = None) -> AsyncGenerator[Sent, None]:
+    """The events of ``log`` after ``start`` matching ``flt`` with their JSON, as they come,
+    until ``gone()`` says the client left or the loop's clock passes ``end``."""
     loop = asyncio.get_running_loop()
     seq = start
     durable = False  # read the SQLite log next: after an idle wait, another process may have appended
@@ -96,10 +98,11 @@ async def follow(log: Any, start: int, flt: Any, *, gone: Callable[[], Awaitable
             woken = signal.event  # taken before reading: an append during the read sets it
             recent: Found | None = None if durable else log.recent.after(seq, 500)
             if recent is None:
-                events, last = await run_in_threadpool(log.read, seq, flt)
+                read, last = await run_in_threadpool(log.read, seq, flt)
+                events = [(ev, wire(ev)) for ev in read]
                 durable = False
             else:
-                events, last = [ev for ev in recent[0] if flt.matches(ev)], recent[1]
+                events, last = [sent for sent in recent[0] if flt.matches(sent[0])], recent[1]
             moved, seq = last != seq, last
             for ev in events:
                 yield ev

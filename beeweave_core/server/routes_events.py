@@ -124,7 +124,7 @@ def events_router(config: ServerConfig) -> APIRouter:
         end = None if max_seconds is None else loop.time() + max_seconds
         # Closed with the response, so the listener is unregistered as the client goes.
         async with aclosing(follow(log, start_seq, flt, gone=request.is_disconnected, end=end)) as stream:
-            async for ev in stream:
-                yield ServerSentEvent(data=ev, event=ev["type"], id=str(ev["seq"]))
+            async for ev, text in stream:  # the JSON encoded once per event, not per client
+                yield ServerSentEvent(raw_data=text, event=ev["type"], id=str(ev["seq"]))
 
     return r

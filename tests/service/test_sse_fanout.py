@@ -43,7 +43,8 @@ async def _collect(log: EventLog, start: int, want: int, out: list[int]) -> None
         return len(out) >= want
 
     end = asyncio.get_running_loop().time() + 30  # a bound for a broken build, not a timing
-    async for ev in follow(log, start, EventFilter(), gone=gone, end=end):
+    async for ev, text in follow(log, start, EventFilter(), gone=gone, end=end):
+        assert json.loads(text) == ev
         out.append(ev["seq"])
 
 
@@ -113,7 +114,7 @@ def test_a_forgotten_users_events_leave_the_ring():
     found = log.recent.after(0, 500)
     assert found is not None
     events, last = found
-    assert last == 3 and [(e["type"], e["user_id"]) for e in events] == [
+    assert last == 3 and [(e["type"], e["user_id"]) for e, _ in events] == [
         ("memory.deleted", "gone"), ("memory.created", "kept")]
     log.close()
 
@@ -164,3 +165,13 @@ def test_clients_of_a_server_do_not_reread_the_log_per_write(tmp_path, monkeypat
     assert all(len(out) == n_writes + 1 and out == sorted(out) for out in seen)
     # Today's fan-out read the log once per client per write (~n_clients * n_writes = 240).
     assert reads[0] <= 2 * n_clients, reads[0]
+
+
+def test_an_events_json_is_encoded_once_with_a_nan_as_null():
+    log = EventLog(None)
+    log.append(MemoryEvent(EventType.UPDATED, chunk_id="m1", user_id="u", data={"score": float("nan")}))
+    found = log.recent.after(0, 500)
+    assert found is not None
+    (ev, text), = found[0]
+    assert json.loads(text)["data"] == {"score": None}  # as FastAPI sent a dict's NaN
+    log.close()
