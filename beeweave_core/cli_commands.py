@@ -324,22 +324,12 @@ def cmd_export(args: Any) -> int:
 
 
 def cmd_import(args: Any) -> int:
-    from .server.user_import import check_export
+    from .errors import BeeWeaveError
+    from .server.export_files import check_apart, read_export
 
-    exports = []
-    for name in args.files:  # every file read and checked before anything is written
-        path = Path(name)
-        if not path.is_file():
-            raise InvalidInputError(f"no export file {path}")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"{path} is not JSON: {exc}") from None
-        try:
-            plan = check_export(data)
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"{path}: {exc}; no file was imported") from None
-        exports.append((path, data, plan))
+    # Every file read and checked, alone and against the others, before anything is written.
+    exports = [(Path(name), *read_export(Path(name))) for name in args.files]
+    check_apart([(path, plan) for path, _, plan in exports])
     with _service(args) as svc:
         local = hasattr(svc, "check_import")
         if local:  # a local store: its checks too, for every file first
@@ -348,8 +338,14 @@ def cmd_import(args: Any) -> int:
                     svc.check_import(plan)
                 except InvalidInputError as exc:
                     raise type(exc)(f"{path}: {exc}") from None
+        done: list[str] = []
         for path, data, plan in exports:  # a server takes the export itself and checks it again
-            _print_import(svc.import_user(plan if local else data), str(path))
+            try:
+                _print_import(svc.import_user(plan if local else data), str(path))
+            except BeeWeaveError as exc:  # say which files are in, not only that this one is not
+                before = f"; {', '.join(done)} imported before it" if done else ""
+                raise type(exc)(f"{path}: {exc}{before}") from exc
+            done.append(str(path))
     return 0
 
 

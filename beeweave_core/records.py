@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from enum import Enum
@@ -15,7 +16,7 @@ from typing import Any
 
 from .errors import InvalidInputError
 from .timewords import TimeRange
-from .validation import check_chunk, to_datetime
+from .validation import check_chunk, str_items, to_datetime
 
 __all__ = [
     "ContentType",
@@ -193,10 +194,13 @@ class KnowledgeChunk:
     invalid_at: datetime | None = None
 
     def __post_init__(self) -> None:
-        if self.processed_content is None:
+        pc = self.processed_content
+        if pc is None:
             self.processed_content = ProcessedContent(ContentType.TEXT, self.raw_content)
-        elif isinstance(self.processed_content, dict):
-            self.processed_content = ProcessedContent.from_dict(self.processed_content)
+        elif isinstance(pc, Mapping):
+            self.processed_content = ProcessedContent.from_dict(dict(pc))
+        elif not isinstance(pc, ProcessedContent):  # e.g. a list in an imported file
+            raise InvalidInputError(f"processed_content must be an object with type and text, got {type(pc).__name__}")
         self.status = _enum(ChunkStatus, self.status, "status")
         self.tier = _enum(MemoryTier, self.tier, "tier")
         if self.intent is not None:
@@ -212,8 +216,8 @@ class KnowledgeChunk:
             self.valid_from = to_datetime(self.valid_from, "valid_from")
         if self.invalid_at is not None:
             self.invalid_at = to_datetime(self.invalid_at, "invalid_at")
-        self.tags = list(self.tags)
-        self.entities = list(self.entities)
+        self.tags = str_items("tags", self.tags)
+        self.entities = str_items("entities", self.entities)
         self.relationships = [r if isinstance(r, Relationship) else Relationship.from_dict(r) for r in self.relationships]
         check_chunk(self)  # a chunk that exists is storable (records read back from a store skip this)
 

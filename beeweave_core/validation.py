@@ -32,6 +32,9 @@ __all__ = [
     "check_str_list",
     "MAX_TAGS",
     "MAX_TAG_CHARS",
+    "MAX_WEIGHT",
+    "MAX_COUNT",
+    "str_items",
     "check_json",
     "check_timestamp",
     "check_number",
@@ -152,6 +155,15 @@ def check_str_list(name: str, values: Any, *, max_items: int | None = None,
     return out
 
 
+def str_items(name: str, values: Any) -> list[str]:
+    """The items of a list-like of strings, as a list, for a record being built: a bare string
+    is refused (``list("abc")`` would be three one-letter tags), as are mappings and
+    non-iterables; each item is checked by ``check_chunk``."""
+    if isinstance(values, (str, bytes, bytearray, Mapping)) or not isinstance(values, Iterable):
+        raise InvalidInputError(f"{name} must be a list of strings, got {type(values).__name__}")
+    return list(values)
+
+
 def check_json(name: str, value: Any) -> None:
     """A JSON value (finite numbers, string keys, valid Unicode, not absurdly deep)."""
     try:
@@ -225,8 +237,17 @@ def check_vector(vec: Any, dim: int, name: str = "embedding") -> np.ndarray:
     return (arr / norm).astype(np.float32)
 
 
+# The ranges of a memory's numbers, whatever wrote it (add, REST, an import, a copy); the
+# REST schemas use the same bounds. A weight multiplies a memory's score, so an unbounded one
+# (1e308) tops every search; a count beyond 2**53 - 1 is not exact in JSON, so the store's own
+# export of it would no longer import.
+MAX_WEIGHT = 1e6
+MAX_COUNT = 2**53 - 1
+
+
 def check_chunk(c: Any) -> None:
-    """Every field of a :class:`KnowledgeChunk` must be storable (it checks itself when built)."""
+    """Every field of a :class:`KnowledgeChunk` must be storable and in range (it checks itself
+    when built): the one check behind ``add()``, the REST service and imports."""
     check_text("raw_content", c.raw_content)
     check_user(c.user_id)
     check_text("id", c.id)
@@ -253,14 +274,14 @@ def check_chunk(c: Any) -> None:
     if not isinstance(c.metadata, Mapping):
         raise InvalidInputError("metadata must be a mapping")
     check_json("metadata", c.metadata)
-    for name in ("weight", "confidence"):
-        check_number(name, getattr(c, name))
+    check_number("weight", c.weight, low=0.0, high=MAX_WEIGHT)
+    check_number("confidence", c.confidence, low=0.0, high=1.0)
     for name in ("timestamp", "expires_at", "last_accessed", "reinforced_at", "valid_from", "invalid_at"):
         value = getattr(c, name)
         if value is not None:
             check_timestamp(value, name)
-    if isinstance(c.access_count, bool) or not isinstance(c.access_count, int) or c.access_count < 0:
-        raise InvalidInputError("access_count must be a non-negative integer")
+    if check_count("access_count", c.access_count) > MAX_COUNT:
+        raise InvalidInputError(f"access_count must be at most {MAX_COUNT}, got {c.access_count!r}")
 
 
 # The write policy's words for importance and confidence (the design's high / medium / low).

@@ -27,6 +27,7 @@ from beeweave_core import (
     SearchHit,
 )
 from beeweave_core.records import to_datetime
+from beeweave_core.validation import MAX_COUNT, MAX_WEIGHT
 
 ENUMS = [ContentType, ChunkStatus, Intent, RelationType, FusionMode]
 
@@ -63,10 +64,10 @@ chunks = st.builds(
     entities=st.lists(nonblank, max_size=5),
     intent=st.none() | st.sampled_from(list(Intent)) | st.sampled_from([i.value for i in Intent]),
     timestamp=datetimes,
-    weight=finite,
+    weight=st.floats(0.0, MAX_WEIGHT),  # the ranges every writer checks (validation.check_chunk)
     reinforced_at=st.none() | datetimes,
-    confidence=finite,
-    access_count=st.integers(0, 10**9),
+    confidence=st.floats(0.0, 1.0),
+    access_count=st.integers(0, MAX_COUNT),
     last_accessed=st.none() | datetimes,
     expires_at=st.none() | datetimes,
     pinned=st.booleans(),

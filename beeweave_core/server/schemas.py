@@ -16,6 +16,7 @@ from ..fusion import FusionMode
 from ..lifecycle.config import FeedbackSignal, ReviewDecision
 from ..records import ChunkStatus, ContentType, Intent, MemoryTier, RelationType
 from ..stats import MemorySummary
+from ..validation import MAX_WEIGHT
 
 __all__ = [
     "EventIn", "ToolCallIn", "IngestAccepted", "FiltersIn", "ExpandIn", "SearchIn", "SearchOut", "HitOut",
@@ -421,7 +422,7 @@ class MemoryIn(_In):
     expires_at: DateLike | None = None
     pinned: bool | None = None
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    weight: float | None = Field(default=None, gt=0.0, le=1e6)
+    weight: float | None = Field(default=None, ge=0.0, le=MAX_WEIGHT)
     summary: str | None = Field(default=None, max_length=10_000)
     entities: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(default=None,
                                                                                            max_length=100)
@@ -444,7 +445,7 @@ class MemoryPatch(_In):
     pinned: bool | None = None
     expires_at: DateLike | None = None
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    weight: float | None = Field(default=None, gt=0.0, le=1e6)
+    weight: float | None = Field(default=None, ge=0.0, le=MAX_WEIGHT)
     status: ChunkStatus | None = None
     metadata: dict[str, Any] | None = None
     summary: str | None = Field(default=None, max_length=10_000)
