@@ -252,12 +252,12 @@ class BeeWeave:
     def ingest_config(self) -> IngestConfig:
         return self._ingestion.config
 
-    # -- records ------------------------------------------------------------------------------
     @property
     def scope_config(self) -> ScopeConfig:
         """Who reads and who writes shared scopes (the ``scopes=`` of the constructor)."""
         return self._search.scopes.config
 
+    # -- records ------------------------------------------------------------------------------
     @overload
     def add(self, content: str, *, user_id: str, session_id: str | None = None, agent_id: str | None = None,
             chunk_id: str | None = None, tags: Iterable[str] = (), metadata: Mapping[str, Any] | None = None,
@@ -360,6 +360,7 @@ class BeeWeave:
         user, nothing it said). Returns how many memories were deleted. Events still queued
         for the user are stored when processed: ``flush()`` first (``MemoryService`` does)."""
         deleted = self._records.forget_user(check_user(user_id))
+        self._ingestion.forget_user(user_id)  # their questions in the shared pattern counts
         self._watches.refresh()  # the user's watches stop here now, not at the next reload
         return deleted
 

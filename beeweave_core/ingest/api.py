@@ -250,6 +250,10 @@ class Ingestion:
         return [c.id for c in chunks if c.id in gone]
 
     # -- patterns -------------------------------------------------------------------------------
+    def forget_user(self, user_id: str) -> None:
+        """Remove a user's questions from the shared pattern counts (part of a user's forget)."""
+        self.runtime.forget_user(user_id)
+
     def hot_patterns(self, *, user_id: str | None = None) -> list[HotPattern]:
         """Recurring questions that are hot now (within a window of ``PatternConfig``), most
         asked first. ``user_id`` limits to one user's (with ``PatternScope.USER``); the shared

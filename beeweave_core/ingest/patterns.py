@@ -239,7 +239,7 @@ class PatternTracker:
         now = self.clock()
         cutoff = _ts(now - self._longest)
         example = {"query": s.query, "answer": s.answer[:4000], "answer_id": s.answer_id, "at": _ts(s.at),
-                   "tags": list(s.tags)}
+                   "tags": list(s.tags), "by": _user_hash(s.user_id)}
         seen: dict[str, Any] = {}
 
         def count(state: dict[str, Any] | None) -> dict[str, Any]:
@@ -397,22 +397,49 @@ class PatternTracker:
         out.sort(key=lambda p: (-p.counts[shortest], -sum(p.counts.values()), p.key))
         return out
 
+    def forget(self, user_id: str) -> int:
+        """Remove a user's sightings and example questions from the shared counts (a user's
+        forget: they are the user's words, held where the user's own data is not); a key no
+        one else asked goes with its concept index entries. The shared pattern memories
+        already published are shared knowledge and stay. Returns how many keys changed."""
+        if self.config.scope is not PatternScope.GLOBAL:
+            return 0  # per-user state is stored under the user and goes with delete_user
+        mark = _user_hash(user_id)
+        changed, gone = 0, set()
+        for kv_key, state in list(self._scan(None)):
+            hits = [h for h in state["hits"] if len(h) < 3 or h[2] != mark]
+            examples = [e for e in state["examples"] if e.get("by") != mark]
+            if len(hits) == len(state["hits"]) and len(examples) == len(state["examples"]):
+                continue
+            changed += 1
+            if hits:
+                self.backend.kv_put(self.namespace, kv_key, {**state, "hits": hits, "examples": examples})
+            else:
+                self.backend.kv_delete(self.namespace, kv_key)
+                gone.add(kv_key)
+        self._unindex(gone)
+        return changed
+
+    def _unindex(self, gone: set[str]) -> None:
+        """Drop keys that no longer exist from the concept index."""
+        if not gone:
+            return
+        for key, entry in list(self.backend.kv_scan(self.index_ns)):
+            keys = [k for k in entry.get("keys", []) if k not in gone]
+            if not keys:
+                self.backend.kv_delete(self.index_ns, key)
+            elif len(keys) < len(entry.get("keys", [])):
+                owner = key.split(_SEP, 1)[0]
+                user = None if self.config.scope is PatternScope.GLOBAL else owner
+                self.backend.kv_put(self.index_ns, key, {"keys": keys}, user_id=user)
+
     def sweep(self) -> int:
         """Forget keys not seen within the longest window; return how many."""
         cutoff = _ts(self.clock() - self._longest)
         stale = [k for k, st in self._scan(None) if not any(h[0] > cutoff for h in st["hits"])]
         for k in stale:
             self.backend.kv_delete(self.namespace, k)
-        if stale:
-            gone = set(stale)
-            for key, entry in list(self.backend.kv_scan(self.index_ns)):
-                keys = [k for k in entry.get("keys", []) if k not in gone]
-                if not keys:
-                    self.backend.kv_delete(self.index_ns, key)
-                elif len(keys) < len(entry.get("keys", [])):
-                    owner = key.split(_SEP, 1)[0]
-                    user = None if self.config.scope is PatternScope.GLOBAL else owner
-                    self.backend.kv_put(self.index_ns, key, {"keys": keys}, user_id=user)
+        self._unindex(set(stale))
         return len(stale)
 
     @property

@@ -48,8 +48,8 @@ logger = logging.getLogger(__name__)
 
 REJECTED = "ingest.rejected"  # kv namespace: ids of rejected memories, never stored again
 _SWEEP_EVERY = timedelta(hours=1)
-# Failures that are not the events' fault: the batch stays pending and is retried with backoff
 SHARED_NAMESPACE = NAMESPACE + ".shared"  # the shared pattern tracker's keys
+# Failures that are not the events' fault: the batch stays pending and is retried with backoff
 # (a store that is down, an embedding model that could not be loaded yet) instead of dead-lettering.
 _TRANSIENT = (StoreUnavailableError, ModelLoadError)
 _FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
@@ -135,7 +135,6 @@ class IngestRuntime:
         self.pipeline = Pipeline(config)
         self.patterns = PatternTracker(memory.backend, memory.tokenizer, config.patterns, memory.clock,
                                        admission=config.admission)
-        self._queue: EventQueue | None = None
         # Per-user patterns, and beside them everyone's questions counted together: a question
         # several users ask becomes a pattern in the shared scope (see ingest/patterns.py).
         self.shared_patterns = None
@@ -144,6 +143,7 @@ class IngestRuntime:
                 memory.backend, memory.tokenizer, replace(config.patterns, scope=PatternScope.GLOBAL), memory.clock,
                 admission=config.admission, namespace=SHARED_NAMESPACE)
         self.trackers = [t for t in (self.patterns, self.shared_patterns) if t is not None]
+        self._queue: EventQueue | None = None
         self._shared: EventQueue | None = None  # the store's own queue (see _shared_queue)
         self._shared_made = False
         self._intake: Intake | None = None  # None: callers write to the queue directly
@@ -540,6 +540,11 @@ class IngestRuntime:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def forget_user(self, user_id: str) -> None:
+        """A user's forget: their questions leave the shared pattern counts too."""
+        for tracker in self.trackers:
+            tracker.forget(user_id)
 
     def hot_patterns(self, user_id: str | None) -> list[HotPattern]:
         """The hot patterns of ``user_id`` (every user's when None) and the shared ones,

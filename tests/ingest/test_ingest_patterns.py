@@ -163,6 +163,22 @@ def test_by_default_a_question_several_users_ask_is_a_pattern_every_users_search
     assert m.get(shared[0].memory_id).user_id == "scope:tenant"  # a user's forget leaves it
 
 
+def test_a_users_forget_takes_their_questions_out_of_the_shared_counts(make_memory) -> None:
+    m = make_memory()
+    for i, user in enumerate(["ann", "bob", "cy"]):
+        ask(m, i, "How do I change my avatar?", "Profile > Avatar.", user=user)
+    ask(m, 9, "Where is the zorblax quintessa form?", user="ann")  # asked by ann alone
+    (shared,) = [p for p in m.hot_patterns() if p.user_id == "scope:tenant"]
+    m.forget_user("ann")
+    state = dict(m.backend.kv_scan("ingest.patterns.shared"))
+    assert len(state) == 1 and "zorblax" not in repr(state)  # her own question is gone, with its key
+    assert "zorblax" not in repr(list(m.backend.kv_scan("ingest.patterns.shared.concepts")))
+    (kept,) = state.values()
+    mark = {h[2] for h in kept["hits"]}
+    assert len(kept["hits"]) == 2 and len(mark) == 2 and all(e.get("by") in mark for e in kept["examples"])
+    assert m.get(shared.memory_id).user_id == "scope:tenant"  # the published pattern is shared knowledge
+
+
 def test_one_users_repeated_question_never_becomes_a_shared_pattern(make_memory) -> None:
     m = make_memory()
     for i in range(4):
