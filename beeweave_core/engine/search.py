@@ -55,10 +55,10 @@ class Search:
     def __init__(self, shared: Shared, graph: Graph, scopes: Scopes | None = None) -> None:
         self.shared = shared
         self.graph = graph
+        self.scopes = scopes or Scopes()  # which owners (user, shared scopes, tenant) a search reads
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_model: Any = None  # the embedder the cached vectors came from
         self._lock = threading.Lock()
-        self.scopes = scopes or Scopes()  # which owners (user, shared scopes, tenant) a search reads
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector, from a small LRU cache when the same query was asked before."""
