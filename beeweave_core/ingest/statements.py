@@ -43,7 +43,7 @@ class FactStatement:
 _WORDS = r"[A-Za-z0-9][\w.'&+-]*"
 # English: a value is a run of Capitalised words ("New York", "Acme Corp") or, in lower-case
 # chat, up to four words before a clause ends.
-_CAPS = r"(?P<caps>[A-Z0-9][\w.'&+-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z0-9][\w.'&+-]*)*)"
+_CAPS = r"(?P<caps>(?:the\s+)?[A-Z0-9][\w.'&+-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z0-9][\w.'&+-]*)*)"
 _ANY = rf"(?P<any>{_WORDS}(?:\s+{_WORDS}){{0,3}})"
 _VALUE = rf"(?:{_CAPS}|{_ANY})"
 _NOW = r"(?:now |currently |actually |just |recently |finally |still )?"
@@ -63,7 +63,12 @@ _EN: list[tuple[FactSlot, re.Pattern[str]]] = [
 # A lower-case value ends where a clause or a time phrase begins ("berlin since may").
 _EN_STOP = re.compile(r"(?i)\s+(?:and|but|because|since|for|from|with|now|today|yesterday|last|this|next|ago|"
                       r"anymore|again|too|as|so|where|which|who|when|in|on|at|to|of)\b.*$")
-_EN_NOT_VALUES = frozenset({"a", "an", "the", "it", "there", "here", "that", "this", "home", "town", "city"})
+# A lower-case value that is a place or time in general, not a name ("I work at night", "I live
+# in a flat"): a leading determiner, or one of these words alone.
+_EN_DETERMINERS = frozenset({"a", "an", "the", "my", "our", "his", "her", "their", "some", "this", "that", "these",
+                             "those", "no", "any"})
+_EN_NOT_VALUES = frozenset({"it", "there", "here", "home", "town", "city", "night", "nights", "weekend", "weekends",
+                            "times", "moment", "present", "once", "peace", "fear", "hope"})
 
 _CJK_VALUE = r"(?P<raw>[^，。！？；,.!?;：:\s]{1,20})"
 _ZH_NOW = r"(?:现在|目前|已经|刚|刚刚|最近|终于|还)?"
@@ -90,7 +95,10 @@ def _english_value(m: re.Match[str]) -> str | None:
     if caps:
         return caps.strip().rstrip(".'")
     value = _EN_STOP.sub("", m.group("any")).strip().rstrip(".")
-    return value if value.lower() not in _EN_NOT_VALUES else None
+    words = value.lower().split()
+    if not words or words[0] in _EN_DETERMINERS or value.lower() in _EN_NOT_VALUES:
+        return None
+    return value
 
 
 def _chinese_value(m: re.Match[str]) -> str | None:

@@ -14,6 +14,7 @@ from beeweave_core.ingest.statements import FactStatement, find_statements
     ("i live in berlin now", "residence", "berlin"),
     ("Hi, I'm living in New York these days", "residence", "New York"),
     ("I work at Acme Corp since May", "employer", "Acme Corp"),
+    ("I have just moved to the Netherlands", "residence", "the Netherlands"),
     ("My phone number is +49 170 1234567", "phone", "+49 170 1234567"),
     ("my email is bob@example.com.", "email", "bob@example.com"),
     ("My name is Bob Smith", "name", "Bob Smith"),
@@ -31,6 +32,7 @@ def test_a_statement_about_the_user_is_found(text: str, key: str, value: str) ->
 @pytest.mark.parametrize("text", [
     "Do I live in Berlin?", "I no longer live in Berlin", "I lived in Berlin for years", "Where should I move to?",
     "我住在哪里？", "我不住在北京了", "你住在北京吗", "Berlin is a big city.",
+    "I work at night", "I live in a small flat", "i work for the weekend",
 ])
 def test_questions_negations_and_past_states_state_nothing(text: str) -> None:
     assert find_statements(text) == []
