@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+from .conflicts import GROUP_KEY
 from .history import record_version
 from .review import flag
 
@@ -63,11 +64,12 @@ def _norm(entry: Mapping[str, Any]) -> str:
     return " ".join(re.sub(r"[^\w\s@+]", " ", entry["value"].casefold()).split())
 
 
-def _settle(entries: list[dict[str, Any]]) -> tuple[dict[str, tuple[str | None, str | None]], list[list[str]]]:
+def _settle(entries: list[dict[str, Any]]
+            ) -> tuple[dict[str, tuple[str | None, str | None]], list[tuple[datetime, list[str]]]]:
     """For each entry id, (invalid_at, superseded_by) — (None, None) while current — and the
-    sets of ids in conflict (equal standing)."""
+    sets of ids in conflict (equal standing), each with the time they were stated."""
     want: dict[str, tuple[str | None, str | None]] = {e["id"]: (None, None) for e in entries}
-    conflicts: list[list[str]] = []
+    conflicts: list[tuple[datetime, list[str]]] = []
     prev_ids: list[str] = []
     prev_vals: set[str] = set()
     ordered = sorted(entries, key=lambda e: (to_datetime(e["at"]), e["seq"]))
@@ -75,7 +77,7 @@ def _settle(entries: list[dict[str, Any]]) -> tuple[dict[str, tuple[str | None, 
         grp = list(group)
         vals = {_norm(e) for e in grp}
         if len(vals) > 1 and len({e["source"] for e in grp}) > 1:
-            conflicts.append([e["id"] for e in grp])
+            conflicts.append((at, [e["id"] for e in grp]))
             new_ids, new_vals = [e["id"] for e in grp], vals
         else:  # one source said it (or one value): in the order said, the last value stands
             last = grp[-1]
@@ -180,10 +182,15 @@ class FactTimeline:
             self.ctx.backend.update(new)
             for c in new:
                 box.emit(EventType.UPDATED, c, fields=["invalid_at", "metadata"], reason="superseded")
-            for ids in conflicts:
+            for at, ids in conflicts:
+                # One group per conflict (its members stand or fall together), flagged once: a
+                # reviewer's "keep" is not undone by the next settle.
+                group = f"fact:{key}@{at.isoformat()}"
+                if all(found[cid].metadata.get(GROUP_KEY) == group for cid in ids):
+                    continue
                 for cid in ids:
                     flag(self.ctx.backend, found[cid], CONFLICT_REASON, now)
-                self._join_group(user, f"fact:{key}", ids, box)
+                self._join_group(user, group, ids, box)
         return [c.id for c in new]
 
     def timeline(self, key: str, *, user_id: str) -> list[KnowledgeChunk]:

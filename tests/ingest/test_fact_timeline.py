@@ -115,8 +115,12 @@ def test_equal_standing_goes_to_review_and_supersedes_nothing(make_memory, clock
     queued = {item.chunk_id: item.reasons for item in m.review_queue(user_id="alice")}
     assert {c.id for c in members} <= set(queued)
     assert all(CONFLICT_REASON in queued[c.id] for c in members)
-    assert {c.metadata["conflict_group"] for c in m.get_many([c.id for c in members])} == {"fact:residence"}
+    assert {c.metadata["conflict_group"] for c in m.get_many([c.id for c in members])} == {f"fact:residence@{T0.isoformat()}"}
     assert not any(h.superseded for h in m.search("where do I live", user_id="alice"))
+    # A reviewer keeps one: settling the timeline again does not put it back in the queue.
+    m.resolve_review(members[0].id, "keep")
+    m.parts.lifecycle.facts.timeline.settle("alice", "residence")
+    assert members[0].id not in {item.chunk_id for item in m.review_queue(user_id="alice")}
 
 
 def test_one_source_saying_two_values_at_once_keeps_the_later(make_memory, clock) -> None:
