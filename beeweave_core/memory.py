@@ -449,9 +449,10 @@ class BeeWeave:
                 is the tuned one).
             abstain_below: when no hit's relevance reaches this, return no hit at all (nothing
                 relevant: the no-memory path); otherwise the hits as ranked, the less relevant
-                ones beside the relevant. ``SearchConfig.abstain_below`` when None (no gate by
-                default; ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the default
-                model's tuned gate, ``calibration_for(model).abstain_below`` another model's).
+                ones beside the relevant. ``SearchConfig.abstain_below`` when None, by default
+                the store's model's tuned gate (``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW``
+                for the default model, ``calibration_for(model).abstain_below`` another's; none
+                for a model nobody fitted); 0 turns it off, as ``min_relevance=0`` does.
             scopes: whose memories to read: ``"user"`` (``user_id``'s own), ``"tenant"`` and
                 shared scope names (``"project:atlas/module:parser"``); default: the user, the
                 tenant and the scopes ``ScopeConfig.grants`` gives the user (see

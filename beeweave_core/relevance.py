@@ -12,10 +12,18 @@ fusion mode:
   shares (a speaker's name) weighs little; a term no memory of the scope holds weighs as much
   as the heaviest matched one (the store does not know that part of the question);
 - ``coverage``: the share of the query's distinct terms found in the memory's own text (the
-  one lexical evidence left in a store of a few memories, where BM25's idf is 0).
+  one lexical evidence left in a store of a few memories, where BM25's idf is 0);
+- ``background``: the query's mean cosine with everyday statements that answer nothing;
+- ``lead``: how far the memory's cosine stands above the next closest texts (the other
+  memories' and the everyday statements'), a measure relative to the store, which the raw
+  cosine is not; at most how far it stands above the memory's closeness to everyday
+  questions (a memory close to every question is no evidence for this one).
 
-They enter one logistic curve whose coefficients are below. With a cross-encoder reranker
-its probability (the sigmoid of its logit) is averaged with the curve's (not fitted: no
+The first four enter one logistic curve, which leans on words: no relevant memory in its
+fitting set shares no word with its question. The lead enters a second, semantic curve, and
+``relevance`` is the higher of the two, so that a paraphrase or a question in the other
+language whose memory stands out is not silenced. With a cross-encoder reranker its
+probability (the sigmoid of its logit) is averaged with the result (not fitted: no
 cross-encoder ships with the library).
 
 How the coefficients were fitted: ``python benchmarks/abstention.py --fit`` on the LoCoMo
@@ -25,7 +33,14 @@ other conversations with their speakers' names swapped for this conversation's, 
 off-topic questions (all hits label 0); scikit-learn's ``LogisticRegression`` with balanced
 classes. ``DEFAULT_MIN_RELEVANCE`` is the highest threshold that keeps 95 % of the on-topic
 recall@10 there, and ``DEFAULT_ABSTAIN_BELOW`` the highest gate on a search's best hit that
-does. Nothing here knows the data: the features are general retrieval evidence.
+does: the default model's gate, applied by every search unless ``abstain_below=0``. The
+semantic curve's slope is a logistic regression of "the memory asked for" on the lead over
+``benchmarks/paraphrases.py`` (everyday memories, questions sharing no word with them,
+unrelated questions; written for the library), and it crosses the gate at the 99th
+percentile of the best lead of the LoCoMo off-topic questions the first curve silences (it
+lets through at most 1 % of them). Nothing here knows the data: the features are general
+retrieval evidence. ``benchmarks/RESULTS.md`` has the figures, leave-one-conversation-out
+among them.
 """
 
 from __future__ import annotations
@@ -45,7 +60,7 @@ if TYPE_CHECKING:
     from .filters import Filter
     from .store.base import StoreBackend
 
-__all__ = ["BACKGROUND", "Calibration", "calibration_for", "E5_CALIBRATION", "MINILM_CALIBRATION", "UNCALIBRATED", "Evidence",
+__all__ = ["BACKGROUND", "QUESTIONS", "memory_lead", "semantic_leads", "counts_as_use", "default_gate", "LEAD_OF", "lead", "leads", "Calibration", "calibration_for", "E5_CALIBRATION", "MINILM_CALIBRATION", "UNCALIBRATED", "Evidence",
            "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "term_evidence", "DEFAULT_MIN_RELEVANCE",
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
@@ -61,7 +76,7 @@ class Calibration(NamedTuple):
     # The per-hit floor: the highest that keeps 95 % of the on-topic recall@10 when every hit
     # below it is dropped (`min_relevance`; no floor by default).
     min_relevance: float
-    # The "nothing relevant" gate (`abstain_below`; not applied by default): a
+    # The "nothing relevant" gate (`abstain_below`; the search's default for this model): a
     # search whose best hit is below it returns nothing, one that has a hit above it returns
     # its hits as ranked (an indirectly useful memory, "allergic to peanuts" for "a dessert
     # for my dinner party", stays beside the relevant one). The highest gate that keeps 95 %
@@ -70,12 +85,20 @@ class Calibration(NamedTuple):
     abstain_below: float | None
     # The weight of ``cosine - background`` (0: the curve does not read the background).
     margin: float = 0.0
+    # The second, semantic curve ``sigmoid(lead_weight * lead + lead_intercept)`` (0: none):
+    # a memory that stands out from the texts next closest to the question is relevant
+    # though it shares no word with it (a paraphrase, another language). ``relevance`` is
+    # the higher of the two curves.
+    lead_weight: float = 0.0
+    lead_intercept: float = 0.0
 
 
-# Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations.
-# multilingual-e5-small (the default model), 2026-12-06.
+# Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations
+# and the paraphrase set. multilingual-e5-small (the default model), 2026-12-06; the lead curve
+# crosses the gate at a lead of 0.0163.
 E5_CALIBRATION = Calibration(cosine=13.582, lexical=4.637, coverage=0.950, intercept=-15.722,
-                             min_relevance=0.245, abstain_below=0.402, margin=11.439)
+                             min_relevance=0.245, abstain_below=0.402, margin=11.439,
+                             lead_weight=108.659, lead_intercept=-2.170)
 # all-MiniLM-L6-v2 (the former default), 2026-12-05.
 MINILM_CALIBRATION = Calibration(cosine=4.724, lexical=3.984, coverage=1.381, intercept=-4.866,
                                  min_relevance=0.252, abstain_below=0.421)
@@ -100,6 +123,20 @@ def calibration_for(model: str) -> Calibration:
     return _CALIBRATIONS.get(model, UNCALIBRATED)
 
 
+def default_gate(configured: float | None, model: str) -> float | None:
+    """A store's "nothing relevant" gate: ``configured`` (``SearchConfig.abstain_below``)
+    when set, else the tuned gate of its embedding model (None for a model nobody fitted)."""
+    return configured if configured is not None else calibration_for(model).abstain_below
+
+
+def counts_as_use(hit_relevance: float | None, gate: float | None) -> bool:
+    """Whether a returned hit counts as a use of its memory (an access, for "hottest" and
+    promotion): it reaches the store's gate. A search with the gate turned off
+    (``abstain_below=0``) returns the closest memories anyway; those below the gate were
+    not what the question was about. With no gate (a model nobody fitted) every hit counts."""
+    return not gate or (hit_relevance is not None and hit_relevance >= gate)
+
+
 # A dialogue query may carry 64 terms; the heaviest this many bound the lexical evidence's cost
 # (one index lookup per term).
 RELEVANCE_TERMS = 16
@@ -110,12 +147,17 @@ class Evidence(NamedTuple):
     query's mean cosine with everyday statements that answer nothing (``BACKGROUND.cosine``),
     so that ``cosine - background`` says how much closer the memory is than any memory would
     be: a model whose cosines crowd near 0.8 (multilingual-e5-small) needs that margin, not
-    the raw cosine, to tell a paraphrase from an unrelated memory."""
+    the raw cosine, to tell a paraphrase from an unrelated memory. ``lead``: how far the
+    memory's cosine stands above the mean of the ``LEAD_OF`` next closest texts, the other
+    memories of the scope and the everyday statements together (``lead``), and at most how
+    far it stands above the memory's own closeness to everyday questions (``memory_lead``):
+    ``semantic_leads``."""
 
     cosine: float
     lexical: float = 0.0
     coverage: float = 0.0
     background: float = 0.0
+    lead: float = 0.0
 
 
 def _sigmoid(x: float) -> float:
@@ -129,6 +171,8 @@ def relevance(evidence: Evidence, cross_encoder: float | None = None,
     c = calibration
     p = _sigmoid(c.cosine * evidence.cosine + c.lexical * evidence.lexical + c.coverage * evidence.coverage
                  + c.margin * (evidence.cosine - evidence.background) + c.intercept)
+    if c.lead_weight:
+        p = max(p, _sigmoid(c.lead_weight * evidence.lead + c.lead_intercept))
     if cross_encoder is not None:
         # A reranker that already outputs a probability is taken as it is; a logit goes through the sigmoid.
         ce = cross_encoder if 0.0 <= cross_encoder <= 1.0 else _sigmoid(cross_encoder)
@@ -137,30 +181,109 @@ def relevance(evidence: Evidence, cross_encoder: float | None = None,
 
 
 class Background:
-    """Everyday statements in English and Chinese that answer no particular question
-    (``data/background.txt``), embedded once per embedder: a query's mean cosine with them is
-    how close any memory is to it (``Evidence.background``)."""
+    """Everyday texts in English and Chinese about nothing in particular, embedded once per
+    embedder. ``BACKGROUND``: statements that answer no particular question
+    (``data/background.txt``, embedded as documents): a query's mean cosine with them is how
+    close any memory is to it (``Evidence.background``). ``QUESTIONS``: questions no
+    particular memory answers (``data/background_questions.txt``, embedded as queries): a
+    memory's cosine with them is how close it comes to any question (``memory_lead``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, file: str = "background.txt", *, queries: bool = False) -> None:
+        self._file = file
+        self._queries = queries
         self._vectors: dict[int, tuple[object, np.ndarray]] = {}
         self._lock = threading.Lock()
 
-    def cosine(self, embedder: object, query_vector: np.ndarray) -> float:
+    def vectors(self, embedder: object) -> np.ndarray:
+        """The texts' vectors under ``embedder`` (computed at its first use)."""
         key = id(embedder)
         found = self._vectors.get(key)
         if found is None or found[0] is not embedder:
-            texts = [line.strip() for line in (Path(__file__).parent / "data" / "background.txt")
+            texts = [line.strip() for line in (Path(__file__).parent / "data" / self._file)
                      .read_text(encoding="utf-8").splitlines() if line.strip()]
-            vecs = np.asarray(embedder.embed_documents(texts), dtype=np.float32)  # type: ignore[attr-defined]
+            if self._queries:
+                vecs = np.asarray([embedder.embed_query(t) for t in texts], dtype=np.float32)  # type: ignore[attr-defined]
+            else:
+                vecs = np.asarray(embedder.embed_documents(texts), dtype=np.float32)  # type: ignore[attr-defined]
             with self._lock:
                 self._vectors[key] = found = (embedder, vecs)
-        vecs = found[1]
+        return found[1]
+
+    def cosine(self, embedder: object, query_vector: np.ndarray) -> float:
+        """The vector's mean cosine with the texts (0 when the dimensions differ)."""
+        found = self.cosines(embedder, query_vector)
+        return float(np.mean(found)) if len(found) else 0.0
+
+    def cosines(self, embedder: object, query_vector: np.ndarray) -> np.ndarray:
+        """The vector's cosine with each text (none when the dimensions differ)."""
+        vecs = self.vectors(embedder)
         if vecs.shape[1] != len(query_vector):
-            return 0.0
-        return float(np.mean(vecs @ np.asarray(query_vector, dtype=np.float32)))
+            return np.zeros(0, dtype=np.float32)
+        return vecs @ np.asarray(query_vector, dtype=np.float32)
 
 
 BACKGROUND = Background()
+QUESTIONS = Background("background_questions.txt", queries=True)
+
+# How many of the next closest texts a memory's lead is measured over.
+LEAD_OF = 5
+
+
+def lead(cosine: float, others: Sequence[float], background: Sequence[float]) -> float:
+    """How far ``cosine`` (a memory's, with the question) stands above the mean of the
+    ``LEAD_OF`` highest of ``others`` (the other memories' cosines: the top of the search's
+    vector candidates, without the memory itself) and ``background`` (the everyday
+    statements', ``BACKGROUND.cosines``), 0 when there are none. A relative measure: its
+    scale does not move with the genre of the memories (dialogue turns crowd nearer any
+    question than short facts do) as the raw cosine and its margin do; the statements stand
+    in for the other memories of a store of a few."""
+    nearest = sorted([*others, *background], reverse=True)[:LEAD_OF]
+    return cosine - sum(nearest) / len(nearest) if nearest else 0.0
+
+
+def memory_lead(memory_vector: np.ndarray, query_vector: np.ndarray, questions: np.ndarray) -> float:
+    """How far a memory's cosine with the question stands above the mean of its ``LEAD_OF``
+    highest cosines with everyday questions (``questions``: ``QUESTIONS.vectors``): the
+    memory's side of the lead. A memory every question comes close to (a JSON blob, a log
+    line: another genre than the everyday statements) stands out from the statements for
+    any question, not from the questions."""
+    own = np.asarray(memory_vector, dtype=np.float32)
+    if questions.shape[1] != len(own) or len(own) != len(query_vector):
+        return 0.0
+    nearest = np.sort(questions @ own)[::-1][:LEAD_OF]
+    return float(own @ np.asarray(query_vector, dtype=np.float32) - nearest.mean())
+
+
+def semantic_leads(backend: StoreBackend, embedder: object, ids: Sequence[str], cosines: Sequence[float],
+                   top: Sequence[float], query_vector: np.ndarray) -> list[float]:
+    """Each hit's ``Evidence.lead``: the lower of the question's side (``leads``: its cosine
+    against the next closest memories and statements) and the memory's (``memory_lead``),
+    which is read (one vector read) only for the hits whose question side is positive."""
+    found = leads(cosines, top, BACKGROUND.cosines(embedder, query_vector).tolist())
+    rising = [cid for cid, x in zip(ids, found, strict=True) if x > 0.0]
+    if rising:
+        vectors = backend.get_vectors(rising)
+        questions = QUESTIONS.vectors(embedder)
+        found = [min(x, memory_lead(vectors[cid], query_vector, questions)) if x > 0.0 and cid in vectors else x
+                 for cid, x in zip(ids, found, strict=True)]
+    return found
+
+
+def leads(cosines: Sequence[float], top: Sequence[float], background: Sequence[float]) -> list[float]:
+    """``lead`` of each hit's ``cosines`` against ``top``, the highest cosines of the
+    search's candidates (its vector top, at least ``LEAD_OF + 1``, the hits' own among them
+    when they are that close): each hit's own cosine is taken out of ``top`` once."""
+    out = []
+    for c in cosines:
+        others = list(top)
+        for i, t in enumerate(others):
+            if abs(t - c) <= 1e-7:
+                del others[i]
+                break
+        else:
+            others = others[:LEAD_OF]
+        out.append(lead(c, others, background))
+    return out
 
 
 def _heaviest(terms: Mapping[str, int]) -> list[tuple[str, int]]:

@@ -1,7 +1,7 @@
 """Does "nothing relevant" work? Calibrated relevance on the LoCoMo development split.
 
 Usage:
-    python benchmarks/abstention.py [DATA_DIR] [--fit] [--features PATH] [--per-conv N]
+    python benchmarks/abstention.py [DATA_DIR] [--fit] [--leave-one-out] [--features PATH] [--per-conv N]
                                     [--answerable benchmarks/abstention_answerable.json]
     python benchmarks/abstention.py [DATA_DIR] --small-stores 3,5,10,30,100,300,all [--per-conv N]
 
@@ -39,10 +39,13 @@ session context: a new user's facts), with their vectors computed once. Per size
 highest gate that keeps 95 % of the on-topic R@10, the off-topic share it silences, and what
 ``DEFAULT_ABSTAIN_BELOW`` keeps and silences.
 
-``--fit`` refits the logistic curve of ``beeweave_core/relevance.py`` (hit level: an evidence
-turn of an on-topic question is 1, any other hit 0; balanced classes) and prints the
-constants to paste there. ``--features PATH`` caches the searches' features (JSON) so a refit
-does not search again.
+``--fit`` refits the default model's curves of ``beeweave_core/relevance.py`` and prints the
+constants to paste there (``fit_curves``: the word-leaning logistic curve, hit level, an
+evidence turn of an on-topic question 1 and any other hit 0, balanced classes; the semantic
+curve over the lead, its slope from ``paraphrases.py`` and its crossing of the gate from the
+off-topic questions here). ``--leave-one-out`` adds the gate read per conversation on curves
+and thresholds fitted on the other conversations, and the paraphrase set's figures.
+``--features PATH`` caches the searches' features (JSON) so a refit does not search again.
 """
 
 from __future__ import annotations
@@ -72,9 +75,12 @@ from beeweave_core.relevance import (  # noqa: E402
     BACKGROUND,
     DEFAULT_ABSTAIN_BELOW,
     DEFAULT_MIN_RELEVANCE,
+    LEAD_OF,
+    Calibration,
     Evidence,
     lexical_evidence,
     relevance,
+    semantic_leads,
     term_coverage,
 )
 from beeweave_core.timewords import find_time  # noqa: E402
@@ -130,15 +136,23 @@ def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
         flt = flt.replace(since=used.start, until=used.until)
     prepared = prepare_query(text, search.shared.tokenizer)
     terms = prepared.terms
-    background = BACKGROUND.cosine(search.shared.embedder, search.embed_query(prepared.text))
+    qvec = search.embed_query(prepared.text)
+    background = BACKGROUND.cosine(search.shared.embedder, qvec)
     own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
     lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own)
+    # the lead: each hit's cosine against the top cosines of the candidates, as the engine read them
+    _, scores = search._retrieve(terms, flt, K, qvec)
+    top = sorted(scores["vector"].tolist(), reverse=True)[: LEAD_OF + 1]
+    near = [h for h in hits if "vector" in h.sources]
+    found = iter(semantic_leads(search.shared.backend, search.shared.embedder, [h.id for h in near],
+                                [h.sources["vector"].score for h in near], top, qvec))
     out = []
     for h in hits:
         vec, bm = h.sources.get("vector"), h.sources.get("lexical")
         out.append({"id": h.id, "score": h.score, "relevance": h.relevance,
                     "cosine": vec.score if vec else 0.0, "bm25": bm.score if bm else 0.0, "lexical": lex[h.id],
-                    "coverage": term_coverage(terms, own[h.id]), "background": background if vec else 0.0})
+                    "coverage": term_coverage(terms, own[h.id]), "background": background if vec else 0.0,
+                    "lead": next(found) if vec else 0.0})
     return out
 
 
@@ -173,28 +187,74 @@ def collect(data_dir: Path, per_conv: int, partial: Path | None = None) -> list[
     return rows
 
 
-def fit(rows: list[dict[str, Any]]) -> None:
+def _features(h: dict[str, Any]) -> list[float]:
+    return [h["cosine"], h["lexical"], h["coverage"], h["cosine"] - h["background"]]
+
+
+def _evidence(h: dict[str, Any]) -> Evidence:
+    return Evidence(h["cosine"], h["lexical"], h["coverage"], h["background"], h.get("lead", 0.0))
+
+
+def fit_curves(rows: list[dict[str, Any]], paraphrases: list[dict[str, Any]]) -> Calibration:
+    """The default model's curves fitted on ``rows`` (see the module docstring) and the
+    paraphrase development set ``paraphrases`` (``paraphrases.collect()``):
+
+    - the word-leaning curve: a logistic regression over cosine, lexical, coverage and the
+      margin over the background, hit level (an evidence turn of an on-topic question is 1,
+      any other hit 0, balanced classes); its gate and floor keep KEEP of the on-topic R@10;
+    - the semantic curve over the lead: its slope a logistic regression of "the memory
+      asked for" on the lead over the paraphrase set's hits; its crossing of the gate the
+      99th percentile of the best lead among the off-topic queries of ``rows`` that the
+      first curve silences (it lets through at most 1 % of them)."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
-    x, y = [], []
-    for r in rows:
-        ev = set(r["evidence"])
-        for h in r["hits"]:
-            x.append([h["cosine"], h["lexical"], h["coverage"], h["cosine"] - h["background"]])
-            y.append(1 if h["id"] in ev else 0)
+    x = [_features(h) for r in rows for h in r["hits"]]
+    y = [int(h["id"] in set(r["evidence"])) for r in rows for h in r["hits"]]
     model = LogisticRegression(class_weight="balanced", C=1.0, max_iter=1000).fit(np.array(x), np.array(y))
-    c = model.coef_[0]
-    print(f"Calibration(cosine={c[0]:.3f}, lexical={c[1]:.3f}, coverage={c[2]:.3f}, margin={c[3]:.3f}, "
-          f"intercept={model.intercept_[0]:.3f}, ...)  # the default model's, in beeweave_core/relevance.py")
-    # The threshold: the highest that keeps KEEP of the on-topic R@10 under the refitted curve.
+    c, b = model.coef_[0], float(model.intercept_[0])
+    words = Calibration(cosine=float(c[0]), lexical=float(c[1]), coverage=float(c[2]), intercept=b,
+                        min_relevance=0.0, abstain_below=None, margin=float(c[3]))
     for r in rows:
         for h in r["hits"]:
-            h["relevance"] = float(model.predict_proba([[h["cosine"], h["lexical"], h["coverage"],
-                                                         h["cosine"] - h["background"]]])[0, 1])
+            h["fit"] = relevance(_evidence(h), calibration=words)
     # Rounded down: a threshold rounded up would keep less than KEEP.
-    print(f"DEFAULT_MIN_RELEVANCE = {math.floor(tune(rows, 'relevance') * 1000) / 1000:.3f}")
-    print(f"DEFAULT_ABSTAIN_BELOW = {math.floor(tune(rows, 'relevance', gate=True) * 1000) / 1000:.3f}")
+    gate = math.floor(tune(rows, "fit", gate=True) * 1000) / 1000
+    floor = math.floor(tune(rows, "fit") * 1000) / 1000
+    silenced = [max((h["lead"] for h in r["hits"]), default=0.0) for r in rows
+                if r["kind"] != "on-topic" and not any(h["fit"] >= gate for h in r["hits"])]
+    crossing = float(np.percentile(silenced, 99)) if silenced else 1.0
+    px = [[h["lead"]] for r in paraphrases for h in r["hits"]]
+    py = [int(h["right"]) for r in paraphrases for h in r["hits"]]
+    slope = float(LogisticRegression(class_weight="balanced", C=1e6, max_iter=1000)  # one feature: unregularised
+                  .fit(np.array(px), np.array(py)).coef_[0][0])
+    intercept = math.log(gate / (1.0 - gate)) - slope * crossing
+    return words._replace(min_relevance=floor, abstain_below=gate, lead_weight=slope, lead_intercept=intercept)
+
+
+def fit(rows: list[dict[str, Any]], paraphrases: list[dict[str, Any]]) -> None:
+    c = fit_curves(rows, paraphrases)
+    print(f"E5_CALIBRATION = Calibration(cosine={c.cosine:.3f}, lexical={c.lexical:.3f}, coverage={c.coverage:.3f}, "
+          f"intercept={c.intercept:.3f},\n    min_relevance={c.min_relevance:.3f}, abstain_below={c.abstain_below:.3f}, "
+          f"margin={c.margin:.3f}, lead_weight={c.lead_weight:.3f}, lead_intercept={c.lead_intercept:.3f})"
+          f"  # the default model's, in beeweave_core/relevance.py (the lead crosses the gate at "
+          f"{(math.log(c.abstain_below / (1 - c.abstain_below)) - c.lead_intercept) / c.lead_weight:.4f})")
+
+
+def leave_one_out(rows: list[dict[str, Any]], paraphrases: list[dict[str, Any]]) -> None:
+    """Each conversation's queries read on the curves and thresholds fitted on the other
+    conversations (and the paraphrase set), the table printed over all of them: the
+    held-out relevance of a hit is stored as its margin over its fold's gate, plus 0.5."""
+    for conv in sorted({r["conv"] for r in rows}):
+        curve = fit_curves([r for r in rows if r["conv"] != conv], paraphrases)
+        gate = curve.abstain_below
+        assert gate is not None
+        for r in rows:
+            if r["conv"] == conv:
+                for h in r["hits"]:
+                    h["held out"] = relevance(_evidence(h), calibration=curve) - gate + 0.5
+        print(f"conversation {conv} held out: gate {gate:.3f}, lead weight {curve.lead_weight:.1f}, "
+              f"crossing at lead {(math.log(gate / (1 - gate)) - curve.lead_intercept) / curve.lead_weight:.4f}")
 
 
 def _kept_recall(rows: list[dict[str, Any]], key: str, t: float, gate: bool = False) -> float:
@@ -252,6 +312,8 @@ def report(rows: list[dict[str, Any]]) -> None:
              ("relevance floor (DEFAULT_MIN_RELEVANCE)", "relevance", DEFAULT_MIN_RELEVANCE, False),
              ("relevance floor (tuned here)", "relevance", None, False), ("raw cosine", "cosine", None, False),
              ("raw BM25", "bm25", None, False), ("old fused score", "score", None, False)]
+    if all("held out" in h for r in rows for h in r["hits"]):
+        lines.insert(1, ("relevance gate, leave-one-conversation-out", "held out", 0.5, True))
     for label, key, t, gate in lines:
         m = measure(rows, key, tune(rows, key, gate) if t is None else t, gate)
         print(f"| {label} | {m['threshold']:.3f} | {m['kept_r10']:.3f} | {m['silent_off']:.3f} | "
@@ -296,7 +358,7 @@ def small_stores(data_dir: Path, sizes: list[str], per_conv: int) -> None:
                 memory.add_many([{"content": turns[i].content, "user_id": "u", "chunk_id": i,
                                   "timestamp": turns[i].timestamp, "embedding": vectors[i]} for i in store],
                                 show_progress=False, trusted=True)
-                return memory.search(query, user_id="u", k=K, query_embedding=qvec[query])
+                return memory.search(query, user_id="u", k=K, query_embedding=qvec[query], abstain_below=0)
 
         for size in sizes:
             n = len(ids) if size == "all" else int(size)
@@ -332,6 +394,9 @@ def main(argv: list[str]) -> None:
     do_fit = "--fit" in args
     if do_fit:
         args.remove("--fit")
+    loo = "--leave-one-out" in args
+    if loo:
+        args.remove("--leave-one-out")
     cache = None
     answerable = None
     per_conv = 40
@@ -362,19 +427,28 @@ def main(argv: list[str]) -> None:
         rows = json.loads(cache.read_text())
         for r in rows:  # cached under an older curve, maybe: read it again from the features
             for h in r["hits"]:
-                h["relevance"] = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"], h["background"]))
+                h["relevance"] = relevance(_evidence(h))
     else:
         rows = collect(data_dir, per_conv, cache)
         if cache is not None:
             cache.write_text(json.dumps(rows))
+    if do_fit or loo:
+        from paraphrases import collect as paraphrase_rows
+        from paraphrases import report as paraphrase_report
+
+        paraphrases = paraphrase_rows()
     if do_fit:
-        fit(rows)
+        fit(rows, paraphrases)
         return
     # The engine's relevance must be the curve's on these features (no drift between the two).
     for r in rows if fresh else []:
         for h in r["hits"]:
-            want = relevance(Evidence(h["cosine"], h["lexical"], h["coverage"], h["background"]))
+            want = relevance(_evidence(h))
             assert abs(want - h["relevance"]) < 1e-9, (r["query"], h)
+    if loo:
+        leave_one_out(rows, paraphrases)
+        print(f"paraphrase set (benchmarks/paraphrases.py) at the default gate: "
+              f"{paraphrase_report(paraphrases, DEFAULT_ABSTAIN_BELOW)}")
     report(rows)
     if answerable is not None:
         report(without_answerable(rows, answerable))

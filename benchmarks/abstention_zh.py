@@ -77,7 +77,7 @@ def main() -> None:
                          for t in f.turns], show_progress=False, trusted=True)
 
         def silent(query: str) -> tuple[bool, list[str]]:
-            hits = memory.search(query, user_id="u", k=K)
+            hits = memory.search(query, user_id="u", k=K, abstain_below=0)  # every hit: the gate is applied here
             best = max((h.relevance or 0.0 for h in hits), default=0.0)
             return best < DEFAULT_ABSTAIN_BELOW, [h.id for h in hits]
 

@@ -111,7 +111,8 @@ class BeeWeaveDefault:
 
     def query(self, text: str, k: int) -> list[str]:
         assert self._memory is not None
-        return [h.id for h in self._memory.search(text, user_id=self._user, k=k)]
+        # the ranking is what is measured: the gate off (it would silence a question, not reorder it)
+        return [h.id for h in self._memory.search(text, user_id=self._user, k=k, abstain_below=0)]
 
 
 def _as_note(record: dict) -> dict:

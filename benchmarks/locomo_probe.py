@@ -85,7 +85,7 @@ def collect(data_dir: Path) -> list[Probe]:
                                 show_progress=False, trusted=True)
                 for q in (q for q in questions if q.conv_id == conv.conv_id):
                     seen.clear()
-                    ranked = [h.id for h in memory.search(q.question, user_id=user, k=K)]
+                    ranked = [h.id for h in memory.search(q.question, user_id=user, k=K, abstain_below=0)]
                     out.append(Probe(q.question, q.category, q.evidence, ranked, list(seen), speakers, sessions))
         return out
     finally:

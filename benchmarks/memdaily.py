@@ -89,7 +89,9 @@ class BeeWeaveDefault:
     def query(self, text: str, k: int) -> list[str]:
         assert self._memory is not None
         qvec = None if self._vectors is None else self._vectors[text]
-        return [h.id for h in self._memory.search(text, user_id=self._user, k=k, query_embedding=qvec)]
+        # the ranking is what is measured: the gate off (it would silence a question, not reorder it)
+        return [h.id for h in self._memory.search(text, user_id=self._user, k=k, query_embedding=qvec,
+                                                  abstain_below=0)]
 
 
 def _jieba_tokens(text: str) -> list[str]:

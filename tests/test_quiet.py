@@ -32,7 +32,7 @@ _SCRIPT = textwrap.dedent(
         memory.ingest({"user_id": "alice", "query": "我们的预算是多少？",      # the worker: extraction, jieba's TF-IDF
                        "response": "预算是每晚不超过两万日元，住在京都车站旁边的酒店。"})
         assert memory.flush(60), "the queue did not drain"
-        hits = memory.search("what is alice allergic to", user_id="alice", k=3)
+        hits = memory.search("what is alice allergic to", user_id="alice", k=3, abstain_below=0)  # the closest
         assert hits, "no hits"
     # the library handed jieba's logger back as it found it
     assert logging.getLogger("jieba").level == logging.DEBUG, logging.getLogger("jieba").level

@@ -1,12 +1,14 @@
 """Relevance is read on each embedding model's own curve: the default model's (fitted for
 its cosine scale, with the query's background), MiniLM's, and for a model nobody fitted,
-MiniLM's as a reading with no gate of its own. The tuned gate silences off-topic questions."""
+MiniLM's as a reading with no gate of its own. The tuned gate is every search's default: it
+silences off-topic questions, ``abstain_below=0`` or ``min_relevance=0`` turns it off, a model
+nobody fitted has none, and only the hits that reach it count as uses of their memories."""
 
 from __future__ import annotations
 
 import pytest
 
-from beeweave_core import BeeWeave
+from beeweave_core import BeeWeave, SearchConfig
 from beeweave_core.embedders import DEFAULT_MODEL_NAME, MINILM_MODEL_NAME
 from beeweave_core.relevance import (
     BACKGROUND,
@@ -16,8 +18,13 @@ from beeweave_core.relevance import (
     UNCALIBRATED,
     Evidence,
     calibration_for,
+    counts_as_use,
+    default_gate,
+    lead,
+    leads,
     relevance,
 )
+from beeweave_core.stats import compute_stats
 
 MEMORIES = ["I am allergic to peanuts.", "Staging listens on port 5433.", "我住在杭州西湖区。"]
 OFF_TOPIC = ["How far is the Moon?", "What is the boiling point of water?", "Recommend a good sci-fi novel.",
@@ -30,7 +37,7 @@ def test_each_model_has_its_curve_and_an_unknown_one_no_gate() -> None:
     assert calibration_for(MINILM_MODEL_NAME) is MINILM_CALIBRATION
     assert calibration_for("beeweave:hashing-64") is UNCALIBRATED and UNCALIBRATED.abstain_below is None
     # the same evidence means other things on two models' cosine scales
-    ev = Evidence(cosine=0.8, background=0.78)
+    ev = Evidence(cosine=0.8, background=0.78, lead=-0.02)  # a memory that does not stand out
     assert relevance(ev, calibration=E5_CALIBRATION) < 0.1 < relevance(ev, calibration=MINILM_CALIBRATION)
     # on the default model's curve a memory well above the query's background counts for more
     assert relevance(Evidence(0.9, background=0.75)) > relevance(Evidence(0.9, background=0.85))
@@ -41,8 +48,10 @@ def test_the_tuned_gate_silences_off_topic_questions_and_keeps_on_topic_ones() -
     with BeeWeave() as memory:
         ids = memory.add_many([{"content": t, "user_id": "u"} for t in MEMORIES], show_progress=False)
         for q in OFF_TOPIC:
-            assert memory.search(q, user_id="u")  # no gate by default
+            assert memory.search(q, user_id="u") == [], q  # the default model's gate, by default
             assert memory.search(q, user_id="u", abstain_below=DEFAULT_ABSTAIN_BELOW) == [], q
+            assert len(memory.search(q, user_id="u", abstain_below=0)) == 3  # 0: no gate, the closest anyway
+            assert len(memory.search(q, user_id="u", min_relevance=0)) == 3  # no threshold at all
         hits = memory.search("what am I allergic to", user_id="u", abstain_below=DEFAULT_ABSTAIN_BELOW)
         assert hits[0].id == ids[0] and hits[0].relevance is not None and hits[0].relevance > DEFAULT_ABSTAIN_BELOW
         assert memory.search("你住在杭州吗？", user_id="u", abstain_below=DEFAULT_ABSTAIN_BELOW)[0].id == ids[2]
@@ -57,6 +66,61 @@ def test_a_one_memory_store_tells_a_matching_question_from_an_unrelated_one() ->
         memory.add("Staging listens on port 5433.", user_id="u")
         (hit,) = memory.search("which port does staging use", user_id="u")
         assert hit.relevance is not None and hit.relevance > 0.5
-        (other,) = memory.search("How far is the Moon?", user_id="u")
-        assert other.relevance is not None and other.relevance < 0.1
+        assert memory.search("How far is the Moon?", user_id="u") == []
+        (other,) = memory.search("How far is the Moon?", user_id="u", abstain_below=0)
+        # low, as the faces' tests read it: a lone memory's lead is read against the everyday statements only
+        assert other.relevance is not None and other.relevance < 0.3
         assert hit.score == pytest.approx(other.score)  # the fused score of a one-memory store says nothing
+
+
+def test_the_lead_is_read_against_the_next_closest_texts_and_lifts_relevance() -> None:
+    # the five highest of the other memories' and the everyday statements' cosines
+    assert lead(0.90, [0.85, 0.84], [0.80, 0.83, 0.70, 0.60]) == pytest.approx(0.90 - (0.85 + 0.84 + 0.83 + 0.80 + 0.70) / 5)
+    assert lead(0.9, [], []) == 0.0
+    # each hit's own cosine is taken out of the candidates' top once; a hit below the top is read against it
+    top = [0.90, 0.88, 0.80, 0.79, 0.78, 0.77]
+    first, second = leads([0.90, 0.88], top, [])
+    assert first == pytest.approx(0.90 - (0.88 + 0.80 + 0.79 + 0.78 + 0.77) / 5)
+    assert second == pytest.approx(0.88 - (0.90 + 0.80 + 0.79 + 0.78 + 0.77) / 5)
+    assert leads([0.5], top, []) == [pytest.approx(0.5 - sum(top[:5]) / 5)]  # not among the top
+    # relevance is the higher of the word-leaning curve and the lead's: the same cosine and
+    # background, no shared word, and a memory that stands out passes the gate where one that
+    # does not stays below it
+    alike = Evidence(cosine=0.86, background=0.77, lead=0.0)
+    standing_out = alike._replace(lead=0.04)
+    assert relevance(alike) < DEFAULT_ABSTAIN_BELOW < relevance(standing_out)
+    assert relevance(standing_out, calibration=MINILM_CALIBRATION) == relevance(alike, calibration=MINILM_CALIBRATION)
+
+
+def test_the_default_gate_is_the_configured_one_else_the_models() -> None:
+    assert default_gate(None, DEFAULT_MODEL_NAME) == DEFAULT_ABSTAIN_BELOW
+    assert default_gate(0.7, DEFAULT_MODEL_NAME) == 0.7 and default_gate(0.0, DEFAULT_MODEL_NAME) == 0.0
+    assert default_gate(None, "beeweave:hashing-64") is None
+    assert counts_as_use(0.5, 0.4) and not counts_as_use(0.3, 0.4) and not counts_as_use(None, 0.4)
+    assert counts_as_use(0.01, None) and counts_as_use(0.01, 0.0)  # no gate: every hit is a use
+
+
+def test_a_model_nobody_fitted_has_no_default_gate() -> None:
+    with BeeWeave(embedder="beeweave:hashing-64") as memory:
+        memory.add("I am allergic to peanuts.", user_id="u")
+        hits = memory.search("How far is the Moon?", user_id="u")
+        assert len(hits) == 1 and hits[0].relevance is not None and hits[0].relevance < 0.3  # low, not silenced
+
+
+@pytest.mark.model
+def test_only_hits_that_reach_the_gate_count_as_uses() -> None:
+    with BeeWeave() as memory:
+        ids = memory.add_many([{"content": t, "user_id": "u"} for t in MEMORIES], show_progress=False)
+        for q in OFF_TOPIC:
+            assert len(memory.search(q, user_id="u", abstain_below=0)) == 3  # returned, not used
+        hits = memory.search("what am I allergic to", user_id="u", k=3)
+        assert len(hits) == 3 and hits[0].id == ids[0]  # the relevant one with the closest others beside it
+        memory.flush()
+        assert [memory.get(i).access_count for i in ids] == [1, 0, 0]
+        assert [m.id for m in compute_stats(memory).hottest] == [ids[0]]  # "hottest" counts uses only
+    # a store whose gate is off counts every hit it returns
+    with BeeWeave(config=SearchConfig(abstain_below=0)) as memory:
+        ids = memory.add_many([{"content": t, "user_id": "u"} for t in MEMORIES], show_progress=False)
+        assert len(memory.search(OFF_TOPIC[0], user_id="u")) == 3
+        memory.flush()
+        assert [memory.get(i).access_count for i in ids] == [1, 1, 1]

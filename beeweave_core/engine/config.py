@@ -26,11 +26,12 @@ class SearchConfig:
             hit is returned; ``beeweave_core.relevance.calibration_for(model).min_relevance``
             is the tuned per-hit floor).
         abstain_below: the default gate on a search's best hit: when no hit reaches this
-            relevance the search returns nothing (None: no gate;
-            ``beeweave_core.relevance.calibration_for(model).abstain_below`` is the model's tuned
-            gate, ``DEFAULT_ABSTAIN_BELOW`` the default model's). Not on by default: fitted on
-            questions that share words with their memories, it would also silence a question
-            that shares none (a paraphrase, another language), which the default model finds.
+            relevance the search returns nothing, an off-topic question gets no memories.
+            None: the store's model's tuned gate
+            (``beeweave_core.relevance.calibration_for(model).abstain_below``,
+            ``DEFAULT_ABSTAIN_BELOW`` for the default model; no gate for a model nobody
+            fitted, whose relevance scale means nothing); 0: no gate, always the top k (a
+            search's ``min_relevance=0`` also turns it off).
     """
 
     fusion: FusionMode = FusionMode.ZSCORE

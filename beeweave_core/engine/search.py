@@ -28,11 +28,14 @@ from ..query import prepare_query, split_questions
 from ..records import Relationship, SearchHit, to_datetime
 from ..relevance import (
     BACKGROUND,
+    LEAD_OF,
     Evidence,
     calibration_for,
+    default_gate,
     evidence_terms,
     lexical_evidence,
     relevance,
+    semantic_leads,
     term_coverage,
 )
 from ..rerank import Reranker, mmr
@@ -109,8 +112,10 @@ class Search:
             min_relevance = self.shared.config.min_relevance
         if min_relevance is not None:
             check_number("min_relevance", min_relevance, low=0.0, high=1.0)
-        if abstain_below is None:
-            abstain_below = self.shared.config.abstain_below
+        if abstain_below is None and min_relevance == 0:
+            abstain_below = 0.0  # no threshold at all: the caller wants every hit
+        if abstain_below is None:  # the store's, else its model's tuned gate (none for a model nobody fitted)
+            abstain_below = default_gate(self.shared.config.abstain_below, self.shared.embedder.name)
         if abstain_below is not None:
             check_number("abstain_below", abstain_below, low=0.0, high=1.0)
         opts = check_ranking(rerank, mmr, expand)
@@ -171,9 +176,11 @@ class Search:
         return out
 
     def _relevance(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit],
-                   found: TermEvidence | None = None, qvec: np.ndarray | None = None) -> list[SearchHit]:
+                   found: TermEvidence | None = None, qvec: np.ndarray | None = None,
+                   top: Sequence[float] = ()) -> list[SearchHit]:
         """Each hit with its calibrated relevance (``beeweave_core.relevance``); ``found``: its
-        lexical evidence as the search's round trip read it."""
+        lexical evidence as the search's round trip read it; ``top``: the highest cosines of
+        the search's candidates (each hit's lead is read against them)."""
         if not hits:
             return hits
         tokenize = self.shared.tokenizer.tokenize
@@ -181,11 +188,17 @@ class Search:
         background = BACKGROUND.cosine(self.shared.embedder, qvec) if curve.margin and qvec is not None else 0.0
         own = {h.id: set(tokenize(h.chunk.content)) for h in hits}
         lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits], own, found)
+        lead = dict.fromkeys((h.id for h in hits), 0.0)
+        if curve.lead_weight and qvec is not None:
+            near = [(h.id, v.score) for h in hits if (v := h.sources.get("vector")) is not None]
+            lead.update(zip((cid for cid, _ in near),
+                            semantic_leads(self.shared.backend, self.shared.embedder, [cid for cid, _ in near],
+                                           [c for _, c in near], top, qvec), strict=True))
         out = []
         for h in hits:
             vec, ce = h.sources.get("vector"), h.sources.get("rerank")
             ev = Evidence(vec.score if vec is not None else 0.0, lexical.get(h.id, 0.0),
-                          term_coverage(terms, own[h.id]), background if vec is not None else 0.0)
+                          term_coverage(terms, own[h.id]), background if vec is not None else 0.0, lead[h.id])
             out.append(replace(h, relevance=relevance(ev, ce.score if ce is not None else None, curve)))
         return out
 
@@ -267,7 +280,10 @@ class Search:
             scored = rerank.rerank(query, scored)
         if mmr_lambda is not None:
             scored = mmr(scored, backend.get_vectors([h.id for h in scored]), k, float(mmr_lambda))
-        scored = self._relevance(prepared.terms, flt, scored[:k], got.evidence if got is not None else None, qvec)
+        vector = scores["vector"]  # the candidates' cosines: the top ones are what a hit's lead is read against
+        top = np.sort(vector)[::-1][: LEAD_OF + 1].tolist() if len(vector) else []
+        scored = self._relevance(prepared.terms, flt, scored[:k], got.evidence if got is not None else None, qvec,
+                                 top)
         if min_relevance is not None:
             scored = [h for h in scored if h.relevance is not None and h.relevance >= min_relevance]
         return scored

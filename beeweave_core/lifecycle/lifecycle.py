@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import InvalidInputError, NotFoundError
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk, SearchHit
+from ..relevance import counts_as_use, default_gate
 from ..scoring import effective_weight as _effective_weight
 from ..scoring import is_expired
 from ..validation import id_list
@@ -169,16 +170,22 @@ class Lifecycle:
 
     # -- hooks -------------------------------------------------------------------------------
     def on_search(self, hits: list[SearchHit], now: datetime) -> None:
-        """Conflicting memories side by side in confidence order; accesses recorded (not on a
-        store opened read-only, e.g. on a replica: it writes nothing, so a use there neither
-        counts nor promotes)."""
+        """Conflicting memories side by side in confidence order; accesses recorded for the
+        hits that reach the store's gate (not on a store opened read-only, e.g. on a replica:
+        it writes nothing, so a use there neither counts nor promotes)."""
         order_conflicts(hits)
         if getattr(self.ctx.backend, "read_only", False):
             return
+        # Only uses that count: a hit below the store's gate (returned beside a relevant one, or
+        # by a search with the gate off) was not what the question was about. What an answer
+        # drew on is rated by attribution (feedback), not here.
+        shared = self.ctx.shared
+        gate = default_gate(shared.config.abstain_below, shared.embedder.name)
+        used = [h for h in hits if counts_as_use(h.relevance, gate)]
         # Promotion first, then the record: the recorder may write this hit at once (batch full,
         # interval 0), and the tiers count it as the one extra use, never twice.
-        self.tiers.on_search(hits)
-        self.access.record((h.id for h in hits), now)
+        self.tiers.on_search(used)
+        self.access.record((h.id for h in used), now)
 
     def _write_access(self, pending: Pending) -> None:
         with self.ctx.shared.write_lock:
