@@ -10,7 +10,7 @@ SHA-256 digests, so the lookup does not leak a key's characters through timing.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +19,10 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from starlette.exceptions import HTTPException
 
 from ..errors import InvalidInputError, NotFoundError
+from ..ids import owned_by, user_tag
 from ..scopes import KeyScopes, is_scope_owner
 
-__all__ = ["KeyRing", "Access", "access_of", "api_key_header", "bearer"]
+__all__ = ["KeyRing", "Access", "hidden", "access_of", "api_key_header", "bearer"]
 
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="An API key; it selects the tenant.")
 bearer = HTTPBearer(auto_error=False, description="The API key as a bearer token.")
@@ -89,17 +90,25 @@ class Access:
     def own(self, chunk: Any) -> Any:
         """``chunk`` if this key may see it; otherwise NotFound (never reveals the id exists)."""
         if not self.allows(chunk.user_id):
-            raise NotFoundError(f"no chunk with id {chunk.id!r}")
+            raise hidden(chunk.id)
         return chunk
+
+    def own_ids(self, ids: Iterable[str], found: Mapping[str, Any]) -> None:
+        """Each id must be a memory in ``found`` (id -> chunk) of this key's users: the first
+        that is not, whether missing or another user's, gets the one answer ``hidden``."""
+        _all_seen(ids, found, self.allows)
+
+    def may_choose(self, chunk_id: str | None, user_id: str) -> None:
+        """A key scoped to users picks only ids that no other user can hold (``<name>@<user>``,
+        see ``beeweave_core.ids``): any other id could be taken already, and the refusal
+        would tell the key so."""
+        if self.users is not None and chunk_id is not None and not owned_by(chunk_id, user_id):
+            raise InvalidInputError(f"a key scoped to users chooses memory ids of the form '<name>@{user_tag(user_id)}' "
+                                    f"(the memory's user), got {chunk_id!r}; or leave the id out")
 
     def must_admin(self, what: str) -> None:
         if not self.admin:
             raise HTTPException(403, f"{what} needs an admin API key")
-
-    def check_users(self, users: Iterable[str | None]) -> None:
-        for u in users:
-            if not self.allows(u):
-                raise NotFoundError("no such memory")
 
     def reads(self, owner: str | None) -> bool:
         """Whether this key may read memories of ``owner``: one of its users, or a shared
@@ -110,14 +119,25 @@ class Access:
         """``chunk`` if this key may read it (its users' or shared knowledge it reads);
         otherwise NotFound, as :meth:`own`."""
         if not self.reads(chunk.user_id):
-            raise NotFoundError(f"no chunk with id {chunk.id!r}")
+            raise hidden(chunk.id)
         return chunk
 
-    def check_readable(self, owners: Iterable[str | None]) -> None:
-        """NotFound unless this key reads every owner (feedback on what a search returned)."""
-        for o in owners:
-            if not self.reads(o):
-                raise NotFoundError("no such memory")
+    def check_readable(self, ids: Iterable[str], found: Mapping[str, Any]) -> None:
+        """As :meth:`own_ids`, for memories this key reads (feedback on what a search returned)."""
+        _all_seen(ids, found, self.reads)
+
+
+def hidden(chunk_id: str) -> NotFoundError:
+    """The one answer for a memory a key may not see and for one that does not exist: the
+    engine's own words for a missing id, so no route or detail tells the two apart."""
+    return NotFoundError(f"no chunk with id {chunk_id!r}")
+
+
+def _all_seen(ids: Iterable[str], found: Mapping[str, Any], sees: Callable[[str], bool]) -> None:
+    for cid in ids:
+        chunk = found.get(cid)
+        if chunk is None or not sees(chunk.user_id):
+            raise hidden(cid)
 
 
 class KeyRing:

@@ -40,6 +40,7 @@ from .schemas import (
     TraceOut,
 )
 from .service import MemoryService, review_dict
+from .user_import import check_export
 
 __all__ = ["core_router", "wait_drained", "search_hits"]
 
@@ -82,9 +83,10 @@ def search_hits(c: Ctx, config: ServerConfig, query: str, *, k: int, user_id: st
 
 
 def _owned_ids(c: Ctx, ids: list[str]) -> list[str]:
-    """The ids, after checking a user-scoped key owns every one that exists."""
+    """The ids, after checking a user-scoped key sees every one: a missing id and another
+    user's get one answer (``hidden``), whatever the route."""
     if c.access.users is not None:
-        c.access.check_users(ch.user_id for ch in c.svc.memory.get_many(ids))
+        c.access.own_ids(ids, {ch.id: ch for ch in c.svc.memory.get_many(ids)})
     return ids
 
 
@@ -136,7 +138,7 @@ def core_router(config: ServerConfig) -> APIRouter:
             summary='Tell the memory how its memories did: "used", "up" or "down"')
     def feedback(req: FeedbackIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         if c.access.users is not None:  # also on shared knowledge the key reads: its searches return it
-            c.access.check_readable(ch.user_id for ch in c.svc.memory.get_many(req.chunk_ids))
+            c.access.check_readable(req.chunk_ids, {ch.id: ch for ch in c.svc.memory.get_many(req.chunk_ids)})
         return chunks_json(c.svc.feedback(req.chunk_ids, req.signal.value))
 
     @r.get("/sessions/{session_id}/trace", response_model=TraceOut, tags=["sessions"],
@@ -167,6 +169,9 @@ def core_router(config: ServerConfig) -> APIRouter:
         c.access.user(user)
         if data.get("user_id") != user:
             raise InvalidInputError(f"the export is of user {data.get('user_id')!r}, not {user!r}")
+        if c.access.users is not None:  # only ids no other user can hold: see Access.may_choose
+            for cid in check_export(data).memory_ids():
+                c.access.may_choose(cid, user)
         return c.svc.import_user(data).to_dict()
 
     @r.delete("/users/{user_id}", response_model=ForgetOut, tags=["users"],

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from ..errors import InvalidInputError
+from .auth import hidden
 from .deps import CONFLICT, ERRORS, NOT_FOUND, Ctx, ctx
 from .errors import segment
 from .observe import note
@@ -68,6 +69,7 @@ def memories_router() -> APIRouter:
             responses=CONFLICT, summary="Add one memory (redacted and admitted like an ingested one)")
     def add(req: MemoryIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         c.access.may_write(req.user_id)
+        c.access.may_choose(req.id, req.user_id)
         chunk = c.svc.add_memory(req.to_record())
         note(c.request, memory_id=chunk.id)
         return chunk.to_dict()
@@ -126,10 +128,11 @@ def memories_router() -> APIRouter:
     def history(memory_id: str, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         mid = segment(memory_id)
         versions = c.svc.history(mid)
-        if c.access.users is not None:
+        if c.access.users is not None:  # nothing to show and another user's: one answer (hidden)
             present = c.svc.memory.get_many([mid])
             owners = {v.chunk.user_id for v in versions} | {p.user_id for p in present}
-            c.access.check_users(owners)
+            if not owners or not all(c.access.allows(u) for u in owners):
+                raise hidden(mid)
         return {"id": mid, "versions": [{"seq": v.seq, "chunk": v.chunk.to_dict(),
                                          "replaced_at": v.replaced_at.isoformat(), "reason": v.reason}
                                         for v in versions]}

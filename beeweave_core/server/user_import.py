@@ -73,6 +73,10 @@ class ExportPlan:
     # (deleted ones): the store must not hold them for another user.
     foreign: set[str]
 
+    def memory_ids(self) -> list[str]:
+        """Every memory id the export holds or names, sorted."""
+        return sorted({c.id for c in self.chunks} | self.foreign)
+
 
 def import_user(memory: Any, data: Any, *, vectors: Mapping[str, Any] | None = None) -> ImportReport:
     """Write a user's export (``MemoryService.export_user``) into ``memory``'s store.

@@ -1,0 +1,39 @@
+"""Memory ids that belong to one user.
+
+A store's memory ids are one space for all of a tenant's users. An id a caller picks
+("turn-1", "note-7") can therefore be taken by another user first, and a caller who may see
+only some users learns that it exists from the refusal. So ids that are meant to be one
+user's carry the user: ``<name>@<user>``, the user quoted so that ``@`` and ``:`` in a user
+id (an email address) cannot make two users' ids equal:
+
+* an ingested event's memories are ``<event id>@<user>:<n>`` (the turn 0, then each step):
+  two users' "turn-1" never collide, and one user's retry gives the same ids (idempotent);
+* a key scoped to users picks ids ending in ``@<user>``, the memory's user, and nothing else,
+  so it can neither take nor probe another user's ids.
+
+The two shapes never meet: after the last ``@``, an event's id has one ``:`` (before ``n``), a
+chosen id none (the quoted user has no ``:``).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+__all__ = ["user_tag", "event_memory_id", "owned_by"]
+
+
+def user_tag(user_id: str) -> str:
+    """The user as an id carries it: ``%``, ``@`` and ``:`` percent-quoted, the rest as is."""
+    return quote(user_id, safe="".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "%@:"))
+
+
+def event_memory_id(event_id: str, user_id: str, n: int) -> str:
+    """The id of the ``n``-th memory (0: the turn) of ``user_id``'s event ``event_id``."""
+    return f"{event_id}@{user_tag(user_id)}:{n}"
+
+
+def owned_by(chunk_id: str, user_id: str) -> bool:
+    """Whether ``chunk_id`` is one that only ``user_id``'s memories can have, as a scoped key
+    must choose: ``<name>@<user>``."""
+    name, at, tag = chunk_id.rpartition("@")
+    return bool(at and name) and tag == user_tag(user_id)
