@@ -109,10 +109,16 @@ def build_server(memory: Any, *, name: str = "beeweave", max_k: int = 50,
                       scopes: Annotated[list[str] | None, Field(
                           description='Whose knowledge to read: "user" (the user\'s own), "tenant", shared scopes '
                           'such as "project:atlas/module:parser". Default: the user\'s, the tenant\'s and the '
-                          "shared scopes the user may read.")] = None) -> dict[str, Any]:
+                          "shared scopes the user may read.")] = None,
+                      as_of: Annotated[str | None, Field(
+                          description="Search the memory as it was at this time (ISO 8601, e.g. 2025-03-01): of a "
+                          "fact the user changed (where they live...), the value true then. Default: now, "
+                          "where a changed fact's old value comes marked superseded, after the new one.")] = None,
+                      ) -> dict[str, Any]:
         key = _key_scope(ctx)
         read = scopes if key is None else call(key.search_scopes, scopes)
-        return call(ops.search, who(ctx, user_id), query, k, tags, session_id, min_relevance, abstain_below, read)
+        return call(ops.search, who(ctx, user_id), query, k, tags, session_id, min_relevance, abstain_below, read,
+                    as_of)
 
     @server.tool(description="One memory of the user by id.")
     def get_memory(memory_id: MemoryId, ctx: Context, user_id: UserId = None) -> dict[str, Any]:

@@ -111,6 +111,9 @@ def _hit(h: SearchHit) -> dict[str, Any]:
     if h.relevance is not None:
         out["relevance"] = round(float(h.relevance), 4)
     out["rank_score"] = round(float(h.score), 4)
+    if h.superseded and h.chunk.invalid_at is not None:  # a fact the user changed: the newer one ranks first
+        out["superseded"] = True
+        out["invalid_at"] = h.chunk.invalid_at.isoformat()
     return out
 
 
@@ -140,9 +143,11 @@ class MemoryTools:
 
     def search(self, user_id: str, query: str, k: int = DEFAULT_TOP_K, tags: Sequence[str] | None = None,
                session_id: str | None = None, min_relevance: float | None = None,
-               abstain_below: float | None = None, scopes: Sequence[str] | None = None) -> dict[str, Any]:
+               abstain_below: float | None = None, scopes: Sequence[str] | None = None,
+               as_of: str | None = None) -> dict[str, Any]:
         """The user's memories for ``query``, with the shared knowledge ``scopes`` names (None:
-        the engine's default, the user's, the tenant's and the granted scopes);
+        the engine's default, the user's, the tenant's and the granted scopes), as they were
+        at ``as_of`` (ISO 8601; None: now);
         ``abstain_below=None`` applies the store's default "nothing relevant" gate
         (``SearchConfig.abstain_below``), ``abstain_below=0`` turns any gate off."""
         check_user_id(user_id)
@@ -156,7 +161,8 @@ class MemoryTools:
         if session_id:
             filters["session_id"] = session_id
         hits = self.memory.search(query, user_id=user_id, k=k, filters=filters or None, min_relevance=min_relevance,
-                                  abstain_below=abstain_below, scopes=scopes)
+                                  abstain_below=abstain_below, scopes=scopes,
+                                  **({"as_of": as_of} if as_of is not None else {}))
         return {"memories": [_hit(h) for h in hits]}
 
     def get(self, user_id: str, memory_id: str, readable: Sequence[str] = ()) -> dict[str, Any]:
