@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--min-relevance", type=float, metavar="P",
                    help="drop hits whose calibrated relevance (0..1) is below P")
     c.add_argument("--abstain-below", type=float, metavar="P",
-                   help="no hits at all when none reaches calibrated relevance P (nothing relevant)")
+                   help="no hits at all when none reaches calibrated relevance P (nothing relevant; default: "
+                        "the store's model's tuned gate, 0: off)")
     c.add_argument("--mmr", type=float, metavar="LAMBDA", help="diversify with MMR (0..1; 1 = relevance only)")
     c.add_argument("--expand", action="store_true", help="follow relationships from the hits")
     c.add_argument("--loosen", action="store_true", help="relax tag/entity filters when they leave fewer than k hits")

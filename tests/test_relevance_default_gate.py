@@ -124,3 +124,18 @@ def test_only_hits_that_reach_the_gate_count_as_uses() -> None:
         assert len(memory.search(OFF_TOPIC[0], user_id="u")) == 3
         memory.flush()
         assert [memory.get(i).access_count for i in ids] == [1, 1, 1]
+
+
+@pytest.mark.model
+def test_the_cli_search_finds_nothing_off_topic_by_default(tmp_path, capsys, monkeypatch) -> None:
+    from beeweave_core.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["--store", "m.db", "memory", "add", "I am allergic to peanuts.", "--user-id", "u"]) == 0
+    capsys.readouterr()
+    assert main(["--store", "m.db", "search", "How far is the Moon?", "--user-id", "u"]) == 0
+    assert "no memories found" in capsys.readouterr().out
+    assert main(["--store", "m.db", "search", "How far is the Moon?", "--user-id", "u", "--abstain-below", "0"]) == 0
+    assert "peanuts" in capsys.readouterr().out
+    assert main(["--store", "m.db", "search", "What am I allergic to?", "--user-id", "u"]) == 0
+    assert "peanuts" in capsys.readouterr().out
