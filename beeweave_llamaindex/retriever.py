@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -88,6 +89,9 @@ class BeeWeaveRetriever(BaseRetriever):
         abstain_below: no nodes when no hit reaches this calibrated relevance (``None``: the
             store's default gate, ``SearchConfig.abstain_below``; ``0``: off, always the top k;
             ``beeweave_core.relevance.DEFAULT_ABSTAIN_BELOW`` is the default model's tuned gate); when one does, every hit comes back as ranked.
+        as_of: search the memory as it was at this time (a datetime or ISO string): nothing
+            stored later, and of a fact that changed, the statement valid then first (``None``:
+            now; a changed fact's old value then comes with ``superseded`` in its metadata).
 
     A ``QueryBundle.embedding`` is not used: it comes from LlamaIndex's embedding
     model, not the store's, so BeeWeave embeds the query string itself.
@@ -105,7 +109,7 @@ class BeeWeaveRetriever(BaseRetriever):
                  min_score: float | None = None, expand: bool | ExpandOptions | None = None,
                  rerank: Reranker | None = None, mmr: float | None = None, loosen: bool = False,
                  min_relevance: float | None = None, abstain_below: float | None = None,
-                 scopes: Sequence[str] | None = None,
+                 scopes: Sequence[str] | None = None, as_of: datetime | str | None = None,
                  callback_manager: CallbackManager | None = None, verbose: bool = False) -> None:
         for name, gate in (("min_relevance", min_relevance), ("abstain_below", abstain_below)):
             if gate is not None:
@@ -125,6 +129,8 @@ class BeeWeaveRetriever(BaseRetriever):
             user_id=user_id, filters=bw_filters or None, fusion=fusion, min_score=min_score,
             expand=expand, rerank=rerank, mmr=mmr, loosen=loosen, min_relevance=min_relevance,
             abstain_below=abstain_below, scopes=None if scopes is None else list(scopes))
+        if as_of is not None:  # only when set: a store or client from before as_of takes every other option
+            self._search_kwargs["as_of"] = as_of
         self._failures = Failures(logger)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
