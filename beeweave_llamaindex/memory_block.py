@@ -80,6 +80,9 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
         default=None, ge=0.0, le=1.0,
         description="The block is empty when no memory reaches this calibrated relevance (None: the store's "
                     "default gate, SearchConfig.abstain_below; 0: off, always the top ones).")
+    scopes: list[str] | None = Field(
+        default=None, description='Whose knowledge is read: "user", "tenant", shared scopes such as "project:atlas" '
+                                  "(None: the store's default, the user's, the tenant's and the granted scopes).")
 
     _memory: MemoryAPI = PrivateAttr()
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))
@@ -105,7 +108,7 @@ class BeeWeaveMemoryBlock(BaseMemoryBlock[str]):
     def _search(self, query: str) -> list[Any]:
         return self._failures.unless_unavailable("memory block search", lambda: self._memory.search(
             query, user_id=self.user_id, k=self.similarity_top_k, min_relevance=self.min_relevance,
-            abstain_below=self.abstain_below), [])
+            abstain_below=self.abstain_below, scopes=self.scopes), [])
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         for event in messages_to_events(messages, user_id=self.user_id, agent_id=self.agent_id):
