@@ -255,16 +255,19 @@ def memory_lead(memory_vector: np.ndarray, query_vector: np.ndarray, questions: 
 
 
 def semantic_leads(backend: StoreBackend, embedder: object, ids: Sequence[str], cosines: Sequence[float],
-                   top: Sequence[float], query_vector: np.ndarray) -> list[float]:
+                   top: Sequence[float], query_vector: np.ndarray,
+                   matters: Callable[[str, float], bool] | None = None) -> list[float]:
     """Each hit's ``Evidence.lead``: the lower of the question's side (``leads``: its cosine
     against the next closest memories and statements) and the memory's (``memory_lead``),
-    which is read (one vector read) only for the hits whose question side is positive."""
+    which is read (one vector read) only for the hits whose question side is positive and,
+    given ``matters(id, question side)``, for which it can change the relevance (the
+    lead's curve there above the other curve: a lower lead cannot change the higher)."""
     found = leads(cosines, top, BACKGROUND.cosines(embedder, query_vector).tolist())
-    rising = [cid for cid, x in zip(ids, found, strict=True) if x > 0.0]
+    rising = [cid for cid, x in zip(ids, found, strict=True) if x > 0.0 and (matters is None or matters(cid, x))]
     if rising:
         vectors = backend.get_vectors(rising)
         questions = QUESTIONS.vectors(embedder)
-        found = [min(x, memory_lead(vectors[cid], query_vector, questions)) if x > 0.0 and cid in vectors else x
+        found = [min(x, memory_lead(vectors[cid], query_vector, questions)) if cid in vectors else x
                  for cid, x in zip(ids, found, strict=True)]
     return found
 

@@ -6,6 +6,7 @@ nobody fitted has none, and only the hits that reach it count as uses of their m
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from beeweave_core import BeeWeave, SearchConfig
@@ -15,6 +16,7 @@ from beeweave_core.relevance import (
     DEFAULT_ABSTAIN_BELOW,
     E5_CALIBRATION,
     MINILM_CALIBRATION,
+    QUESTIONS,
     UNCALIBRATED,
     Evidence,
     calibration_for,
@@ -22,7 +24,9 @@ from beeweave_core.relevance import (
     default_gate,
     lead,
     leads,
+    memory_lead,
     relevance,
+    semantic_leads,
 )
 from beeweave_core.stats import compute_stats
 
@@ -139,3 +143,39 @@ def test_the_cli_search_finds_nothing_off_topic_by_default(tmp_path, capsys, mon
     assert "peanuts" in capsys.readouterr().out
     assert main(["--store", "m.db", "search", "What am I allergic to?", "--user-id", "u"]) == 0
     assert "peanuts" in capsys.readouterr().out
+
+
+class _Embedder:
+    """Two-dimensional stand-in: every everyday statement and question along the second axis."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[0.0, 1.0] for _ in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [0.0, 1.0]
+
+
+class _Vectors:
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.vectors, self.asked = vectors, []
+
+    def get_vectors(self, ids):
+        self.asked.append(list(ids))
+        return {i: np.asarray(self.vectors[i], dtype=np.float32) for i in ids}
+
+
+def test_the_lead_is_at_most_how_far_the_memory_stands_above_its_closeness_to_any_question() -> None:
+    query = np.asarray([0.8, 0.6], dtype=np.float32)
+    # "a" stands out from the statements (cosine 0.6 with each) and is far from everyday questions;
+    # "b" has the same cosine with the question but is as close to every everyday question
+    backend = _Vectors({"a": [1.0, 0.0], "b": [0.6, 0.8]})
+    embedder = _Embedder()
+    a, b = semantic_leads(backend, embedder, ["a", "b"], [0.9, 0.9], [0.9, 0.9], query)
+    assert a == pytest.approx(0.9 - (0.9 + 0.6 * 4) / 5)  # the question's side: the statements and the other hit
+    # b's own side: its cosine with the question (0.96) less its cosine with every everyday question (0.8)
+    assert memory_lead(np.asarray([0.6, 0.8]), query, QUESTIONS.vectors(embedder)) == pytest.approx(0.96 - 0.8)
+    assert b == pytest.approx(0.96 - 0.8) and b < a and backend.asked == [["a", "b"]]
+    # a hit whose question side cannot change its relevance is not read
+    backend.asked.clear()
+    semantic_leads(backend, embedder, ["a", "b"], [0.9, 0.9], [0.9, 0.9], query, lambda cid, _: cid == "a")
+    assert backend.asked == [["a"]]

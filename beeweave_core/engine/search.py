@@ -188,17 +188,27 @@ class Search:
         background = BACKGROUND.cosine(self.shared.embedder, qvec) if curve.margin and qvec is not None else 0.0
         own = {h.id: set(tokenize(h.chunk.content)) for h in hits}
         lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits], own, found)
-        lead = dict.fromkeys((h.id for h in hits), 0.0)
+        evidence: dict[str, Evidence] = {}
+        for h in hits:
+            vec = h.sources.get("vector")
+            evidence[h.id] = Evidence(vec.score if vec is not None else 0.0, lexical.get(h.id, 0.0),
+                                      term_coverage(terms, own[h.id]), background if vec is not None else 0.0)
         if curve.lead_weight and qvec is not None:
+            words = curve._replace(lead_weight=0.0)
+
+            def matters(cid: str, rise: float) -> bool:  # the lead's curve above the words' one
+                return relevance(evidence[cid]._replace(lead=rise), calibration=curve) > relevance(
+                    evidence[cid], calibration=words)
+
             near = [(h.id, v.score) for h in hits if (v := h.sources.get("vector")) is not None]
-            lead.update(zip((cid for cid, _ in near),
-                            semantic_leads(self.shared.backend, self.shared.embedder, [cid for cid, _ in near],
-                                           [c for _, c in near], top, qvec), strict=True))
+            rises = semantic_leads(self.shared.backend, self.shared.embedder, [cid for cid, _ in near],
+                                   [c for _, c in near], top, qvec, matters)
+            for (cid, _), rise in zip(near, rises, strict=True):
+                evidence[cid] = evidence[cid]._replace(lead=rise)
         out = []
         for h in hits:
-            vec, ce = h.sources.get("vector"), h.sources.get("rerank")
-            ev = Evidence(vec.score if vec is not None else 0.0, lexical.get(h.id, 0.0),
-                          term_coverage(terms, own[h.id]), background if vec is not None else 0.0, lead[h.id])
+            ce = h.sources.get("rerank")
+            ev = evidence[h.id]
             out.append(replace(h, relevance=relevance(ev, ce.score if ce is not None else None, curve)))
         return out
 
