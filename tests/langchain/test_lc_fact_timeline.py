@@ -7,18 +7,14 @@ from datetime import timedelta
 
 import pytest
 
-from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_langchain import BeeWeaveRetriever
-from tests.fact_faces import CASES, T0, T1
+from tests.fact_faces import CASES, T1, moved_memory
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_retriever_gives_the_current_home_first_and_marks_the_old(lang: str) -> None:
-    said_old, said_new, question, old, new = CASES[lang]
-    with BeeWeave(embedder=HashingEmbedder(32), clock=lambda: T1 + timedelta(days=1)) as m:
-        m.ingest({"user_id": "alice", "query": said_old, "response": "OK.", "timestamp": T0.isoformat()})
-        m.ingest({"user_id": "alice", "query": said_new, "response": "OK.", "timestamp": T1.isoformat()})
-        assert m.flush(30)
+    _, _, question, old, new = CASES[lang]
+    with moved_memory(lang) as m:
         docs = BeeWeaveRetriever(memory=m, user_id="alice", k=5, abstain_below=0).invoke(question)
     assert new in docs[0].page_content
     assert docs[0].metadata["superseded"] is False and docs[0].metadata["valid_from"] == T1.isoformat()
@@ -28,10 +24,7 @@ def test_the_retriever_gives_the_current_home_first_and_marks_the_old(lang: str)
 
 
 def test_the_retriever_searches_as_of_a_date() -> None:
-    with BeeWeave(embedder=HashingEmbedder(32), clock=lambda: T1 + timedelta(days=1)) as m:
-        m.ingest({"user_id": "alice", "query": "I live in Berlin.", "response": "OK.", "timestamp": T0.isoformat()})
-        m.ingest({"user_id": "alice", "query": "I moved to Munich.", "response": "OK.", "timestamp": T1.isoformat()})
-        assert m.flush(30)
+    with moved_memory("en") as m:
         then = (T1 - timedelta(days=1)).isoformat()
         docs = BeeWeaveRetriever(memory=m, user_id="alice", k=5, abstain_below=0, as_of=then).invoke("where do I live")
     assert "Berlin" in docs[0].page_content and docs[0].metadata["superseded"] is False

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
+from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.mcp.server import build_server  # noqa: E402
-from tests.fact_faces import CASES, T0, T1  # noqa: E402
+from tests.fact_faces import CASES, T1, moved_memory  # noqa: E402
 
 
 def search(memory: BeeWeave, query: str, **more: Any) -> list[dict[str, Any]]:
@@ -25,11 +25,8 @@ def search(memory: BeeWeave, query: str, **more: Any) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_search_memory_marks_the_superseded_value_and_answers_as_of(lang: str) -> None:
-    said_old, said_new, question, old, new = CASES[lang]
-    with BeeWeave(embedder=HashingEmbedder(32), clock=lambda: T1 + timedelta(days=1)) as m:
-        m.ingest({"user_id": "alice", "query": said_old, "response": "OK.", "timestamp": T0.isoformat()})
-        m.ingest({"user_id": "alice", "query": said_new, "response": "OK.", "timestamp": T1.isoformat()})
-        assert m.flush(30)
+    _, _, question, old, new = CASES[lang]
+    with moved_memory(lang) as m:
         now = search(m, question)
         then = search(m, question, as_of=(T1 - timedelta(days=1)).isoformat())
     assert new in now[0]["content"] and "superseded" not in now[0]
