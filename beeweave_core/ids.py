@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-__all__ = ["user_tag", "event_memory_id", "owned_by"]
+__all__ = ["user_tag", "event_key", "event_memory_id", "legacy_event_memory_id", "owned_by"]
 
 
 def user_tag(user_id: str) -> str:
@@ -27,9 +27,21 @@ def user_tag(user_id: str) -> str:
     return quote(user_id, safe="".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "%@:"))
 
 
+def event_key(event_id: str, user_id: str) -> str:
+    """An event in the ingest queue: ``<event id>@<user>``, so that two users' "turn-1" are two
+    events (the queue ignores a key it holds: one user's repeated event is queued once)."""
+    return f"{event_id}@{user_tag(user_id)}"
+
+
 def event_memory_id(event_id: str, user_id: str, n: int) -> str:
     """The id of the ``n``-th memory (0: the turn) of ``user_id``'s event ``event_id``."""
-    return f"{event_id}@{user_tag(user_id)}:{n}"
+    return f"{event_key(event_id, user_id)}:{n}"
+
+
+def legacy_event_memory_id(event_id: str, n: int) -> str:
+    """The id the same memory had before ids carried the user (``<event id>:<n>``): stores
+    written then keep it, and an event retried across the upgrade must find it there."""
+    return f"{event_id}:{n}"
 
 
 def owned_by(chunk_id: str, user_id: str) -> bool:

@@ -19,7 +19,7 @@ from tests.ingest.ingest_support import Clock
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 EVENT_ID = "run-42"
-IDS = [f"{EVENT_ID}:0", f"{EVENT_ID}:1"]  # the turn memory and the tool call's memory
+IDS = [f"{EVENT_ID}@ann:0", f"{EVENT_ID}@ann:1"]  # the turn memory and the tool call's memory
 
 
 def _event(feedback: float | None) -> dict[str, Any]:

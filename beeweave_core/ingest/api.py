@@ -150,7 +150,8 @@ class Ingestion:
             self.ingest(body)
         if events:
             self.flush(timeout)
-        wanted = [cid for body in events for cid in chunk_ids(body["id"], len(body["intermediate_steps"]))]
+        wanted = [cid for body in events
+                  for cid in chunk_ids(body["id"], body["user_id"], len(body["intermediate_steps"]))]
         return [c.id for c in self.records.get_many(wanted)]
 
     def drain(self, user_id: str | None = None, timeout: float | None = 30.0) -> bool:
@@ -162,9 +163,7 @@ class Ingestion:
         if not drained and (timeout is None or timeout > 0):  # 0: the caller chose not to wait
             logger.warning("the ingest queue did not drain in %s s before deleting %s; events still queued "
                            "will be stored later", timeout, "everything" if user_id is None else repr(user_id))
-        dead = [d.event.id for d in self.dead_letters() if user_id is None or d.event.user_id == user_id]
-        if dead:
-            self.discard_dead_letters(dead)
+        self.runtime.discard_of(user_id)
         return drained
 
     def start_ingest(self) -> None:

@@ -2,11 +2,11 @@
 
 How an event becomes memories:
 
-- **one turn memory** ``<event id>:0`` holding the question and the answer together. A
+- **one turn memory** ``<event id>@<user>:0`` holding the question and the answer together. A
   later question like this one should find the answer *with* the question it answered:
   alone, an answer ("Use --force.") is often meaningless, and the question is the best
   retrieval key for it;
-- **one memory per tool call with a meaningful result** ``<event id>:<step>`` (1-based):
+- **one memory per tool call with a meaningful result** ``<event id>@<user>:<step>`` (1-based):
   what a tool returned (a weather report, a query result, a page) is a fact in its own
   right, to be found later by its own content, whatever question led to it. Failed calls,
   empty or very short outputs, and an output repeated verbatim as the answer are not
@@ -22,7 +22,8 @@ where the caller said nothing: its ``confidence`` becomes the memory's, its ``ca
 and ``importance`` (in [0, 1]) go to ``metadata["category"]`` / ``metadata["importance"]``,
 and admission sees both (``AdmissionRules.min_confidence`` / ``min_importance``).
 
-Ids derive from the event id, so processing an event twice stores nothing twice.
+Ids derive from the event id and the user (:mod:`beeweave_core.ids`), so processing an event
+twice stores nothing twice, and two users' events of one id are two events.
 Every memory of a rated event keeps the rating (``metadata["ingest"]["feedback"]``); once
 they are stored, the worker applies it to them (:mod:`.runtime`).
 Redaction runs first, on every text, tool value and metadata value, before anything is
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..ids import event_memory_id
 from ..lifecycle.timeline import FACT_KEY, stated_fact
 from ..records import ChunkStatus, ContentType, Intent, KnowledgeChunk, ProcessedContent
 from ..validation import importance_of
@@ -67,9 +69,9 @@ class Prepared:
     sighting: Sighting | None = None
 
 
-def chunk_ids(event_id: str, n_steps: int) -> list[str]:
+def chunk_ids(event_id: str, user_id: str, n_steps: int) -> list[str]:
     """Every id an event's memories can have (the turn, then each step)."""
-    return [f"{event_id}:{i}" for i in range(n_steps + 1)]
+    return [event_memory_id(event_id, user_id, i) for i in range(n_steps + 1)]
 
 
 def _text(value: Any) -> str:
@@ -179,7 +181,7 @@ class Pipeline:
                     self._tool(out, i, step, response, intent, redactions.get(f"step{i}"))
         if query:
             out.sighting = Sighting(event.id, event.user_id, event.agent_id, query, intent, event.at,
-                                    answer=response, answer_id=f"{event.id}:0",
+                                    answer=response, answer_id=event_memory_id(event.id, event.user_id, 0),
                                     tags=turn_extraction.tags if turn_extraction else ())
         return out
 
@@ -223,7 +225,7 @@ class Pipeline:
         if reasons:
             metadata["ingest"]["review"] = reasons
         out.chunks.append(KnowledgeChunk(
-            raw_content=raw, user_id=ev.user_id, id=f"{ev.id}:{n}", agent_id=ev.agent_id, session_id=ev.session_id,
+            raw_content=raw, user_id=ev.user_id, id=event_memory_id(ev.id, ev.user_id, n), agent_id=ev.agent_id, session_id=ev.session_id,
             processed_content=pc, summary=ext.summary or None,
             entities=[e for e in ext.entities if e.strip()], intent=intent, timestamp=ev.at,
             status=status, tier=self.config.tier, metadata=metadata,

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateIdError, ModelLoadError, StoreClosedError, StoreUnavailableError
+from ..ids import event_key, legacy_event_memory_id
 from ..lifecycle.config import FeedbackSignal
 from ..lifecycle.timeline import stated_fact
 from ..records import KnowledgeChunk
@@ -236,7 +237,7 @@ class IngestRuntime:
                     self._move_intake()  # the journal is full: empty it first, so order is kept
                 if intake is None or not intake.append(data):  # larger than the whole journal
                     body = json.loads(text)
-                    q.put(body["id"], body["user_id"], text)
+                    q.put(event_key(body["id"], body["user_id"]), body["user_id"], text)
         if cfg.autostart:
             self.start()
         self._wake.set()
@@ -251,8 +252,8 @@ class IngestRuntime:
             rows = []
             for raw in records:
                 body = json.loads(raw)
-                rows.append((body["id"], body["user_id"], raw.decode("utf-8")))
-            q.put_many(rows)  # an id already queued is ignored: a repeated move adds nothing
+                rows.append((event_key(body["id"], body["user_id"]), body["user_id"], raw.decode("utf-8")))
+            q.put_many(rows)  # a key already queued is ignored: a repeated move adds nothing
             intake.commit(mark)
 
     def _make_room(self, q: EventQueue) -> None:
@@ -467,7 +468,7 @@ class IngestRuntime:
         if not chunks:
             return
         backend = self.memory.backend
-        skip = backend.contains([c.id for c in chunks])
+        skip = backend.contains([c.id for c in chunks]) | self._stored_before_user_ids(chunks)
         if skip:
             # A stored id is this event's memory stored before a crash, or the memory of another
             # user's event that reused the id: that one must fail (dead letter), not vanish.
@@ -480,6 +481,21 @@ class IngestRuntime:
         new = [c for c in chunks if c.id not in skip and backend.kv_get(REJECTED, c.id) is None]
         if new:
             self.memory.add_many(new, show_progress=show_progress, batch_size=batch_size or len(new))
+
+    def _stored_before_user_ids(self, chunks: list[KnowledgeChunk]) -> set[str]:
+        """The ids of ``chunks`` whose memory a store written before ids carried the user holds
+        under the old id (``<event id>:<n>``) for the same user: an event queued or retried
+        across the upgrade is stored once."""
+        old: dict[str, KnowledgeChunk] = {}
+        for c in chunks:
+            event_id = (c.metadata.get("ingest") or {}).get("event_id")
+            n = c.id.rpartition(":")[2]
+            if isinstance(event_id, str) and n.isascii() and n.isdigit():
+                old[legacy_event_memory_id(event_id, int(n))] = c
+        if not old:
+            return set()
+        held = self.memory.backend.get(sorted(self.memory.backend.contains(list(old))))
+        return {old[i].id for i, h in held.items() if h.user_id == old[i].user_id}
 
     def _fail(self, q: EventQueue, qe: QueuedEvent, exc: Exception, body: dict[str, Any]) -> None:
         error = f"{type(exc).__name__}: {exc}"
@@ -569,13 +585,31 @@ class IngestRuntime:
         return [] if self._queue is None else self._queue.dead(limit)
 
     def revive(self, ids: Sequence[str] | None) -> int:
-        n = 0 if self._queue is None else self._queue.revive(ids)
+        keys = None if ids is None else self._keys(ids)
+        n = 0 if self._queue is None or keys == [] else self._queue.revive(keys)
         if n:
             self.wake()
         return n
 
     def discard(self, ids: Sequence[str]) -> int:
-        return 0 if self._queue is None else self._queue.discard(ids)
+        keys = self._keys(ids)
+        return self._queue.discard(keys) if self._queue is not None and keys else 0
+
+    def discard_of(self, user_id: str | None) -> int:
+        """Delete the dead events of ``user_id`` (every user's when None); not another user's
+        event of the same id."""
+        if self._queue is None:
+            return 0
+        keys = [r.id for r in self._queue.dead() if user_id is None or r.user_id == user_id]
+        return self._queue.discard(keys) if keys else 0
+
+    def _keys(self, ids: Sequence[str]) -> list[str]:
+        """The queue keys of dead events named by event id (``<event id>@<user>``, or the bare id
+        of an event queued before keys carried the user) or by key."""
+        if self._queue is None:
+            return []
+        wanted = set(ids)
+        return [r.id for r in self._queue.dead() if r.id in wanted or r.body.get("id") in wanted]
 
     def mark_rejected(self, chunks: Sequence[KnowledgeChunk], reason: str | None) -> None:
         at = self.memory.clock().isoformat()

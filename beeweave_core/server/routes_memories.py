@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from ..errors import InvalidInputError
+from ..ids import event_key
 from .auth import hidden
 from .deps import CONFLICT, ERRORS, NOT_FOUND, Ctx, ctx
 from .errors import segment
@@ -189,8 +190,9 @@ def memories_router() -> APIRouter:
     def retry(req: RetryIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         ids = req.ids
         if c.access.users is not None:
-            mine = {d.event.id for d in c.svc.dead_letters() if c.access.allows(d.event.user_id)}
-            ids = sorted(mine if ids is None else mine.intersection(ids))
+            # By queue key (event id and user): another user's dead event of the same id stays.
+            ids = sorted(event_key(d.event.id, d.event.user_id) for d in c.svc.dead_letters()
+                         if c.access.allows(d.event.user_id) and (ids is None or d.event.id in ids))
             if not ids:
                 return {"retried": 0}
         return {"retried": c.svc.retry_dead_letters(ids)}

@@ -36,7 +36,7 @@ def test_a_1s_model_extracts_within_the_proportional_bound_in_queue_order() -> N
         took, created = _run(m, _events(32))
     assert model.calls == 32 and 1 < model.peak <= 16
     assert took <= 32 * 0.15, f"32 events took {took:.1f} s"
-    assert created == [f"e{i:03d}:0" for i in range(32)]  # stored in the order queued
+    assert created == [f"e{i:03d}@u:0" for i in range(32)]  # stored in the order queued
 
 
 def test_the_configured_bound_is_never_exceeded() -> None:
@@ -76,7 +76,7 @@ def test_a_failing_event_goes_to_the_dead_letters_and_the_rest_keep_their_order(
         _, created = _run(m, events)
         dead = m.dead_letters()
     assert [d.event.id for d in dead] == ["e004"] and "extraction broke" in dead[0].error
-    assert created == [f"e{i:03d}:0" for i in range(10) if i != 4]
+    assert created == [f"e{i:03d}@u:0" for i in range(10) if i != 4]
 
 
 def test_events_acknowledged_before_a_close_mid_batch_are_not_lost(tmp_path) -> None:
@@ -90,7 +90,7 @@ def test_events_acknowledged_before_a_close_mid_batch_are_not_lost(tmp_path) -> 
     time.sleep(0.6)  # the old worker's calls return to a closed store
     with BeeWeave(path, embedder=HashingEmbedder(32), ingest=IngestConfig(extractor=LLMExtractor(SlowModel(0.01)))) as again:
         assert again.flush(60)
-        assert sorted(c.id for c in again.get_many([f"{i}:0" for i in ids])) == [f"{i}:0" for i in ids]
+        assert sorted(c.id for c in again.get_many([f"{i}@u:0" for i in ids])) == [f"{i}@u:0" for i in ids]
 
 
 def test_a_store_outage_mid_batch_keeps_the_rest_pending_and_stores_each_once() -> None:
@@ -110,5 +110,5 @@ def test_a_store_outage_mid_batch_keeps_the_rest_pending_and_stores_each_once() 
 
         sink.add_many = flaky
         took, created = _run(m, _events(12))
-    assert created == [f"e{i:03d}:0" for i in range(12)]  # each once, in queue order
+    assert created == [f"e{i:03d}@u:0" for i in range(12)]  # each once, in queue order
     assert len(calls) >= 4 and calls[0] <= 4  # stored group by group, not the batch at once

@@ -87,14 +87,14 @@ def test_pending_memories_are_stored_but_not_found_until_approved(make_memory) -
     m.ingest(KnowledgeEvent(user_id="u", id="e2", query="What tea does the user like?",
                             response="The user likes green tea without sugar."))
     assert m.flush(10)
-    assert [x.id for x in m.pending(user_id="u")] == ["e1:0"]
-    held = m.get("e1:0")
+    assert [x.id for x in m.pending(user_id="u")] == ["e1@u:0"]
+    held = m.get("e1@u:0")
     assert held.status is ChunkStatus.PENDING and held.metadata["ingest"]["review"] == ["blocked word 'internal'"]
-    assert "e1:0" not in {h.id for h in m.search("VPN gateway address", user_id="u", k=5)}
-    assert m.approve(["e1:0", "e2:0"]) == ["e1:0"]  # e2:0 was already active
-    assert m.get("e1:0").status is ChunkStatus.ACTIVE
-    assert m.get("e1:0").metadata["ingest"]["reviewed"]["decision"] == "approved"
-    assert "e1:0" in {h.id for h in m.search("VPN gateway address", user_id="u", k=5)}
+    assert "e1@u:0" not in {h.id for h in m.search("VPN gateway address", user_id="u", k=5)}
+    assert m.approve(["e1@u:0", "e2@u:0"]) == ["e1@u:0"]  # e2:0 was already active
+    assert m.get("e1@u:0").status is ChunkStatus.ACTIVE
+    assert m.get("e1@u:0").metadata["ingest"]["reviewed"]["decision"] == "approved"
+    assert "e1@u:0" in {h.id for h in m.search("VPN gateway address", user_id="u", k=5)}
     assert m.pending() == []
 
 
@@ -104,7 +104,7 @@ def test_reject_deletes_and_the_memory_never_comes_back(make_memory) -> None:
                            response="It listens on port 8080 behind the proxy.", feedback=None)
     m.ingest(event)
     assert m.flush(10)
-    assert m.reject("e1:0", reason="wrong port") == ["e1:0"]
+    assert m.reject("e1@u:0", reason="wrong port") == ["e1@u:0"]
     assert everything(m) == []
     m.ingest(event)  # the same event again (e.g. a replayed callback)
     assert m.flush(10)
@@ -116,8 +116,8 @@ def test_review_checks_every_id_before_changing_anything(make_memory) -> None:
     m.ingest({"user_id": "u", "id": "e1", "query": "Where is the office?", "response": "In Lyon, near the station."})
     assert m.flush(10)
     with pytest.raises(NotFoundError):
-        m.approve(["e1:0", "nope"])
-    assert m.get("e1:0").status is ChunkStatus.PENDING
+        m.approve(["e1@u:0", "nope"])
+    assert m.get("e1@u:0").status is ChunkStatus.PENDING
     with pytest.raises(InvalidInputError):
         m.reject([3])
 
@@ -129,5 +129,5 @@ def test_per_tool_rule_holds_only_that_tools_memories(make_memory) -> None:
                                                 ToolCall("calculator", "2*3", "The product of 2 and 3 is 6, exactly.")]))
     assert m.flush(10)
     status = {x.id: x.status for x in everything(m)}
-    assert status == {"e1:0": ChunkStatus.ACTIVE, "e1:1": ChunkStatus.PENDING, "e1:2": ChunkStatus.ACTIVE}
-    assert [x.id for x in m.pending(agent_id=None)] == ["e1:1"]
+    assert status == {"e1@u:0": ChunkStatus.ACTIVE, "e1@u:1": ChunkStatus.PENDING, "e1@u:2": ChunkStatus.ACTIVE}
+    assert [x.id for x in m.pending(agent_id=None)] == ["e1@u:1"]

@@ -47,7 +47,7 @@ def test_judged_values_reach_the_memory_and_admission(make_memory, clock) -> Non
     m.ingest(KnowledgeEvent(user_id="u", id="e1", timestamp=AT, query="I'm allergic to peanuts, never suggest them.",
                             response="Noted: I will never suggest peanuts."))
     assert m.flush(10)
-    c = m.get("e1:0")
+    c = m.get("e1@u:0")
     assert c.status is ChunkStatus.ACTIVE and c.confidence == 0.9
     assert c.metadata["category"] == "preference" and c.metadata["importance"] == 1.0
     assert c.metadata["ingest"]["raw_excerpt"] == DISTILLED["raw_excerpt"]
@@ -56,7 +56,7 @@ def test_judged_values_reach_the_memory_and_admission(make_memory, clock) -> Non
     unsure.ingest(KnowledgeEvent(user_id="u", id="e2", timestamp=AT, query="Maybe I like tea, not sure.",
                                  response="I will remember that you may like tea."))
     assert unsure.flush(10)
-    held = unsure.get("e2:0")
+    held = unsure.get("e2@u:0")
     assert held.status is ChunkStatus.PENDING and held.confidence == 0.6
     assert held.metadata["ingest"]["review"] == ["confidence 0.6 < 0.7 (source rule: role='turn')"]
     assert held.tier is MemoryTier.SHORT
@@ -69,7 +69,7 @@ def test_a_tool_output_inherits_its_turns_expiry(make_memory) -> None:
         response="Today it is sunny in Lyon, 21 °C.",
         intermediate_steps=[ToolCall("weather", {"city": "Lyon"}, "sunny, 21 °C in Lyon, light wind from the west")]))
     assert m.flush(10)
-    turn, tool = m.get("w1:0"), m.get("w1:1")
+    turn, tool = m.get("w1@u:0"), m.get("w1@u:1")
     assert turn.expires_at == AT + timedelta(hours=24) and turn.metadata["expiry_rule"] == "weather"
     assert tool.expires_at == turn.expires_at and tool.metadata["expiry_rule"] == "weather (its turn)"
     m.ingest(KnowledgeEvent(user_id="u", id="w2", timestamp=AT, query="Which city hosts the Lumière museum?",
@@ -77,9 +77,9 @@ def test_a_tool_output_inherits_its_turns_expiry(make_memory) -> None:
                             intermediate_steps=[ToolCall("search", "Lumiere museum", "Institut Lumière, Lyon 8e, "
                                                                                     "rue du Premier-Film")]))
     assert m.flush(10)
-    lasting = m.get("w2:1")  # a lasting fact's tool output has no rule expiry: it waits for promotion, then settles
+    lasting = m.get("w2@u:1")  # a lasting fact's tool output has no rule expiry: it waits for promotion, then settles
     assert "expiry_rule" not in lasting.metadata and lasting.expires_at is None and "settles_at" in lasting.metadata
-    assert {c.id for c in everything(m)} >= {"w1:0", "w1:1", "w2:0", "w2:1"}
+    assert {c.id for c in everything(m)} >= {"w1@u:0", "w1@u:1", "w2@u:0", "w2@u:1"}
 
 
 def test_offline_tags_are_fewer_and_never_filler() -> None:
@@ -98,7 +98,7 @@ def test_ingest_tier_is_configurable(make_memory) -> None:
     m.ingest(KnowledgeEvent(user_id="u", id="t1", timestamp=AT, query="Where are the runbooks?",
                             response="The runbooks live in the ops wiki."))
     assert m.flush(10)
-    assert m.get("t1:0").tier is MemoryTier.LONG and m.get("t1:0").expires_at is None
+    assert m.get("t1@u:0").tier is MemoryTier.LONG and m.get("t1@u:0").expires_at is None
     assert IngestConfig().tier is MemoryTier.SHORT
 
 
@@ -113,7 +113,7 @@ def test_repeated_turns_merge_at_insert_with_history(make_memory, clock) -> None
     assert m.flush(10)
     active = everything(m, status="active")
     assert len(active) == 2  # one memory of the twelve, and the different question
-    primary = next(c for c in active if c.id != "other:0")
+    primary = next(c for c in active if c.id != "other@u:0")
     assert len(primary.metadata["merged_from"]) == 11 and m.history(primary.id)
     merged = everything(m, status="merged")
     assert len(merged) == 11 and all(c.metadata["merged_into"] == primary.id for c in merged)

@@ -127,11 +127,11 @@ def test_the_best_answer_follows_the_answers_weight(make_memory, clock) -> None:
     ask(m, 2, "how can I cancel my plan", "Go to Billing > Plan > Cancel.")
     ask(m, 3, "Cancel my plan: how?", "Call us.")
     (hot,) = m.hot_patterns()
-    assert hot.answer_id == "u-ask-3:0"  # equal weights: the newest answer
-    m.update("u-ask-2:0", weight=3.0)  # e.g. positive feedback on that answer
+    assert hot.answer_id == "u-ask-3@u:0"  # equal weights: the newest answer
+    m.update("u-ask-2@u:0", weight=3.0)  # e.g. positive feedback on that answer
     ask(m, 4, "How do I cancel my plan?", "Call us.")
     (hot,) = m.hot_patterns()
-    assert hot.answer_id == "u-ask-2:0"
+    assert hot.answer_id == "u-ask-2@u:0"
     assert "Go to Billing > Plan > Cancel." in m.get(hot.memory_id).raw_content
 
 

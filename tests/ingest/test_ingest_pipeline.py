@@ -33,8 +33,8 @@ def test_a_turn_and_its_meaningful_tool_calls_become_memories(make_memory) -> No
     assert m.ingest(event) == "run-7"
     assert m.flush(10)
     chunks = {c.id: c for c in everything(m)}
-    assert set(chunks) == {"run-7:0", "run-7:1"}
-    turn, tool = chunks["run-7:0"], chunks["run-7:1"]
+    assert set(chunks) == {"run-7@alice:0", "run-7@alice:1"}
+    turn, tool = chunks["run-7@alice:0"], chunks["run-7@alice:1"]
     assert turn.raw_content == "What's the weather in Paris tomorrow?\n\nSunny, 21 °C. Take sunglasses."
     for c in (turn, tool):
         assert (c.user_id, c.agent_id, c.session_id, c.timestamp) == ("alice", "travel-bot", "s1", at)
@@ -54,34 +54,34 @@ def test_code_answers_are_code(make_memory) -> None:
     m = make_memory()
     run(m, {"user_id": "u", "id": "e", "query": "Write a Python function that adds two numbers",
             "response": "```python\ndef add(a, b):\n    return a + b\n```"})
-    c = m.get("e:0")
+    c = m.get("e@u:0")
     assert c.processed_content.type is ContentType.CODE and c.processed_content.language == "python"
     assert c.intent is Intent.CODE_GENERATION and "python" in c.tags
-    assert m.search("add two numbers", user_id="u", filters={"type": "code"})[0].id == "e:0"
+    assert m.search("add two numbers", user_id="u", filters={"type": "code"})[0].id == "e@u:0"
 
 
 def test_a_question_holding_data_gives_the_type_when_the_answer_is_prose(make_memory) -> None:
     m = make_memory()
     run(m, {"user_id": "u", "id": "e", "query": '{"error": "E42", "service": "billing"}',
             "response": "E42 means the billing service lost its database connection."})
-    assert m.get("e:0").processed_content.type is ContentType.DATA
+    assert m.get("e@u:0").processed_content.type is ContentType.DATA
 
 
 def test_tool_memories_can_be_turned_off_and_long_outputs_are_cut(make_memory) -> None:
     m = make_memory(tool_memories=False)
     run(m, KnowledgeEvent(user_id="u", id="e", query="q about logs", response="see the logs for details",
                           intermediate_steps=[ToolCall("logs", None, "line\n" * 50)]))
-    assert [c.id for c in everything(m)] == ["e:0"]
+    assert [c.id for c in everything(m)] == ["e@u:0"]
     m2 = make_memory(max_tool_output_chars=100)
     run(m2, KnowledgeEvent(user_id="u", id="e", query="q about logs", response="see the logs",
                            intermediate_steps=[ToolCall("logs", None, "word " * 100)]))
-    assert "…[399 more characters not kept]" in m2.get("e:1").raw_content
+    assert "…[399 more characters not kept]" in m2.get("e@u:1").raw_content
 
 
 def test_an_event_with_only_a_query_is_remembered(make_memory) -> None:
     m = make_memory()
     run(m, {"user_id": "u", "id": "e", "query": "Remember that my dentist is Dr. Lee in Lyon."})
-    assert m.get("e:0").raw_content == "Remember that my dentist is Dr. Lee in Lyon."
+    assert m.get("e@u:0").raw_content == "Remember that my dentist is Dr. Lee in Lyon."
 
 
 def test_the_same_event_id_is_processed_once(make_memory) -> None:
@@ -89,7 +89,7 @@ def test_the_same_event_id_is_processed_once(make_memory) -> None:
     e = {"user_id": "u", "id": "same", "query": "What is BM25?", "response": "A ranking function used by search engines."}
     run(m, e, e)
     run(m, e)  # long after the first was processed
-    assert [c.id for c in everything(m)] == ["same:0"]
+    assert [c.id for c in everything(m)] == ["same@u:0"]
 
 
 @pytest.mark.parametrize("event, error", [
@@ -141,13 +141,13 @@ def test_tool_values_that_are_not_json_are_kept_as_text(make_memory) -> None:
     m = make_memory()
     run(m, KnowledgeEvent(user_id="u", id="e", query="find the budget doc", response="found it",
                           intermediate_steps=[ToolCall("search", {"q": "budget"}, Doc())]))
-    assert "quarterly budget review" in m.get("e:1").raw_content
+    assert "quarterly budget review" in m.get("e@u:1").raw_content
 
 
 def test_timestamps_default_to_the_stores_clock(make_memory, clock) -> None:
     m = make_memory()
     run(m, {"user_id": "u", "id": "e", "query": "what time is it", "response": "It is nine in the morning."})
-    assert m.get("e:0").timestamp == clock.now
+    assert m.get("e@u:0").timestamp == clock.now
 
 
 def test_ingest_after_close_is_refused(make_memory) -> None:

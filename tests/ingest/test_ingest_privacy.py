@@ -71,8 +71,8 @@ def test_with_redaction_before_the_queue_the_queue_file_never_holds_pii(tmp_path
         m.close()
     with BeeWeave(db, embedder=HashingEmbedder(32), ingest=IngestConfig(custom_patterns=CUSTOM)) as again:
         assert again.flush(10)
-        assert {c.id for c in everything(again)} == {"e1:0", "e1:1"}
-        assert again.get("e1:1").processed_content.payload == {"card": "[CARD]", "phone": "[PHONE]",
+        assert {c.id for c in everything(again)} == {"e1@u:0", "e1@u:1"}
+        assert again.get("e1@u:1").processed_content.payload == {"card": "[CARD]", "phone": "[PHONE]",
                                                                "note": "paid in full, thanks"}
 
 
@@ -80,16 +80,16 @@ def test_redaction_can_be_turned_off(make_memory) -> None:
     m = make_memory(redact=False)
     m.ingest({"user_id": "u", "id": "e", "query": "my mail is bob@example.com", "response": "noted, thanks"})
     assert m.flush(10)
-    assert "bob@example.com" in m.get("e:0").raw_content
+    assert "bob@example.com" in m.get("e@u:0").raw_content
 
 
 def test_redaction_counts_are_recorded_without_the_values(make_memory) -> None:
     m = make_memory()
     m.ingest(leaky_event(1))
     assert m.flush(10)
-    assert m.get("e1:0").metadata["ingest"]["redactions"] == {"email": 1, "phone": 1, "bank_card": 1,
+    assert m.get("e1@u:0").metadata["ingest"]["redactions"] == {"email": 1, "phone": 1, "bank_card": 1,
                                                               "national_id": 1, "ip_address": 1, "secret": 1}
-    assert m.get("e1:1").metadata["ingest"]["redactions"] == {"email": 1, "secret": 1, "bank_card": 1, "phone": 1}
+    assert m.get("e1@u:1").metadata["ingest"]["redactions"] == {"email": 1, "secret": 1, "bank_card": 1, "phone": 1}
 
 
 def test_metadata_of_events_and_imported_records_is_redacted(make_memory, tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_metadata_of_events_and_imported_records_is_redacted(make_memory, tmp_pa
                                                     "author": "carol@example.com"}) + "\n", encoding="utf-8")
     m.import_documents([tmp_path / "faq.jsonl"], user_id="u")
     assert m.flush(10) and m.dead_letters() == []
-    meta = m.get("e:0").metadata
+    meta = m.get("e@u:0").metadata
     assert meta["contact"] == "[EMAIL]" and meta["phones"] == ["[PHONE]"] and meta["api_key"] == "[SECRET]"
     assert meta["source"] == "crm"  # keys and harmless values are kept
     (doc,) = [c for c in everything(m) if c.metadata["ingest"]["role"] == "document"]

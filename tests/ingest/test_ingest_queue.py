@@ -60,9 +60,9 @@ def test_raise_policy_refuses_at_once_and_writes_nothing(make_memory) -> None:
     with pytest.raises(QueueFullError):
         m.ingest(ev(3))
     assert m.pending_events() == 2
-    assert m.flush(10) and ids(m) == {"e1:0", "e2:0"}
+    assert m.flush(10) and ids(m) == {"e1@u:0", "e2@u:0"}
     m.ingest(ev(3))  # room again
-    assert m.flush(10) and "e3:0" in ids(m)
+    assert m.flush(10) and "e3@u:0" in ids(m)
 
 
 def test_block_policy_waits_for_room_then_gives_up(make_memory) -> None:
@@ -86,7 +86,7 @@ def test_block_policy_proceeds_when_the_worker_makes_room(make_memory) -> None:
     assert not done.wait(0.3)  # blocked: the queue is full
     emb.gate.set()
     assert done.wait(10)
-    assert m.flush(10) and ids(m) == {"e1:0", "e2:0", "e3:0"}
+    assert m.flush(10) and ids(m) == {"e1@u:0", "e2@u:0", "e3@u:0"}
 
 
 def test_drop_oldest_moves_it_to_the_dead_letters_where_nothing_is_lost(make_memory) -> None:
@@ -96,9 +96,9 @@ def test_drop_oldest_moves_it_to_the_dead_letters_where_nothing_is_lost(make_mem
     assert m.pending_events() == 2
     dead = m.dead_letters()
     assert [(d.event.id, d.error) for d in dead] == [("e1", "dropped: queue full")]
-    assert m.flush(10) and ids(m) == {"e2:0", "e3:0"}
+    assert m.flush(10) and ids(m) == {"e2@u:0", "e3@u:0"}
     assert m.retry_dead_letters() == 1
-    assert m.flush(10) and ids(m) == {"e1:0", "e2:0", "e3:0"} and m.dead_letters() == []
+    assert m.flush(10) and ids(m) == {"e1@u:0", "e2@u:0", "e3@u:0"} and m.dead_letters() == []
 
 
 # -- dead letters ---------------------------------------------------------------------------------------
@@ -109,14 +109,14 @@ def test_a_failing_event_goes_to_the_dead_letters_and_the_others_pass(make_memor
     m.ingest(ev("p", query="poison question from bob@example.com", response="never stored"))
     m.ingest(ev(2))
     assert m.flush(10)
-    assert ids(m) == {"e1:0", "e2:0"}
+    assert ids(m) == {"e1@u:0", "e2@u:0"}
     (dead,) = m.dead_letters()
     assert dead.event.id == "ep" and dead.attempts == 1
     assert "RuntimeError: extractor crashed" in dead.error
     assert dead.event.query == "poison question from [EMAIL]"  # kept redacted
     extractor.broken = False
     assert m.retry_dead_letters(["ep"]) == 1
-    assert m.flush(10) and "ep:0" in ids(m) and m.dead_letters() == []
+    assert m.flush(10) and "ep@u:0" in ids(m) and m.dead_letters() == []
 
 
 def test_a_store_failure_is_pinned_on_the_one_event_that_caused_it(make_memory) -> None:
@@ -130,7 +130,7 @@ def test_a_store_failure_is_pinned_on_the_one_event_that_caused_it(make_memory) 
     for e in (ev(1), ev("x", response="explode now"), ev(2)):
         m.ingest(e)
     assert m.flush(10)  # one batch: it fails as a whole, then event by event
-    assert ids(m) == {"e1:0", "e2:0"}
+    assert ids(m) == {"e1@u:0", "e2@u:0"}
     assert [d.event.id for d in m.dead_letters()] == ["ex"]
     assert m.discard_dead_letters("ex") == 1 and m.dead_letters() == []
 
@@ -155,11 +155,11 @@ def test_events_wait_for_an_unavailable_store_instead_of_dying(tmp_path, clock, 
             if len(waiting) == 2 and all(e.attempts >= 2 for e in waiting):
                 break
             time.sleep(0.02)
-        assert [(e.id, e.attempts >= 2) for e in m.parts.ingestion.runtime.queue().take(10)] == [("e1", True), ("e2", True)]
+        assert [(e.id, e.attempts >= 2) for e in m.parts.ingestion.runtime.queue().take(10)] == [("e1@u", True), ("e2@u", True)]
         assert m.pending_events() == 2 and m.dead_letters() == [] and ids(m) == set()
         holder.execute("ROLLBACK")
         assert m.flush(30)
-        assert ids(m) == {"e1:0", "e2:0"} and m.dead_letters() == []
+        assert ids(m) == {"e1@u:0", "e2@u:0"} and m.dead_letters() == []
         said = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
         assert len(said) == 1  # one warning for the outage, not one per retry
     finally:
@@ -184,7 +184,7 @@ def test_ingest_returns_before_the_worker_has_processed_anything(make_memory) ->
     assert emb.entered.wait(10) and ids(m) == set()  # returned; the worker is still embedding
     assert not m.flush(0.05)  # not drained yet
     emb.gate.set()
-    assert m.flush(10) and ids(m) == {"e1:0"}
+    assert m.flush(10) and ids(m) == {"e1@u:0"}
 
 
 def test_autostart_off_keeps_events_until_flush_or_start(make_memory) -> None:
@@ -193,7 +193,7 @@ def test_autostart_off_keeps_events_until_flush_or_start(make_memory) -> None:
     time.sleep(0.1)
     assert m.pending_events() == 1 and ids(m) == set()
     m.start_ingest()
-    assert m.flush(10) and ids(m) == {"e1:0"}
+    assert m.flush(10) and ids(m) == {"e1@u:0"}
 
 
 def test_batches_are_embedded_together(make_memory) -> None:
@@ -226,7 +226,7 @@ def test_close_waits_for_the_current_batch_and_stops_the_worker(make_memory, db_
     assert not closing.is_alive()
     assert not [t for t in threading.enumerate() if t.name == "beeweave-ingest"]
     with BeeWeave(db_path, embedder=HashingEmbedder(32)) as again:
-        assert ids(again) == {"e1:0"} and again.pending_events() == 0
+        assert ids(again) == {"e1@u:0"} and again.pending_events() == 0
 
 
 def test_close_processes_what_an_in_memory_queue_still_holds(make_memory) -> None:
@@ -235,7 +235,7 @@ def test_close_processes_what_an_in_memory_queue_still_holds(make_memory) -> Non
     m.events.subscribe(lambda e: created.append(e.chunk_id), types=[EventType.CREATED])
     m.ingest(ev(1))
     m.close()
-    assert "e1:0" in created
+    assert "e1@u:0" in created
 
 
 def test_flush_from_a_subscriber_on_the_worker_thread_does_not_deadlock(make_memory) -> None:
@@ -261,7 +261,7 @@ def test_a_store_without_a_file_keeps_the_queue_in_memory_or_where_told(tmp_path
     with caplog.at_level(logging.WARNING, logger="beeweave_core.ingest"):
         with BeeWeave(backend=NoFile(), embedder=HashingEmbedder(32)) as m:
             m.ingest(ev(1))
-            assert m.flush(10) and ids(m) == {"e1:0"}
+            assert m.flush(10) and ids(m) == {"e1@u:0"}
     assert "kept in memory" in caplog.text
     queue_file = tmp_path / "events.queue"
     with BeeWeave(backend=NoFile(), embedder=HashingEmbedder(32),
@@ -287,9 +287,10 @@ def test_bad_configuration_is_refused() -> None:
         BeeWeave(embedder=HashingEmbedder(32), ingest={"batch_size": 3})
 
 
-def test_an_event_id_reused_by_another_user_goes_to_the_dead_letters(make_memory) -> None:
+def test_an_event_id_reused_by_another_user_is_that_users_own_event(make_memory) -> None:
     # A third user trial saw alice's event "run-1" accepted and then dropped without a trace,
-    # because bob's event "run-1" had already stored memories under the ids it derives.
+    # because bob's event "run-1" had already stored memories under the ids it derives; then
+    # it went to the dead letters. Ids carry the user now (beeweave_core.ids): both are stored.
     m = make_memory()
     m.ingest({"id": "run-1", "user_id": "bob", "query": "What is the vault code for the bank?",
               "response": "The vault code is 7731-alpha."})
@@ -298,13 +299,17 @@ def test_an_event_id_reused_by_another_user_goes_to_the_dead_letters(make_memory
     m.ingest({"id": "run-1", "user_id": "alice", "query": "What is my favourite colour today?",
               "response": "Your favourite colour today is blue."})
     assert m.flush(10)
-    assert m.count(user_id="alice") == 0 and m.count(user_id="bob") == bob
-    [dead] = m.dead_letters()
-    assert dead.event.id == "run-1" and "belongs to another user" in dead.error
+    assert m.count(user_id="alice") == 1 and m.count(user_id="bob") == bob and m.dead_letters() == []
     # The same user's event seen again (a crash repair, a retry) is still stored once, quietly.
     m.ingest({"id": "run-2", "user_id": "bob", "query": "Who rotates the vault code?", "response": "Dana does."})
     assert m.flush(10)
     m.parts.ingestion.runtime.store_new(m.parts.ingestion.runtime.pipeline.prepare(
         {"id": "run-2", "user_id": "bob", "query": "Who rotates the vault code?", "response": "Dana does.",
          "timestamp": m.clock().isoformat()}).chunks)  # the pipeline reads stamped events (ingest stamps them)
-    assert len(m.dead_letters()) == 1
+    assert m.dead_letters() == []
+    # An id a tenant-wide caller gave another user's memory still fails the event, never silently.
+    m.add("Carol's note.", user_id="carol", chunk_id="run-3@bob:0")
+    m.ingest({"id": "run-3", "user_id": "bob", "query": "Where is the spare key?", "response": "Under the mat."})
+    assert m.flush(10)
+    [dead] = m.dead_letters()
+    assert dead.event.id == "run-3" and "belongs to another user" in dead.error

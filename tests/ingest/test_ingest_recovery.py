@@ -78,7 +78,7 @@ def reopen_and_count(db: Path, n: int) -> dict[str, int]:
         ids = [c.id for c in everything(m) if not c.id.startswith("pattern:")]
         hits = [len(v["hits"]) for _, v in m.backend.kv_scan("ingest.patterns")]
     assert len(ids) == len(set(ids))
-    assert sorted(ids) == sorted(f"ev{i}:{k}" for i in range(n) for k in (0, 1))
+    assert sorted(ids) == sorted(f"ev{i}@u:{k}" for i in range(n) for k in (0, 1))
     return {"memories": len(ids), "pattern_sightings": sum(hits)}
 
 
@@ -95,6 +95,6 @@ def test_killed_between_storing_and_marking_done(tmp_path: Path) -> None:
     run_child(db, "crash_before_done", 3)
     with BeeWeave(db, embedder=HashingEmbedder(32), ingest=IngestConfig(autostart=False)) as m:
         stored = {c.id for c in everything(m)}
-        assert {"ev0:0", "ev0:1"} <= stored  # the memories were committed before the crash
+        assert {"ev0@u:0", "ev0@u:1"} <= stored  # the memories were committed before the crash
         assert m.pending_events() == 3  # but the events were never marked done
     assert reopen_and_count(db, 3) == {"memories": 6, "pattern_sightings": 3}

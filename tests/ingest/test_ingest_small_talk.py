@@ -44,4 +44,4 @@ def test_it_can_be_turned_off(make_memory) -> None:
     m = make_memory(skip_small_talk=False)
     m.ingest({"id": "e", "user_id": "u", "query": "Thanks!", "response": "You're welcome!"})
     assert m.flush(10)
-    assert m.get("e:0").raw_content == "Thanks!\n\nYou're welcome!"
+    assert m.get("e@u:0").raw_content == "Thanks!\n\nYou're welcome!"

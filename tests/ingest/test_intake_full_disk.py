@@ -201,7 +201,7 @@ def test_every_ingest_raises_while_the_journal_cannot_be_reserved(
     ev = m.ingest({"user_id": "u", "id": "accepted", "query": "where is the invoice for April?",
                    "response": "In the billing folder, under April."})
     assert m.flush(30)
-    assert m.backend.contains([f"{ev}:0", added]) == {f"{ev}:0", added}
+    assert m.backend.contains([f"{ev}@u:0", added]) == {f"{ev}@u:0", added}
     assert m.dead_letters() == [] and m.pending_events() == 0
 
 
@@ -261,8 +261,8 @@ _CHILD = textwrap.dedent("""
     assert acked and refused >= 10, (len(acked), refused)
     os.unlink(disk / "filler")
     assert m.flush(120), m.pending_events()
-    stored = m.backend.contains([f"{e}:0" for e in acked])
-    assert stored == {f"{e}:0" for e in acked}, len(stored)
+    stored = m.backend.contains([f"{e}@u:0" for e in acked])
+    assert stored == {f"{e}@u:0" for e in acked}, len(stored)
     assert m.dead_letters() == []
     m.close()
     print("ACKED", len(acked), "REFUSED", refused, f"{time.monotonic() - started:.1f} s", flush=True)
@@ -320,7 +320,7 @@ def test_a_queue_that_keeps_failing_logs_one_traceback_and_its_recovery(
     q.take = take
     m.start_ingest()
     assert m.flush(30)
-    assert len(calls) > 4 and m.backend.contains([f"{ev}:0"])
+    assert len(calls) > 4 and m.backend.contains([f"{ev}@u:0"])
     failed = _records(caplog, "reading the queue")
     with_trace = [r for r in failed if r.exc_info]
     assert len(with_trace) == 1, [r.getMessage() for r in with_trace]  # not one per retry

@@ -35,8 +35,8 @@ def test_a_chinese_cue_keeps_the_memory_long_term(make_memory) -> None:
     m.ingest({"id": "plain", "user_id": "u", "query": "我的雨伞放在门口的柜子里", "response": "好的，我记下了。"})
     assert m.flush(10)
     got = {c.id: c for c in everything(m, user_id="u")}
-    assert got["cue:0"].metadata.get("importance") == 1.0 and got["cue:0"].tier is MemoryTier.LONG
-    assert "importance" not in got["plain:0"].metadata and got["plain:0"].tier is not MemoryTier.LONG
+    assert got["cue@u:0"].metadata.get("importance") == 1.0 and got["cue@u:0"].tier is MemoryTier.LONG
+    assert "importance" not in got["plain@u:0"].metadata and got["plain@u:0"].tier is not MemoryTier.LONG
 
 
 def test_the_assistants_emphasis_is_not_the_users_judgment(make_memory) -> None:

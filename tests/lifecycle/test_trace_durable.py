@@ -20,7 +20,7 @@ USER = "ops-team"
 def _event(m: BeeWeave, eid: str, query: str, response: str, when: object) -> str:
     m.ingest({"id": eid, "user_id": USER, "agent_id": "helper", "query": query, "response": response,
               "timestamp": when.isoformat()})  # type: ignore[attr-defined]
-    return f"{eid}:0"
+    return f"{eid}@{USER}:0"
 
 
 def _found(m: BeeWeave, query: str, k: int = 5) -> list[str]:

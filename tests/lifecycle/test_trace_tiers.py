@@ -54,7 +54,7 @@ def test_ninety_days_of_tiers(tmp_path: Path) -> None:
               "response": "The on-call runbooks are kept in the ops wiki under Runbooks/OnCall.",
               "user_id": USER, "agent_id": "support", "id": "ev-runbooks"})
     m.flush()
-    runbooks = "ev-runbooks:0"
+    runbooks = "ev-runbooks@ops-team:0"
 
     for cid in (reset, port, lunch, runbooks):  # short-term: a 24 h TTL from when it was said
         c = m.get(cid)

@@ -164,8 +164,8 @@ def test_eight_threads_on_the_embedded_store(tmp_path: Path) -> None:
 
         chunks = all_chunks(m.backend)
         assert duplicates(book.added) == [] and set(book.added) <= set(chunks)
-        turns = [cid[:-2] for cid in chunks if cid.endswith(":0") and not cid.startswith("pattern:")]
-        assert sorted(turns) == sorted(book.events)
+        turn_ids = [cid for cid in chunks if cid.endswith(":0") and not cid.startswith("pattern:")]
+        assert sorted(cid.rpartition("@")[0] for cid in turn_ids) == sorted(book.events)  # <event>@<user>:0
         assert m.pending_events() == 0 and m.dead_letters() == []
         assert m.count() == len([c for c in chunks.values() if c.status.value == "active"])
         for cid in book.added:
@@ -174,8 +174,8 @@ def test_eight_threads_on_the_embedded_store(tmp_path: Path) -> None:
             assert got == {k: v for k, v in fb.items() if v}, cid
             assert c.weight == pytest.approx(_expected_weight(fb), rel=1e-12, abs=1e-9), cid
             assert c.access_count == book.hits[cid] + fb["used"], cid
-        for cid in turns:
-            assert chunks[cid + ":0"].access_count == book.hits[cid + ":0"], cid
+        for cid in turn_ids:
+            assert chunks[cid].access_count == book.hits[cid], cid
         assert_consistent(m, probes=20)
     finally:
         stop.set()

@@ -83,9 +83,9 @@ def ids_body(ids: list[str]) -> st.SearchStrategy:
 @settings(max_examples=examples(40), derandomize=True, database=None, deadline=None)
 @given(route=st.sampled_from(["search", "ingest", "feedback", "approve", "reject", "resolve"]), data=st.data())
 def _fuzz_routes(live: LiveServer, route: str, data) -> None:
-    body = {"search": search_body, "ingest": event_body, "approve": ids_body(["seed0:0", "seed1:0", "nope"]),
+    body = {"search": search_body, "ingest": event_body, "approve": ids_body(["seed0@alice:0", "seed1@alice:0", "nope"]),
             "reject": ids_body(["nope", "x:0"]),  # the seeds stay: the path test counts them
-            "feedback": st.fixed_dictionaries({"chunk_ids": maybe(st.lists(st.sampled_from(["seed0:0", "x"]))),
+            "feedback": st.fixed_dictionaries({"chunk_ids": maybe(st.lists(st.sampled_from(["seed0@alice:0", "x"]))),
                                                "signal": maybe(st.sampled_from(["up", "down", "used"]))}),
             "resolve": st.fixed_dictionaries({"chunk_id": maybe(words), "decision": json_junk})}[route]
     path = {"approve": "/api/v1/review/approve", "reject": "/api/v1/review/reject",
@@ -127,7 +127,7 @@ def test_path_traversal_and_sql_in_ids_touch_no_file(live) -> None:
     assert sorted(p.name for p in (base / "tenants").iterdir() if p.name.endswith(".db")) == ["acme.db"]
     with live.http(KEY) as h:
         kept = {c["id"] for c in h.get("/api/v1/users/alice/export").json()["chunks"]}
-        assert {f"seed{i}:0" for i in range(5)} <= kept  # nothing of alice was forgotten
+        assert {f"seed{i}@alice:0" for i in range(5)} <= kept  # nothing of alice was forgotten
     for svc in live.app.state.stores.opened().values():
         assert svc.memory.verify().ok
 

@@ -37,6 +37,6 @@ def test_model_load_errors_are_retried_not_dead_lettered():
         model.ready.set()
         assert m.flush(20)
         assert m.dead_letters() == []
-        assert {c.id for c in m.get_many([f"{i}:0" for i in ids])} == {f"{i}:0" for i in ids}
+        assert {c.id for c in m.get_many([f"{i}@u:0" for i in ids])} == {f"{i}@u:0" for i in ids}
     finally:
         m.close()

@@ -53,15 +53,15 @@ def test_ingest_is_durable_before_processing(tmp_path):
         srv.stop()
     with open_memory(tmp_path, tenant="acme", embedder=EMBEDDER, ingest=IngestConfig()) as m:
         assert m.flush(20)
-        assert [h.id for h in m.search("locker", user_id="dora")] == ["ev-locker:0"]
+        assert [h.id for h in m.search("locker", user_id="dora")] == ["ev-locker@dora:0"]
 
 
 def test_search_with_filters_expansion_and_options(acme, seeded):
     hits = acme.search("deploy logs", user_id="alice", k=2)
-    assert hits and hits[0].id == "ev-logs:0"
+    assert hits and hits[0].id == "ev-logs@alice:0"
     assert {"lexical", "vector"} <= set(hits[0].sources)
-    only = acme.search("deploy", filters={"ids": ["ev-rollback:0"]}, k=5)
-    assert [h.id for h in only] == ["ev-rollback:0"]
+    only = acme.search("deploy", filters={"ids": ["ev-rollback@alice:0"]}, k=5)
+    assert [h.id for h in only] == ["ev-rollback@alice:0"]
     by_agent = acme.search("budget", filters={"agent_id": "finance-bot"}, k=5)
     assert [h.chunk.user_id for h in by_agent] == ["bob"]
     assert acme.search("deploy", filters={"session_id": "money"}, k=5)[0].chunk.user_id == "bob"
@@ -89,7 +89,7 @@ def test_feedback_changes_weights(acme, seeded):
 
 def test_trace_lists_a_session_in_order(acme, seeded):
     chunks = acme.trace("deploy-1")
-    assert [c.id for c in chunks] == ["ev-deploy:0", "ev-logs:0", "ev-rollback:0"]
+    assert [c.id for c in chunks] == ["ev-deploy@alice:0", "ev-logs@alice:0", "ev-rollback@alice:0"]
     assert acme.trace("deploy-1", user_id="bob") == []
     assert acme.trace("no-such-session") == []
 
@@ -101,7 +101,7 @@ def test_export_holds_chunks_relationships_versions_and_audit(live, acme, seeded
         acme.ingest(event("erin", "What is the wifi password?", "The guest wifi password is bumblebee-42.",
                           id=f"ev-wifi-{i}"))
     assert acme.flush(20)
-    assert acme.get("ev-wifi-2:0").status.value == "merged"
+    assert acme.get("ev-wifi-2@erin:0").status.value == "merged"
     report = acme.maintain(user_id="erin")
     assert report.merged == 0
     data = acme.export_user("erin")
@@ -111,7 +111,7 @@ def test_export_holds_chunks_relationships_versions_and_audit(live, acme, seeded
     assert data["versions"] and data["versions"][0]["reason"] == "merge"
     assert any(a["action"] == "merged" for a in data["audit"])
     alice = acme.export_user("alice")
-    assert {c["id"] for c in alice["chunks"]} == {"ev-deploy:0", "ev-logs:0", "ev-rollback:0"}
+    assert {c["id"] for c in alice["chunks"]} == {"ev-deploy@alice:0", "ev-logs@alice:0", "ev-rollback@alice:0"}
     assert any(c["relationships"] for c in alice["chunks"])
     with pytest.raises(NotFoundError):
         acme.export_user("nobody")
@@ -139,13 +139,13 @@ def test_review_pending_approve_reject(live, acme, seeded):
     b = acme.ingest(event("gina", "hm", "sure", id="ev-short-b"))
     assert acme.flush(20)
     pending = acme.pending(user_id="gina")
-    assert [c.id for c in pending] == [f"{a}:0", f"{b}:0"]
+    assert [c.id for c in pending] == [f"{a}@gina:0", f"{b}@gina:0"]
     assert all(c.status.value == "pending" for c in pending)
     with live.http(ACME_KEY) as h:
-        r = h.post("/api/v1/review/approve", json={"ids": [f"{a}:0"]})
-        assert r.status_code == 200 and r.json() == {"ids": [f"{a}:0"]}
-        assert h.post("/api/v1/review/reject", json={"ids": [f"{b}:0"], "reason": "noise"}).json() == {
-            "ids": [f"{b}:0"]}
+        r = h.post("/api/v1/review/approve", json={"ids": [f"{a}@gina:0"]})
+        assert r.status_code == 200 and r.json() == {"ids": [f"{a}@gina:0"]}
+        assert h.post("/api/v1/review/reject", json={"ids": [f"{b}@gina:0"], "reason": "noise"}).json() == {
+            "ids": [f"{b}@gina:0"]}
         assert h.post("/api/v1/review/approve", json={"ids": ["no-such-id"]}).status_code == 404
     assert acme.pending(user_id="gina") == []
     assert acme.export_user("gina")["chunks"][0]["status"] == "active"

@@ -60,9 +60,9 @@ def test_wrong_shapes_and_types(h):
     _error(_raw(h, "POST", "/api/v1/search", '{"query": "deploy", "min_score": 1e999}'), 422, "min_score:")
     _error(_raw(h, "POST", "/api/v1/search", '{"query": "deploy", "k": 1' + "0" * 5000 + "}"), 400)
     _error(h.post("/api/v1/search", json={"query": "deploy"}, headers={"Content-Type": "text/plain"}), 422)
-    _error(h.post("/api/v1/feedback", json={"chunk_ids": ["ev-1:0"], "signal": "love"}), 422, "signal:")
+    _error(h.post("/api/v1/feedback", json={"chunk_ids": ["ev-1@alice:0"], "signal": "love"}), 422, "signal:")
     _error(h.post("/api/v1/feedback", json={"chunk_ids": [], "signal": "up"}), 422, "chunk_ids:")
-    _error(h.post("/api/v1/review/resolve", json={"chunk_id": "ev-1:0", "decision": "maybe"}), 422, "decision:")
+    _error(h.post("/api/v1/review/resolve", json={"chunk_id": "ev-1@alice:0", "decision": "maybe"}), 422, "decision:")
     _error(h.get("/api/v1/review/pending", params={"limit": -5}), 422, "limit:")
     _error(h.get("/api/v1/stats", params={"top": "many"}), 422, "top:")
     _error(h.post("/api/v1/flush", params={"timeout": -1}), 422, "timeout:")
@@ -118,7 +118,7 @@ def test_lone_surrogates_are_refused(h):
         ("/api/v1/ingest", '{"user_id": "alice", "query": "q", "response": "r", "metadata": {"a": [[' + LONE + "]]}}"),
         ("/api/v1/feedback", '{"chunk_ids": [' + LONE + '], "signal": "up"}'),
         ("/api/v1/review/approve", '{"ids": [' + LONE + "]}"),
-        ("/api/v1/review/reject", '{"ids": ["ev-1:0"], "reason": ' + LONE + "}"),
+        ("/api/v1/review/reject", '{"ids": ["ev-1@alice:0"], "reason": ' + LONE + "}"),
     ]:
         r = _raw(h, "POST", path, body)
         _error(r, 422, "surrogate")
@@ -134,7 +134,7 @@ def test_ids_that_look_like_paths_are_just_ids(live, h):
     r = h.delete("/api/v1/users/..%2Facme")
     assert r.status_code == 200 and r.json()["deleted"] == 0
     assert h.get("/api/v1/sessions/..%2F..%2Fs1/trace").json()["chunks"] == []
-    assert [c["id"] for c in h.get("/api/v1/sessions/s1/trace").json()["chunks"]] == ["ev-1:0"]
+    assert [c["id"] for c in h.get("/api/v1/sessions/s1/trace").json()["chunks"]] == ["ev-1@alice:0"]
     # Only the configured tenants' files exist (the server opens every tenant at start).
     assert {p.name.split(".")[0] for p in live.root.iterdir()} <= {"acme", "beta"}
 

@@ -92,7 +92,7 @@ def test_search_and_stats_across_processes(store, capsys, monkeypatch):
     r = run("--store", "m.db", "search", "deploy logs", "--user-id", "alice", "-k", "2", "--json", cwd=store)
     assert r.returncode == 0, r.stderr
     hits = json.loads(r.stdout)
-    assert hits[0]["chunk"]["id"] == "cli-logs:0" and len(hits) == 2
+    assert hits[0]["chunk"]["id"] == "cli-logs@alice:0" and len(hits) == 2
     monkeypatch.chdir(store)
     assert main(["--store", "m.db", "search", "deploy", "--filter", "tags=docs", "--filter", "user_id=alice"]) == 0
     assert capsys.readouterr().out.count("doc:") == 2
@@ -111,14 +111,14 @@ def test_commands_in_process(store, capsys, monkeypatch):
     assert "search latency: p50" in out and "by source agent:" in out
     assert main(["--store", "m.db", "review"]) == 0
     out = capsys.readouterr().out
-    assert "1 pending review" in out and "cli-short:0" in out
-    assert main(["--store", "m.db", "review", "approve", "cli-short:0"]) == 0
+    assert "1 pending review" in out and "cli-short@bob:0" in out
+    assert main(["--store", "m.db", "review", "approve", "cli-short@bob:0"]) == 0
     assert "approved 1 of 1" in capsys.readouterr().out
     assert main(["--store", "m.db", "maintain", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["merged"] == 0
     assert main(["--store", "m.db", "export", "alice", "-o", "alice.json"]) == 0
     exported = json.loads((store / "alice.json").read_text())
-    assert {c["id"] for c in exported["chunks"]} >= {"cli-deploy:0", "cli-logs:0"}
+    assert {c["id"] for c in exported["chunks"]} >= {"cli-deploy@alice:0", "cli-logs@alice:0"}
     assert main(["--store", "m.db", "report", "-o", "report.html"]) == 0
     assert '<script type="application/json" id="bw-data">' in (store / "report.html").read_text()
     assert main(["--store", "m.db", "openapi", "-o", "openapi.json"]) == 0
@@ -180,7 +180,7 @@ def test_cli_against_a_server(live, acme, capsys):
     assert acme.flush(20)
     remote = ["--store", live.url, "--api-key", ACME_KEY]
     assert main([*remote, "search", "printer", "--user-id", "ivan", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)[0]["chunk"]["id"] == "cli-pr:0"
+    assert json.loads(capsys.readouterr().out)[0]["chunk"]["id"] == "cli-pr@ivan:0"
     assert main([*remote, "stats", "--json", "--user-id", "ivan"]) == 0
     assert json.loads(capsys.readouterr().out)["total"] == 1
     assert main([*remote, "forget", "ivan", "--yes"]) == 0

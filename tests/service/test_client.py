@@ -37,7 +37,7 @@ def test_search_returns_engine_types(acme, seeded):
     hits = acme.search("api port", user_id="alice", k=2)
     assert hits and all(isinstance(h, SearchHit) and isinstance(h.chunk, KnowledgeChunk) for h in hits)
     top = hits[0]
-    assert top.id == "cl-port:0" and top.chunk.user_id == "alice" and top.chunk.session_id == "c1"
+    assert top.id == "cl-port@alice:0" and top.chunk.user_id == "alice" and top.chunk.session_id == "c1"
     assert top.chunk.status.value == "active" and top.chunk.timestamp.tzinfo is not None
     # Only retrievers that matched are listed (in a store this small BM25's idf may be 0).
     assert top.sources and all(s.rank >= 1 and s.score > 0 for s in top.sources.values())
@@ -49,9 +49,9 @@ def test_search_returns_engine_types(acme, seeded):
 def test_relate_returns_a_relationship_as_the_engine_does(acme, seeded):
     from beeweave_core.records import Relationship
 
-    edge = acme.relate("cl-port:0", "cl-owner:0", "related", weight=0.5, note="same service map")
-    assert edge == Relationship("cl-port:0", "cl-owner:0", "related", 0.5)
-    assert edge in acme.relationships("cl-port:0", types=["related"], direction="out")
+    edge = acme.relate("cl-port@alice:0", "cl-owner@alice:0", "related", weight=0.5, note="same service map")
+    assert edge == Relationship("cl-port@alice:0", "cl-owner@alice:0", "related", 0.5)
+    assert edge in acme.relationships("cl-port@alice:0", types=["related"], direction="out")
 
 
 def test_the_gate_travels_to_the_server(acme, seeded):
@@ -81,7 +81,7 @@ def test_same_errors_as_the_engine(acme, seeded):
         with pytest.raises(NotFoundError):
             acme.feedback(["missing"], "up")
         with pytest.raises(InvalidInputError):
-            acme.feedback(["cl-port:0"], "love")
+            acme.feedback(["cl-port@alice:0"], "love")
         with pytest.raises(InvalidInputError, match="in-process"):
             acme.search("port", rerank=object())
         with pytest.raises(InvalidInputError, match="ExpandOptions"):
@@ -123,7 +123,7 @@ def test_langchain_retriever_and_memory_on_a_server(acme, seeded):
 
     # The server's hashing embedder is not the model the relevance gate was fitted on: off.
     docs = BeeWeaveRetriever(memory=acme, user_id="alice", k=1, abstain_below=None).invoke("billing owner")
-    assert [d.metadata["id"] for d in docs] == ["cl-owner:0"]
+    assert [d.metadata["id"] for d in docs] == ["cl-owner@alice:0"]
     mem = BeeWeaveMemory(memory=acme, user_id="henry", session_id="lc", abstain_below=None)
     mem.save_context({"input": "My favourite colour is teal."}, {"output": "Noted: teal."})
     assert acme.flush(20)
@@ -135,11 +135,11 @@ def test_llamaindex_retriever_on_a_server(acme, seeded):
     from beeweave_llamaindex import BeeWeaveRetriever
 
     nodes = BeeWeaveRetriever(acme, user_id="alice", similarity_top_k=1).retrieve("which port")
-    assert [n.node.node_id for n in nodes] == ["cl-port:0"]
+    assert [n.node.node_id for n in nodes] == ["cl-port@alice:0"]
 
 
 def test_flush_trace_and_review_types(acme, seeded):
     assert acme.flush(5) is True
-    assert [c.id for c in acme.trace("c1")][:2] == ["cl-port:0", "cl-owner:0"]
+    assert [c.id for c in acme.trace("c1")][:2] == ["cl-port@alice:0", "cl-owner@alice:0"]
     assert acme.pending(user_id="nobody") == [] and acme.review_queue(user_id="nobody") == []
     assert acme.health()["status"] == "ok" and "/api/v1/search" in acme.openapi()["paths"]

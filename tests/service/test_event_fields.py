@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from beeweave_core import BeeWeave
+from beeweave_core.ids import event_memory_id
 from beeweave_core.ingest.errors import InvalidEventError
 
 EMBEDDER = "beeweave:hashing-64"
@@ -25,7 +26,7 @@ def m():
 def _turn(m, event):
     eid = m.ingest(event)
     assert m.flush(20) and m.dead_letters() == []
-    return m.get(f"{eid}:0")
+    return m.get(event_memory_id(eid, event["user_id"], 0))
 
 
 def test_the_callers_tags_come_first_and_filter(m):
@@ -56,7 +57,7 @@ def test_the_design_documents_event_shape(m):
                     "intermediate_steps": [[{"tool": "weather", "tool_input": "Paris", "log": "calling weather"},
                                             "Paris: 18°C, sunny, wind 10 km/h from the west, humidity 40%"]]})
     assert m.flush(20)
-    turn, tool = m.get(f"{eid}:0"), m.get(f"{eid}:1")
+    turn, tool = m.get(event_memory_id(eid, "u", 0)), m.get(event_memory_id(eid, "u", 1))
     assert turn.raw_content.endswith("It is 18 degrees and sunny in Paris.")
     assert tool.raw_content.startswith("weather: Paris") and "humidity 40%" in tool.raw_content
 

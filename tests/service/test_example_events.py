@@ -34,6 +34,6 @@ def test_the_example_ingests_through_the_cli(tmp_path: Path, capsys) -> None:
     with BeeWeave(store, embedder=EMBEDDER) as memory:
         stored = list(memory.backend.scan(build_filter(None)))
         assert {c.user_id for c in stored} == {"alice", "bob"}
-        assert {c.id.split(":")[0] for c in stored} == {"ex-deploy", "ex-logs", "ex-allergy", "ex-offsite", "ex-budget"}
+        assert {c.id.rpartition("@")[0] for c in stored} == {"ex-deploy", "ex-logs", "ex-allergy", "ex-offsite", "ex-budget"}
         [hit, *_] = memory.search("peanut allergy", user_id="alice", k=3)
         assert hit.chunk.id.startswith("ex-allergy") and hit.chunk.pinned

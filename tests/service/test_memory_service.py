@@ -398,7 +398,7 @@ def test_the_async_client(srv):
                                   "response": "The api listens on port 8443 behind the load balancer."})
             assert await c.flush(20)
             hits = await c.search("api port", user_id="async-user")
-            assert hits and hits[0].chunk.id == f"{eid}:0"
+            assert hits and hits[0].chunk.id == f"{eid}@async-user:0"
             res = await c.search_semantic("api port", user_id="async-user")
             assert res[0]["agent_response"].startswith("The api listens on port 8443")
             mid = await c.add("async added memory about the staging database", user_id="async-user")

@@ -31,14 +31,14 @@ def test_tenants_on_one_database_stay_apart(pg_live):
         beta.ingest(event("alice", "What is the vault code?", "Beta's vault code is 1234.", session_id="s1",
                           id="pg-beta"))
         assert acme.flush(30) and beta.flush(30)
-        assert [h.id for h in beta.search("vault code", k=10, filters={"ids": ["pg-acme:0", "pg-beta:0"]})] == [
-            "pg-beta:0"]
-        assert [c.id for c in beta.trace("s1")] == ["pg-beta:0"]
-        assert [c["id"] for c in beta.export_user("alice")["chunks"]] == ["pg-beta:0"]
+        assert [h.id for h in beta.search("vault code", k=10, filters={"ids": ["pg-acme@alice:0", "pg-beta@alice:0"]})] == [
+            "pg-beta@alice:0"]
+        assert [c.id for c in beta.trace("s1")] == ["pg-beta@alice:0"]
+        assert [c["id"] for c in beta.export_user("alice")["chunks"]] == ["pg-beta@alice:0"]
         with pytest.raises(NotFoundError):
-            beta.feedback(["pg-acme:0"], "up")
+            beta.feedback(["pg-acme@alice:0"], "up")
         assert beta.forget_user("alice") == 1
-        assert [h.id for h in acme.search("vault code", user_id="alice", k=10)] == ["pg-acme:0"]
+        assert [h.id for h in acme.search("vault code", user_id="alice", k=10)] == ["pg-acme@alice:0"]
         assert [h.id for h in beta.search("vault code", user_id="alice", k=10)] == []  # forgotten
     # The 202s were durable in the database (its ingest_events table), not in files of this host.
     assert list(queues.glob("*.queue")) == []

@@ -29,7 +29,7 @@ def two_tenants(acme, beta):
                       session_id="s1", id="beta-1"))
     beta.ingest(event("alice", "hm", "yes", id="beta-short"))
     assert acme.flush(20) and beta.flush(20)
-    return {"acme": ["acme-1:0", "acme-2:0"], "beta": ["beta-1:0"]}
+    return {"acme": ["acme-1@alice:0", "acme-2@alice:0"], "beta": ["beta-1@alice:0"]}
 
 
 def _operations(live):
@@ -81,19 +81,19 @@ def test_search_never_crosses_tenants(beta, two_tenants):
             hits = beta.search(query, **kw)
             assert all(h.id not in acme_ids and "acme" not in h.chunk.raw_content.lower() for h in hits), kw
     assert [h.id for h in beta.search("launch code", filters={"ids": acme_ids}, k=10)] == []
-    assert [h.id for h in beta.search("tangerine", k=10)] == ["beta-1:0"]  # beta's own data is found
+    assert [h.id for h in beta.search("tangerine", k=10)] == ["beta-1@alice:0"]  # beta's own data is found
 
 
 def test_every_other_route_stays_in_its_tenant(live, acme, beta, two_tenants):
     acme_ids = two_tenants["acme"]
-    assert [c.id for c in beta.trace("s1")] == ["beta-1:0"]
-    assert [c.id for c in beta.trace("s1", user_id="alice")] == ["beta-1:0"]
+    assert [c.id for c in beta.trace("s1")] == ["beta-1@alice:0"]
+    assert [c.id for c in beta.trace("s1", user_id="alice")] == ["beta-1@alice:0"]
     exported = beta.export_user("alice")
-    assert {c["id"] for c in exported["chunks"]} == {"beta-1:0", "beta-short:0"}
+    assert {c["id"] for c in exported["chunks"]} == {"beta-1@alice:0", "beta-short@alice:0"}
     assert SECRET not in str(exported)
-    assert [c.id for c in beta.pending()] == ["beta-short:0"]
-    for call in (lambda: beta.feedback(acme_ids, "down"), lambda: beta.approve(["acme-short:0"]),
-                 lambda: beta.reject(["acme-short:0"]), lambda: beta.resolve_review(acme_ids[0], "delete")):
+    assert [c.id for c in beta.pending()] == ["beta-short@alice:0"]
+    for call in (lambda: beta.feedback(acme_ids, "down"), lambda: beta.approve(["acme-short@alice:0"]),
+                 lambda: beta.reject(["acme-short@alice:0"]), lambda: beta.resolve_review(acme_ids[0], "delete")):
         with pytest.raises(NotFoundError):
             call()
     s = beta.stats()
@@ -101,7 +101,7 @@ def test_every_other_route_stays_in_its_tenant(live, acme, beta, two_tenants):
     assert beta.forget_user("alice") == 2
     # acme's alice is untouched by beta forgetting its own alice.
     assert {c.id for c in acme.trace("s1")} == set(acme_ids)
-    assert [c.id for c in acme.pending()] == ["acme-short:0"]
+    assert [c.id for c in acme.pending()] == ["acme-short@alice:0"]
     assert acme.search("launch code", user_id="alice", k=1)[0].chunk.raw_content.endswith(SECRET)
     files = sorted(p.name for p in live.root.iterdir())
     assert {"acme.db", "beta.db"} <= set(files) and all(f.split(".")[0] in ("acme", "beta") for f in files)
