@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import EmptyContentError, InvalidInputError
 from ..records import to_datetime
-from ..validation import check_user
+from ..validation import MAX_TAGS, MAX_WEIGHT, check_number, check_user
 from .errors import InvalidEventError
 from .records import KnowledgeEvent, ToolCall
 
@@ -28,7 +28,6 @@ EVENT_KEYS = ("id", "user_id", "query", "response", "session_id", "agent_id", "i
 # Other spellings accepted on the way in: the design document's client sends ``agent_response``,
 # and ``ttl`` (seconds) is another way to give ``expires_at``.
 ALIASES = ("agent_response", "ttl")
-_MAX_TAGS = 100
 # What an event says: at least one of these (the others describe it).
 _CONTENT_KEYS = frozenset({"query", "response", "agent_response", "intermediate_steps"})
 
@@ -175,8 +174,8 @@ def _memory_fields(data: Mapping[str, Any], metadata: Mapping[str, Any], ts: dat
             tags = [tags]
         if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) and t.strip() for t in tags):
             raise InvalidEventError("tags must be a list of non-empty strings")
-        if len(tags) > _MAX_TAGS:
-            raise InvalidEventError(f"an event may carry at most {_MAX_TAGS} tags, got {len(tags)}")
+        if len(tags) > MAX_TAGS:
+            raise InvalidEventError(f"an event may carry at most {MAX_TAGS} tags, got {len(tags)}")
         if tags:
             out["tags"] = list(dict.fromkeys(t.strip() for t in tags))
     ttl, expires = given("ttl"), given("expires_at")
@@ -201,15 +200,18 @@ def _memory_fields(data: Mapping[str, Any], metadata: Mapping[str, Any], ts: dat
         if not isinstance(pinned, bool):
             raise InvalidEventError("pinned must be true or false")
         out["pinned"] = pinned
-    for key, low, high in (("confidence", 0.0, 1.0), ("importance", 0.0, 1e6)):
+    # The bounds of the memory fields they become (validation.check_chunk): importance is the
+    # starting weight, and positive, or the memory would never rank.
+    for key, high in (("confidence", 1.0), ("importance", MAX_WEIGHT)):
         value = given(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not low <= value <= high or (key == "importance" and value <= 0):
-            bound = "between 0 and 1" if key == "confidence" else "a positive number"
-            raise InvalidEventError(f"{key} must be {bound}, got {value!r}")
-        out[key] = float(value)
+        try:
+            out[key] = check_number(key, value, low=0.0, high=high)
+        except InvalidInputError as exc:
+            raise InvalidEventError(str(exc)) from None
+        if key == "importance" and value <= 0:
+            raise InvalidEventError(f"importance must be a positive number, got {value!r}")
     category = given("category")
     if category is not None:
         out["category"] = _string("category", category)
