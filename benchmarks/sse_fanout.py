@@ -5,7 +5,7 @@ Usage:
 
 For each client count, a fresh server (child process, 127.0.0.1, hashing embedder: the time
 goes to the server's own work, not to a model) with that many clients following
-``GET /api/v1/events`` (threads of another child process), then, timed:
+``GET /api/v1/events`` (threads of another child process; ``--type`` filters), then, timed:
 
 - ``writes``: ``--writes`` sequential ``POST /memories``;
 - ``drain``: ``--events`` ``POST /ingest`` (agent turns), then ``POST /flush`` until drained
@@ -42,7 +42,7 @@ EMBEDDER = "beeweave:hashing-64"
 ID = re.compile(rb"^id: (\d+)", re.M)
 
 
-def _listen(url: str, n: int, ready: Any, stop: Any, counts: Any) -> None:
+def _listen(url: str, n: int, ready: Any, stop: Any, counts: Any, types: list[str]) -> None:
     """``n`` SSE clients in threads; ``ready`` counts the connected ones; ``counts`` gets each
     client's number of events when ``stop`` is set."""
     import httpx
@@ -54,7 +54,7 @@ def _listen(url: str, n: int, ready: Any, stop: Any, counts: Any) -> None:
         # Reads raw bytes and finds the ids with one regex per chunk: the clients share the
         # box's two cores with the server, so they should cost as little as they can.
         with httpx.Client(base_url=url, headers={"X-API-Key": ADMIN}, timeout=httpx.Timeout(600, connect=30)) as h:
-            with h.stream("GET", "/api/v1/events", params={"max_seconds": 3600}) as r:
+            with h.stream("GET", "/api/v1/events", params={"max_seconds": 3600, "type": types}) as r:
                 with ready.get_lock():
                     ready.value += 1
                 carry = b""
@@ -95,7 +95,7 @@ def run(n_clients: int, args: argparse.Namespace) -> dict[str, Any]:
     with serve({"store": root, "embedder": EMBEDDER, "max_flush_timeout": 600}) as url, client(url) as h:
         listeners = None
         if n_clients:
-            listeners = ctx.Process(target=_listen, args=(url, n_clients, ready, stop, counts), daemon=True)
+            listeners = ctx.Process(target=_listen, args=(url, n_clients, ready, stop, counts, args.type), daemon=True)
             listeners.start()
             deadline = time.monotonic() + 120
             while ready.value < n_clients and time.monotonic() < deadline:
@@ -143,6 +143,9 @@ def main() -> None:
     p.add_argument("--writes", type=int, default=300)
     p.add_argument("--events", type=int, default=2000)
     p.add_argument("--forget", type=int, default=3000)
+    p.add_argument("--type", action="append", default=[],
+                   help="the event types the clients ask for (repeatable; default: all). A type no phase "
+                        "produces (pattern.detected) shows the cost of waking listeners without sending")
     args = p.parse_args()
     print(f"load average before: {load_average()}")
     rows = [run(int(n), args) for n in args.clients.split(",")]

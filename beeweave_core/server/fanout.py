@@ -93,8 +93,16 @@ async def follow(log: Any, start: int, flt: Any, *, gone: Callable[[], Awaitable
     loop = asyncio.get_running_loop()
     seq = start
     durable = False  # read the SQLite log next: after an idle wait, another process may have appended
+    asked = -IDLE_POLL  # when gone() was last asked
     with log.wakeups.listening() as signal:
-        while not await gone() and (end is None or loop.time() < end):
+        while end is None or loop.time() < end:
+            # Asked at most once per IDLE_POLL, not at every wake-up: Starlette's check cancels
+            # a receive, which cost 50 listeners more than the rest of a write. A client that
+            # leaves while events are sent ends the stream sooner: the send fails.
+            if loop.time() - asked >= IDLE_POLL:
+                if await gone():
+                    return
+                asked = loop.time()
             woken = signal.event  # taken before reading: an append during the read sets it
             recent: Found | None = None if durable else log.recent.after(seq, 500)
             if recent is None:
