@@ -17,14 +17,16 @@ chosen id none (the quoted user has no ``:``).
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 __all__ = ["user_tag", "event_key", "event_memory_id", "legacy_event_memory_id", "owned_by"]
 
 
 def user_tag(user_id: str) -> str:
-    """The user as an id carries it: ``%``, ``@`` and ``:`` percent-quoted, the rest as is."""
-    return quote(user_id, safe="".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "%@:"))
+    """The user as an id carries it: ``%``, ``@`` and ``:`` percent-quoted, everything else as
+    is (``bob%40example.com``, ``张三``). Quoting ``%`` too keeps two users' tags apart."""
+    return "".join(_QUOTED.get(ch, ch) for ch in user_id)
+
+
+_QUOTED = {ch: f"%{ord(ch):02X}" for ch in "%@:"}
 
 
 def event_key(event_id: str, user_id: str) -> str:
