@@ -21,7 +21,7 @@ from beeweave_core.store.sqlite import SQLiteStore
 from beeweave_core.tokenizer import Tokenizer, TokenizerConfig
 
 PARAMETERS = ["path", "embedder", "tokenizer", "index", "network", "lifecycle", "ingest", "scoring", "config",
-              "clock", "backend"]
+              "clock", "backend", "scopes"]
 
 
 def test_the_front_class_has_no_bases() -> None:
