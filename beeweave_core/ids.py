@@ -8,8 +8,9 @@ id (an email address) cannot make two users' ids equal:
 
 * an ingested event's memories are ``<event id>@<user>:<n>`` (the turn 0, then each step):
   two users' "turn-1" never collide, and one user's retry gives the same ids (idempotent);
-* a key scoped to users picks ids ending in ``@<user>``, the memory's user, and nothing else,
-  so it can neither take nor probe another user's ids.
+* a key scoped to users picks ids ending in ``@<user>`` (or its user's event ids, as an export
+  holds them), the memory's user, and nothing else, so it can neither take nor probe another
+  user's ids.
 
 The two shapes never meet: after the last ``@``, an event's id has one ``:`` (before ``n``), a
 chosen id none (the quoted user has no ``:``).
@@ -48,6 +49,11 @@ def legacy_event_memory_id(event_id: str, n: int) -> str:
 
 def owned_by(chunk_id: str, user_id: str) -> bool:
     """Whether ``chunk_id`` is one that only ``user_id``'s memories can have, as a scoped key
-    must choose: ``<name>@<user>``."""
+    must choose: ``<name>@<user>``, or ``<event id>@<user>:<n>`` (its export holds those)."""
     name, at, tag = chunk_id.rpartition("@")
+    head, colon, n = tag.partition(":")
+    if colon:
+        if not (n.isascii() and n.isdigit()):
+            return False
+        tag = head
     return bool(at and name) and tag == user_tag(user_id)

@@ -22,11 +22,11 @@ def test_two_users_event_ids_never_collide(u1, u2, e1, e2, n1, n2):
 @given(tricky, tricky, tricky, st.integers(0, 3))
 def test_an_id_a_scoped_key_may_choose_is_never_another_users_event_id(user, name, event, n):
     chosen = f"{name}@{user_tag(user)}"
-    assert owned_by(chosen, user)
+    assert owned_by(chosen, user) and owned_by(event_memory_id(event, user, n), user)  # an export holds both
     assert chosen != event_memory_id(event, user, n)
     for other in ("a", "a@b", "a:b", "%40"):
         if other != user:
-            assert not owned_by(chosen, other)
+            assert not owned_by(chosen, other) and not owned_by(event_memory_id(event, user, n), other)
 
 
 def test_readable_for_every_script():

@@ -98,11 +98,14 @@ class Access:
         that is not, whether missing or another user's, gets the one answer ``hidden``."""
         _all_seen(ids, found, self.allows)
 
-    def may_choose(self, chunk_id: str | None, user_id: str) -> None:
+    def may_choose(self, chunk_id: str | None, user_id: str, holder: str | None = None) -> None:
         """A key scoped to users picks only ids that no other user can hold (``<name>@<user>``,
-        see ``beeweave_core.ids``): any other id could be taken already, and the refusal
-        would tell the key so."""
-        if self.users is not None and chunk_id is not None and not owned_by(chunk_id, user_id):
+        see ``beeweave_core.ids``), or ids its users hold already (``holder``: the user of the
+        memory the store holds under ``chunk_id``, a re-import): any other id could be taken,
+        and the refusal would tell the key so. A free id and another user's get one answer."""
+        if self.users is None or chunk_id is None or owned_by(chunk_id, user_id):
+            return
+        if holder is None or not self.allows(holder):
             raise InvalidInputError(f"a key scoped to users chooses memory ids of the form '<name>@{user_tag(user_id)}' "
                                     f"(the memory's user), got {chunk_id!r}; or leave the id out")
 

@@ -170,8 +170,10 @@ def core_router(config: ServerConfig) -> APIRouter:
         if data.get("user_id") != user:
             raise InvalidInputError(f"the export is of user {data.get('user_id')!r}, not {user!r}")
         if c.access.users is not None:  # only ids no other user can hold: see Access.may_choose
-            for cid in check_export(data).memory_ids():
-                c.access.may_choose(cid, user)
+            ids = check_export(data).memory_ids()
+            held = {ch.id: ch.user_id for ch in c.svc.memory.get_many(ids)}
+            for cid in ids:
+                c.access.may_choose(cid, user, held.get(cid))
         return c.svc.import_user(data).to_dict()
 
     @r.delete("/users/{user_id}", response_model=ForgetOut, tags=["users"],

@@ -12,7 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from ..errors import InvalidInputError
-from ..ids import event_key
+from ..ids import event_key, user_tag
+from ..records import new_id
 from .auth import hidden
 from .deps import CONFLICT, ERRORS, NOT_FOUND, Ctx, ctx
 from .errors import segment
@@ -70,8 +71,13 @@ def memories_router() -> APIRouter:
             responses=CONFLICT, summary="Add one memory (redacted and admitted like an ingested one)")
     def add(req: MemoryIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         c.access.may_write(req.user_id)
-        c.access.may_choose(req.id, req.user_id)
-        chunk = c.svc.add_memory(req.to_record())
+        record = req.to_record()
+        if c.access.users is not None and req.id is not None:
+            held = c.svc.memory.get_many([req.id])
+            c.access.may_choose(req.id, req.user_id, held[0].user_id if held else None)
+        elif c.access.users is not None:  # in its user's name too, so the key's export imports back
+            record["chunk_id"] = f"{new_id()}@{user_tag(req.user_id)}"
+        chunk = c.svc.add_memory(record)
         note(c.request, memory_id=chunk.id)
         return chunk.to_dict()
 

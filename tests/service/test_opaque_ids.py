@@ -78,4 +78,19 @@ def test_a_scoped_key_chooses_ids_in_its_users_name(live):
         assert plain.status_code == 400 and "'<name>@alice'" in plain.json()["detail"]
         assert h.post("/api/v1/users/alice/import", json=_export("imported@alice")).status_code == 200
         generated = h.post("/api/v1/memories", json={"content": "No id given.", "user_id": "alice"})
-        assert generated.status_code == 201
+        assert generated.status_code == 201 and generated.json()["id"].endswith("@alice")
+        # Her export (with her events' memories, <event id>@alice:<n>) goes back in with her key.
+        assert h.post("/api/v1/ingest", json={"user_id": "alice", "id": "t1", "query": "Where is the tent?",
+                                              "response": "In the attic."}).status_code == 202
+        assert h.post("/api/v1/flush", params={"timeout": 20}).json()["drained"]
+        export = h.get("/api/v1/users/alice/export").json()
+        assert "t1@alice:0" in {c["id"] for c in export["chunks"]}
+        back = h.post("/api/v1/users/alice/import", json=export)
+        assert back.status_code == 200 and back.json()["memories"] == 0, back.text  # all there: skipped
+    # A plain id alice already holds (a tenant-wide key gave it) is hers to import again.
+    with live.http(ADMIN) as admin:
+        assert admin.post("/api/v1/memories", json={"content": "Alice's plain note.", "user_id": "alice",
+                                                    "id": "plain-of-alice"}).status_code == 201
+        export = admin.get("/api/v1/users/alice/export").json()
+    with live.http(ALICE) as h:
+        assert h.post("/api/v1/users/alice/import", json=export).status_code == 200
