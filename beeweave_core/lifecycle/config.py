@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..records import KnowledgeChunk, MemoryTier
+from ..validation import MAX_WEIGHT
 
 __all__ = ["FeedbackSignal", "ForgetAction", "ReviewDecision", "ExpiryRule", "DEFAULT_EXPIRY_RULES", "TierConfig",
            "SessionConfig", "MergeOnInsert", "LifecycleConfig"]
@@ -271,7 +272,7 @@ class LifecycleConfig:
         for name in ("used_delta", "up_delta", "down_delta", "evict_access_weight", "evict_age_weight"):
             _number(name, getattr(self, name))
         _number("min_weight", self.min_weight, 0.0)
-        _number("max_weight", self.max_weight, self.min_weight)
+        _number("max_weight", self.max_weight, self.min_weight, MAX_WEIGHT)  # what a memory may hold
         _number("access_flush_interval", self.access_flush_interval, 0.0)
         _number("merge_threshold", self.merge_threshold, -1.0, 1.0)
         _number("review_weight", self.review_weight)

@@ -133,3 +133,11 @@ def test_a_server_import_that_fails_names_the_files_already_imported(live, tmp_p
     err = capsys.readouterr().err
     assert code == 1 and "taken.json" in err and "ok.json imported before it" in err, err
 
+
+
+def test_a_lifecycle_cannot_raise_a_weight_past_what_a_memory_may_hold():
+    # Feedback clamps a weight to max_weight: above MAX_WEIGHT, a rated memory would fail the check.
+    from beeweave_core.lifecycle.config import LifecycleConfig
+
+    with pytest.raises(InvalidInputError, match="max_weight"):
+        LifecycleConfig(max_weight=1e7)
