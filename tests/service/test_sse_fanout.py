@@ -43,9 +43,10 @@ async def _collect(log: EventLog, start: int, want: int, out: list[int]) -> None
         return len(out) >= want
 
     end = asyncio.get_running_loop().time() + 30  # a bound for a broken build, not a timing
-    async for ev, text in follow(log, start, EventFilter(), gone=gone, end=end):
-        assert json.loads(text) == ev
-        out.append(ev["seq"])
+    async for batch in follow(log, start, EventFilter(), gone=gone, end=end):
+        for ev, text in batch:
+            assert json.loads(text) == ev
+            out.append(ev["seq"])
 
 
 def _append_from_a_thread(log: EventLog, events: list[MemoryEvent], pause: float = 0.0) -> threading.Thread:
