@@ -6,8 +6,8 @@ Usage:
 For each N, a fresh SQLite store ingests one event whose N tool calls have distinct outputs
 (each a memory of its own), and the time from ``ingest()`` to drained is measured, with the
 model's share of it (``embed_documents`` timed). Right after the ingest, ``flush(0.5)`` is
-called while the event is being processed: the time it took to return is printed (the goal:
-about 0.5 s, not the event's whole processing time).
+called again and again until it reports the queue drained: the slowest call is printed (the
+goal: about 0.5 s, not the event's whole processing time).
 
 ``--embedder alike`` (default) is a fake model that puts every output near one direction
 (cosine ~0.98 with every other) while their words differ: each output is a near-duplicate of
@@ -16,8 +16,8 @@ every other by vector and none merges, the worst case for merge-on-insert (the o
 the store's default model (multilingual-e5-small): its embedding dominates.
 
 ``--rest`` also runs the largest N through a server (child process on 127.0.0.1, alike
-embedder): ``POST /ingest``, then ``POST /flush?timeout=0.5`` during the processing (its
-answer time), then ``POST /flush?timeout=30`` until drained.
+embedder): ``POST /ingest``, then ``POST /flush?timeout=0.5`` until drained (the slowest
+answer).
 """
 
 from __future__ import annotations
@@ -116,12 +116,15 @@ def run_one(n: int, embedder: str) -> dict[str, float]:
         emb.seconds = 0.0
         t0 = time.perf_counter()
         mem.ingest(tool_event(n, f"n{n}"))
-        t1 = time.perf_counter()
-        drained_early = mem.flush(0.5)
-        short = time.perf_counter() - t1
-        mem.flush(None)
+        short, calls = 0.0, 0
+        while True:  # flush(0.5) again and again while the event is processed: the slowest return
+            t1 = time.perf_counter()
+            drained = mem.flush(0.5)
+            short, calls = max(short, time.perf_counter() - t1), calls + 1
+            if drained:
+                break
         total = time.perf_counter() - t0
-        return {"n": n, "total": total, "model": emb.seconds, "short_flush": short, "drained_early": drained_early}
+        return {"n": n, "total": total, "model": emb.seconds, "short_flush": short, "calls": calls}
     finally:
         mem.close()
 
@@ -134,12 +137,14 @@ def run_rest(n: int) -> dict[str, float]:
         h.post("/api/v1/flush", params={"timeout": 30}).raise_for_status()
         t0 = time.perf_counter()
         h.post("/api/v1/ingest", json=tool_event(n, f"n{n}")).raise_for_status()
-        t1 = time.perf_counter()
-        early = h.post("/api/v1/flush", params={"timeout": 0.5}).json()
-        short = time.perf_counter() - t1
-        while not h.post("/api/v1/flush", params={"timeout": 30}).json()["drained"]:
-            pass
-        return {"n": n, "total": time.perf_counter() - t0, "short_flush": short, "drained_early": early["drained"]}
+        short, calls = 0.0, 0
+        while True:  # POST /flush?timeout=0.5 again and again while the event is processed
+            t1 = time.perf_counter()
+            drained = h.post("/api/v1/flush", params={"timeout": 0.5}).json()["drained"]
+            short, calls = max(short, time.perf_counter() - t1), calls + 1
+            if drained:
+                break
+        return {"n": n, "total": time.perf_counter() - t0, "short_flush": short, "calls": calls}
 
 
 def main() -> None:
@@ -153,14 +158,14 @@ def main() -> None:
     rest = run_rest(max(int(n) for n in args.calls.split(","))) if args.rest else None
     print(f"load average after: {load_average()}")
     print("| tool calls | embedder | ingest to drained s | of which the model s | without the model s | "
-          "flush(0.5) returned after s (drained) |")
+          "slowest of the flush(0.5) calls until drained s |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['n']} | {args.embedder} | {r['total']:.2f} | {r['model']:.2f} | {r['total'] - r['model']:.2f} "
-              f"| {r['short_flush']:.2f} ({r['drained_early']}) |")
+              f"| {r['short_flush']:.2f} (of {r['calls']}) |")
     if rest is not None:
         print(f"| {rest['n']} via REST | alike | {rest['total']:.2f} | | | "
-              f"POST /flush?timeout=0.5: {rest['short_flush']:.2f} ({rest['drained_early']}) |")
+              f"POST /flush?timeout=0.5: {rest['short_flush']:.2f} (of {rest['calls']}) |")
 
 
 if __name__ == "__main__":
