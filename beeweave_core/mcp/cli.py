@@ -32,7 +32,7 @@ def run(args: Any) -> int:
                                 "or a PostgreSQL URL), not a server URL")
     from ..server.config import keys_from_env, load_api_keys
     from ..server.stores import open_memory
-    from .http import check_loopback
+    from .http import check_loopback, served_tenant
 
     keys = None
     if args.transport == "http":
@@ -40,6 +40,7 @@ def run(args: Any) -> int:
         keys = load_api_keys(args.api_keys) if args.api_keys else keys_from_env()
         if not keys:
             raise InvalidInputError("HTTP needs API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
+        served_tenant(keys, args.tenant)  # keys of several tenants need --tenant, before the store opens
     memory = open_memory(args.store, tenant=args.tenant, embedder=args.embedder)
     try:
         memory.warm_up()  # the model loads now, not inside the agent's first search
@@ -53,7 +54,7 @@ def run(args: Any) -> int:
             print(f"beeweave: MCP over streamable HTTP on http://{args.host}:{args.port}{args.path} "
                   f"({args.store})", file=sys.stderr)
             serve_http(memory, keys or {}, host=args.host, port=args.port, path=args.path,
-                       default_user_id=args.user_id)
+                       default_user_id=args.user_id, tenant=args.tenant)
     finally:
         memory.close()
     return 0

@@ -19,11 +19,26 @@ from typing import Any
 
 from ..errors import InvalidInputError
 
-__all__ = ["ApiKeyGate", "http_app", "serve_http", "check_loopback"]
+__all__ = ["ApiKeyGate", "http_app", "serve_http", "served_tenant", "check_loopback"]
 
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def served_tenant(keys: Mapping[str, Any], tenant: str | None) -> str:
+    """The tenant whose store this server serves: ``tenant`` (``--tenant``) when given; else the
+    one tenant the keys name (a store is one tenant's, as a single file is for ``beeweave
+    serve``). Keys naming several tenants without ``--tenant`` are refused at start."""
+    from ..server.config import tenant_of_scope
+
+    if tenant is not None:
+        return tenant
+    named = sorted({tenant_of_scope(v) for v in keys.values()})
+    if len(named) > 1:
+        raise InvalidInputError(f"the API keys name {len(named)} tenants ({', '.join(named)}) but this MCP server "
+                                "serves one store: pass --tenant to say whose it is")
+    return named[0]
 
 
 def check_loopback(host: str) -> str:
@@ -41,13 +56,17 @@ def check_loopback(host: str) -> str:
 class ApiKeyGate:
     """ASGI middleware: HTTP requests need a configured API key; lifespan events pass through."""
 
-    def __init__(self, app: Any, keys: Mapping[str, str]) -> None:
+    def __init__(self, app: Any, keys: Mapping[str, Any], tenant: str | None = None) -> None:
         if not keys:
             raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
+        from ..server.config import tenant_of_scope
         from .tools import KeyScope
 
         self.app = app
-        self._known = {_digest(k): KeyScope.of(v) for k, v in keys.items()}
+        self.tenant = served_tenant(keys, tenant)
+        # Only the served tenant's keys are known: another tenant's key is refused as unknown,
+        # as the REST API never opens one tenant's store for another's key.
+        self._known = {_digest(k): KeyScope.of(v) for k, v in keys.items() if tenant_of_scope(v) == self.tenant}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -78,17 +97,19 @@ class ApiKeyGate:
 
 
 def http_app(memory: Any, keys: Mapping[str, Any], *, host: str = "127.0.0.1", path: str = "/mcp",
-             default_user_id: str | None = None) -> Any:
-    """The ASGI app: the SDK's streamable HTTP app behind the key check."""
+             default_user_id: str | None = None, tenant: str | None = None) -> Any:
+    """The ASGI app: the SDK's streamable HTTP app behind the key check (``tenant``: whose
+    store ``memory`` is; see :func:`served_tenant`)."""
     from .server import build_server
 
     app = build_server(memory, default_user_id=default_user_id).streamable_http_app(streamable_http_path=path, host=check_loopback(host))
-    return ApiKeyGate(app, keys)
+    return ApiKeyGate(app, keys, tenant)
 
 
 def serve_http(memory: Any, keys: Mapping[str, Any], *, host: str = "127.0.0.1", port: int = 8765,
-               path: str = "/mcp", log_level: str = "warning", default_user_id: str | None = None) -> None:
+               path: str = "/mcp", log_level: str = "warning", default_user_id: str | None = None,
+               tenant: str | None = None) -> None:
     import uvicorn
 
-    uvicorn.run(http_app(memory, keys, host=host, path=path, default_user_id=default_user_id), host=host, port=port,
-                log_level=log_level)
+    uvicorn.run(http_app(memory, keys, host=host, path=path, default_user_id=default_user_id, tenant=tenant),
+                host=host, port=port, log_level=log_level)

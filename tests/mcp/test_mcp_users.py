@@ -128,3 +128,35 @@ async def test_http_keys_scoped_to_users_follow_the_rest_rules(scoped_server: st
     assert "covers several users" in error(unnamed)
     assert "admin API key" in error(forget_bob)
     assert result(delete_bob)["deleted"] is True
+
+
+OTHER = "other-tenant-key-01"
+
+
+@pytest.mark.asyncio
+async def test_http_serves_one_tenant_and_refuses_another_tenants_key(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the REST keys file, a key of another tenant reads nothing here: the server serves
+    the tenant named by --tenant, and refuses the others' keys as unknown (issue 47, item 6)."""
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({ADMIN: "team", OTHER: {"tenant": "rival", "users": ["alice"]}}))
+    monkeypatch.setenv("BEEWEAVE_TENANT", "team")  # the global --tenant, as an operator sets it
+    with serve_http(tmp_path / "stores", "--api-keys", str(keys)) as url:
+        await _calls(url, ADMIN, [("save_memory", {"user_id": "alice", "content": "Alice's locker code is 9000."})])
+        async with create_mcp_http_client(headers={"X-API-Key": OTHER}) as http:
+            response = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert response.status_code == 403  # as an unknown key: this server is not its tenant's
+
+
+def test_keys_of_several_tenants_need_a_tenant(tmp_path: Path) -> None:
+    from beeweave_core import InvalidInputError
+    from beeweave_core.cli import build_parser
+    from beeweave_core.mcp.cli import run
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({ADMIN: "team", OTHER: "rival"}))
+    args = build_parser().parse_args(["--store", str(tmp_path / "h.db"), "--embedder", EMBEDDER, "mcp",
+                                      "--transport", "http", "--api-keys", str(keys)])
+    with pytest.raises(InvalidInputError, match="pass --tenant"):
+        run(args)
+    assert not (tmp_path / "h.db").exists()  # refused before the store was opened
