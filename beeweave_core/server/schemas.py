@@ -177,11 +177,11 @@ class SearchIn(_In):
     as_of: DateLike | None = Field(
         default=None, description="Search the memory as it was then (ISO 8601 or epoch seconds): nothing stored "
                                   "later, and of a fact that changed, the statement valid then first.")
-
     scopes: list[Annotated[str, Field(min_length=1, max_length=_MAX_ID)]] | None = Field(
         default=None, min_length=1, max_length=64,
         description='Whose memories to read: "user" (the user\'s own), "tenant", shared scopes such as '
                     '"project:atlas/module:parser". Absent: the user\'s, the tenant\'s and the scopes the key reads.')
+
 
 class ProcessedContentOut(_Out):
     type: str
