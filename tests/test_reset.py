@@ -19,9 +19,9 @@ def fill(m: BeeWeave) -> int:
     m.add("Bob's coffee budget is 200 EUR.", user_id="bob")
     m.remember_fact("city", "Bob lives in Munich.", user_id="bob")
     m.add_turn("chat", "user", "Carol only chatted, nothing was stored as a memory.", user_id="carol")
-    # A dead letter: an event id another user's event already used.
-    m.ingest({"id": "run-1", "user_id": "dave", "query": "What is the vault code?", "response": "7731-alpha."})
-    assert m.flush(10)
+    # A dead letter: erin's event would store a memory id that dave's memory already holds
+    # (event ids are per user, so only an id chosen to collide does).
+    m.add("Dave's vault code is 7731-alpha.", user_id="dave", chunk_id="run-1@erin:0")
     m.ingest({"id": "run-1", "user_id": "erin", "query": "What is my favourite colour?", "response": "Blue."})
     assert m.flush(10) and len(m.dead_letters()) == 1
     return len(list(m.backend.scan(all_statuses_filter())))

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.lifecycle import LifecycleConfig
+from beeweave_core.validation import MAX_WEIGHT  # the highest weight a memory may hold
 from tests.support import WORDS
 
 FIXED = datetime(2025, 6, 1, tzinfo=timezone.utc)
@@ -26,7 +27,7 @@ FIXED = datetime(2025, 6, 1, tzinfo=timezone.utc)
 def main(args: dict) -> None:
     w, rnd = args["worker"], random.Random(args["worker"])
     memory = BeeWeave.from_url(args["url"], tenant=args["tenant"], embedder=HashingEmbedder(32), clock=lambda: FIXED,
-                               lifecycle=LifecycleConfig(max_weight=1e9, min_weight=0.0, access_flush_interval=0.2))
+                               lifecycle=LifecycleConfig(max_weight=MAX_WEIGHT, min_weight=0.0, access_flush_interval=0.2))
     added: list[str] = []
     feedback: dict[str, Counter] = defaultdict(Counter)
     hits: Counter = Counter()

@@ -39,6 +39,7 @@ import pytest
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.ingest import IngestConfig
 from beeweave_core.lifecycle import LifecycleConfig
+from beeweave_core.validation import MAX_WEIGHT  # the highest weight a memory may hold
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from tests.reliability.rel_support import (
     all_chunks,
@@ -146,7 +147,7 @@ def _expected_weight(counts: Counter) -> float:
 def test_eight_threads_on_the_embedded_store(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     m = BeeWeave(db, embedder=HashingEmbedder(32), clock=lambda: FIXED, ingest=IngestConfig(),
-                 lifecycle=LifecycleConfig(max_weight=1e9, min_weight=0.0, access_flush_interval=0.5))
+                 lifecycle=LifecycleConfig(max_weight=MAX_WEIGHT, min_weight=0.0, access_flush_interval=0.5))
     book, stop = Ledger(), threading.Event()
     roles = [_adder, _adder, _ingester, _ingester, _searcher, _searcher, _feedbacker, _feedbacker]
     threads = [threading.Thread(target=_guard, args=(fn, m, i, stop, book)) for i, fn in enumerate(roles)]
