@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
                 ms = (time.perf_counter() - t) * 1000
                 print(f"Q: {q}   ({ms:.0f} ms)")
                 for h in hits:
-                    print(f"   {h.score:.3f}  {h.chunk.raw_content}")
+                    print(f"   {h.relevance or 0.0:.3f}  {h.chunk.raw_content}")
+                if not hits:  # said, not left blank: the relevance gate judged nothing relevant enough
+                    print("   (no memory reached the relevance gate; abstain_below=0 shows the closest)")
                 print()
     return 0
 
