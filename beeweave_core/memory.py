@@ -381,9 +381,7 @@ class BeeWeave:
         if confirm is not True:
             raise InvalidInputError("reset() deletes every memory of every user for good: call reset(confirm=True)")
         self.drain(timeout=timeout)
-        deleted = sum(self._records.forget_user(user) for user in self._shared.backend.users())
-        self._watches.refresh()
-        return deleted
+        return sum(self.forget_user(user) for user in self._shared.backend.users())
 
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         return self._records.count(user_id=user_id, filters=filters)

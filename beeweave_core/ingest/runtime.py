@@ -494,7 +494,7 @@ class IngestRuntime:
                 old[legacy_event_memory_id(event_id, int(n))] = c
         if not old:
             return set()
-        held = self.memory.backend.get(sorted(self.memory.backend.contains(list(old))))
+        held = self.memory.backend.get(sorted(old))  # ids not stored are simply absent
         return {old[i].id for i, h in held.items() if h.user_id == old[i].user_id}
 
     def _fail(self, q: EventQueue, qe: QueuedEvent, exc: Exception, body: dict[str, Any]) -> None:

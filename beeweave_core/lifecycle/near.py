@@ -60,9 +60,7 @@ class NearDuplicates:
         self.vectors([c.id for c in batch])
 
     def vector(self, cid: str) -> np.ndarray | None:
-        if cid not in self._vectors:
-            self._vectors.update(self.backend.get_vectors([cid]))
-        return self._vectors.get(cid)
+        return self.vectors([cid]).get(cid)
 
     def vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         missing = [i for i in ids if i not in self._vectors]

@@ -40,7 +40,8 @@ def run(args: Any) -> int:
         keys = load_api_keys(args.api_keys) if args.api_keys else keys_from_env()
         if not keys:
             raise InvalidInputError("HTTP needs API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
-        served_tenant(keys, args.tenant)  # keys of several tenants need --tenant, before the store opens
+    # Whose store this is: keys of several tenants need --tenant, refused before the store opens.
+    tenant = served_tenant(keys, args.tenant) if keys else None
     memory = open_memory(args.store, tenant=args.tenant, embedder=args.embedder)
     try:
         memory.warm_up()  # the model loads now, not inside the agent's first search
@@ -54,7 +55,7 @@ def run(args: Any) -> int:
             print(f"beeweave: MCP over streamable HTTP on http://{args.host}:{args.port}{args.path} "
                   f"({args.store})", file=sys.stderr)
             serve_http(memory, keys or {}, host=args.host, port=args.port, path=args.path,
-                       default_user_id=args.user_id, tenant=args.tenant)
+                       default_user_id=args.user_id, tenant=tenant)
     finally:
         memory.close()
     return 0

@@ -11,27 +11,21 @@ gate hands the key's :class:`~beeweave_core.mcp.tools.KeyScope` to the tools. Th
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..server.config import key_digest, tenant_of_scope
 
 __all__ = ["ApiKeyGate", "http_app", "serve_http", "served_tenant", "check_loopback"]
-
-
-def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
 def served_tenant(keys: Mapping[str, Any], tenant: str | None) -> str:
     """The tenant whose store this server serves: ``tenant`` (``--tenant``) when given; else the
     one tenant the keys name (a store is one tenant's, as a single file is for ``beeweave
     serve``). Keys naming several tenants without ``--tenant`` are refused at start."""
-    from ..server.config import tenant_of_scope
-
     if tenant is not None:
         return tenant
     named = sorted({tenant_of_scope(v) for v in keys.values()})
@@ -59,14 +53,13 @@ class ApiKeyGate:
     def __init__(self, app: Any, keys: Mapping[str, Any], tenant: str | None = None) -> None:
         if not keys:
             raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
-        from ..server.config import tenant_of_scope
         from .tools import KeyScope
 
         self.app = app
         self.tenant = served_tenant(keys, tenant)
         # Only the served tenant's keys are known: another tenant's key is refused as unknown,
         # as the REST API never opens one tenant's store for another's key.
-        self._known = {_digest(k): KeyScope.of(v) for k, v in keys.items() if tenant_of_scope(v) == self.tenant}
+        self._known = {key_digest(k): KeyScope.of(v) for k, v in keys.items() if tenant_of_scope(v) == self.tenant}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -79,12 +72,12 @@ class ApiKeyGate:
             key = auth[7:].strip()
         if not key:
             await self._refuse(send, 401, "missing API key: send 'X-API-Key: <key>' or 'Authorization: Bearer <key>'")
-        elif _digest(key) not in self._known:
+        elif key_digest(key) not in self._known:
             await self._refuse(send, 403, "API key not recognised")
         else:
             from .server import SCOPE_KEY
 
-            await self.app({**scope, SCOPE_KEY: self._known[_digest(key)]}, receive, send)
+            await self.app({**scope, SCOPE_KEY: self._known[key_digest(key)]}, receive, send)
 
     @staticmethod
     async def _refuse(send: Any, status: int, message: str) -> None:

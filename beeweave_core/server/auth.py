@@ -9,7 +9,6 @@ SHA-256 digests, so the lookup does not leak a key's characters through timing.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,15 +20,12 @@ from starlette.exceptions import HTTPException
 from ..errors import InvalidInputError, NotFoundError
 from ..ids import owned_by, user_tag
 from ..scopes import KeyScopes, is_scope_owner
+from .config import key_digest
 
 __all__ = ["KeyRing", "Access", "hidden", "access_of", "api_key_header", "bearer"]
 
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="An API key; it selects the tenant.")
 bearer = HTTPBearer(auto_error=False, description="The API key as a bearer token.")
-
-
-def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
 @dataclass(frozen=True)
@@ -148,17 +144,17 @@ class KeyRing:
         self._access: dict[bytes, Access] = {}
         for k, v in keys.items():
             if isinstance(v, str):
-                self._access[_digest(k)] = Access(v)
+                self._access[key_digest(k)] = Access(v)
             else:
                 users = v.get("users")
-                self._access[_digest(k)] = Access(v["tenant"], None if users is None else frozenset(users),
+                self._access[key_digest(k)] = Access(v["tenant"], None if users is None else frozenset(users),
                                                   bool(v.get("admin", False)), KeyScopes.of(v))
 
     def access(self, key: str | None) -> Access:
         if not key:
             raise HTTPException(401, "missing API key: send it as 'X-API-Key: <key>' or "
                                      "'Authorization: Bearer <key>'", headers={"WWW-Authenticate": "Bearer"})
-        found = self._access.get(_digest(key))
+        found = self._access.get(key_digest(key))
         if found is None:
             raise HTTPException(403, "API key not recognised")
         return found

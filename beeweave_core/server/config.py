@@ -21,6 +21,7 @@ it reads / writes besides (a scope covers its sub-scopes).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -74,6 +75,12 @@ def _check_scope(value: Any) -> Any:
                 raise InvalidInputError(f"an API key's {name} must be a list of scope names, e.g. ['project:atlas']")
             out[name] = sorted({Scope.parse(n).name for n in names})
     return out
+
+
+def key_digest(key: str) -> bytes:
+    """How an API key is held and compared (REST and MCP alike): its SHA-256 digest, so the
+    lookup's time does not depend on how much of a guessed key matches."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
 def tenant_of_scope(value: Any) -> str:
