@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                 for h in hits:
                     print(f"   {h.relevance or 0.0:.3f}  {h.chunk.raw_content}")
                 if not hits:  # said, not left blank: the relevance gate judged nothing relevant enough
-                    print("   (no memory reached the relevance gate; abstain_below=0 shows the closest)")
+                    print("   (no memory reached the relevance gate; search(..., abstain_below=0) shows the closest)")
                 print()
     return 0
 

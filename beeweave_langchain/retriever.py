@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -96,8 +97,8 @@ class BeeWeaveRetriever(BaseRetriever):
         default=None, description='Whose memories to read: "user" (user_id\'s own), "tenant", shared scopes such as '
                                   '"project:atlas/module:parser" (None: the store\'s default, the user\'s, the '
                                   "tenant's and the shared scopes granted to the user).")
-    as_of: str | None = Field(
-        default=None, description="Search the memory as it was at this time (ISO 8601): nothing stored later, and of "
+    as_of: datetime | str | None = Field(
+        default=None, description="Search the memory as it was at this time (a datetime or ISO 8601): nothing stored later, and of "
                                   "a fact that changed, the statement valid then first (None: now).")
 
     _failures: Failures = PrivateAttr(default_factory=lambda: Failures(logger))

@@ -23,9 +23,11 @@ def test_the_retriever_gives_the_current_home_first_and_marks_the_old(lang: str)
     assert stale.metadata["metadata"]["fact"]["superseded_by"] == docs[0].metadata["id"]
 
 
-def test_the_retriever_searches_as_of_a_date() -> None:
+@pytest.mark.parametrize("as_text", [True, False], ids=["iso", "datetime"])
+def test_the_retriever_searches_as_of_a_date(as_text: bool) -> None:
     with moved_memory("en") as m:
-        then = (T1 - timedelta(days=1)).isoformat()
+        then = T1 - timedelta(days=1)
+        then = then.isoformat() if as_text else then  # type: ignore[assignment]
         docs = BeeWeaveRetriever(memory=m, user_id="alice", k=5, abstain_below=0, as_of=then).invoke("where do I live")
     assert "Berlin" in docs[0].page_content and docs[0].metadata["superseded"] is False
     assert not any("Munich" in d.page_content for d in docs)
