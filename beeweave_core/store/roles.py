@@ -97,7 +97,8 @@ class Records(Protocol):
 
     def scan(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
              descending: bool = False) -> Iterator[KnowledgeChunk]:
-        """The records matching ``flt`` ordered by ``order`` (a record field), at most ``limit``."""
+        """The records matching ``flt`` by ``order``: "timestamp" (ties in insertion order) or
+        "insertion"; reversed if ``descending``; at most ``limit``."""
 
     def scan_ids(self, flt: Filter, *, order: str = "timestamp", limit: int | None = None,
                  descending: bool = False) -> list[str]:
