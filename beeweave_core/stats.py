@@ -267,7 +267,7 @@ class RecordedUse:
         return {"searches": _searches(self.backend, user_id),
                 "used": {k: v for k, v in self.backend.kv_scan(USED) if v.get("user_id") == user_id}}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         searches = []
         for i, raw in enumerate(section(data, "searches", list)):
             where = f"searches[{i}]"

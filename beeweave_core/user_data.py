@@ -7,9 +7,10 @@ names the kv namespaces and log streams it keeps (``keeps``: a test checks that 
 user's data lands in is kept by some part, so a new part that forgets to register fails it)
 and decides the shape of its export sections.
 
-An import runs in three steps so that bad data writes nothing: every part checks its sections
-without the store (``import_user`` returns a :class:`Staged`), then against the store
-(``Staged.check``), and only then does any part write (``Staged.kv``, ``Staged.write``).
+A part's import is staged, so that bad data writes nothing: every part checks its sections
+without the store (``stage_import`` returns a :class:`Staged`), then against the store
+(``Staged.check``), and only then does any part write (``Staged.kv``, ``Staged.write``); the
+engine's ``import_user`` runs the three steps over every part.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class UserData(Protocol):
         """This part's sections of the user's export (JSON-able), by section name."""
         ...
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         """Check this part's sections of an export (``InvalidInputError`` naming the first
         problem) without reading the store; nothing is written until the ``Staged`` is."""
         ...

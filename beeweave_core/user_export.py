@@ -178,7 +178,7 @@ class UserExport:
         if isinstance(data, ExportPlan):
             return data
         memories = read_memories(data)
-        staged = [part.import_user(memories.user, data) for part in self.parts]
+        staged = [part.stage_import(memories.user, data) for part in self.parts]
         named = {cid for s in staged for cid in s.names}
         return ExportPlan(memories, staged, named - {c.id for c in memories.chunks})
 

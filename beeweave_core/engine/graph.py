@@ -215,7 +215,7 @@ class Graph:
         return {"notes": [dict(zip(("source_id", "target_id", "type"), k, strict=True), note=v["note"])
                           for k, v in notes if k[0] in mine]}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         staged = Staged()
         for i, raw in enumerate(section(data, "notes", list)):
             n = mapping(raw, f"notes[{i}]")

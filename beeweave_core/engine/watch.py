@@ -115,7 +115,7 @@ class Watches:
         return {"watches": [{"id": k, **v} for k, v in self.shared.backend.kv_scan(WATCHES)
                             if v.get("user_id") == user_id]}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         entries = []
         for i, raw in enumerate(section(data, "watches", list)):
             w = mapping(raw, f"watches[{i}]")

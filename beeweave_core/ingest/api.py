@@ -267,8 +267,8 @@ class Ingestion:
         return {**self.runtime.patterns.export_user(user_id),
                 "rejected": {k: v for k, v in self.shared.backend.kv_scan(REJECTED) if v.get("user_id") == user_id}}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
-        staged = self.runtime.patterns.import_user(user_id, data)
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        staged = self.runtime.patterns.stage_import(user_id, data)
         for cid, raw in section(data, "rejected", dict).items():
             where = f"rejected[{cid!r}]"
             mark = mapping(raw, where)

@@ -434,7 +434,7 @@ class PatternTracker:
                 "patterns": {"counts": counts, "concepts": user_entries(self.backend, self.index_ns, user_id)}
                 if counts else {}}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         patterns = mapping(data.get("patterns") or {}, "patterns")
         if patterns and not self.keeps:
             raise InvalidInputError("the export holds per-user question patterns; this store counts them across "

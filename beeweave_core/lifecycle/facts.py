@@ -65,7 +65,7 @@ class Facts:
         return {"facts": user_entries(self.ctx.backend, FACTS, user_id),
                 "conflicts": user_entries(self.ctx.backend, CONFLICTS, user_id)}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         staged = Staged()
         for name, namespace in (("facts", FACTS), ("conflicts", CONFLICTS)):
             for entry, named in named_entries(data, name, namespace, user_id, _named):

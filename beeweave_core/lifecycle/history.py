@@ -79,7 +79,7 @@ class History:
         audit = [dict(v, chunk_id=key, seq=seq) for seq, key, v in self.backend.log_read(AUDIT, user_id=user_id)]
         return {"versions": versions, "audit": audit}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         logs: dict[str, list[tuple[str, dict[str, Any]]]] = {VERSIONS: [], AUDIT: []}
         for i, raw in enumerate(section(data, "versions", list)):
             v = mapping(raw, f"versions[{i}]")

@@ -81,7 +81,7 @@ class ReviewQueue:
     def export_user(self, user_id: str) -> dict[str, Any]:
         return {"review": [item.to_dict() for item in read_queue(self.backend, user_id)]}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         staged = Staged()
         for i, raw in enumerate(section(data, "review", list)):
             r = mapping(raw, f"review[{i}]")

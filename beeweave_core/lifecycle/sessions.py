@@ -202,7 +202,7 @@ class Sessions:
         "summarizer"}``."""
         return {"sessions": user_entries(self.ctx.backend, NAMESPACE, user_id)}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         return Staged(kv=[entry for entry, _ in named_entries(data, "sessions", NAMESPACE, user_id, _buffer)])
 
     def add_turn(self, session_id: str, role: str, content: str, *, user_id: str,

@@ -127,7 +127,7 @@ class FactTimeline:
         """``timeline``: subject -> ``{"entries": [{"id", "value", "redacted", "at", "source", "seq"}]}``."""
         return {"timeline": user_entries(self.ctx.backend, TIMELINE, user_id)}
 
-    def import_user(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         staged = Staged()
         for entry, named in named_entries(data, "timeline", TIMELINE, user_id, _statements):
             staged.kv.append(entry)
