@@ -385,9 +385,11 @@ def cmd_copy(args: Any) -> int:
         try:
             if src.declared_fields():
                 dst.declare_fields(src.declared_fields())
-            for user in args.users or list(src.memory.user_data.users()):
+            for user in args.users or src.memory.user_data.users():
                 data = src.export_user(user)
                 if MemoryService.export_is_empty(data):
+                    if not args.users:  # only entries written before they carried their user: nothing to copy
+                        continue
                     raise NotFoundError(f"no data of user {user!r} in the source store")
                 ids = [c["id"] for c in data["chunks"]]
                 vectors = src.memory.backend.get_vectors(ids) if same_model else None

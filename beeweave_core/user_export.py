@@ -21,7 +21,7 @@ store holds with another user or text is refused before any write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -238,13 +238,9 @@ class UserExport:
                 report.add(s.write())
         return report
 
-    def users(self) -> Iterator[str]:
-        """The users who have memories in the store (any status), each once."""
-        seen: set[str] = set()
-        for chunk in self.backend.scan(build_filter({"status": ALL_STATUSES})):
-            if chunk.user_id not in seen:
-                seen.add(chunk.user_id)
-                yield chunk.user_id
+    def users(self) -> list[str]:
+        """Every user the store holds something of (memories, or entries a part keeps), sorted."""
+        return self.backend.users()
 
     def _get(self, ids: list[str]) -> dict[str, KnowledgeChunk]:
         found: dict[str, KnowledgeChunk] = {}

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from beeweave_core import BeeWeave, InvalidInputError
+from beeweave_core.cli import main as cli_main
 from beeweave_core.lifecycle.review import flag
 from beeweave_core.server import open_memory
 from beeweave_core.server.service import MemoryService
@@ -224,3 +225,16 @@ def test_a_rejected_mark_cannot_name_another_users_memory(used) -> None:
     data["rejected"]["bob-1"] = {"at": T0.isoformat(), "reason": "crafted", "user_id": "alice"}
     with pytest.raises(InvalidInputError, match="another user"):
         svc.import_user(data)
+
+
+def test_copy_takes_a_user_who_has_no_memory_but_other_state(tmp_path, capsys) -> None:
+    src, dst = tmp_path / "src.db", tmp_path / "dst.db"
+    with BeeWeave(src, embedder=EMB) as m:
+        m.add("Ann's note.", user_id="ann")
+        m.add_turn("chat-1", "user", "Remind me to call Ana.", user_id="carol")  # no memory, a session
+        m.watch("trips to Paris", user_id="dan")
+    assert cli_main(["--store", str(src), "copy", "--to", str(dst)]) == 0
+    assert "user 'carol'" in capsys.readouterr().out
+    with open_memory(dst) as m:
+        assert m.get_conversation_context("chat-1", user_id="carol").turns[0].content == "Remind me to call Ana."
+        assert [w.query for w in m.watches(user_id="dan")] == ["trips to Paris"]
