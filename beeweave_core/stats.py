@@ -255,8 +255,7 @@ class RecordedUse:
     """What a :class:`StatsRecorder` wrote of a user, in their export (``UserData``):
     ``searches``, their recorded searches oldest first (``{"at", "ms", "ids", "user_id"[,
     "load_ms"]}``), and ``used``, memory id -> ``{"at", "user_id"}`` of the latest "used"
-    feedback on each of the user's memories. "Used" marks written before they carried their
-    user cannot be told apart and are not exported."""
+    feedback on each of the user's memories."""
 
     keeps = (SEARCHES, USED)
 
@@ -264,8 +263,13 @@ class RecordedUse:
         self.backend = backend
 
     def export_user(self, user_id: str) -> dict[str, Any]:
+        used = dict(self.backend.kv_scan(USED))
+        # A mark written before marks carried their user belongs to the memory's user.
+        untagged = [cid for cid, v in used.items() if "user_id" not in v]
+        owners = {cid: c.user_id for cid, c in self.backend.get(untagged).items()} if untagged else {}
         return {"searches": _searches(self.backend, user_id),
-                "used": {k: v for k, v in self.backend.kv_scan(USED) if v.get("user_id") == user_id}}
+                "used": {cid: {**v, "user_id": user_id} for cid, v in used.items()
+                         if v.get("user_id", owners.get(cid)) == user_id}}
 
     def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         searches = []

@@ -22,7 +22,7 @@ from beeweave_core.cli import main as cli_main
 from beeweave_core.lifecycle.review import flag
 from beeweave_core.server import open_memory
 from beeweave_core.server.service import MemoryService
-from beeweave_core.stats import SEARCHES
+from beeweave_core.stats import SEARCHES, USED
 from beeweave_core.user_data import UserData
 
 EMB = "beeweave:hashing-64"
@@ -238,3 +238,13 @@ def test_copy_takes_a_user_who_has_no_memory_but_other_state(tmp_path, capsys) -
     with open_memory(dst) as m:
         assert m.get_conversation_context("chat-1", user_id="carol").turns[0].content == "Remind me to call Ana."
         assert [w.query for w in m.watches(user_id="dan")] == ["trips to Paris"]
+
+
+def test_a_used_mark_written_before_marks_carried_their_user_is_exported_with_its_memory(used) -> None:
+    svc, _ = used
+    m = svc.memory
+    m.backend.kv_put(USED, "alice-3", {"at": T0.isoformat()}, user_id="alice")  # as the code at main wrote it
+    m.add("Bob's note.", user_id="bob", chunk_id="bob-0")
+    m.backend.kv_put(USED, "bob-0", {"at": T0.isoformat()}, user_id="bob")
+    exported = svc.export_user("alice")["used"]
+    assert exported["alice-3"] == {"at": T0.isoformat(), "user_id": "alice"} and "bob-0" not in exported
