@@ -248,3 +248,12 @@ def test_a_used_mark_written_before_marks_carried_their_user_is_exported_with_it
     m.backend.kv_put(USED, "bob-0", {"at": T0.isoformat()}, user_id="bob")
     exported = svc.export_user("alice")["used"]
     assert exported["alice-3"] == {"at": T0.isoformat(), "user_id": "alice"} and "bob-0" not in exported
+
+
+def test_each_namespace_has_one_owner() -> None:
+    from beeweave_core.user_export import UserExport
+
+    with BeeWeave(embedder=EMB) as m:
+        graph = m.parts.graph
+        with pytest.raises(ValueError, match="two parts keep 'graph.notes'"):
+            UserExport(m.backend, m.clock, m.parts.records.restore, [graph, graph])
