@@ -48,7 +48,7 @@ __all__ = ["IngestRuntime", "REJECTED"]
 
 logger = logging.getLogger(__name__)
 
-REJECTED = "ingest.rejected"  # kv namespace: ids of rejected memories, never stored again
+REJECTED = "ingest.rejected"  # kv: ids of rejected memories, never stored again -> {"at", "reason", "user_id"}
 _SWEEP_EVERY = timedelta(hours=1)
 SHARED_NAMESPACE = NAMESPACE + ".shared"  # the shared pattern tracker's keys
 # Failures that are not the events' fault: the batch stays pending and is retried with backoff
@@ -612,7 +612,8 @@ class IngestRuntime:
     def mark_rejected(self, chunks: Sequence[KnowledgeChunk], reason: str | None) -> None:
         at = self.memory.clock().isoformat()
         for c in chunks:
-            self.memory.backend.kv_put(REJECTED, c.id, {"at": at, "reason": reason}, user_id=c.user_id)
+            self.memory.backend.kv_put(REJECTED, c.id, {"at": at, "reason": reason, "user_id": c.user_id},
+                                       user_id=c.user_id)
 
     def unmark_rejected(self, ids: Sequence[str]) -> None:
         for cid in ids:
