@@ -48,14 +48,14 @@ class SearchRequest:
     mode: FusionMode
     now: datetime
     at: datetime
-    query_vector: np.ndarray | None = None
-    min_score: float | None = None
-    rerank: Reranker | None = None
-    mmr: float | None = None
-    loosen: bool = False
-    min_relevance: float | None = None
-    abstain_below: float | None = None
-    expand: ExpandOptions | None = None
+    query_vector: np.ndarray | None
+    min_score: float | None
+    rerank: Reranker | None
+    mmr: float | None
+    loosen: bool
+    min_relevance: float | None
+    abstain_below: float | None
+    expand: ExpandOptions | None
 
     @property
     def reorders(self) -> bool:
