@@ -42,7 +42,7 @@ from ..relevance import (
 from ..rerank import Reranker, mmr
 from ..scopes import Scopes
 from ..scoring import score_factor, ttl_passed
-from ..store.base import Candidates, RetrievesInOneTrip, StaleCandidates, TermEvidence
+from ..store.base import Candidates, StaleCandidates, TermEvidence
 from ..timewords import DATED_LAG, find_time
 from .search_request import SearchRequest, build_search_request
 from .shared import Shared
@@ -224,7 +224,7 @@ class Search:
                      optimistic: bool = True) -> list[SearchHit]:
         """One question's hits; ``rivals`` gathers the ``contradicts`` relationships the
         backend read with the records (``Candidates.rivals``). ``optimistic``: the backend
-        may rank before it checks for others' writes (``RetrievesInOneTrip``); a second try
+        may rank before it checks for others' writes (``Capabilities.retrieval``); a second try
         after stale candidates is not, so there is never a third."""
         backend = self.shared.backend
         # A dialogue query: its latest turns embedded, recent terms weigh more, cost bounded
@@ -240,7 +240,7 @@ class Search:
             chunks = got.records(wanted) if got is not None else backend.get(wanted)
         except StaleCandidates:  # ranked from a local index others have written past: again
             return self._search_once(req, rivals, optimistic=False)
-        if got is not None and (read := getattr(got, "rivals", None)) is not None:
+        if got is not None and (read := got.rivals) is not None:
             rivals.update(read)
         scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked
                   if cid in chunks and not ttl_passed(chunks[cid], req.now)]
@@ -255,12 +255,11 @@ class Search:
                     optimistic: bool) -> tuple[Candidates | None, list[str], dict[str, np.ndarray]]:
         """The question's candidates and both retrievers' scores of them, with the backend's
         one-trip answer (``Candidates``) when it gives one."""
-        backend = self.shared.backend
-        if qvec is not None and isinstance(backend, RetrievesInOneTrip):
+        if qvec is not None and (one_trip := self.shared.backend.capabilities.retrieval) is not None:
             # The backend answers the candidates, their fields and records, and the hits'
             # lexical evidence of relevance in one round trip.
-            got = backend.retrieve(terms, qvec, req.flt, max(self.shared.config.candidates, 4 * req.k),
-                                   evidence=evidence_terms(terms), optimistic=optimistic)
+            got = one_trip.retrieve(terms, qvec, req.flt, max(self.shared.config.candidates, 4 * req.k),
+                                    evidence=evidence_terms(terms), optimistic=optimistic)
             return got, got.ids, {"lexical": got.lexical, "vector": got.vector}
         ids, scores = self._retrieve(terms, req.flt, req.k, qvec)
         return None, ids, scores
