@@ -8,6 +8,7 @@ it with mypy's view and at run time), so every adapter works with either.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .defaults import DEFAULT_TOP_K
@@ -36,7 +37,8 @@ class MemoryAPI(Protocol):
                fusion: Any = None, min_score: float | None = None, query_embedding: Sequence[float] | None = None,
                expand: Any = None, rerank: Any = None, mmr: float | None = None,
                loosen: bool = False, min_relevance: float | None = None,
-               abstain_below: float | None = None, scopes: Sequence[str] | str | None = None) -> list[SearchHit]: ...
+               abstain_below: float | None = None, scopes: Sequence[str] | str | None = None,
+               as_of: datetime | str | None = None) -> list[SearchHit]: ...
 
     def feedback(self, chunk_ids: str | Iterable[str], signal: Any) -> list[KnowledgeChunk]: ...
 

@@ -58,9 +58,10 @@ from .store.base import TermEvidence
 
 if TYPE_CHECKING:
     from .filters import Filter
+    from .records import SearchHit
     from .store.base import StoreBackend
 
-__all__ = ["BACKGROUND", "QUESTIONS", "memory_lead", "semantic_leads", "counts_as_use", "default_gate", "LEAD_OF", "lead", "leads", "Calibration", "calibration_for", "E5_CALIBRATION", "MINILM_CALIBRATION", "UNCALIBRATED", "Evidence",
+__all__ = ["BACKGROUND", "QUESTIONS", "mean_cosine", "top_cosines", "memory_lead", "semantic_leads", "counts_as_use", "gated", "default_gate", "LEAD_OF", "lead", "leads", "Calibration", "calibration_for", "E5_CALIBRATION", "MINILM_CALIBRATION", "UNCALIBRATED", "Evidence",
            "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "term_evidence", "DEFAULT_MIN_RELEVANCE",
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
@@ -127,6 +128,14 @@ def default_gate(configured: float | None, model: str) -> float | None:
     """A store's "nothing relevant" gate: ``configured`` (``SearchConfig.abstain_below``)
     when set, else the tuned gate of its embedding model (None for a model nobody fitted)."""
     return configured if configured is not None else calibration_for(model).abstain_below
+
+
+def gated(hits: list[SearchHit], gate: float | None) -> list[SearchHit]:
+    """A search's hits behind the "nothing relevant" gate: none when no hit's relevance
+    reaches ``gate`` (the caller takes the no-memory path), else all of them as ranked."""
+    if gate is not None and max((h.relevance or 0.0 for h in hits), default=0.0) < gate:
+        return []
+    return hits
 
 
 def counts_as_use(hit_relevance: float | None, gate: float | None) -> bool:
@@ -211,8 +220,7 @@ class Background:
 
     def cosine(self, embedder: object, query_vector: np.ndarray) -> float:
         """The vector's mean cosine with the texts (0 when the dimensions differ)."""
-        found = self.cosines(embedder, query_vector)
-        return float(np.mean(found)) if len(found) else 0.0
+        return mean_cosine(self.cosines(embedder, query_vector))
 
     def cosines(self, embedder: object, query_vector: np.ndarray) -> np.ndarray:
         """The vector's cosine with each text (none when the dimensions differ)."""
@@ -227,6 +235,22 @@ QUESTIONS = Background("background_questions.txt", queries=True)
 
 # How many of the next closest texts a memory's lead is measured over.
 LEAD_OF = 5
+
+
+def mean_cosine(cosines: np.ndarray) -> float:
+    """``Evidence.background`` from the query's cosines with the everyday statements
+    (``BACKGROUND.cosines``): their mean, 0 when there are none."""
+    return float(np.mean(cosines)) if len(cosines) else 0.0
+
+
+def top_cosines(cosines: np.ndarray, n: int = LEAD_OF + 1) -> list[float]:
+    """The ``n`` highest of a search's candidate cosines, highest first: what ``leads`` reads
+    each hit against. A partial selection, then a sort of those ``n`` only: the candidates
+    run to hundreds, and only a search on a curve with a lead reads them."""
+    values = np.asarray(cosines)
+    if len(values) > n:
+        values = np.partition(values, len(values) - n)[len(values) - n:]
+    return np.sort(values)[::-1].tolist()
 
 
 def lead(cosine: float, others: Sequence[float], background: Sequence[float]) -> float:
@@ -256,13 +280,16 @@ def memory_lead(memory_vector: np.ndarray, query_vector: np.ndarray, questions: 
 
 def semantic_leads(backend: StoreBackend, embedder: object, ids: Sequence[str], cosines: Sequence[float],
                    top: Sequence[float], query_vector: np.ndarray,
-                   matters: Callable[[str, float], bool] | None = None) -> list[float]:
+                   matters: Callable[[str, float], bool] | None = None, *,
+                   background: Sequence[float]) -> list[float]:
     """Each hit's ``Evidence.lead``: the lower of the question's side (``leads``: its cosine
-    against the next closest memories and statements) and the memory's (``memory_lead``),
-    which is read (one vector read) only for the hits whose question side is positive and,
-    given ``matters(id, question side)``, for which it can change the relevance (the
-    lead's curve there above the other curve: a lower lead cannot change the higher)."""
-    found = leads(cosines, top, BACKGROUND.cosines(embedder, query_vector).tolist())
+    against the next closest memories and the statements, ``background``: the question's
+    cosines with them, ``BACKGROUND.cosines``, which the search reads once for its
+    ``Evidence.background`` too) and the memory's (``memory_lead``), which is read (one
+    vector read) only for the hits whose question side is positive and, given
+    ``matters(id, question side)``, for which it can change the relevance (the lead's curve
+    there above the other curve: a lower lead cannot change the higher)."""
+    found = leads(cosines, top, background)
     rising = [cid for cid, x in zip(ids, found, strict=True) if x > 0.0 and (matters is None or matters(cid, x))]
     if rising:
         vectors = backend.get_vectors(rising)
@@ -275,7 +302,10 @@ def semantic_leads(backend: StoreBackend, embedder: object, ids: Sequence[str], 
 def leads(cosines: Sequence[float], top: Sequence[float], background: Sequence[float]) -> list[float]:
     """``lead`` of each hit's ``cosines`` against ``top``, the highest cosines of the
     search's candidates (its vector top, at least ``LEAD_OF + 1``, the hits' own among them
-    when they are that close): each hit's own cosine is taken out of ``top`` once."""
+    when they are that close): each hit's own cosine is taken out of ``top`` once. Only the
+    ``LEAD_OF`` highest of ``background`` can be among a lead's next closest, so they are
+    picked once for every hit (``lead`` then sorts a dozen values, not the whole list)."""
+    nearest = sorted(background, reverse=True)[:LEAD_OF]
     out = []
     for c in cosines:
         others = list(top)
@@ -285,7 +315,7 @@ def leads(cosines: Sequence[float], top: Sequence[float], background: Sequence[f
                 break
         else:
             others = others[:LEAD_OF]
-        out.append(lead(c, others, background))
+        out.append(lead(c, others, nearest))
     return out
 
 

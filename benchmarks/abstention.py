@@ -75,13 +75,14 @@ from beeweave_core.relevance import (  # noqa: E402
     BACKGROUND,
     DEFAULT_ABSTAIN_BELOW,
     DEFAULT_MIN_RELEVANCE,
-    LEAD_OF,
     Calibration,
     Evidence,
     lexical_evidence,
+    mean_cosine,
     relevance,
     semantic_leads,
     term_coverage,
+    top_cosines,
 )
 from beeweave_core.timewords import find_time  # noqa: E402
 
@@ -137,15 +138,17 @@ def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
     prepared = prepare_query(text, search.shared.tokenizer)
     terms = prepared.terms
     qvec = search.embed_query(prepared.text)
-    background = BACKGROUND.cosine(search.shared.embedder, qvec)
+    statements = BACKGROUND.cosines(search.shared.embedder, qvec)  # read once, for both, as the engine does
+    background = mean_cosine(statements)
     own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
     lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own)
     # the lead: each hit's cosine against the top cosines of the candidates, as the engine read them
     _, scores = search._retrieve(terms, flt, K, qvec)
-    top = sorted(scores["vector"].tolist(), reverse=True)[: LEAD_OF + 1]
+    top = top_cosines(scores["vector"])
     near = [h for h in hits if "vector" in h.sources]
     found = iter(semantic_leads(search.shared.backend, search.shared.embedder, [h.id for h in near],
-                                [h.sources["vector"].score for h in near], top, qvec))
+                                [h.sources["vector"].score for h in near], top, qvec,
+                                background=statements.tolist()))
     out = []
     for h in hits:
         vec, bm = h.sources.get("vector"), h.sources.get("lexical")

@@ -170,12 +170,14 @@ def test_the_lead_is_at_most_how_far_the_memory_stands_above_its_closeness_to_an
     # "b" has the same cosine with the question but is as close to every everyday question
     backend = _Vectors({"a": [1.0, 0.0], "b": [0.6, 0.8]})
     embedder = _Embedder()
-    a, b = semantic_leads(backend, embedder, ["a", "b"], [0.9, 0.9], [0.9, 0.9], query)
+    background = BACKGROUND.cosines(embedder, query).tolist()
+    a, b = semantic_leads(backend, embedder, ["a", "b"], [0.9, 0.9], [0.9, 0.9], query, background=background)
     assert a == pytest.approx(0.9 - (0.9 + 0.6 * 4) / 5)  # the question's side: the statements and the other hit
     # b's own side: its cosine with the question (0.96) less its cosine with every everyday question (0.8)
     assert memory_lead(np.asarray([0.6, 0.8]), query, QUESTIONS.vectors(embedder)) == pytest.approx(0.96 - 0.8)
     assert b == pytest.approx(0.96 - 0.8) and b < a and backend.asked == [["a", "b"]]
     # a hit whose question side cannot change its relevance is not read
     backend.asked.clear()
-    semantic_leads(backend, embedder, ["a", "b"], [0.9, 0.9], [0.9, 0.9], query, lambda cid, _: cid == "a")
+    semantic_leads(backend, embedder, ["a", "b"], [0.9, 0.9], [0.9, 0.9], query, lambda cid, _: cid == "a",
+                   background=background)
     assert backend.asked == [["a"]]

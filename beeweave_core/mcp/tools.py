@@ -19,7 +19,7 @@ from ..lifecycle import FeedbackSignal
 from ..records import ALL_STATUSES, KnowledgeChunk, SearchHit
 from ..scopes import KeyScopes
 from ..server.service import check_user_id
-from ..validation import MAX_TAG_CHARS, MAX_TAGS, check_number, check_str_list
+from ..validation import MAX_TAG_CHARS, MAX_TAGS, check_str_list
 
 __all__ = ["MemoryTools", "memory_dict", "KeyScope", "ScopeError", "resolve_user"]
 
@@ -85,11 +85,6 @@ def _tags(tags: Any) -> list[str]:
     return check_str_list("tags", tags, max_items=MAX_TAGS, max_chars=MAX_TAG_CHARS)
 
 
-def _relevance(name: str, value: Any) -> float | None:
-    """A relevance threshold from a client: ``None`` or a finite number in [0, 1] (never NaN)."""
-    return None if value is None else check_number(name, value, low=0.0, high=1.0)
-
-
 def memory_dict(chunk: KnowledgeChunk, score: float | None = None) -> dict[str, Any]:
     """What a client sees of a memory."""
     out: dict[str, Any] = {
@@ -149,12 +144,12 @@ class MemoryTools:
         the engine's default, the user's, the tenant's and the granted scopes), as they were
         at ``as_of`` (ISO 8601; None: now);
         ``abstain_below=None`` applies the store's default "nothing relevant" gate
-        (``SearchConfig.abstain_below``), ``abstain_below=0`` turns any gate off."""
+        (``SearchConfig.abstain_below``), ``abstain_below=0`` turns any gate off. The
+        thresholds, scopes and ``as_of`` are the engine's to check (its ``SearchRequest``),
+        before anything is searched; ``k``'s cap is this server's."""
         check_user_id(user_id)
         if not isinstance(k, int) or not 1 <= k <= self.max_k:
             raise InvalidInputError(f"k must be an integer from 1 to {self.max_k}")
-        min_relevance = _relevance("min_relevance", min_relevance)
-        abstain_below = _relevance("abstain_below", abstain_below)
         filters: dict[str, Any] = {}
         if tags is not None and _tags(tags):
             filters["tags_any"] = list(tags)
