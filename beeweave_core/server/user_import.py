@@ -110,10 +110,8 @@ def import_user(memory: Any, data: Any, *, vectors: Mapping[str, Any] | None = N
             backend.log_append(stream, key, value, user_id=plan.user)
         setattr(report, "versions" if stream == VERSIONS else "audit", len(todo))
     for namespace, items in plan.kv.items():
-        changed = [(key, value) for key, value in items if backend.kv_get(namespace, key) != value]
-        for key, value in changed:
-            backend.kv_put(namespace, key, value, user_id=plan.user)
-        report.other[_KV_NAMES[namespace]] = len(changed)
+        report.other[_KV_NAMES[namespace]] = sum(_put_over(backend, namespace, key, value, plan.user)
+                                                 for key, value in items)
     return report
 
 
@@ -140,6 +138,23 @@ def check_import(memory: Any, data: Any) -> dict[str, KnowledgeChunk]:
         if held is not None and held.get("user_id") != plan.user:
             raise InvalidInputError(f"the store already holds a watch {wid!r} of another user; nothing was imported")
     return there
+
+
+def _put_over(backend: Any, namespace: str, key: str, value: dict[str, Any], user: str) -> bool:
+    """Write the export's ``value`` where it differs from the store's, only over the value read
+    (a compare-and-set): another process's change since, or its delete, is kept, never
+    reverted (issue 47). True if it wrote."""
+    seen = backend.kv_get(namespace, key)
+    if seen == value:
+        return False
+    wrote = [False]
+
+    def change(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        wrote[0] = current == seen
+        return value if wrote[0] else current
+
+    backend.kv_update(namespace, key, change, user_id=user)
+    return wrote[0]
 
 
 def _get(backend: Any, ids: list[str]) -> dict[str, KnowledgeChunk]:
