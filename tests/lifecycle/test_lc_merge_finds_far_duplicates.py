@@ -16,6 +16,7 @@ from beeweave_core.lifecycle.maintenance import Maintenance
 from beeweave_core.lifecycle.near import NearDuplicates
 from tests.lifecycle.lifecycle_support import DIM
 from tests.lifecycle.test_lc_merge_on_insert_linear import reference_merge_new
+from tests.postgres.pg_support import new_tenant
 
 # Twelve sentences of other words: no two share 80 % of their words, nor with the deploy note.
 OTHERS = ["Alice drinks green tea every morning", "Bob brews black coffee after lunch",
@@ -41,13 +42,22 @@ def _record(cid: str, content: str, vec: list[float], kind: str | None = None) -
     return {"chunk_id": cid, "content": content, "user_id": "u", "embedding": vec, "metadata": md}
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def fresh(request: pytest.FixtureRequest, make: Any) -> Any:
+    """``fresh(**options)``: a new empty store on the backend."""
+    if request.param == "sqlite":
+        return lambda **options: make(**options)
+    url = request.getfixturevalue("pg_url")
+    return lambda **options: make(url, tenant=new_tenant("far"), **options)
+
+
 def _state(mem: Any) -> dict[str, Any]:
     return {c.id: (c.status.value, c.metadata.get("merged_into"))
             for c in mem.backend.scan(build_filter({"status": ["active", "merged"]}))}
 
 
 @pytest.mark.parametrize("mode, kind", [("ingested", None), ("all", "fact")])
-def test_a_duplicate_behind_more_than_merge_candidates_closer_memories_is_merged(make, monkeypatch, mode, kind):
+def test_a_duplicate_behind_more_than_merge_candidates_closer_memories_is_merged(fresh, monkeypatch, mode, kind):
     # The duplicate stored earlier is at cosine 0.92 with the new memory; twelve others at 0.97
     # (each 0.89 from the duplicate): all twelve are nearer than it.
     earlier = [_record("dup", DEPLOY, _toward(5, 0.92))]
@@ -57,7 +67,7 @@ def test_a_duplicate_behind_more_than_merge_candidates_closer_memories_is_merged
     # The reference looks at every memory of the user (merge_candidates above their number).
     for merge, candidates in ((reference_merge_new, 100), (Maintenance.merge_new, 10)):
         monkeypatch.setattr(Maintenance, "merge_new", merge)
-        mem = make(merge_on_insert=mode, merge_candidates=candidates)
+        mem = fresh(merge_on_insert=mode, merge_candidates=candidates)
         mem.add_many(earlier)
         mem.add_many([new])
         states.append(_state(mem))
@@ -66,7 +76,7 @@ def test_a_duplicate_behind_more_than_merge_candidates_closer_memories_is_merged
     assert got == expected
 
 
-def test_the_lookup_by_words_stays_linear_in_the_batch(make, monkeypatch):
+def test_the_lookup_by_words_stays_linear_in_the_batch(fresh, monkeypatch):
     """A batch of alike-but-different memories (every lookup finds only duplicates by vector):
     at most one lexical lookup per memory, and each memory read at most once."""
     seen: list[NearDuplicates] = []
@@ -80,7 +90,7 @@ def test_the_lookup_by_words_stays_linear_in_the_batch(make, monkeypatch):
     n = 150
     batch = [_record(f"alike-{i}", f"Ticket {i} was escalated to team {i * 7 % 13} by agent {i * 11 % 17}",
                      _toward(10 + i, 0.97)) for i in range(n)]
-    mem = make(merge_on_insert="ingested")
+    mem = fresh(merge_on_insert="ingested")
     mem.add_many(batch)
     near, = seen
     assert 0 < near.word_lookups <= n and near.lookups <= 2 * n  # the lookup by words ran, once at most
