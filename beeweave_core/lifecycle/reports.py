@@ -50,6 +50,10 @@ class ReviewItem:
     reasons: tuple[str, ...]
     flagged_at: datetime
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"chunk_id": self.chunk_id, "user_id": self.user_id, "reasons": list(self.reasons),
+                "flagged_at": self.flagged_at.isoformat()}
+
 
 @dataclass(frozen=True)
 class MemoryVersion:
