@@ -89,6 +89,7 @@ def test_an_object_without_rerank_is_refused(cats):
 
 
 # -- the cross-encoder -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cross_encoder_scores_every_hit_and_returns_new_hits_sorted_by_its_score(cats, tiny_cross_encoder):
     hits = cats.search("cat", user_id="u", k=6)
     before = copy.deepcopy(_frozen(hits))
