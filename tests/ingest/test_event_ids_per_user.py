@@ -12,6 +12,8 @@ from beeweave_core import BeeWeave
 from beeweave_core.ids import event_memory_id
 from beeweave_core.server import open_memory
 
+pytestmark = pytest.mark.slow
+
 EMB = "beeweave:hashing-64"
 
 
@@ -44,7 +46,6 @@ def _texts(m, user: str) -> list[str]:
     return [c.raw_content for c in m.get_all(user_id=user).items]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("flush_between", [True, False], ids=["one-after-the-other", "both-queued"])
 def test_two_users_events_of_one_id_are_both_stored(m, flush_between):
     m.ingest(_turn("alice", "spare keys"))

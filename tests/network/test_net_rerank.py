@@ -14,6 +14,8 @@ from beeweave_core import BeeWeaveError, CrossEncoderReranker, HitSource, Invali
 from tests.network.net_support import at, at_cosine, axis
 from tests.support import sentence
 
+pytestmark = pytest.mark.slow
+
 TEXTS = ["the cat sat on the mat", "a cat chased the mouse", "dogs bark at the mailman", "the weather is nice today",
          "python code runs fast", "cat food comes in small tins", "my cat sleeps all day", "coffee in the morning"]
 
@@ -89,7 +91,6 @@ def test_an_object_without_rerank_is_refused(cats):
 
 
 # -- the cross-encoder -------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_cross_encoder_scores_every_hit_and_returns_new_hits_sorted_by_its_score(cats, tiny_cross_encoder):
     hits = cats.search("cat", user_id="u", k=6)
     before = copy.deepcopy(_frozen(hits))
