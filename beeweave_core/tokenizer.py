@@ -84,7 +84,7 @@ _JIEBA_LOCK = threading.Lock()
 
 
 def _shared_jieba() -> Any:
-    """One jieba dictionary per process: loading it takes about a second and it is read-only."""
+    """One jieba dictionary per process: loading it is slow and it is read-only."""
     global _JIEBA
     if _JIEBA is None:
         with _JIEBA_LOCK:

@@ -115,7 +115,7 @@ class IngestConfig:
         custom_patterns: extra :class:`PiiPattern` rules.
         redact_before_queue: redact on the caller's thread, before the event is written
             to the queue file, so that raw personal data never touches the disk. Costs
-            the caller about 0.3 ms per KB of text; off by default (the queue file then
+            the caller the redaction's time, which grows with the text; off by default (the queue file then
             holds an event only until it is processed, and processed events are zeroed).
         extractor: an ``Extractor`` (default: the offline one); e.g. ``LLMExtractor(llm)``.
         admission: :class:`AdmissionRules` (active vs pending review).
@@ -140,12 +140,12 @@ class IngestConfig:
         batch_size: events per worker batch (one embedding call per batch).
         max_concurrency: at most this many events of a batch are prepared (redacted,
             extracted) at once, each on its own thread, when the extractor calls a model: a
-            1-2 s model call then costs the batch about a second per ``max_concurrency``
-            events instead of a second per event. Order is kept: the batch is stored in
+            slow model call then costs the batch one call's time per ``max_concurrency``
+            events instead of one per event. Order is kept: the batch is stored in
             queue order, ``max_concurrency`` events at a time as their extraction ends, while
             the model reads the rest. The offline extractor is CPU work and runs on the
-            worker alone. 16 keeps 100 events of a 1 s model within 10 s
-            (benchmarks/RESULTS.md); lower it for a rate-limited model API, 1 for one call
+            worker alone. The default, 16, meets the target for a slow model (benchmarks/RESULTS.md,
+            "Ingest with a slow extraction model"); lower it for a rate-limited model API, 1 for one call
             at a time.
         queue_path: where the queue file goes; default ``<db>.queue`` beside a SQLite
             store. A backend without a file (e.g. PostgreSQL) keeps the queue in memory

@@ -68,7 +68,8 @@ class EventLog:
         with self._lock:
             use_wal(self._db, 30.0)
             # As durable as the store's own writes (WAL + NORMAL survives a process crash): FULL
-            # synced every append, 8 ms each here, the bulk of a write's time on the server.
+            # synced every append, the bulk of a write's time on the server
+            # (benchmarks/history/server.md, "SSE fan-out and tool calls").
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA secure_delete=ON")  # deleted events are zeroed in the file
             self._db.execute(_SCHEMA)

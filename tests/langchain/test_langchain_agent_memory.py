@@ -203,6 +203,7 @@ def test_the_original_system_message_is_kept_when_memories_are_added(memory) -> 
     assert model.system_texts()[0].startswith("Be brief.\n\nRelevant memories")
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_with_the_default_model_only_relevant_memories_are_recalled() -> None:
     # The fused score is relative to the other candidates (an unrelated question still gets

@@ -19,6 +19,8 @@ import tomllib
 from beeweave_core.cli import COMMANDS, build_parser, main
 from tests.service.service_support import ACME_KEY, EMBEDDER, event, free_port
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = [
     event("alice", "How do I deploy the api?", "Run make deploy; it rolls out to the kubernetes cluster.",
