@@ -108,11 +108,6 @@ class MemoryIndex:
         for t in terms:
             self.term_ids.pop(t, None)
 
-    def unused_terms(self) -> dict[str, int]:
-        """Terms no live record holds (document frequency 0)."""
-        df = self.lex._df
-        return {t: i for t, i in self.term_ids.items() if i >= len(df) or df[i] <= 0}
-
     # -- writes (of committed rows) -------------------------------------------------
     def _order_key(self, slot: int, c: KnowledgeChunk) -> tuple[int, int] | None:
         if not lends_context(c, self.config.session_context):

@@ -597,14 +597,3 @@ class SemanticResultOut(_Out):
 class SemanticSearchOut(_Out):
     results: list[SemanticResultOut]
     took_ms: float
-
-
-class EventOut(_Out):
-    seq: int
-    type: str
-    chunk_id: str | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    tags: list[str] = []
-    data: dict[str, Any] = {}
-    at: str
