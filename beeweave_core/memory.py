@@ -27,7 +27,7 @@ import numpy as np
 
 from .defaults import DEFAULT_TOP_K
 from .embedders import Embedder, as_embedder
-from .engine.config import SearchConfig
+from .engine.config import NetworkConfig, SearchConfig
 from .engine.graph import Graph
 from .engine.listing import Page, list_page
 from .engine.records import Records
@@ -38,7 +38,7 @@ from .errors import EmbedderMismatchError, InvalidInputError, TokenizerMismatchE
 from .events import EventBus
 from .fields import declare_fields
 from .fusion import FusionMode
-from .index.context import IndexConfig
+from .index.config import IndexConfig
 from .ingest.api import Ingestion
 from .ingest.config import IngestConfig
 from .ingest.documents import DocFormat
@@ -53,7 +53,7 @@ from .lifecycle.reports import MaintenanceReport, MemoryVersion, ReviewItem
 from .lifecycle.schedule import MaintenanceSchedule
 from .lifecycle.sessions import ConversationContext
 from .lifecycle.validity import InvalidationReport
-from .network import Candidate, ExpandOptions, NetworkConfig
+from .network import Candidate, ExpandOptions
 from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
 from .rerank import Reranker
 from .scopes import ScopeConfig, Scopes

@@ -1,6 +1,6 @@
-"""The knowledge network's settings and shapes: which relationships are mined, how search
-expands along them, and outside candidates to post-process (the work is done by
-:class:`beeweave_core.engine.graph.Graph`).
+"""The knowledge network's shapes: how search expands along relationships and outside
+candidates to post-process (the work is done by :class:`beeweave_core.engine.graph.Graph`,
+whose settings, ``NetworkConfig``, are in :mod:`beeweave_core.engine.config`).
 
 Edges are stored once (source -> target) and read in both directions:
 - semantic: a new memory -> its most similar existing memories of the same user
@@ -17,19 +17,17 @@ from typing import Any
 
 from .records import RelationType
 
-__all__ = ["NetworkConfig", "ExpandOptions", "Candidate", "check_ranking"]
+__all__ = ["ExpandOptions", "Candidate", "check_ranking"]
 
 
-@dataclass(frozen=True)
-class NetworkConfig:
-    """Which relationships are mined when memories are added."""
+def __getattr__(name: str) -> Any:
+    # NetworkConfig lived here: old imports keep working. Looked up lazily, because the engine
+    # package (engine/__init__ -> graph) imports this module.
+    if name == "NetworkConfig":
+        from .engine.config import NetworkConfig
 
-    semantic_k: int = 5
-    semantic_threshold: float = 0.6
-    session_links: bool = True
-    entity_links: bool = True
-    tag_links: bool = True
-    max_shared_links: int = 10  # per new memory and kind; shared popular tags would link everything
+        return NetworkConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from ..records import KnowledgeChunk
 from ..scoring import RankFields
 from .bm25 import BM25Index, scores_at, top_k
 from .columns import AttributeColumns, Selection
-from .context import IndexConfig, SessionOrder
+from .config import IndexConfig
+from .context import SessionOrder
 from .rank_columns import RankColumns
 from .turns import lends_context
 from .vectors import VectorIndex, matvec
