@@ -11,7 +11,7 @@ checks only for what a table cannot say (regular expressions, a summarizer's met
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from .errors import InvalidInputError
 
-__all__ = ["Rule", "Number", "Flag", "Choice", "Duration", "Instance", "check_fields"]
+__all__ = ["Rule", "Number", "Flag", "Text", "Choice", "Duration", "Instance", "Items", "check_fields"]
 
 
 class Rule(Protocol):
@@ -33,6 +33,11 @@ class Rule(Protocol):
 
 def _fail(name: str, rule: Rule, value: Any) -> InvalidInputError:
     return InvalidInputError(f"{name} must be {rule.text()}, got {value!r}")
+
+
+def _num(x: float) -> str:
+    """A bound as a reader writes it: 1000000, not 1e+06; 0.5 as 0.5."""
+    return str(int(x)) if float(x).is_integer() else repr(x)
 
 
 def _bound(bound: float | str | None, config: Any) -> float | None:
@@ -69,11 +74,11 @@ class Number:
     def _text(self, low: Any, high: Any) -> str:
         noun = "an integer" if self.integer else "a number"
         if low is not None and high is not None:
-            out = f"{noun} in {'(' if self.open_low else '['}{low:g}, {high:g}]"
+            out = f"{noun} in {'(' if self.open_low else '['}{_num(low)}, {_num(high)}]"
         elif low is not None:
-            out = f"{noun} {'>' if self.open_low else '>='} {low:g}"
+            out = f"{noun} {'>' if self.open_low else '>='} {_num(low)}"
         elif high is not None:
-            out = f"{noun} <= {high:g}"
+            out = f"{noun} <= {_num(high)}"
         else:
             out = "an integer" if self.integer else "a finite number"
         return out + (" or None" if self.optional else "")
@@ -97,22 +102,41 @@ class Flag:
 
 
 @dataclass(frozen=True)
-class Choice:
-    """A member of a ``str`` enum, given as the member or its value; kept as the member."""
+class Text:
+    """A string with something in it besides spaces."""
 
-    enum: type[Enum]
+    def check(self, name: str, value: Any, config: Any) -> Any:
+        if not isinstance(value, str) or not value.strip():
+            raise _fail(name, self, value)
+        return value
+
+    def text(self) -> str:
+        return "a non-empty string"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A member of a ``str`` enum, given as the member or its value (kept as the member), or
+    one of a tuple of strings."""
+
+    among: type[Enum] | tuple[str, ...]
     optional: bool = False
 
     def check(self, name: str, value: Any, config: Any) -> Any:
         if value is None and self.optional:
             return value
+        if isinstance(self.among, tuple):
+            if value not in self.among:
+                raise _fail(name, self, value)
+            return value
         try:
-            return self.enum(value)
+            return self.among(value)
         except ValueError:
             raise _fail(name, self, value) from None
 
     def text(self) -> str:
-        return "one of " + ", ".join(repr(m.value) for m in self.enum) + (" or None" if self.optional else "")
+        names = self.among if isinstance(self.among, tuple) else tuple(m.value for m in self.among)
+        return "one of " + ", ".join(repr(n) for n in names) + (" or None" if self.optional else "")
 
 
 @dataclass(frozen=True)
@@ -152,6 +176,24 @@ class Instance:
 
     def text(self) -> str:
         return self.what + (" or None" if self.optional else "")
+
+
+@dataclass(frozen=True)
+class Items:
+    """A list or tuple (not a string, not a mapping) whose every item follows ``item``; kept as a tuple."""
+
+    item: Rule
+    optional: bool = False
+
+    def check(self, name: str, value: Any, config: Any) -> Any:
+        if value is None and self.optional:
+            return value
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+            raise _fail(name, self, value)
+        return tuple(self.item.check(f"{name}[{i}]", v, config) for i, v in enumerate(value))
+
+    def text(self) -> str:
+        return f"a list, each {self.item.text()}" + (" (or None)" if self.optional else "")
 
 
 def check_fields(config: Any, rules: Mapping[str, Rule]) -> None:
