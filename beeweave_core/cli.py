@@ -43,8 +43,8 @@ COMMANDS = {
     "report": "write the dashboard as one self-contained HTML file",
     "openapi": "write the REST API's OpenAPI spec as JSON",
     "mcp": "run the MCP server (stdio, or streamable HTTP with API keys)",
-    "config": "show the options serve, worker and mcp would use, and whether each came from a flag, "
-              "a BEEWEAVE_* variable or the default",
+    "config": "show the options serve, worker and mcp would use and where each came from (flag, BEEWEAVE_* "
+              "variable or default); or the effective settings of a store or a server",
 }
 
 
@@ -188,8 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = cmd("config")
     c.add_argument("action", choices=["show"])
-    c.add_argument("for_command", nargs="?", choices=["serve", "worker", "mcp"], metavar="COMMAND",
-                   help="only this command's options, parsed from the flags that follow it (default: all)")
+    c.add_argument("for_command", nargs="?", choices=["serve", "worker", "mcp", "store", "server"], metavar="WHAT",
+                   help="serve, worker or mcp: only this command's options, parsed from the flags that follow it "
+                        "(default: all); store: what --store opens with (its recorded model, tokenizer and index, "
+                        "every engine setting), read without changing it; server: the settings serve would run "
+                        "with, from serve's flags, without secrets")
     c.add_argument("flags", nargs=argparse.REMAINDER, help="COMMAND's flags, as they would be given to it")
     c.add_argument("--json", action="store_true")
     return p
