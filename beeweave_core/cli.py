@@ -37,7 +37,7 @@ COMMANDS = {
     "forget": "delete everything of a user",
     "maintain": "merge duplicates, expire and evict now",
     "invalidate": "mark the memories about changed files 'to verify' (a git post-commit hook)",
-    "review": "list memories waiting for review; approve, reject or resolve them",
+    "review": "list the memories waiting for review (pending or flagged); keep, archive or delete them",
     "memory": "add, show, list, edit or delete single memories; their history and relationships",
     "dead-letters": "list the events whose processing failed, or queue them again",
     "report": "write the dashboard as one self-contained HTML file",
@@ -145,11 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true")
 
     c = cmd("review")
-    c.add_argument("action", nargs="?", default="list", choices=["list", "approve", "reject", "resolve"],
-                   help="list (default), approve IDS, reject IDS, resolve ID keep|archive|delete")
-    c.add_argument("ids", nargs="*", help="memory ids (for resolve: the id, then the decision)")
+    c.add_argument("action", nargs="?", default="list",
+                   choices=["list", "keep", "archive", "delete", "approve", "reject", "resolve"],
+                   help="list (default): what waits, pending or flagged; keep IDS (approve a pending memory, "
+                        "clear a flagged one), archive IDS (flagged ones), delete IDS (reject a pending memory); "
+                        "deprecated: approve IDS, reject IDS, resolve ID DECISION")
+    c.add_argument("ids", nargs="*", help="memory ids")
     c.add_argument("--user-id")
-    c.add_argument("--reason", help="why (for reject)")
+    c.add_argument("--reason", help="why (kept with a rejected pending memory)")
     c.add_argument("--json", action="store_true")
 
     c = cmd("memory")

@@ -509,37 +509,44 @@ def cmd_invalidate(args: Any) -> int:
     return 0
 
 
+# The old review actions (before issue 45) -> the decision they are now.
+_OLD_REVIEW = {"approve": "keep", "reject": "delete"}
+
+
 def cmd_review(args: Any) -> int:
-    with _service(args, existing=True) as svc:
-        if args.action == "list":
-            if args.ids:
-                raise InvalidInputError("review list takes no ids")
-            pending = svc.pending(user_id=args.user_id)
-            flagged = svc.review_queue(user_id=args.user_id)
-            if args.json:
-                _print_json({"pending": [c.to_dict() for c in pending],
-                             "flagged": [{"chunk_id": i.chunk_id, "user_id": i.user_id, "reasons": list(i.reasons),
-                                          "flagged_at": i.flagged_at.isoformat()} for i in flagged]})
-                return 0
-            print(f"{len(pending)} pending review" + (":" if pending else ""))
-            for c in pending:
-                why = (c.metadata.get("ingest") or {}).get("review")
-                print(f"  {c.id}  [{c.user_id}]  {_one_line(c.raw_content, 80)}" + (f"  ({why})" if why else ""))
-            print(f"{len(flagged)} flagged by the lifecycle" + (":" if flagged else ""))
-            for i in flagged:
-                print(f"  {i.chunk_id}  [{i.user_id}]  {', '.join(i.reasons)}")
-            return 0
-        if not args.ids:
-            raise InvalidInputError(f"review {args.action} needs memory ids")
-        if args.action == "resolve":
-            if len(args.ids) != 2:
+    """One review flow (engine/review.py): list what waits, then keep, archive or delete it."""
+    from .server.service import review_dict
+
+    action, ids = args.action, list(args.ids)
+    if action in _OLD_REVIEW or action == "resolve":
+        if action == "resolve":  # `review resolve ID DECISION`
+            if len(ids) != 2:
                 raise InvalidInputError("review resolve takes an id and a decision (keep, archive or delete)")
-            kept = svc.resolve_review(args.ids[0], args.ids[1])
-            print(f"{args.ids[0]}: {args.ids[1]}" + ("" if kept is None else f" (now {kept.status.value})"))
+            ids, decision = ids[:1], ids[1]
+        else:
+            decision = _OLD_REVIEW[action]
+        print(f"beeweave: `review {action}` is deprecated: use `review {decision} ID...`", file=sys.stderr)
+        action = decision
+    with _service(args, existing=True) as svc:
+        if action == "list":
+            if ids:
+                raise InvalidInputError("review list takes no ids")
+            items = svc.review(user_id=args.user_id)
+            if args.json:
+                _print_json([review_dict(i) for i in items])
+                return 0
+            print(f"{len(items)} waiting for review" + (":" if items else ""))
+            for i in items:
+                why = ", ".join(i.reasons)
+                held = ((i.chunk.metadata.get("ingest") or {}).get("review") if i.chunk else None)
+                held = "; ".join(map(str, held)) if isinstance(held, list) else held
+                text = _one_line(i.chunk.raw_content, 80) if i.chunk else ""
+                print(f"  {i.chunk_id}  [{i.user_id}]  {why}{f' ({held})' if held else ''}  {text}")
             return 0
-        done = svc.approve(args.ids) if args.action == "approve" else svc.reject(args.ids, reason=args.reason)
-        verb = "approved" if args.action == "approve" else "rejected"
-        print(f"{verb} {len(done)} of {len(args.ids)}" + (": " + " ".join(done) if done else " (none was pending)"))
+        if not ids:
+            raise InvalidInputError(f"review {action} needs memory ids")
+        done = svc.decide(ids, action, reason=args.reason)
+    print(f"{action}: {len(done)} of {len(ids)}" + (": " + " ".join(done) if done else ""))
     return 0
 
 

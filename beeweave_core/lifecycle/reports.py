@@ -43,12 +43,14 @@ class MaintenanceReport:
 
 @dataclass(frozen=True)
 class ReviewItem:
-    """A memory waiting for a decision: ``reasons`` holds "stale" and/or "expired"."""
+    """A memory waiting for a decision: ``reasons`` holds "pending" (held by ingestion's admission
+    rules), or the lifecycle's flags ("stale", "expired", "verify", "fact_conflict"); ``flagged_at`` is when."""
 
     chunk_id: str
     user_id: str | None
     reasons: tuple[str, ...]
     flagged_at: datetime
+    chunk: KnowledgeChunk | None = None  # the memory itself, as ``BeeWeave.review()`` lists it
 
 
 @dataclass(frozen=True)
