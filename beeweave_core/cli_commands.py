@@ -383,16 +383,17 @@ def cmd_import(args: Any) -> int:
     check_apart([(path, plan) for path, _, plan in exports])
     with _service(args) as svc:
         local = hasattr(svc, "check_import")
-        if local:  # a local store: its checks too, for every file first
-            for path, _, plan in exports:
+        plans = {}
+        if local:  # a local store: its parts' checks too, for every file first
+            for path, data, _ in exports:
                 try:
-                    svc.check_import(plan)
+                    plans[path] = svc.check_import(data)
                 except InvalidInputError as exc:
                     raise type(exc)(f"{path}: {exc}") from None
         done: list[str] = []
-        for path, data, plan in exports:  # a server takes the export itself and checks it again
+        for path, data, _ in exports:  # a server takes the export itself and checks it
             try:
-                _print_import(svc.import_user(plan if local else data), str(path))
+                _print_import(svc.import_user(plans.get(path, data)), str(path))
             except BeeWeaveError as exc:  # say which files are in, not only that this one is not
                 before = f"; {', '.join(done)} imported before it" if done else ""
                 raise type(exc)(f"{path}: {exc}{before}") from exc
@@ -413,7 +414,6 @@ def cmd_copy(args: Any) -> int:
     from .errors import EmbedderMismatchError
     from .server.service import MemoryService
     from .server.stores import open_memory
-    from .server.user_import import users_of
 
     if _is_remote(args.to):
         raise InvalidInputError("copy writes the destination store directly: --to takes a store path or a "
@@ -436,9 +436,11 @@ def cmd_copy(args: Any) -> int:
         try:
             if src.declared_fields():
                 dst.declare_fields(src.declared_fields())
-            for user in args.users or list(users_of(src.memory)):
+            for user in args.users or src.memory.user_data.users():
                 data = src.export_user(user)
                 if MemoryService.export_is_empty(data):
+                    if not args.users:  # only entries written before they carried their user: nothing to copy
+                        continue
                     raise NotFoundError(f"no data of user {user!r} in the source store")
                 ids = [c["id"] for c in data["chunks"]]
                 vectors = src.memory.backend.get_vectors(ids) if same_model else None

@@ -60,8 +60,10 @@ from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcn
 from .rerank import Reranker
 from .scopes import ScopeConfig, Scopes
 from .scoring import ScoringConfig
+from .stats import RecordedUse
 from .store.base import StoreBackend, VerifyReport
 from .tokenizer import Tokenizer, TokenizerConfig
+from .user_export import ExportPlan, ImportReport, UserExport
 from .validation import check_chunk, check_user
 
 __all__ = ["BeeWeave", "Parts"]
@@ -159,6 +161,9 @@ class BeeWeave:
             self._ingestion = Ingestion(shared, self._records, ingest, self._lifecycle.feedback,
                                         self._lifecycle.facts.timeline.reconcile)
             self._watches = Watches(shared, self._search.embed_query, redact)
+            # Every part that keeps state of a user, for one export of that user.
+            self._user_data = UserExport(backend, shared.clock, self._records.restore, [
+                self._graph, self._watches, *self._lifecycle.user_data, self._ingestion, RecordedUse(backend)])
             hooks = shared.hooks
             # Order matters: links exist before "created" is announced; lifecycle rules
             # (expiry, merge, capacity) see the linked, announced memories.
@@ -314,7 +319,7 @@ class BeeWeave:
 
     def restore(self, chunks: Sequence[KnowledgeChunk], *, vectors: Mapping[str, Any] | None = None) -> None:
         """Write memories exactly as another store held them (ids, status, counters, times):
-        what an import of an export does (``MemoryService.import_user``). No redaction,
+        what an import of an export does (:meth:`import_user`). No redaction,
         admission, linking, merging or ``memory.created`` event; ``vectors`` (by id) skip the
         model. Each chunk is checked first; an id already stored refuses its batch whole."""
         for c in chunks:
@@ -366,6 +371,28 @@ class BeeWeave:
         self._ingestion.forget_user(user_id)  # their questions in the shared pattern counts
         self._watches.refresh()  # the user's watches stop here now, not at the next reload
         return deleted
+
+    @property
+    def user_data(self) -> UserExport:
+        """Every part's state of a user assembled: :meth:`export_user`, :meth:`import_user`, and
+        the checks an import makes first (``check_export`` without the store, ``check_import``)."""
+        return self._user_data
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """Everything stored about a user, as JSON-able data (:mod:`beeweave_core.user_export`):
+        memories of every status with their relationships, and each part's sections (versions,
+        audit log, facts, conflicts, fact timelines, review queue, sessions, watches, relation
+        notes, question patterns, rejected ids, recorded searches). :meth:`import_user` takes
+        it back. Events still queued for the user are not in it: ``flush()`` first."""
+        return self._user_data.export_user(user_id)
+
+    def import_user(self, data: Mapping[str, Any] | ExportPlan, *,
+                    vectors: Mapping[str, Any] | None = None) -> ImportReport:
+        """Write a user's export back, into this store or another, as it was (no redaction,
+        linking, merging or events); everything is checked before anything is written, and a
+        repeated import writes nothing twice. ``vectors`` (by id, from this store's model) skip
+        the model."""
+        return self._user_data.import_user(data, vectors=vectors)
 
     def drain(self, user_id: str | None = None, *, timeout: float | None = 30.0) -> bool:
         """What a deletion does first: process the queued events (at most ``timeout``
@@ -591,7 +618,7 @@ class BeeWeave:
     def invalidate(self, paths: Iterable[str], commit: str | None = None, *,
                    user_id: str | None = None) -> InvalidationReport:
         """Files changed (e.g. by a commit): mark the memories about them "to verify", lower
-        their weight and queue them for review (``resolve_review(id, "keep")`` restores them)."""
+        their weight and queue them for review (``decide(id, "keep")`` restores them)."""
         return self._lifecycle.validity.invalidate(paths, commit, user_id=user_id)
 
     def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,

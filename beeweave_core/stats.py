@@ -27,19 +27,36 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InvalidInputError
 from .events import EventType, MemoryEvent
 from .filters import build_filter
 from .records import ALL_STATUSES, ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+from .user_data import KvEntry, Staged, mapping, owned, same, section, sequence, time_of
+from .validation import check_id, check_number
 
-__all__ = ["StatsRecorder", "MemoryStats", "MemorySummary", "LatencyStats", "compute_stats", "heat",
+__all__ = ["StatsRecorder", "RecordedUse", "MemoryStats", "MemorySummary", "LatencyStats", "compute_stats", "heat",
            "SEARCHES", "USED"]
 
 logger = logging.getLogger(__name__)
 
 SEARCHES = "stats.searches"  # kv ring: "000042" -> {"at", "ms", "ids", "user_id"[, "load_ms"]}
-USED = "stats.used"  # kv: chunk id -> {"at": the latest "used" feedback}
+USED = "stats.used"  # kv: chunk id -> {"at": the latest "used" feedback, "user_id": the memory's user}
 _STATE = "stats.state"  # kv: "ring" -> {"next": slot}
 _LIVE = (ChunkStatus.ACTIVE, ChunkStatus.PENDING)
+CAPACITY = 5000  # searches the ring keeps
+
+
+def _put_searches(backend: Any, searches: list[dict[str, Any]], capacity: int) -> None:
+    if not searches:
+        return
+    # Claim the slots atomically: two processes recording at once must not write their
+    # searches over each other's.
+    claimed = backend.kv_update(_STATE, "ring", lambda st: {
+        "next": (int((st or {"next": 0})["next"]) + len(searches)) % capacity})
+    slot = (int((claimed or {"next": 0})["next"]) - len(searches)) % capacity
+    for entry in searches:
+        backend.kv_put(SEARCHES, f"{slot % capacity:07d}", entry, user_id=entry["user_id"])
+        slot += 1
 
 
 def heat(chunk: KnowledgeChunk) -> int:
@@ -63,7 +80,7 @@ class StatsRecorder:
             print(compute_stats(memory).latency)
     """
 
-    def __init__(self, memory: Any, *, capacity: int = 5000, batch: int = 64, interval: float = 2.0) -> None:
+    def __init__(self, memory: Any, *, capacity: int = CAPACITY, batch: int = 64, interval: float = 2.0) -> None:
         self.memory = memory
         self.capacity = capacity
         self._batch = batch
@@ -133,16 +150,8 @@ class StatsRecorder:
                 return
             backend = self.memory.backend
             for cid, (at, user) in used.items():
-                backend.kv_put(USED, cid, {"at": at}, user_id=user)
-            if searches:
-                # Claim the slots atomically: two processes recording at once must not write
-                # their searches over each other's.
-                claimed = backend.kv_update(_STATE, "ring", lambda st: {
-                    "next": (int((st or {"next": 0})["next"]) + len(searches)) % self.capacity})
-                slot = (int((claimed or {"next": 0})["next"]) - len(searches)) % self.capacity
-                for entry in searches:
-                    backend.kv_put(SEARCHES, f"{slot % self.capacity:07d}", entry, user_id=entry["user_id"])
-                    slot += 1
+                backend.kv_put(USED, cid, {"at": at, "user_id": user}, user_id=user)
+            _put_searches(backend, searches, self.capacity)
 
     def close(self) -> None:
         """Write what is pending and stop listening; later searches are not recorded."""
@@ -240,6 +249,56 @@ class MemoryStats:
         out["latency"].pop("samples")
         out["growth"] = [{"day": d, "added": n, "total": t} for d, n, t in self.growth]
         return out
+
+
+class RecordedUse:
+    """What a :class:`StatsRecorder` wrote of a user, in their export (``UserData``):
+    ``searches``, their recorded searches oldest first (``{"at", "ms", "ids", "user_id"[,
+    "load_ms"]}``), and ``used``, memory id -> ``{"at", "user_id"}`` of the latest "used"
+    feedback on each of the user's memories."""
+
+    keeps = (SEARCHES, USED)
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        used = dict(self.backend.kv_scan(USED))
+        # A mark written before marks carried their user belongs to the memory's user.
+        untagged = [cid for cid, v in used.items() if "user_id" not in v]
+        owners = {cid: c.user_id for cid, c in self.backend.get(untagged).items()} if untagged else {}
+        return {"searches": _searches(self.backend, user_id),
+                "used": {cid: {**v, "user_id": user_id} for cid, v in used.items()
+                         if v.get("user_id", owners.get(cid)) == user_id}}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        searches = []
+        for i, raw in enumerate(section(data, "searches", list)):
+            where = f"searches[{i}]"
+            entry = mapping(raw, where)
+            owned(entry, where, user_id)
+            time_of(entry.get("at"), f"{where}.at")
+            check_number(f"{where}.ms", entry.get("ms"), low=0.0)
+            ids = sequence(entry.get("ids"), f"{where}.ids")
+            if not all(isinstance(x, str) for x in ids):  # may be shared memories: not the user's to check
+                raise InvalidInputError(f"{where}.ids must be a list of memory ids")
+            searches.append(entry)
+        staged = Staged()
+        for cid, raw in section(data, "used", dict).items():
+            entry = mapping(raw, f"used[{cid!r}]")
+            owned(entry, f"used[{cid!r}]", user_id)
+            time_of(entry.get("at"), f"used[{cid!r}].at")
+            staged.names.add(check_id(cid, "used key"))
+            staged.kv.append(KvEntry("used", USED, cid, entry))
+
+        def write() -> dict[str, int]:
+            held = {same(v) for v in _searches(self.backend, user_id)}  # a repeated import adds none twice
+            todo = [e for e in searches if same(e) not in held]
+            _put_searches(self.backend, todo, CAPACITY)
+            return {"searches": len(todo)}
+
+        staged.write = write
+        return staged
 
 
 def _searches(backend: Any, user_id: str | None) -> list[dict[str, Any]]:

@@ -28,6 +28,8 @@ from ..records import (
 from ..rerank import mmr as mmr_select
 from ..scoring import score_factor
 from ..store.links import Derive, LinkFacts, LinkReads, link_stored
+from ..user_data import KV_SEP as _SEP
+from ..user_data import KvEntry, Staged, mapping, section
 from ..validation import check_count, check_id, check_number, check_text
 from .config import NetworkConfig
 from .shared import Shared
@@ -200,6 +202,29 @@ class Graph:
         """The note recorded with a caller's relation, if any."""
         entry = self.shared.backend.kv_get(NOTES, f"{edge.source_id}\x1f{edge.target_id}\x1f{edge.type.value}")
         return None if entry is None else entry.get("note")
+
+    # -- a user's data (UserData) ------------------------------------------------------------
+    keeps = (NOTES,)
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """``notes``: ``[{"source_id", "target_id", "type", "note"}]`` of the relations between
+        the user's memories that a caller recorded a note with (the relations themselves go
+        with the memories)."""
+        notes = [(k.split(_SEP), v) for k, v in self.shared.backend.kv_scan(NOTES)]
+        mine = {cid for cid, c in self.shared.backend.get(sorted({k[0] for k, _ in notes})).items()
+                if c.user_id == user_id}
+        return {"notes": [dict(zip(("source_id", "target_id", "type"), k, strict=True), note=v["note"])
+                          for k, v in notes if k[0] in mine]}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        staged = Staged()
+        for i, raw in enumerate(section(data, "notes", list)):
+            n = mapping(raw, f"notes[{i}]")
+            ends = [check_id(n.get(end), f"notes[{i}].{end}") for end in ("source_id", "target_id")]
+            staged.names.update(ends)
+            key = _SEP.join((*ends, check_id(n.get("type"), f"notes[{i}].type")))
+            staged.kv.append(KvEntry("notes", NOTES, key, {"note": check_text(f"notes[{i}].note", n.get("note"))}))
+        return staged
 
     # -- reading the network -------------------------------------------------------------------
     def relationships(self, chunk_id: str, *, types: Iterable[str] | None = None,

@@ -13,14 +13,17 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..events import EventType, MemoryEvent, Subscription
 from ..records import ChunkStatus, KnowledgeChunk
-from ..validation import check_content, check_id, check_number, check_user
+from ..user_data import KvEntry, Staged, mapping, owned, section, write_kv
+from ..validation import check_content, check_id, check_number, check_text, check_user
 from .shared import Shared
 
 __all__ = ["Watch", "Watches", "watch_relevance", "WATCHES", "REFRESH_SECONDS"]
@@ -103,6 +106,39 @@ class Watches:
     def refresh(self) -> None:
         """Read the store's watches now (after a change made around this part, e.g. a user forgotten)."""
         self._refresh(force=True)
+
+    # -- a user's data (UserData) ------------------------------------------------------------
+    keeps = (WATCHES,)
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """``watches``: ``[{"id", "query", "user_id", "agent_id", "min_relevance"}]``."""
+        return {"watches": [{"id": k, **v} for k, v in self.shared.backend.kv_scan(WATCHES)
+                            if v.get("user_id") == user_id]}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        entries = []
+        for i, raw in enumerate(section(data, "watches", list)):
+            w = mapping(raw, f"watches[{i}]")
+            owned(w, f"watches[{i}]", user_id)
+            entries.append(KvEntry("watches", WATCHES, check_id(w.get("id"), f"watches[{i}].id"), {
+                "query": check_text(f"watches[{i}].query", w.get("query")), "user_id": user_id,
+                "agent_id": w.get("agent_id"),
+                "min_relevance": check_number(f"watches[{i}].min_relevance", w.get("min_relevance"),
+                                              low=0.0, high=1.0)}))
+
+        def check() -> None:  # watch ids are not the user's own keys: one may be another user's
+            for e in entries:
+                held = self.shared.backend.kv_get(WATCHES, e.key)
+                if held is not None and held.get("user_id") != user_id:
+                    raise InvalidInputError(f"the store already holds a watch {e.key!r} of another user; "
+                                            "nothing was imported")
+
+        def write() -> dict[str, int]:
+            counts = write_kv(self.shared.backend, user_id, entries)
+            self._refresh(force=True)  # this process watches them from now on
+            return counts
+
+        return Staged(check=check, write=write)
 
     def _refresh(self, *, force: bool = False) -> None:
         """Bring this process's watches in line with the store's (at most every

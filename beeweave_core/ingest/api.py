@@ -17,14 +17,15 @@ from ..errors import InvalidInputError, NotFoundError
 from ..events import EventType
 from ..filters import build_filter
 from ..records import ChunkStatus, KnowledgeChunk, new_id
-from ..validation import check_limit, check_user, id_list
+from ..user_data import KvEntry, Staged, mapping, owned, section, time_of
+from ..validation import check_id, check_limit, check_text, check_user, id_list
 from .config import IngestConfig
 from .documents import DocFormat, document_chunks, load_sources
 from .messages import chat_turns
 from .patterns import HotPattern
 from .pipeline import chunk_ids
 from .records import DeadLetter, KnowledgeEvent
-from .runtime import IngestRuntime
+from .runtime import REJECTED, IngestRuntime
 from .validate import EVENT_KEYS, event_dict, event_json
 
 if TYPE_CHECKING:
@@ -252,6 +253,31 @@ class Ingestion:
     def forget_user(self, user_id: str) -> None:
         """Remove a user's questions from the shared pattern counts (part of a user's forget)."""
         self.runtime.forget_user(user_id)
+
+    # -- a user's data (UserData) ----------------------------------------------------------------
+    @property
+    def keeps(self) -> tuple[str, ...]:
+        return (*self.runtime.patterns.keeps, REJECTED)
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """The user's question patterns (``PatternTracker.export_user``) and ``rejected``:
+        memory id -> ``{"at", "reason", "user_id"}`` of the memories rejected in review, which
+        ingestion never stores again. Marks written before they carried their user cannot be
+        told apart and are not exported."""
+        return {**self.runtime.patterns.export_user(user_id),
+                "rejected": {k: v for k, v in self.shared.backend.kv_scan(REJECTED) if v.get("user_id") == user_id}}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        staged = self.runtime.patterns.stage_import(user_id, data)
+        for cid, raw in section(data, "rejected", dict).items():
+            where = f"rejected[{cid!r}]"
+            mark = mapping(raw, where)
+            owned(mark, where, user_id)
+            staged.names.add(check_id(cid, "rejected key"))
+            staged.kv.append(KvEntry("rejected", REJECTED, cid, {
+                "at": time_of(mark.get("at"), f"{where}.at"),
+                "reason": check_text(f"{where}.reason", mark.get("reason"), optional=True), "user_id": user_id}))
+        return staged
 
     def hot_patterns(self, *, user_id: str | None = None) -> list[HotPattern]:
         """Recurring questions that are hot now (within a window of ``PatternConfig``), most

@@ -36,13 +36,16 @@ its user, never the id), so one user's repeated question never becomes shared te
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Any
 
+from ..errors import InvalidInputError
 from ..records import Intent
 from ..tokenizer import BIGRAM_PREFIX, Tokenizer
+from ..user_data import KV_SEP, Staged, mapping, named_entries, owned, sequence, user_entries
 from .admission import AdmissionRules, Candidate, admit
 from .config import PatternConfig, PatternScope
 from .extract import FILLER, REDACTION_TOKEN
@@ -139,6 +142,11 @@ class HotPattern:
     first_seen: datetime
     last_seen: datetime
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "intent": self.intent.value, "terms": list(self.terms),
+                "examples": list(self.examples), "first_seen": self.first_seen.isoformat(),
+                "last_seen": self.last_seen.isoformat()}
+
 
 @dataclass(frozen=True)
 class Detection:
@@ -155,6 +163,30 @@ def _user_hash(user_id: str) -> str:
     """What a shared pattern keeps of who asked: enough to count different users, not the id
     (its state is shared and survives the user's forget)."""
     return hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _pattern_state(user_id: str, value: dict[str, Any], where: str) -> list[str]:
+    """Check a pattern's stored state of an export as ``hot`` and ``observe`` read it."""
+    owned(value, where, user_id)
+    try:
+        Intent(value["intent"]), str(value["key"]), float(value["first_seen"])
+        if not all(isinstance(t, str) for t in sequence(value["terms"], f"{where}.terms")):
+            raise ValueError("terms must be strings")
+        for h in sequence(value["hits"], f"{where}.hits"):
+            float(sequence(h, f"{where}.hits[]")[0])
+        for e in sequence(value["examples"], f"{where}.examples"):
+            str(mapping(e, f"{where}.examples[]")["query"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{where} is not a question pattern: {exc}") from None
+    return []
+
+
+def _concept_entry(user_id: str, value: dict[str, Any], where: str) -> list[str]:
+    # Only the user's own keys: a crafted entry must not fold the user's questions into another's.
+    keys = sequence(value.get("keys"), f"{where}.keys")
+    if not all(isinstance(k, str) and k.startswith(user_id + KV_SEP) for k in keys):
+        raise InvalidInputError(f"{where}.keys must be keys of the export's user")
+    return []
 
 
 def _ts(dt: datetime) -> float:
@@ -384,6 +416,34 @@ class PatternTracker:
     def _scan(self, user_id: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
         prefix = "" if user_id is None else self.owner(user_id) + _SEP
         return self.backend.kv_scan(self.namespace, prefix)
+
+    # -- a user's data (UserData) ------------------------------------------------------------
+    @property
+    def keeps(self) -> tuple[str, ...]:
+        # Counted across users (GLOBAL), the keys are no user's: forget() takes a user's part out.
+        return () if self.config.scope is PatternScope.GLOBAL else (self.namespace, self.index_ns)
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """``hot_patterns``: the user's patterns hot now (``HotPattern``, a view: an import
+        ignores it); ``patterns``: what they are counted from, ``{"counts": key -> state,
+        "concepts": concept -> {"keys": [...]}}``."""
+        if not self.keeps:
+            return {"hot_patterns": [], "patterns": {}}
+        counts = user_entries(self.backend, self.namespace, user_id)
+        return {"hot_patterns": [p.to_dict() for p in self.hot(user_id) if p.user_id == user_id],
+                "patterns": {"counts": counts, "concepts": user_entries(self.backend, self.index_ns, user_id)}
+                if counts else {}}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        patterns = mapping(data.get("patterns") or {}, "patterns")
+        if patterns and not self.keeps:
+            raise InvalidInputError("the export holds per-user question patterns; this store counts them across "
+                                    "users (PatternConfig.scope)")
+        parts = {"patterns.counts": patterns.get("counts"), "patterns.concepts": patterns.get("concepts")}
+        checks = (("patterns.counts", self.namespace, partial(_pattern_state, user_id)),
+                  ("patterns.concepts", self.index_ns, partial(_concept_entry, user_id)))
+        return Staged(kv=[replace(e, section="patterns") for name, ns, check in checks
+                          for e, _ in named_entries(parts, name, ns, user_id, check)])
 
     def hot(self, user_id: str | None = None) -> list[HotPattern]:
         """Patterns hot now (by ``clock()``), most-asked first."""

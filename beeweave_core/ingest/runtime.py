@@ -36,6 +36,7 @@ from ..ids import event_key, legacy_event_memory_id
 from ..lifecycle.config import FeedbackSignal
 from ..lifecycle.timeline import stated_fact
 from ..records import KnowledgeChunk
+from ..store.base import StoreBackend
 from .config import IngestConfig, PatternScope, QueueFullPolicy
 from .errors import QueueFullError
 from .intake import Intake, MemoryIntake, MmapJournal
@@ -47,7 +48,7 @@ __all__ = ["IngestRuntime", "REJECTED"]
 
 logger = logging.getLogger(__name__)
 
-REJECTED = "ingest.rejected"  # kv namespace: ids of rejected memories, never stored again
+REJECTED = "ingest.rejected"  # kv: ids of rejected memories, never stored again -> {"at", "reason", "user_id"}
 _SWEEP_EVERY = timedelta(hours=1)
 SHARED_NAMESPACE = NAMESPACE + ".shared"  # the shared pattern tracker's keys
 # Failures that are not the events' fault: the batch stays pending and is retried with backoff
@@ -118,13 +119,10 @@ def _intake_path(queue_path: Path) -> Path:
     return queue_path.with_name(queue_path.name + ".intake")
 
 
-def queue_path_for(backend: Any) -> Path | None:
+def queue_path_for(backend: StoreBackend) -> Path | None:
     """``<db>.queue`` beside a file store; None when the store has no file."""
-    path = getattr(backend, "path", None)
-    if isinstance(path, (str, Path)):
-        path = Path(path)
-        return path.with_name(path.name + ".queue")
-    return None
+    file = backend.capabilities.file
+    return None if file is None else file.with_name(file.name + ".queue")
 
 
 class IngestRuntime:
@@ -194,8 +192,8 @@ class IngestRuntime:
         """The store's own queue, if it has one (PostgreSQL: in its database, shared by every
         host, so it wins over a queue file); it is made once."""
         if not self._shared_made:
-            make = getattr(self.memory.backend, "ingest_queue", None)
-            self._shared = make() if callable(make) else None
+            own = self.memory.backend.capabilities.queue
+            self._shared = None if own is None else own.ingest_queue()
             self._shared_made = True
         return self._shared
 
@@ -207,7 +205,7 @@ class IngestRuntime:
             return shared  # callers write to it directly: a put is committed in the database
         path, _ = self._target()
         backend = self.memory.backend
-        if path is None and not hasattr(backend, "path"):
+        if path is None and backend.capabilities.durable:
             logger.warning("%s has no file: ingested events are kept in memory until processed (set "
                            "IngestConfig.queue_path to make them durable)", type(backend).__name__)
         queue = SQLiteEventQueue(path, fsync=self.config.fsync)
@@ -614,7 +612,8 @@ class IngestRuntime:
     def mark_rejected(self, chunks: Sequence[KnowledgeChunk], reason: str | None) -> None:
         at = self.memory.clock().isoformat()
         for c in chunks:
-            self.memory.backend.kv_put(REJECTED, c.id, {"at": at, "reason": reason}, user_id=c.user_id)
+            self.memory.backend.kv_put(REJECTED, c.id, {"at": at, "reason": reason, "user_id": c.user_id},
+                                       user_id=c.user_id)
 
     def unmark_rejected(self, ids: Sequence[str]) -> None:
         for cid in ids:

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import DuplicateIdError, InvalidInputError, NotFoundError
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk, new_id
+from ..user_data import Staged, named_entries, sequence, user_entries
 from ..validation import check_text, check_user, id_list
 from .base import LifecycleContext
 from .conflicts import GROUP_KEY, conflict_order
@@ -35,6 +36,11 @@ def _key(user_id: str, name: str) -> str:
     return f"{user_id}\x1f{name}"
 
 
+def _named(value: dict[str, Any], where: str) -> list[Any]:
+    """The memory ids a fact (``chunk_id``) or a conflict group (``ids``) names."""
+    return ([value["chunk_id"]] if "chunk_id" in value else []) + list(sequence(value.get("ids", []), where))
+
+
 def _name(what: str, value: Any) -> str:
     out = check_text(what, value)
     assert out is not None
@@ -49,6 +55,23 @@ class Facts:
         # Captured statements (ingest) keep a bi-temporal timeline per subject; conflicts of
         # equal standing join this part's conflict groups.
         self.timeline = FactTimeline(ctx, self._join_group)
+
+    # -- a user's data (UserData) ------------------------------------------------------------
+    keeps = (FACTS, CONFLICTS)
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """``facts``: subject key -> ``{"chunk_id", "subject_key"}``; ``conflicts``: group ->
+        ``{"ids": [...]}``."""
+        return {"facts": user_entries(self.ctx.backend, FACTS, user_id),
+                "conflicts": user_entries(self.ctx.backend, CONFLICTS, user_id)}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        staged = Staged()
+        for name, namespace in (("facts", FACTS), ("conflicts", CONFLICTS)):
+            for entry, named in named_entries(data, name, namespace, user_id, _named):
+                staged.kv.append(entry)
+                staged.names.update(named)
+        return staged
 
     # -- facts -------------------------------------------------------------------------------
     def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,
@@ -130,6 +153,13 @@ class Facts:
         if entry is None:
             return self.timeline.current(subject_key, user_id=user_id)
         return self.ctx.backend.get([entry["chunk_id"]]).get(entry["chunk_id"])
+
+    def remembered(self, user_id: str) -> dict[str, KnowledgeChunk]:
+        """A user's remembered facts: subject key -> its current memory."""
+        entries = {k: v["chunk_id"] for k, v in user_entries(self.ctx.backend, FACTS, check_user(user_id)).items()
+                   if isinstance(v, Mapping) and "chunk_id" in v}
+        got = self.ctx.backend.get(list(entries.values()))
+        return {key: got[cid] for key, cid in entries.items() if cid in got}
 
     def history(self, chunk_id: str) -> list[MemoryVersion]:
         """The earlier versions of a memory, oldest first (the current state is ``get(id)``).

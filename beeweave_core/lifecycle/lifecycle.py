@@ -13,6 +13,7 @@ from ..records import ChunkStatus, KnowledgeChunk, SearchHit
 from ..relevance import counts_as_use, default_gate
 from ..scoring import effective_weight as _effective_weight
 from ..scoring import is_expired
+from ..user_data import UserData
 from ..validation import id_list
 from .access import AccessRecorder, Pending
 from .base import LifecycleContext, changed_fields, retired
@@ -21,11 +22,11 @@ from .conflicts import order_conflicts
 from .expiry import inherited_expiry, rule_expiry
 from .facts import Facts
 from .feedback import FEEDBACK_KEY, STALE_KEY, apply_feedback
-from .history import forget_versions, read_actions, record_action
+from .history import History, forget_versions, read_actions, record_action
 from .maintenance import Maintenance
 from .provenance import Provenance
 from .reports import ReviewItem
-from .review import flag, read_queue, unflag
+from .review import ReviewQueue, flag, read_queue, unflag
 from .schedule import MaintenanceSchedule
 from .sessions import Sessions
 from .tiers import Tiers
@@ -54,6 +55,11 @@ class Lifecycle:
         self.sessions = Sessions(ctx, redact)  # working memory: session buffers and their summaries
         self.provenance = Provenance(ctx)
         self.validity = CodeValidity(ctx)
+        self.history = History(ctx.backend)  # versions and the audit log
+        self.review = ReviewQueue(ctx.backend)
+        # The parts that keep state of a user, for that user's export (BeeWeave assembles them).
+        self.user_data: tuple[UserData, ...] = (self.history, self.facts, self.facts.timeline, self.review,
+                                                self.sessions)
 
     # -- feedback ----------------------------------------------------------------------------
     def feedback(self, chunk_ids: str | Iterable[str], signal: FeedbackSignal | str, *,
@@ -174,7 +180,7 @@ class Lifecycle:
         hits that reach the store's gate (not on a store opened read-only, e.g. on a replica:
         it writes nothing, so a use there neither counts nor promotes)."""
         order_conflicts(hits)
-        if getattr(self.ctx.backend, "read_only", False):
+        if self.ctx.backend.capabilities.read_only:
             return
         # Only uses that count: a hit below the store's gate (returned beside a relevant one, or
         # by a search with the gate off) was not what the question was about. What an answer

@@ -52,6 +52,11 @@ class ReviewItem:
     flagged_at: datetime
     chunk: KnowledgeChunk | None = None  # the memory itself, as ``BeeWeave.review()`` lists it
 
+    def to_dict(self) -> dict[str, Any]:
+        out = {"chunk_id": self.chunk_id, "user_id": self.user_id, "reasons": list(self.reasons),
+               "flagged_at": self.flagged_at.isoformat()}
+        return out if self.chunk is None else {**out, "chunk": self.chunk.to_dict()}
+
 
 @dataclass(frozen=True)
 class MemoryVersion:

@@ -3,20 +3,25 @@
 One kv entry per memory in namespace ``lifecycle.review``, with the reasons it is there
 ("stale" after repeated negative feedback, "expired" for an expired memory of high
 weight). Entries of memories that no longer exist, or left the active set (merged,
-archived), are dropped when the queue is read.
+archived), are dropped when the queue is read. :class:`ReviewQueue` hands a user's entries
+over in their export and takes them back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from ..errors import InvalidInputError
 from ..filters import build_filter
 from ..records import ChunkStatus, KnowledgeChunk, to_datetime
 from ..store.base import StoreBackend
+from ..user_data import KvEntry, Staged, mapping, section, time_of
+from ..validation import check_id
 from .reports import ReviewItem
 
-__all__ = ["REVIEW", "flag", "unflag", "read_queue"]
+__all__ = ["REVIEW", "ReviewQueue", "flag", "unflag", "read_queue"]
 
 REVIEW = "lifecycle.review"
 _LIVE = build_filter({"status": [ChunkStatus.ACTIVE.value, ChunkStatus.PENDING.value]})
@@ -62,3 +67,29 @@ def read_queue(backend: StoreBackend, user_id: str | None = None) -> list[Review
         elif user_id is None or entry.get("user_id") == user_id:
             out.append(ReviewItem(key, entry.get("user_id"), tuple(entry["reasons"]), to_datetime(entry["flagged_at"])))
     return sorted(out, key=lambda r: (r.flagged_at, r.chunk_id))
+
+
+class ReviewQueue:
+    """A user's review entries in their export (``UserData``): ``review``, a list of
+    ``{"chunk_id", "user_id", "reasons", "flagged_at"}`` of memories still in the queue."""
+
+    keeps = (REVIEW,)
+
+    def __init__(self, backend: StoreBackend) -> None:
+        self.backend = backend
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        return {"review": [item.to_dict() for item in read_queue(self.backend, user_id)]}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        staged = Staged()
+        for i, raw in enumerate(section(data, "review", list)):
+            r = mapping(raw, f"review[{i}]")
+            reasons = r.get("reasons")
+            if not isinstance(reasons, list) or not all(isinstance(x, str) for x in reasons):
+                raise InvalidInputError(f"review[{i}].reasons must be a list of strings")
+            cid = check_id(r.get("chunk_id"), f"review[{i}].chunk_id")
+            staged.names.add(cid)
+            staged.kv.append(KvEntry("review", REVIEW, cid, {
+                "user_id": user_id, "reasons": reasons, "flagged_at": time_of(r.get("flagged_at"), f"review[{i}].flagged_at")}))
+        return staged

@@ -17,12 +17,13 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..user_data import Staged, named_entries, user_entries
 from ..validation import check_text, check_user
 from .base import LifecycleContext
 from .config import SessionConfig
@@ -163,6 +164,19 @@ class _Raced(Exception):
     """Another turn was written between the read and the write (internal; retried)."""
 
 
+def _buffer(state: dict[str, Any], where: str) -> list[str]:
+    """Check a session's buffer as ``get`` reads it; it names no memory."""
+    try:
+        if not isinstance(state.get("summary"), str) or not isinstance(state.get("turns"), list):
+            raise TypeError("summary must be a string and turns a list")
+        for t in state["turns"]:
+            Turn.from_dict(t)
+        int(state["total"]), int(state["summarized"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{where} is not a session buffer: {exc}") from None
+    return []
+
+
 class Sessions:
     """The session buffers of one store (see the module docstring)."""
 
@@ -179,6 +193,17 @@ class Sessions:
     @staticmethod
     def _key(user_id: str, session_id: str) -> str:
         return f"{user_id}\x1f{session_id}"
+
+    # -- a user's data (UserData) ------------------------------------------------------------
+    keeps = (NAMESPACE,)
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """``sessions``: session id -> its buffer ``{"summary", "turns", "total", "summarized",
+        "summarizer"}``."""
+        return {"sessions": user_entries(self.ctx.backend, NAMESPACE, user_id)}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        return Staged(kv=[entry for entry, _ in named_entries(data, "sessions", NAMESPACE, user_id, _buffer)])
 
     def add_turn(self, session_id: str, role: str, content: str, *, user_id: str,
                  timestamp: datetime | None = None) -> ConversationContext:

@@ -29,8 +29,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidInputError
 from ..events import EventType
 from ..records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+from ..user_data import Staged, mapping, named_entries, sequence, time_of, user_entries
 from .conflicts import GROUP_KEY
 from .history import record_version
 from .review import flag
@@ -94,6 +96,18 @@ def _settle(entries: list[dict[str, Any]]
     return want, conflicts
 
 
+def _statements(value: dict[str, Any], where: str) -> list[Any]:
+    """The memory ids of a timeline's entries, each checked as far as settling reads it."""
+    ids = []
+    for i, raw in enumerate(sequence(value.get("entries"), f"{where}.entries")):
+        e = mapping(raw, f"{where}.entries[{i}]")
+        time_of(e.get("at"), f"{where}.entries[{i}].at")
+        if not isinstance(e.get("seq"), int) or isinstance(e.get("seq"), bool):
+            raise InvalidInputError(f"{where}.entries[{i}].seq must be an integer")
+        ids.append(e.get("id"))
+    return ids
+
+
 def _source(chunk: KnowledgeChunk) -> str:
     md_source = chunk.metadata.get("source")
     return str(md_source) if md_source is not None else chunk.agent_id or chunk.session_id or ""
@@ -105,6 +119,20 @@ class FactTimeline:
     def __init__(self, ctx: LifecycleContext, join_group: Callable[[str, str, list[str], Any], None]) -> None:
         self.ctx = ctx
         self._join_group = join_group
+
+    # -- a user's data (UserData) ------------------------------------------------------------
+    keeps = (TIMELINE,)
+
+    def export_user(self, user_id: str) -> dict[str, Any]:
+        """``timeline``: subject -> ``{"entries": [{"id", "value", "redacted", "at", "source", "seq"}]}``."""
+        return {"timeline": user_entries(self.ctx.backend, TIMELINE, user_id)}
+
+    def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
+        staged = Staged()
+        for entry, named in named_entries(data, "timeline", TIMELINE, user_id, _statements):
+            staged.kv.append(entry)
+            staged.names.update(named)
+        return staged
 
     def reconcile(self, chunks: Iterable[KnowledgeChunk]) -> list[str]:
         """Add the active memories that state a fact to their timelines and settle those;

@@ -42,7 +42,6 @@ from .schemas import (
     TraceOut,
 )
 from .service import MemoryService, review_dict
-from .user_import import check_export
 
 __all__ = ["core_router", "wait_drained", "search_hits"]
 
@@ -171,12 +170,13 @@ def core_router(config: ServerConfig) -> APIRouter:
         c.access.user(user)
         if data.get("user_id") != user:
             raise InvalidInputError(f"the export is of user {data.get('user_id')!r}, not {user!r}")
+        plan = c.svc.check_export(data)
         if c.access.users is not None:  # only ids no other user can hold: see Access.may_choose
-            ids = check_export(data).memory_ids()
+            ids = plan.memory_ids()
             held = {ch.id: ch.user_id for ch in c.svc.memory.get_many(ids)}
             for cid in ids:
                 c.access.may_choose(cid, user, held.get(cid))
-        return c.svc.import_user(data).to_dict()
+        return c.svc.import_user(plan).to_dict()
 
     @r.delete("/users/{user_id}", response_model=ForgetOut, tags=["users"],
               responses=NOT_FOUND, summary="Forget everything of a user: records, index entries, relationships, history (admin key)")

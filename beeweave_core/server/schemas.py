@@ -328,6 +328,11 @@ class ExportOut(_Out):
     searches: list[dict[str, Any]]
     watches: list[dict[str, Any]] = Field(default_factory=list)
     notes: list[dict[str, Any]] = Field(default_factory=list)
+    timeline: dict[str, Any] = Field(default_factory=dict)
+    sessions: dict[str, Any] = Field(default_factory=dict)
+    patterns: dict[str, Any] = Field(default_factory=dict)
+    rejected: dict[str, Any] = Field(default_factory=dict)
+    used: dict[str, Any] = Field(default_factory=dict)
 
 
 class ImportOut(_Out):

@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
-from ..engine.graph import NOTES
 from ..engine.listing import Page
-from ..engine.watch import WATCHES
 from ..errors import InvalidInputError
-from ..filters import build_filter
 from ..ingest.write_policy import WritePolicy
-from ..lifecycle.facts import CONFLICTS, FACTS
-from ..lifecycle.history import AUDIT, VERSIONS
-from ..records import ALL_STATUSES, ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
-from ..stats import SEARCHES, MemoryStats, StatsRecorder, compute_stats
+from ..lifecycle.reports import ReviewItem
+from ..records import ChunkStatus, KnowledgeChunk, SearchHit, to_datetime
+from ..stats import MemoryStats, StatsRecorder, compute_stats
+from ..user_export import EXPORT_FORMAT, ExportPlan, ImportReport, export_is_empty
 from ..validation import check_user
-from .user_import import EXPORT_FORMAT, ExportPlan, ImportReport, check_import, import_user
-from .user_import import KV_SEP as _SEP
 
 __all__ = ["MemoryService", "EXPORT_FORMAT", "check_user_id", "review_dict", "Page", "EDITABLE"]
 
@@ -138,11 +132,7 @@ class MemoryService:
     # -- facts, patterns, dead letters ------------------------------------------------------------------
     def facts(self, user_id: str) -> dict[str, KnowledgeChunk]:
         """A user's facts: subject key -> its current memory."""
-        prefix = check_user_id(user_id) + _SEP
-        entries = {k[len(prefix):]: v["chunk_id"] for k, v in self.memory.backend.kv_scan(FACTS, prefix)
-                   if isinstance(v, Mapping) and "chunk_id" in v}
-        got = self.memory.backend.get(list(entries.values()))
-        return {key: got[cid] for key, cid in entries.items() if cid in got}
+        return self.memory.parts.lifecycle.facts.remembered(check_user_id(user_id))
 
     def hot_patterns(self, *, user_id: str | None = None) -> list[Any]:
         return self.memory.hot_patterns(user_id=None if user_id is None else check_user_id(user_id))
@@ -220,53 +210,30 @@ class MemoryService:
     @staticmethod
     def export_is_empty(data: Mapping[str, Any]) -> bool:
         """Whether an export holds nothing of the user (``GET /users/{id}/export`` says 404)."""
-        return not any(data[k] for k in ("chunks", "versions", "audit", "facts", "conflicts", "review", "searches"))
+        return export_is_empty(data)
 
     def export_user(self, user_id: str) -> dict[str, Any]:
-        """Everything stored about a user, as JSON-able data.
-
-        Memories of every status with their relationships and the notes of relations a
-        caller recorded, past versions (a deleted memory's go with it), the lifecycle's audit
-        log (also of deleted memories), facts and conflict groups, the review queue, hot
-        question patterns, the user's recorded searches and watches. ``import_user`` takes it
-        back.
-        """
+        """Everything stored about a user, as JSON-able data (``BeeWeave.export_user``), with the
+        searches this service recorded and not yet wrote."""
         user = check_user_id(user_id)
-        m, backend = self.memory, self.memory.backend
-        chunks = list(backend.scan(build_filter({"status": ALL_STATUSES}, user_id=user)))
-        versions = [{"seq": seq, "chunk_id": key, **v} for seq, key, v in backend.log_read(VERSIONS, user_id=user)
-                    if v.get("chunk", {}).get("user_id") == user]
-        ids = {c.id for c in chunks} | {v["chunk_id"] for v in versions}
-        # Read by the user they were logged with: one user's entries, also of deleted memories.
-        audit = [dict(v, chunk_id=key, seq=seq) for seq, key, v in backend.log_read(AUDIT, user_id=user)]
-        prefix = user + _SEP
-        return {
-            "format": EXPORT_FORMAT,
-            "user_id": user,
-            "exported_at": m.clock().isoformat(),
-            "chunks": [c.to_dict() for c in chunks],
-            "versions": versions,
-            "audit": audit,
-            "facts": {k[len(prefix):]: v for k, v in backend.kv_scan(FACTS, prefix)},
-            "conflicts": {k[len(prefix):]: v for k, v in backend.kv_scan(CONFLICTS, prefix)},
-            "review": [review_dict(r) for r in m.parts.lifecycle.review_queue(user_id=user)],
-            # the user's own: shared patterns (several users' questions) are no user's data
-            "hot_patterns": [_jsonable(vars(p)) for p in m.hot_patterns(user_id=user) if p.user_id == user],
-            "searches": [v for _, v in backend.kv_scan(SEARCHES) if v.get("user_id") == user],
-            "watches": [{"id": k, **v} for k, v in backend.kv_scan(WATCHES) if v.get("user_id") == user],
-            "notes": [dict(zip(("source_id", "target_id", "type"), k.split(_SEP), strict=True), note=v["note"])
-                      for k, v in backend.kv_scan(NOTES) if k.split(_SEP, 1)[0] in ids],
-        }
+        self.recorder.flush()
+        return self.memory.export_user(user)
+
+    def check_export(self, data: Mapping[str, Any] | ExportPlan) -> ExportPlan:
+        """An export checked without reading the store (its shape, and that every part of it is
+        about its user); raises ``InvalidInputError`` naming the first problem."""
+        return self.memory.user_data.check_export(data)
 
     def import_user(self, data: Mapping[str, Any] | ExportPlan, *,
                     vectors: Mapping[str, Any] | None = None) -> ImportReport:
-        """Write a user's export (or its ``check_export`` plan) back, into this store or
-        another: see ``user_import``."""
-        return import_user(self.memory, data, vectors=vectors)
+        """Write a user's export (or its checked plan) back, into this store or another
+        (``BeeWeave.import_user``)."""
+        return self.memory.import_user(data, vectors=vectors)
 
-    def check_import(self, data: Mapping[str, Any] | ExportPlan) -> None:
-        """Raise what ``import_user(data)`` would raise before writing; write nothing."""
-        check_import(self.memory, data)
+    def check_import(self, data: Mapping[str, Any] | ExportPlan) -> ExportPlan:
+        """Raise what ``import_user(data)`` would raise before writing; write nothing. Returns
+        the checked plan, which ``import_user`` takes."""
+        return self.memory.user_data.check_import(data)
 
     def forget_user(self, user_id: str, flush_timeout: float | None = None) -> int:
         """Delete everything of a user (records, index entries, relationships, versions, review
@@ -296,19 +263,5 @@ class MemoryService:
                     self.event_log.close()
 
 
-def review_dict(item: Any) -> dict[str, Any]:
-    out = {"chunk_id": item.chunk_id, "user_id": item.user_id, "reasons": list(item.reasons),
-           "flagged_at": item.flagged_at.isoformat()}
-    return out if item.chunk is None else {**out, "chunk": item.chunk.to_dict()}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if hasattr(value, "value") and isinstance(value.value, str):
-        return value.value
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
+def review_dict(item: ReviewItem) -> dict[str, Any]:
+    return item.to_dict()

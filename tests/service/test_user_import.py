@@ -221,7 +221,7 @@ def test_a_repeated_import_after_a_delete_logs_nothing_twice_and_counts_what_it_
         # The deleted memory comes back with its versions and edges (deleted with it); its
         # audit entry outlived it and is not written again.
         assert (again.memories, again.audit) == (1, 0)
-        assert again.other == {"facts": 0, "review": 0, "watches": 0, "notes": 0}
+        assert again.other == {"facts": 0, "review": 0, "watches": 0, "notes": 0, "searches": 0}
         assert [(a["chunk_id"], a["action"]) for a in m2.audit()] == [(a["chunk_id"], a["action"]) for a in audit]
 
 
