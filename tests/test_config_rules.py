@@ -59,8 +59,11 @@ def _configs() -> list[type]:
     from beeweave_core.lifecycle.config import SessionConfig, TierConfig
     from beeweave_core.server.config import ServerConfig
 
+    from beeweave_core.ingest.admission import AdmissionRules, SourceRule
+
     return [SearchConfig, NetworkConfig, IndexConfig, ScoringConfig, TokenizerConfig, ScopeConfig, PatternConfig,
-            IngestConfig, TierConfig, SessionConfig, LifecycleConfig, AttributionConfig, ServerConfig, ExpandOptions]
+            IngestConfig, TierConfig, SessionConfig, LifecycleConfig, AttributionConfig, ServerConfig, ExpandOptions,
+            AdmissionRules, SourceRule]
 
 
 # Fields that take any object on purpose, checked where they are used: a ready queue, and an
