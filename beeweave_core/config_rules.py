@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from .errors import InvalidInputError
 
-__all__ = ["Rule", "Number", "Flag", "Text", "Choice", "Duration", "Instance", "Items", "check_fields"]
+__all__ = ["Rule", "Number", "Is", "FLAG", "TEXT", "Choice", "Duration", "Instance", "Items", "check_fields"]
 
 
 class Rule(Protocol):
@@ -89,29 +89,23 @@ class Number:
 
 
 @dataclass(frozen=True)
-class Flag:
-    """``True`` or ``False`` (not a truthy value)."""
+class Is:
+    """A value ``test`` accepts, kept as given; ``what`` says what it must be."""
+
+    test: Callable[[Any], bool]
+    what: str
 
     def check(self, name: str, value: Any, config: Any) -> Any:
-        if not isinstance(value, bool):
+        if not self.test(value):
             raise _fail(name, self, value)
         return value
 
     def text(self) -> str:
-        return "True or False"
+        return self.what
 
 
-@dataclass(frozen=True)
-class Text:
-    """A string with something in it besides spaces."""
-
-    def check(self, name: str, value: Any, config: Any) -> Any:
-        if not isinstance(value, str) or not value.strip():
-            raise _fail(name, self, value)
-        return value
-
-    def text(self) -> str:
-        return "a non-empty string"
+FLAG = Is(lambda v: isinstance(v, bool), "True or False")  # not merely truthy
+TEXT = Is(lambda v: isinstance(v, str) and bool(v.strip()), "a non-empty string")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from .config_rules import Duration, Flag, Number, Rule, check_fields
+from .config_rules import FLAG, Duration, Number, Rule, check_fields
 from .records import KnowledgeChunk
 
 __all__ = ["ScoringConfig", "RankFields", "effective_weight", "refreshed_weight", "is_expired", "ttl_passed", "score_factor", "NEUTRAL_WEIGHT"]
@@ -91,9 +91,9 @@ class ScoringConfig:
 
 _FACTOR = Number(0, 1, open_low=True)  # a decay factor per period: 0 would erase at once
 _SCORING_RULES: dict[str, Rule] = {
-    "use_weight": Flag(), "decay": _FACTOR, "penalty_decay": _FACTOR, "unused_decay": _FACTOR,
+    "use_weight": FLAG, "decay": _FACTOR, "penalty_decay": _FACTOR, "unused_decay": _FACTOR,
     "floor": Number(0, 1), "period": Duration(), "recency_half_life": Duration(optional=True),
-    "use_confidence": Flag(), "stale_penalty": Number(0, 1), "expired_penalty": Number(0, 1),
+    "use_confidence": FLAG, "stale_penalty": Number(0, 1), "expired_penalty": Number(0, 1),
 }
 
 

@@ -29,7 +29,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from .config_rules import Choice, Flag, Instance, Number, Rule, check_fields
+from .config_rules import FLAG, Choice, Instance, Number, Rule, check_fields
 from .errors import InvalidInputError, MissingDependencyError
 from .quiet import quiet_jieba
 
@@ -182,9 +182,9 @@ class TokenizerConfig:
 
 
 _TOKENIZER_RULES: dict[str, Rule] = {
-    "lowercase": Flag(), "stopwords": Flag(), "stemmer": Instance(str, "a Snowball language name", optional=True),
-    "chinese": Flag(), "version": Number(1, integer=True), "chinese_stopwords": Choice(("v1", "v2")),
-    "traditional_to_simplified": Flag(), "cjk_bigrams": Flag(), "numbers": Flag(),
+    "lowercase": FLAG, "stopwords": FLAG, "stemmer": Instance(str, "a Snowball language name", optional=True),
+    "chinese": FLAG, "version": Number(1, integer=True), "chinese_stopwords": Choice(("v1", "v2")),
+    "traditional_to_simplified": FLAG, "cjk_bigrams": FLAG, "numbers": FLAG,
 }
 
 # What a store saved before these fields existed was built with (version 1).

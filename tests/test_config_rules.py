@@ -54,12 +54,11 @@ def test_good_values_are_kept_and_enum_values_become_members() -> None:
 
 def _configs() -> list[type]:
     from beeweave_core import ExpandOptions, IngestConfig, LifecycleConfig, ScopeConfig, ScoringConfig, TokenizerConfig
+    from beeweave_core.ingest.admission import AdmissionRules, SourceRule
     from beeweave_core.ingest.config import PatternConfig
     from beeweave_core.lifecycle.attribution import AttributionConfig
     from beeweave_core.lifecycle.config import SessionConfig, TierConfig
     from beeweave_core.server.config import ServerConfig
-
-    from beeweave_core.ingest.admission import AdmissionRules, SourceRule
 
     return [SearchConfig, NetworkConfig, IndexConfig, ScoringConfig, TokenizerConfig, ScopeConfig, PatternConfig,
             IngestConfig, TierConfig, SessionConfig, LifecycleConfig, AttributionConfig, ServerConfig, ExpandOptions,

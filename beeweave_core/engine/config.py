@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config_rules import Choice, Flag, Number, Rule, check_fields
+from ..config_rules import FLAG, Choice, Number, Rule, check_fields
 from ..errors import InvalidInputError
 from ..fusion import FusionMode
 
@@ -74,7 +74,7 @@ class SearchConfig:
 _SEARCH_RULES: dict[str, Rule] = {
     "fusion": Choice(FusionMode), "rrf_k": Number(0, open_low=True), "weights": _Weights(),
     "candidates": Number(1, integer=True), "query_cache_size": Number(0, integer=True),
-    "time_words": Flag(), "contradictions": Flag(),
+    "time_words": FLAG, "contradictions": FLAG,
     "min_relevance": Number(0, 1, optional=True), "abstain_below": Number(0, 1, optional=True),
 }
 
@@ -104,6 +104,6 @@ class NetworkConfig:
 
 _NETWORK_RULES: dict[str, Rule] = {
     "semantic_k": Number(0, integer=True), "semantic_threshold": Number(-1, 1),
-    "session_links": Flag(), "entity_links": Flag(), "tag_links": Flag(),
+    "session_links": FLAG, "entity_links": FLAG, "tag_links": FLAG,
     "max_shared_links": Number(0, integer=True),
 }

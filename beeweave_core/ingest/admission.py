@@ -24,10 +24,8 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
-from ..config_rules import Choice, Flag, Instance, Items, Number, Rule, Text, check_fields
-from ..errors import InvalidInputError
+from ..config_rules import FLAG, TEXT, Choice, Instance, Is, Items, Number, Rule, check_fields
 from ..records import ChunkStatus
 
 __all__ = ["Admission", "SourceRule", "AdmissionRules", "Candidate", "admit"]
@@ -126,18 +124,6 @@ class AdmissionRules:
             object.__setattr__(self, "_blocked", re.compile("|".join(parts), re.I))
 
 
-class _Check:
-    """A custom admission check: a function of a ``Candidate``."""
-
-    def check(self, name: str, value: Any, config: Any) -> Any:
-        if not callable(value):
-            raise InvalidInputError(f"{name} must be {self.text()}, got {value!r}")
-        return value
-
-    def text(self) -> str:
-        return "a function f(candidate) -> reason or None"
-
-
 _MINIMUM = Number(0, 1, optional=True)
 _NAME = Instance(str, "a name", optional=True)
 _SOURCE_RULES: dict[str, Rule] = {
@@ -145,9 +131,9 @@ _SOURCE_RULES: dict[str, Rule] = {
     "min_confidence": _MINIMUM, "min_importance": _MINIMUM,
 }
 _ADMISSION_RULES: dict[str, Rule] = {
-    "min_chars": Number(0, integer=True), "min_chars_roles": Items(Text()), "min_confidence": _MINIMUM,
-    "min_importance": _MINIMUM, "blocked_words": Items(Instance(str, "a word")), "require_positive_feedback": Flag(),
-    "sources": Items(Instance(SourceRule, "a SourceRule")), "checks": Items(_Check()), "default": Choice(Admission),
+    "min_chars": Number(0, integer=True), "min_chars_roles": Items(TEXT), "min_confidence": _MINIMUM,
+    "min_importance": _MINIMUM, "blocked_words": Items(Instance(str, "a word")), "require_positive_feedback": FLAG,
+    "sources": Items(Instance(SourceRule, "a SourceRule")), "checks": Items(Is(callable, "a function f(candidate) -> reason or None")), "default": Choice(Admission),
 }
 
 

@@ -10,7 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..config_rules import Choice, Flag, Instance, Items, Number, Rule, Text, check_fields
+from ..config_rules import FLAG, TEXT, Choice, Instance, Items, Number, Rule, check_fields
 from ..errors import InvalidInputError
 from ..records import MemoryTier
 from .admission import AdmissionRules
@@ -123,7 +123,7 @@ class _WindowRule:
 
 _COUNT = Number(1, integer=True)
 _PATTERN_RULES: dict[str, Rule] = {
-    "enabled": Flag(), "windows": Items(_WindowRule()), "scope": Choice(PatternScope), "shared_user_id": Text(),
+    "enabled": FLAG, "windows": Items(_WindowRule()), "scope": Choice(PatternScope), "shared_user_id": TEXT,
     "shared_users": Number(0, integer=True), "weight": Number(0, open_low=True), "max_examples": _COUNT,
     "max_hits": _COUNT, "refresh_every": _COUNT,
 }
@@ -227,12 +227,12 @@ class IngestConfig:
 
 _SECONDS = Number(0)
 _INGEST_RULES: dict[str, Rule] = {
-    "redact": Flag(), "pii_kinds": Items(Choice(PiiKind), optional=True),
-    "custom_patterns": Items(Instance(PiiPattern, "a PiiPattern(name, pattern, ...)")), "redact_before_queue": Flag(), "admission": Instance(AdmissionRules, "an AdmissionRules"),
-    "patterns": Instance(PatternConfig, "a PatternConfig"), "tier": Choice(MemoryTier), "tool_memories": Flag(),
-    "skip_small_talk": Flag(), "memory_tools": Instance((str, Collection), "tool names"), "min_tool_output_chars": Number(0, integer=True),
+    "redact": FLAG, "pii_kinds": Items(Choice(PiiKind), optional=True),
+    "custom_patterns": Items(Instance(PiiPattern, "a PiiPattern(name, pattern, ...)")), "redact_before_queue": FLAG, "admission": Instance(AdmissionRules, "an AdmissionRules"),
+    "patterns": Instance(PatternConfig, "a PatternConfig"), "tier": Choice(MemoryTier), "tool_memories": FLAG,
+    "skip_small_talk": FLAG, "memory_tools": Instance((str, Collection), "tool names"), "min_tool_output_chars": Number(0, integer=True),
     "max_tool_output_chars": Number(0, integer=True), "max_event_chars": _COUNT, "max_pending": _COUNT,
     "when_full": Choice(QueueFullPolicy), "full_timeout": _SECONDS, "batch_size": _COUNT, "max_concurrency": _COUNT,
-    "queue_path": Instance((str, os.PathLike), "a path", optional=True), "fsync": Flag(), "journal_bytes": _COUNT, "autostart": Flag(), "close_timeout": _SECONDS,
+    "queue_path": Instance((str, os.PathLike), "a path", optional=True), "fsync": FLAG, "journal_bytes": _COUNT, "autostart": FLAG, "close_timeout": _SECONDS,
     "retry_max_delay": _SECONDS,
 }

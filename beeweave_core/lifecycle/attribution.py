@@ -20,7 +20,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
-from ..config_rules import Choice, Items, Number, Rule, Text, check_fields
+from ..config_rules import TEXT, Choice, Items, Number, Rule, check_fields
 from .config import FeedbackSignal
 
 __all__ = ["AttributionConfig", "Reaction", "drawn_on", "reaction", "reaction_signal", "tool_failed", "tool_text"]
@@ -73,8 +73,8 @@ class AttributionConfig:
 
 
 _ATTRIBUTION_RULES: dict[str, Rule] = {
-    "lexical": Number(0, 1), "semantic": Number(0, 1), "up_cues": Items(Text()), "down_cues": Items(Text()),
-    "incomplete_cues": Items(Text()), "incomplete_signal": Choice(FeedbackSignal, optional=True),
+    "lexical": Number(0, 1), "semantic": Number(0, 1), "up_cues": Items(TEXT), "down_cues": Items(TEXT),
+    "incomplete_cues": Items(TEXT), "incomplete_signal": Choice(FeedbackSignal, optional=True),
 }
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any
 
-from ..config_rules import Choice, Duration, Flag, Instance, Items, Number, Rule, check_fields
+from ..config_rules import FLAG, Choice, Duration, Instance, Items, Number, Rule, check_fields
 from ..errors import InvalidInputError
 from ..records import KnowledgeChunk, MemoryTier
 from ..validation import MAX_WEIGHT
@@ -172,7 +172,7 @@ class SessionConfig:
 
 
 _TIER_RULES: dict[str, Rule] = {
-    "working_ttl": Duration(), "short_ttl": Duration(), "short_expires": Flag(),
+    "working_ttl": Duration(), "short_ttl": Duration(), "short_expires": FLAG,
     "promote_at": Number(), "use_weight": Number(), "feedback_weight": Number(), "importance_weight": Number(),
     "repetition_weight": Number(), "demote_below": Number(optional=True),
 }
@@ -256,7 +256,7 @@ _LIFECYCLE_RULES: dict[str, Rule] = {
     "stale_after": _COUNT, "access_flush_interval": Number(0), "access_batch": _COUNT,
     "merge_threshold": Number(-1, 1), "merge_candidates": _COUNT, "merge_on_insert": Choice(MergeOnInsert),
     "expiry_rules": Items(Instance(ExpiryRule, "an ExpiryRule")), "expired_action": Choice(ForgetAction), "review_weight": Number(), "capacity": Number(1, integer=True, optional=True),
-    "capacity_on_insert": Flag(), "evict_access_weight": Number(), "evict_age_weight": Number(),
+    "capacity_on_insert": FLAG, "evict_access_weight": Number(), "evict_age_weight": Number(),
     "evict_action": Choice(ForgetAction), "tiers": Instance(TierConfig, "a TierConfig"),
     "sessions": Instance(SessionConfig, "a SessionConfig"), "maintenance_batch": _COUNT,
 }

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config_rules import Flag, Instance, Items, Number, Rule, check_fields
+from ..config_rules import FLAG, Instance, Items, Number, Rule, check_fields
 from ..errors import InvalidInputError
 from ..scopes import Scope, is_scope_owner
 from .stores import check_tenant
@@ -231,7 +231,7 @@ _SERVER_RULES: dict[str, Rule] = {
     "queue_dir": Instance((str, os.PathLike), "a directory", optional=True),
     "webhooks": Items(_WebhookRule()),
     "max_body_bytes": Number(1024, integer=True), "max_k": _COUNT, "max_flush_timeout": Number(0),
-    "eager": Flag(), "read_timeout": _TIMEOUT, "keep_alive_timeout": _TIMEOUT, "max_connections": _COUNT,
+    "eager": FLAG, "read_timeout": _TIMEOUT, "keep_alive_timeout": _TIMEOUT, "max_connections": _COUNT,
     "tenant_concurrency": _COUNT, "tenant_queue": _COUNT, "max_events": _COUNT, "webhook_queue": _COUNT,
     "maintain_interval": Number(0, open_low=True, optional=True),
 }
