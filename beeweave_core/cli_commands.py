@@ -516,7 +516,7 @@ _OLD_REVIEW = {"approve": "keep", "reject": "delete"}
 
 
 def cmd_review(args: Any) -> int:
-    """One review flow (engine/review.py): list what waits, then keep, archive or delete it."""
+    """One review flow (engine/review_flow.py): list what waits, then keep, archive or delete it."""
     from .server.service import review_dict
 
     action, ids = args.action, list(args.ids)

@@ -32,7 +32,7 @@ from .engine.config import NetworkConfig, SearchConfig
 from .engine.graph import Graph
 from .engine.listing import Page, list_page
 from .engine.records import Records
-from .engine.review import Review
+from .engine.review_flow import Review
 from .engine.search import Search
 from .engine.shared import Shared
 from .engine.watch import Watch, Watches
