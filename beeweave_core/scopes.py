@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .config_rules import FLAG, check_fields
 from .errors import InvalidInputError, NotFoundError
 
 __all__ = ["ScopeKind", "Scope", "ScopeConfig", "WriteRule", "Scopes", "KeyScopes", "SCOPE_PREFIX", "TENANT",
@@ -158,8 +159,7 @@ class ScopeConfig:
     writers: Sequence[WriteRule] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tenant, bool):
-            raise InvalidInputError("ScopeConfig.tenant must be True or False")
+        check_fields(self, {"tenant": FLAG})
         if not isinstance(self.grants, Mapping):
             raise InvalidInputError("ScopeConfig.grants maps a user id (or '*') to a list of scope names")
         grants = {}

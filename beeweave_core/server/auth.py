@@ -170,7 +170,3 @@ def access_of(request: Request, key: str | None = Security(api_key_header),
     access = ring.access(key or (credentials.credentials if credentials is not None else None))
     request.state.tenant = access.tenant
     return access
-
-
-def tenant_of(access: Access = Security(access_of)) -> str:
-    return access.tenant
