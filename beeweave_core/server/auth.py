@@ -19,8 +19,8 @@ from starlette.exceptions import HTTPException
 
 from ..errors import InvalidInputError, NotFoundError
 from ..ids import owned_by, user_tag
-from ..scopes import KeyScopes, is_scope_owner
-from .config import key_digest
+from ..scopes import is_scope_owner
+from .config import KeyScope, key_digest
 
 __all__ = ["KeyRing", "Access", "hidden", "access_of", "api_key_header", "bearer"]
 
@@ -29,23 +29,11 @@ bearer = HTTPBearer(auto_error=False, description="The API key as a bearer token
 
 
 @dataclass(frozen=True)
-class Access:
-    """What one API key may do: its tenant, its users (``None``: all of the tenant's) and admin.
-
-    A key scoped to users also reads the tenant's shared knowledge and the shared scopes its
-    settings name (``shared``: :class:`~beeweave_core.scopes.KeyScopes`); a tenant-wide key
-    reads and writes every scope.
+class Access(KeyScope):
+    """What one API key may do over REST: its :class:`~.config.KeyScope` (tenant, users, admin,
+    the shared scopes it reads and writes) with the REST answers (404 for what it may not see,
+    403 for what it may not write). A tenant-wide key reads and writes every scope.
     """
-
-    tenant: str
-    users: frozenset[str] | None = None
-    admin: bool = True
-    shared: KeyScopes = KeyScopes()
-
-    def search_scopes(self, scopes: list[str] | None) -> list[str] | None:
-        """The scopes a search with this key reads (``KeyScopes.for_search``); a tenant-wide
-        key passes them on (``None``: the engine's default)."""
-        return scopes if self.users is None else self.shared.for_search(scopes)
 
     def allows(self, user_id: str | None) -> bool:
         return self.users is None or (user_id is not None and user_id in self.users)
@@ -141,14 +129,7 @@ def _all_seen(ids: Iterable[str], found: Mapping[str, Any], sees: Callable[[str]
 
 class KeyRing:
     def __init__(self, keys: Mapping[str, Any]) -> None:
-        self._access: dict[bytes, Access] = {}
-        for k, v in keys.items():
-            if isinstance(v, str):
-                self._access[key_digest(k)] = Access(v)
-            else:
-                users = v.get("users")
-                self._access[key_digest(k)] = Access(v["tenant"], None if users is None else frozenset(users),
-                                                  bool(v.get("admin", False)), KeyScopes.of(v))
+        self._access = {key_digest(k): Access.of(v) for k, v in keys.items()}
 
     def access(self, key: str | None) -> Access:
         if not key:
