@@ -71,12 +71,6 @@ class Access(KeyScope):
             raise HTTPException(403, f"this API key may not write to scope {user_id!r}")
         raise HTTPException(403, f"this API key may not write memories of user {user_id!r}")
 
-    def own(self, chunk: Any) -> Any:
-        """``chunk`` if this key may see it; otherwise NotFound (never reveals the id exists)."""
-        if not self.allows(chunk.user_id):
-            raise hidden(chunk.id)
-        return chunk
-
     def own_ids(self, ids: Iterable[str], found: Mapping[str, Any]) -> None:
         """Each id must be a memory in ``found`` (id -> chunk) of this key's users: the first
         that is not, whether missing or another user's, gets the one answer ``hidden``."""
@@ -102,15 +96,9 @@ class Access(KeyScope):
         scope it reads (the tenant's knowledge, its scopes)."""
         return self.allows(owner) or (is_scope_owner(owner) and self.shared.reads(str(owner)))
 
-    def sees(self, chunk: Any) -> Any:
-        """``chunk`` if this key may read it (its users' or shared knowledge it reads);
-        otherwise NotFound, as :meth:`own`."""
-        if not self.reads(chunk.user_id):
-            raise hidden(chunk.id)
-        return chunk
-
     def check_readable(self, ids: Iterable[str], found: Mapping[str, Any]) -> None:
-        """As :meth:`own_ids`, for memories this key reads (feedback on what a search returned)."""
+        """As :meth:`own_ids`, for memories this key reads (by id, or feedback on what a search
+        returned)."""
         _all_seen(ids, found, self.reads)
 
 
