@@ -233,8 +233,8 @@ def _scope_list(scopes: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class KeyScopes:
-    """The shared scopes an API key scoped to users reads and writes (REST ``server/auth.py``
-    and MCP ``mcp/tools.py`` hold one each): the tenant's knowledge always, ``read`` and
+    """The shared scopes an API key scoped to users reads and writes (a key's
+    ``server.config.KeyScope``, used by REST and MCP alike, holds one): the tenant's knowledge always, ``read`` and
     ``write`` scopes with their sub-scopes (a scope it writes it also reads)."""
 
     read: frozenset[str] = frozenset()

@@ -27,14 +27,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..config_rules import FLAG, Instance, Items, Number, Rule, check_fields
 from ..errors import InvalidInputError
-from ..scopes import Scope, is_scope_owner
+from ..scopes import KeyScopes, Scope, is_scope_owner
 from .stores import check_tenant
 
-__all__ = ["ServerConfig", "parse_api_keys", "load_api_keys", "keys_from_env", "DEFAULT_MAX_BODY"]
+__all__ = ["ServerConfig", "KeyScope", "parse_api_keys", "load_api_keys", "keys_from_env", "DEFAULT_MAX_BODY"]
 
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
 ENV_KEYS = "BEEWEAVE_API_KEYS"
@@ -86,6 +86,39 @@ def key_digest(key: str) -> bytes:
 
 def tenant_of_scope(value: Any) -> str:
     return value if isinstance(value, str) else value["tenant"]
+
+
+_Scope = TypeVar("_Scope", bound="KeyScope")
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    """What one API key may reach, read once from its checked settings: the REST API's
+    ``Access`` (:mod:`.auth`) and the MCP server's key gate hold this, so both apply one rule.
+
+    ``users`` (``None``: every user of the tenant), ``admin`` (export, forget, maintain) and
+    ``shared``, the shared scopes a key scoped to users reads and writes besides. A key given
+    as a bare tenant name is a tenant-wide admin key.
+    """
+
+    tenant: str
+    users: frozenset[str] | None = None
+    admin: bool = True
+    shared: KeyScopes = KeyScopes()
+
+    @classmethod
+    def of(cls: type[_Scope], value: Any) -> _Scope:
+        """From a key's value as :func:`_check_scope` leaves it: a tenant name or a settings mapping."""
+        if isinstance(value, str):
+            return cls(value)
+        users = value.get("users")
+        return cls(value["tenant"], None if users is None else frozenset(users), bool(value.get("admin", False)),
+                   KeyScopes.of(value))
+
+    def search_scopes(self, scopes: list[str] | None) -> list[str] | None:
+        """The scopes a search with this key reads (``KeyScopes.for_search``); a tenant-wide
+        key passes them on (``None``: the engine's default)."""
+        return scopes if self.users is None else self.shared.for_search(scopes)
 
 
 def _checked(pairs: Mapping[str, Any]) -> dict[str, Any]:

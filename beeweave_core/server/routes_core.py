@@ -87,7 +87,7 @@ def _owned_ids(c: Ctx, ids: list[str]) -> list[str]:
     """The ids, after checking a user-scoped key sees every one: a missing id and another
     user's get one answer (``hidden``), whatever the route."""
     if c.access.users is not None:
-        c.access.own_ids(ids, {ch.id: ch for ch in c.svc.memory.get_many(ids)})
+        c.memories(ids)
     return ids
 
 
@@ -139,7 +139,7 @@ def core_router(config: ServerConfig) -> APIRouter:
             summary='Tell the memory how its memories did: "used", "up" or "down"')
     def feedback(req: FeedbackIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         if c.access.users is not None:  # also on shared knowledge the key reads: its searches return it
-            c.access.check_readable(req.chunk_ids, {ch.id: ch for ch in c.svc.memory.get_many(req.chunk_ids)})
+            c.memories(req.chunk_ids, reads=True)
         return chunks_json(c.svc.feedback(req.chunk_ids, req.signal.value))
 
     @r.get("/sessions/{session_id}/trace", response_model=TraceOut, tags=["sessions"],
