@@ -1,7 +1,7 @@
 """A PostgreSQL store's local index: the tenant's search index held in this process.
 
-``PostgresStore(url, local_index=True)`` (or ``?local_index=true`` in the URL) answers a
-search's candidates (``retrieve``) from a :class:`~beeweave_core.index.memory_index.MemoryIndex`
+A ``PostgresStore`` answers every search (``retrieve`` and the separate lexical and dense
+calls) from a :class:`~beeweave_core.index.memory_index.MemoryIndex`
 — the embedded store's BM25 with session context, vectors and filter columns — built
 from the tenant's rows at the first search and kept current from the change log
 (schema 0009): every write transaction logs the ids it changed under the tenant write
@@ -19,12 +19,9 @@ ranks again only if the log moved. So a search never sees less than what was com
 before it started, whichever host committed it. A log entry ``'f'`` (a user forgotten, a repair, a dropped
 tenant), or a log pruned past what the index holds, rebuilds the index from the rows.
 
-What it costs: the process holds the tenant's vectors and postings (5.9 kB a memory at
-100k with 384-dim vectors, measured after malloc_trim; the embedded store 2.9), and the
-first search of a process loads them (and past ``VectorIndex.exact_limit`` builds the
-in-memory HNSW graph: 16 s at 100k in all).
-Searches with a declared-metadata-field filter, which the in-memory columns do not hold,
-run in SQL as without a local index.
+What it costs: the process holds the tenant's vectors and postings, and the first search
+of a process loads them. Searches with a declared-metadata-field filter, which the
+in-memory columns do not hold, read the ids passing it in SQL first.
 """
 
 from __future__ import annotations
@@ -35,23 +32,22 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import psycopg
 
 from ...errors import DimensionMismatchError
 from ...filters import Filter
+from ...index.context import IndexConfig
 from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
 from ...records import ChunkStatus, KnowledgeChunk, Relationship, RelationType
 from ...relevance import term_evidence
 from ...scoring import RankFields
 from ..base import StaleCandidates, TermEvidence
-from .search import decode_record, rank_fields_of
+from .connection import Database
+from .decode import decode_record, rank_fields_of
 from .sql import GET_CHECKED_SQL, GET_WITH_RIVALS_SQL, clean, one
-
-if TYPE_CHECKING:
-    from .store import PostgresStore
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +55,18 @@ __all__ = ["LocalCandidates", "LocalIndex", "OwnInsert", "records_with_rivals", 
 
 # What the index is built from, per record: the columns it filters on, its text's term
 # counts and its vector. (``turn``: whether it takes part in its session's context.)
+# The fields ranking reads come from the document's fields, except for a document holding
+# a NUL (``\u0000``, kept exactly in ``json``), which PostgreSQL refuses to take any field of:
+# its whole text comes instead (``doc``, the last column) and is parsed here.
+_FIELDS = ["c.doc->>'timestamp'", "c.doc->>'weight'", "c.doc->>'confidence'", "c.doc->>'pinned'",
+           "c.doc->'metadata'->'stale'", "c.doc->>'reinforced_at'", "c.doc->>'expires_at'"]
 _ROW_COLUMNS = """c.seq, c.id, c.user_id, c.agent_id, c.session_id, c.ts, c.status, c.ctype, c.intent,
-    c.tags, c.entities, c.tier, c.turn, c.doc::text, p.terms, p.tfs, v.embedding,
-    c.doc->>'timestamp', c.doc->>'weight', c.doc->>'confidence', c.doc->>'pinned',
-    c.doc->'metadata'->'stale', c.doc->>'reinforced_at', c.doc->>'expires_at'"""
+    c.tags, c.entities, c.tier, c.turn, c.doc::text, p.terms, p.tfs, v.embedding, """ + ", ".join(
+    f"CASE WHEN nul.plain THEN {f} END" for f in _FIELDS) + ", CASE WHEN NOT nul.plain THEN c.doc::text END"
+_NUL = "CROSS JOIN LATERAL (SELECT strpos(c.doc::text, '\\u0000') = 0 AS plain) nul"
 
 # (the postings of a record read once, both arrays in one pass of its index range)
-_ROW_FROM = """FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+_ROW_FROM = """FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq """ + _NUL + """
 LEFT JOIN LATERAL (SELECT array_agg(p.term ORDER BY p.term) AS terms, array_agg(p.tf ORDER BY p.term) AS tfs
     FROM @postings p WHERE p.tenant = c.tenant AND p.chunk_seq = c.seq) p ON true"""
 
@@ -77,14 +78,10 @@ LEFT JOIN LATERAL (SELECT array_agg(p.term ORDER BY p.term) AS terms, array_agg(
 _LOAD_SQL = """WITH p AS (SELECT p.chunk_seq, array_agg(p.term ORDER BY p.term) AS terms,
     array_agg(p.tf ORDER BY p.term) AS tfs FROM @postings p WHERE p.tenant = %(t)s GROUP BY p.chunk_seq)
 SELECT """ + _ROW_COLUMNS.replace("c.doc::text,", "NULL,") + """
-FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq LEFT JOIN p ON p.chunk_seq = c.seq
-WHERE c.tenant = %(t)s ORDER BY c.seq"""
+FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq """ + _NUL + """
+LEFT JOIN p ON p.chunk_seq = c.seq WHERE c.tenant = %(t)s ORDER BY c.seq"""
 
 _HIGH_SQL = "SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s"
-# A search's freshness check, which also reads the tenant's SQL-search setting: a store that
-# searches locally only because the setting was off turns back to SQL when it is on again.
-_FRESH_SQL = ("SELECT coalesce(max(seq), 0), (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'sql_search') "
-              "FROM @changes WHERE tenant = %(t)s")
 
 _LOG_SQL = """SELECT coalesce(max(seq), %(seen)s), coalesce(bool_or(op = 'f'), false),
     (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'changes_floor'),
@@ -161,7 +158,7 @@ class LocalCandidates:
         return chunks
 
 
-def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int | None = None,
+def records_with_rivals(db: Database, ids: Sequence[str], *, seen: int | None = None,
                         meanwhile: Callable[[], None] | None = None, lock: threading.Lock | None = None
                         ) -> tuple[dict[str, KnowledgeChunk], dict[str, list[Relationship]]]:
     """``store.get(ids)`` and, from the same statement, each record's ``contradicts``
@@ -175,19 +172,19 @@ def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int |
     before the connection, the order ``LocalIndex.retrieve`` takes them in (a thread holding
     a connection while it waits for the lock could starve one holding the lock of a
     connection), and let go before the rows are awaited."""
-    store._check()
+    db.check()
     ids = list(dict.fromkeys(clean(ids)))
     if not ids and seen is None:
         with lock if lock is not None else nullcontext():
             if meanwhile is not None:
                 meanwhile()
         return {}, {}
-    args = {"t": store.tenant, "ids": ids}
+    args = {"t": db.tenant, "ids": ids}
     held = lock.acquire() if lock is not None else False
     try:
-        with store._conn() as conn:
+        with db.conn() as conn:
             with conn.pipeline():
-                cur = conn.execute(store._q(GET_WITH_RIVALS_SQL if seen is None else GET_CHECKED_SQL), args)
+                cur = conn.execute(db.q(GET_WITH_RIVALS_SQL if seen is None else GET_CHECKED_SQL), args)
                 try:
                     if meanwhile is not None:
                         meanwhile()
@@ -202,10 +199,9 @@ def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int |
     if seen is None:
         rows = got
     else:
-        store._note_sql_search(got[0][1])
         if int(got[0][0]) != seen:
             raise StaleCandidates(f"the change log moved from {seen} to {got[0][0]}")
-        rows = [r[2:] for r in got if r[2] is not None]
+        rows = [r[1:] for r in got if r[1] is not None]
     chunks: dict[str, KnowledgeChunk] = {}
     rivals: dict[str, list[Relationship]] = {}
     for *row, incoming in rows:
@@ -242,9 +238,9 @@ _BEYOND_USER_AND_STATUS = [f.name for f in fields(Filter) if f.name not in ("use
 class LocalIndex:
     """One tenant's search index in this process, caught up from the change log."""
 
-    def __init__(self, store: PostgresStore) -> None:
-        self._store = store
-        self.index = MemoryIndex(store.index_config)
+    def __init__(self, db: Database, index_config: IndexConfig) -> None:
+        self._db = db
+        self.index = MemoryIndex(index_config)
         self.seen = -1  # the last log entry the index reflects; -1: not built yet
         # id -> the term counts it is indexed with, as (term id, count) int32 pairs (a dict per
         # memory would hold ~0.7 kB; these ~0.1 kB): what removing it from BM25 needs
@@ -272,7 +268,7 @@ class LocalIndex:
 
     def _load(self, conn: psycopg.Connection) -> None:
         """Build the index from every row of the tenant, in one snapshot with the log's last seq."""
-        q, t = self._store._q, self._store.tenant
+        q, t = self._db.q, self._db.tenant
         with _snapshot(conn):
             high_cur = conn.execute(q(_HIGH_SQL), {"t": t})
             rows_cur = conn.execute(q(_LOAD_SQL), {"t": t}, binary=True)
@@ -293,7 +289,8 @@ class LocalIndex:
                        [r[11] for r in rows], [int(bool(r[12])) for r in rows])
             slot_of, rank = index.slot_of, index.rank
             for r in rows:
-                rank.set_fields(slot_of[r[1]], rank_fields_of(*r[17:24]))
+                rank.set_fields(slot_of[r[1]], rank_fields_of(*r[17:24]) if r[24] is None else
+                                RankFields.of(KnowledgeChunk.from_stored(json.loads(r[24]))))
         self.seen = high
         self.loads += 1
 
@@ -383,19 +380,17 @@ class LocalIndex:
         """The index, caught up with every write committed before this call, held under the
         lock until the block ends; None when that needs a load and ``load`` is off."""
         with self._lock:
-            with self._store._conn() as conn:
+            with self._db.conn() as conn:
                 current = self._bring_up(conn, load)
             yield self.index if current else None
 
     def _bring_up(self, conn: psycopg.Connection, load: bool) -> bool:
         """Catch the index up (``_fresh``); False, changing nothing, when that needs a load
         and ``load`` is off."""
-        store = self._store
         self.trusted = False
         if self.seen >= 0:
-            q, t = store._q, store.tenant
-            high, setting = one(conn.execute(q(_FRESH_SQL), {"t": t}).fetchone())
-            store._note_sql_search(setting)
+            q, t = self._db.q, self._db.tenant
+            high = one(conn.execute(q(_HIGH_SQL), {"t": t}).fetchone())[0]
             if int(high) > self.seen:  # another store wrote: the index is then as new as this search
                 # The log entries after ``seen`` and their rows in one snapshot and one round
                 # trip (BEGIN, the two reads and ROLLBACK in a pipeline: four round trips when
@@ -424,18 +419,17 @@ class LocalIndex:
         statement check the change log (``records_with_rivals``): one round trip instead of
         two. If another store wrote meanwhile, ``records`` raises ``StaleCandidates`` and the
         engine retrieves again, which then catches up first."""
-        store = self._store
         q = np.asarray(vector, np.float32)
         terms = {t: c for t, c in terms.items() if "\x00" not in t}
         evidence = [t for t in clean(evidence) if t in terms]
         with self._lock:
             hoped = self.seen if optimistic and self.trusted and self.seen >= 0 else None
             if hoped is None:
-                with store._conn() as conn:
+                with self._db.conn() as conn:
                     self._bring_up(conn, True)
             ids, lexical, vec = self._candidates(terms, q, flt, k)
             # every held slot has its fields (filled at load and by every write caught up)
-            fields = self.index.rank_fields(ids, lambda missing: store.get(missing).values())
+            fields = self.index.rank_fields(ids, lambda missing: records_with_rivals(self._db, missing)[0].values())
         return LocalCandidates(ids, lexical, vec, fields, lambda wanted, meanwhile: self._records(wanted, hoped, meanwhile),
                                (lambda wanted: self._evidence(terms, flt, evidence, wanted)) if evidence else None)
 
@@ -444,7 +438,7 @@ class LocalIndex:
         """The records of an optimistic search (``hoped``: the log entry its ranking reflects)
         with the check that no write came after it; stale, the next search checks first."""
         try:
-            return records_with_rivals(self._store, ids, seen=hoped, meanwhile=meanwhile, lock=self._lock)
+            return records_with_rivals(self._db, ids, seen=hoped, meanwhile=meanwhile, lock=self._lock)
         except StaleCandidates:
             self.trusted = False
             raise
@@ -477,14 +471,13 @@ class LocalIndex:
                 ) -> tuple[int, list[list[tuple[str, float]]]] | None:
         """A linking pass's nearest-records reads (``LinkReads.similar``) answered from the
         index, with the log position they reflect; None when the index is not built and
-        ``load`` is off (an add of a tenant with SQL search pays for no load: pgvector's graph
-        answers), or the vectors do not fit it. The caller uses them only if the log has not
+        ``load`` is off (an add pays for no load: an exact scan of its scope in SQL answers), or the vectors do not fit it. The caller uses them only if the log has not
         moved past that position when it holds the tenant write lock (else ``nearest_locked``),
         so when the index was found current (``trusted``) they are read without checking
         the log first; otherwise it is caught up first."""
         with self._lock:
             if not (self.trusted and self.seen >= 0):
-                with self._store._conn() as conn:
+                with self._db.conn() as conn:
                     if not self._bring_up(conn, load):
                         return None
             return self._nearest(similar)
@@ -500,8 +493,7 @@ class LocalIndex:
         """``nearest`` inside the caller's write transaction on ``conn``, which holds the tenant
         write lock and read the log's last position ``high`` under it: the entries the index
         lacks and their rows are read on ``conn`` (nothing commits meanwhile) and applied
-        first. For a tenant without SQL search, whose vectors pgvector's graph leaves out,
-        when another store wrote after ``nearest``. None (the caller reads in SQL) when that
+        first: when another store wrote after ``nearest``. None (the caller reads in SQL) when that
         needs a load, or the index is busy for a second (a search holding it may wait for
         a pooled connection the waiting writers hold), or the entries name an id this
         transaction writes (``writing``): its rows, read here, are this transaction's own,
@@ -512,9 +504,9 @@ class LocalIndex:
             if self.seen < 0 or self.seen > high:
                 return None
             if self.seen < high:
-                q, args = self._store._q, {"t": self._store.tenant, "seen": self.seen}
-                log = conn.execute(q(_LOG_SQL), args, prepare=False)
-                changed = conn.execute(q(_CHANGED_SQL), args, binary=True, prepare=False)
+                q, args = self._db.q, {"t": self._db.tenant, "seen": self.seen}
+                log = conn.execute(q(_LOG_SQL), args)
+                changed = conn.execute(q(_CHANGED_SQL), args, binary=True)
                 entries, rows = one(log.fetchone()), changed.fetchall()
                 if not set(entries[3]).isdisjoint(writing):
                     return None
@@ -527,7 +519,7 @@ class LocalIndex:
 
     def lexical_searches(self, queries: Sequence[Mapping[str, int]], flt: Filter, k: int,
                          include: Sequence[str]) -> list[list[tuple[str, float]]]:
-        """``PostgresStore.lexical_searches`` from the local index (a tenant whose SQL search is off)."""
+        """``PostgresStore.lexical_searches`` from the local index."""
         include = clean(include)
         with self._fresh() as index:
             assert index is not None  # (load=True)
@@ -535,7 +527,7 @@ class LocalIndex:
                     for terms in queries]
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
-        """``PostgresStore.vector_search`` from the local index (a tenant whose SQL search is off)."""
+        """``PostgresStore.vector_search`` from the local index."""
         q = np.asarray(vector, np.float32)
         with self._fresh() as index:
             assert index is not None  # (load=True)
