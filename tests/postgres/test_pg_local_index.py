@@ -390,3 +390,44 @@ def test_short_lived_stores_prune_the_log_too(pg_url, monkeypatch) -> None:  # n
         assert left < 20
     finally:
         store.close()
+
+
+def test_the_first_search_scans_exactly_while_the_graph_is_built(pg_url, monkeypatch) -> None:  # noqa: F811
+    """A process's first search loads the tenant and answers at once by an exact scan; the
+    vector graph is built in a thread meanwhile and taken in by a later search."""
+    import functools
+    import threading
+    import time
+
+    from beeweave_core.index import vectors as vectors_mod
+    from beeweave_core.store.postgres import local as pg_local
+
+    monkeypatch.setattr(pg_local, "VectorIndex", functools.partial(vectors_mod.VectorIndex, exact_limit=50))
+    release = threading.Event()
+    real = vectors_mod._GraphBuild._build
+
+    def held_back(self, *args):
+        release.wait(60)  # the build takes as long as the test wants
+        real(self, *args)
+
+    monkeypatch.setattr(vectors_mod._GraphBuild, "_build", held_back)
+    rnd, rng = random.Random(31), np.random.default_rng(31)
+    with _pair(pg_url) as (writer, local):
+        rows = make_rows(rnd, rng, 300)
+        writer.insert(rows)
+        vecs = np.stack([r.vector for r in rows])
+        q = unit_vectors(rng, 1, DIM)[0]
+        want = [rows[i].chunk.id for i in np.argsort(-(vecs @ q), kind="stable")[:10]]
+        start = time.monotonic()
+        got = local.vector_search(q, EVERY, 10)
+        assert time.monotonic() - start < 30  # did not wait for the graph
+        vec = local.local.index.vec
+        assert [i for i, _ in got] == want and not vec.has_graph
+        writer.insert(make_rows(random.Random(32), np.random.default_rng(32), 20, start=1000))
+        assert len(local.vector_search(q, EVERY, 400)) == 320  # caught up meanwhile, still exact
+        release.set()
+        local.local.wait_for_graph()
+        assert vec.has_graph and vec.graph_size == 300  # the tail keeps what came after the load
+        later = [i for i, _ in local.vector_search(q, EVERY, 10)]
+        assert len(set(later) & set(want)) >= 8
+        assert local.local.loads == 1

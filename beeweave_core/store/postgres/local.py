@@ -20,7 +20,8 @@ before it started, whichever host committed it. A log entry ``'f'`` (a user forg
 tenant), or a log pruned past what the index holds, rebuilds the index from the rows.
 
 What it costs: the process holds the tenant's vectors and postings, and the first search
-of a process loads them. Searches with a declared-metadata-field filter, which the
+of a process loads them; the vector graph (past ``VectorIndex.exact_limit`` vectors) is
+then built in a thread while searches scan exactly. Searches with a declared-metadata-field filter, which the
 in-memory columns do not hold, read the ids passing it in SQL first.
 """
 
@@ -41,6 +42,7 @@ from ...errors import DimensionMismatchError
 from ...filters import Filter
 from ...index.context import IndexConfig
 from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
+from ...index.vectors import VectorIndex
 from ...records import ChunkStatus, KnowledgeChunk, Relationship, RelationType
 from ...relevance import term_evidence
 from ...scoring import RankFields
@@ -240,7 +242,9 @@ class LocalIndex:
 
     def __init__(self, db: Database, index_config: IndexConfig) -> None:
         self._db = db
-        self.index = MemoryIndex(index_config)
+        # The graph of a loaded tenant is built in a thread: until it is, a search that needs
+        # it scans exactly (a short-lived process answers its first search without it).
+        self.index = MemoryIndex(index_config, make_vectors=lambda dim: VectorIndex(dim, background=True))
         self.seen = -1  # the last log entry the index reflects; -1: not built yet
         # id -> the term counts it is indexed with, as (term id, count) int32 pairs (a dict per
         # memory would hold ~0.7 kB; these ~0.1 kB): what removing it from BM25 needs
@@ -543,6 +547,12 @@ class LocalIndex:
             if index.dim is not None and index.dim != len(q):
                 return {}  # as the SQL statement answers: no record's vector has this dimension
             return index.vector_scores(q, list(clean(ids)))
+
+    def wait_for_graph(self) -> None:
+        """Wait for the vector graph being built in the background, if any (benchmarks, tests)."""
+        with self._lock:
+            if self.index.vec is not None:
+                self.index.vec.wait_for_graph()
 
     def refresh(self) -> None:
         """Catch up now (tests; a search does it when it must)."""
