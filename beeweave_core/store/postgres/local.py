@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, fields
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -57,30 +58,35 @@ __all__ = ["LocalCandidates", "LocalIndex", "OwnInsert", "records_with_rivals", 
 
 # What the index is built from, per record: the columns it filters on, its text's term
 # counts and its vector. (``turn``: whether it takes part in its session's context.)
-# The fields ranking reads come from the document's fields, except for a document holding
-# a NUL (``\u0000``, kept exactly in ``json``), which PostgreSQL refuses to take any field of:
-# its whole text comes instead (``doc``, the last column) and is parsed here.
-_FIELDS = ["c.doc->>'timestamp'", "c.doc->>'weight'", "c.doc->>'confidence'", "c.doc->>'pinned'",
-           "c.doc->'metadata'->'stale'", "c.doc->>'reinforced_at'", "c.doc->>'expires_at'"]
-_ROW_COLUMNS = """c.seq, c.id, c.user_id, c.agent_id, c.session_id, c.ts, c.status, c.ctype, c.intent,
-    c.tags, c.entities, c.tier, c.turn, c.doc::text, p.terms, p.tfs, v.embedding, """ + ", ".join(
-    f"CASE WHEN nul.plain THEN {f} END" for f in _FIELDS) + ", CASE WHEN NOT nul.plain THEN c.doc::text END"
-_NUL = "CROSS JOIN LATERAL (SELECT strpos(c.doc::text, '\\u0000') = 0 AS plain) nul"
+# The fields ranking reads come from the document, parsed once per row (``f``), except
+# for a document holding a NUL (``\u0000``, kept exactly in ``json``), which PostgreSQL
+# refuses to take any field of: its whole text comes instead (the last column) and is
+# parsed here.
+_COLUMNS = """c.seq, c.id, c.user_id, c.agent_id, c.session_id, c.ts, c.status, c.ctype, c.intent,
+    {tags}, {entities}, c.tier, c.turn, {doc}, p.terms, p.tfs, {vector},
+    f."timestamp", f.weight, f.confidence, f.pinned, f.metadata->'stale', f.reinforced_at, f.expires_at,
+    CASE WHEN NOT nul.plain THEN c.doc::text END"""
+_FIELDS_FROM = """CROSS JOIN LATERAL (SELECT strpos(c.doc::text, '\\u0000') = 0 AS plain) nul
+CROSS JOIN LATERAL json_to_record(CASE WHEN nul.plain THEN c.doc ELSE '{}'::json END) AS f("timestamp" text,
+    weight text, confidence text, pinned text, metadata json, reinforced_at text, expires_at text)"""
+_ROW_COLUMNS = _COLUMNS.format(tags="c.tags", entities="c.entities", doc="c.doc::text", vector="v.embedding")
 
 # (the postings of a record read once, both arrays in one pass of its index range)
-_ROW_FROM = """FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq """ + _NUL + """
+_ROW_FROM = """FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+""" + _FIELDS_FROM + """
 LEFT JOIN LATERAL (SELECT array_agg(p.term ORDER BY p.term) AS terms, array_agg(p.tf ORDER BY p.term) AS tfs
     FROM @postings p WHERE p.tenant = c.tenant AND p.chunk_seq = c.seq) p ON true"""
 
 # Every record, without its document (the columns hold all the index needs; a record caught
 # up later is built from its document), and the tenant's postings grouped in one pass rather
-# than looked up record by record (100k records: 3.1 s waiting for the server, against 3.6 s
-# with the lateral lookup and 4.2 s with two subqueries per record; the whole load ~10 s, the
-# FAISS graph built by the first search ~8 s more).
+# than looked up record by record; tags and entities as JSON text and vectors in pgvector's
+# binary form, which ``_load`` decodes for all rows at once rather than row by row.
 _LOAD_SQL = """WITH p AS (SELECT p.chunk_seq, array_agg(p.term ORDER BY p.term) AS terms,
     array_agg(p.tf ORDER BY p.term) AS tfs FROM @postings p WHERE p.tenant = %(t)s GROUP BY p.chunk_seq)
-SELECT """ + _ROW_COLUMNS.replace("c.doc::text,", "NULL,") + """
-FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq """ + _NUL + """
+SELECT """ + _COLUMNS.format(tags="array_to_json(c.tags)::text", entities="array_to_json(c.entities)::text",
+                             doc="NULL", vector="@vector_send(v.embedding)") + """
+FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+""" + _FIELDS_FROM + """
 LEFT JOIN p ON p.chunk_seq = c.seq WHERE c.tenant = %(t)s ORDER BY c.seq"""
 
 _HIGH_SQL = "SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s"
@@ -108,6 +114,16 @@ def _snapshot(conn: psycopg.Connection) -> Iterator[None]:
         with suppress(psycopg.Error):  # the pool must not take back an open transaction
             conn.rollback()
         raise
+
+
+def _vectors(sent: Sequence[bytes]) -> list[bytes]:
+    """Vectors in pgvector's binary form (int16 dimension, int16 unused, big-endian float32s)
+    as native float32 bytes, decoded all at once."""
+    width = len(sent[0])
+    if any(len(b) != width for b in sent):
+        raise DimensionMismatchError("the tenant's vectors do not all have one dimension")
+    raw = np.frombuffer(b"".join(sent), np.uint8).reshape(len(sent), width)[:, 4:]
+    return [row.tobytes() for row in np.ascontiguousarray(raw).view(">f4").astype(np.float32)]
 
 
 def _pairs(counts: Mapping[int, int]) -> bytes:
@@ -270,6 +286,22 @@ class LocalIndex:
             self.index.add_terms(new)
         return {ids[t]: int(n) for t, n in zip(terms, tfs or (), strict=True)}
 
+    def _all_counts(self, terms: Sequence[Sequence[str] | None], tfs: Sequence[Sequence[int] | None]) -> list[bytes]:
+        """Every row's term counts as ``_pairs`` gives them (new terms numbered in order of
+        first appearance, as ``_term_counts`` row by row), computed for all rows at once."""
+        lens = np.fromiter((len(t) if t else 0 for t in terms), np.int64, len(terms))
+        flat = list(chain.from_iterable(t for t in terms if t))
+        ids = self.index.term_ids
+        new = dict.fromkeys(t for t in flat if t not in ids)
+        if new:
+            self.index.add_terms({t: len(ids) + i for i, t in enumerate(new)})
+        tid = np.fromiter(map(ids.__getitem__, flat), np.int32, len(flat))
+        tf = np.fromiter(chain.from_iterable(f for f in tfs if f), np.int32, len(flat))
+        order = np.lexsort((tid, np.repeat(np.arange(len(lens)), lens)))
+        buf = np.stack([tid[order], tf[order]], axis=1).astype(np.int32).tobytes()
+        ends = (np.cumsum(lens) * 8).tolist()
+        return [buf[end - 8 * n : end] for end, n in zip(ends, lens.tolist(), strict=True)]
+
     def _load(self, conn: psycopg.Connection) -> None:
         """Build the index from every row of the tenant, in one snapshot with the log's last seq."""
         q, t = self._db.q, self._db.tenant
@@ -282,15 +314,11 @@ class LocalIndex:
         index.clear()
         self._counts = {}
         if rows:
-            lexes = [_pairs(self._term_counts(r[14], r[15])) for r in rows]
-            self._counts = {r[1]: lex for r, lex in zip(rows, lexes, strict=True)}
-            vecs = [r[16].to_numpy().astype(np.float32).tobytes() for r in rows]
-            index.load([int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                       [r[4] for r in rows], [float(r[5]) for r in rows], [r[6] for r in rows],
-                       [r[7] for r in rows], [r[8] for r in rows],
-                       [json.dumps(list(r[9]), ensure_ascii=False) for r in rows],
-                       [json.dumps(list(r[10]), ensure_ascii=False) for r in rows], lexes, vecs,
-                       [r[11] for r in rows], [int(bool(r[12])) for r in rows])
+            cols = list(zip(*rows, strict=True))
+            lexes = self._all_counts(cols[14], cols[15])
+            self._counts = dict(zip(cols[1], lexes, strict=True))
+            index.load(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], cols[9],
+                       cols[10], lexes, _vectors(cols[16]), cols[11], cols[12])
             slot_of, rank = index.slot_of, index.rank
             for r in rows:
                 rank.set_fields(slot_of[r[1]], rank_fields_of(*r[17:24]) if r[24] is None else

@@ -30,11 +30,13 @@ _TABLE = re.compile(r"@([a-z_]+)")
 
 
 def qualify(text: str, schema: str, vschema: str) -> str:
-    """Every ``@name`` as a schema-qualified name, ``@vector`` as pgvector's type and ``<#>``
+    """Every ``@name`` as a schema-qualified name, ``@vector`` and ``@vector_*`` as pgvector's type
+    and functions, and ``<#>``
     and ``<->`` as pgvector's operators: no statement depends on a connection's search_path, so the SQL is
     the same through a transaction pooler (PgBouncer), where session settings do not hold."""
     def name(m: re.Match[str]) -> str:
-        return f'"{vschema}".vector' if m.group(1) == "vector" else f'"{schema}".{m.group(1)}'
+        pgvector = m.group(1) == "vector" or m.group(1).startswith("vector_")
+        return f'"{vschema if pgvector else schema}".{m.group(1)}'
 
     out = _TABLE.sub(name, text)
     for op in ("<#>", "<->"):
