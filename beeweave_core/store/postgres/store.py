@@ -136,28 +136,14 @@ class PostgresStore:
         self._listeners: list[RemoteListener] = []
         self._prune_draw = random.Random()  # when a write prunes the change log (see _log)
         self.db = Database(plain, self.options)
+        self.url, self.schema, self.tenant = plain, self.options.schema, self.options.tenant
+        self.read_only = self.options.read_only
         try:
             self.index_config = self._resolve_index_config(index_config)
         except BaseException:
             self.db.close()
             raise
         self.local = LocalIndex(self.db, self.index_config)
-
-    @property
-    def url(self) -> str:
-        return self.db.url
-
-    @property
-    def schema(self) -> str:
-        return self.db.schema
-
-    @property
-    def tenant(self) -> str:
-        return self.db.tenant
-
-    @property
-    def read_only(self) -> bool:
-        return self.db.read_only
 
     def _resolve_index_config(self, wanted: IndexConfig | None) -> IndexConfig:
         with self.db.conn() as conn:
