@@ -94,16 +94,14 @@ class Database:
             raise StoreUnavailableError(f"the PostgreSQL store failed: {exc}") from exc
 
     @contextmanager
-    def tx(self, *, write: bool = False, snapshot: bool = False) -> Iterator[psycopg.Connection]:
+    def tx(self, *, write: bool = False) -> Iterator[psycopg.Connection]:
         """One transaction sent as a pipeline: BEGIN and COMMIT travel with the statements, so
         only a result the code reads costs a round trip (psycopg's ``conn.transaction()``
-        waits for BEGIN and for COMMIT). ``snapshot``: a read-only transaction whose
-        statements all see one snapshot (REPEATABLE READ)."""
-        begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else "BEGIN"
+        waits for BEGIN and for COMMIT)."""
         with self.conn(write=write) as conn:
             try:
                 with conn.pipeline():
-                    conn.execute(begin)
+                    conn.execute("BEGIN")
                     yield conn
                     conn.execute("COMMIT")
             except BaseException:

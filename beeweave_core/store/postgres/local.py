@@ -499,18 +499,19 @@ class LocalIndex:
             self.seen = after
             self.trusted = True  # as current as a check at the commit would have found it
 
-    def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]], *, load: bool = False
+    def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]]
                 ) -> tuple[int, list[list[tuple[str, float]]]] | None:
         """A linking pass's nearest-records reads (``LinkReads.similar``) answered from the
-        index, with the log position they reflect; None when the index is not built and
-        ``load`` is off (an add pays for no load: an exact scan of its scope in SQL answers), or the vectors do not fit it. The caller uses them only if the log has not
+        index, with the log position they reflect; None when the index is not built or must
+        be rebuilt (an add pays for no load: an exact scan of its scope in SQL answers), or
+        the vectors do not fit it. The caller uses them only if the log has not
         moved past that position when it holds the tenant write lock (else ``nearest_locked``),
         so when the index was found current (``trusted``) they are read without checking
         the log first; otherwise it is caught up first."""
         with self._lock:
             if not (self.trusted and self.seen >= 0):
                 with self._db.conn() as conn:
-                    if not self._bring_up(conn, load):
+                    if not self._bring_up(conn, False):
                         return None
             return self._nearest(similar)
 
