@@ -5,6 +5,7 @@ and the other penalties still sink a memory whatever its relevance (issue 44).""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from beeweave_core import BeeWeave, HashingEmbedder, SearchConfig
 from beeweave_core.lifecycle import LifecycleConfig
 from beeweave_core.scoring import ScoringConfig, rank_factors, score_factor, use_order
 from tests.lifecycle.lifecycle_support import Clock
+from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
 FACTS = ["The billing API listens on port 8443 behind the gateway.",
          "Database backups go to the cold-storage bucket in Frankfurt.",
@@ -26,10 +28,18 @@ QUESTION = "Where is the postmortem template?"
 GATE = 0.3  # the store's gate: the hashing embedder has no tuned one
 
 
-def _store(clock: Clock, gate: float | None = GATE) -> BeeWeave:
-    return BeeWeave(embedder=HashingEmbedder(256), clock=clock,
-                    config=SearchConfig(abstain_below=gate) if gate is not None else None,
-                    lifecycle=LifecycleConfig(access_flush_interval=0.0))
+def _store(clock: Clock, gate: float | None = GATE, url: str | None = None) -> BeeWeave:
+    kw: dict[str, Any] = dict(embedder=HashingEmbedder(256), clock=clock,
+                              config=SearchConfig(abstain_below=gate) if gate is not None else None,
+                              lifecycle=LifecycleConfig(access_flush_interval=0.0))
+    if url is not None:  # PostgreSQL answers a search in one round trip (``Candidates``)
+        return BeeWeave.from_url(url, tenant=new_tenant("use"), **kw)
+    return BeeWeave(**kw)
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def url(request: pytest.FixtureRequest) -> str | None:
+    return request.getfixturevalue("pg_url") if request.param == "postgres" else None
 
 
 def _ids(m: BeeWeave, query: str, k: int = 7) -> list[str]:
@@ -63,8 +73,8 @@ def test_rank_factors_split_the_old_factor_into_lift_and_penalty(clock: Clock) -
     m.close()
 
 
-def test_a_praised_weak_memory_does_not_outrank_the_answer(clock: Clock) -> None:
-    m = _store(clock)
+def test_a_praised_weak_memory_does_not_outrank_the_answer(clock: Clock, url: str | None) -> None:
+    m = _store(clock, url=url)
     ids = [m.add(t, user_id="u") for t in FACTS]
     assert _ids(m, QUESTION)[0] == ids[TEMPLATE]
     for i, cid in enumerate(ids):
@@ -79,8 +89,8 @@ def test_a_praised_weak_memory_does_not_outrank_the_answer(clock: Clock) -> None
     m.close()
 
 
-def test_praise_still_breaks_a_near_tie(clock: Clock) -> None:
-    m = _store(clock)
+def test_praise_still_breaks_a_near_tie(clock: Clock, url: str | None) -> None:
+    m = _store(clock, url=url)
     a = m.add("The daily standup is at 9:30 in room B.", user_id="u")
     b = m.add("The daily standup is at 9:30 in room B, every weekday.", user_id="u")
     for t in FACTS:
@@ -95,8 +105,8 @@ def test_praise_still_breaks_a_near_tie(clock: Clock) -> None:
     m.close()
 
 
-def test_a_memory_voted_down_still_sinks_below_weaker_ones(clock: Clock) -> None:
-    m = _store(clock)
+def test_a_memory_voted_down_still_sinks_below_weaker_ones(clock: Clock, url: str | None) -> None:
+    m = _store(clock, url=url)
     ids = [m.add(t, user_id="u") for t in FACTS]
     m.feedback([ids[TEMPLATE]], "down")
     m.feedback([ids[TEMPLATE]], "down")
@@ -139,12 +149,12 @@ WORDS = ("deploy server backup port api log template wiki cache redis billing ga
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_fast_path_returns_what_ordering_by_relevance_returns(clock: Clock, seed: int,
+def test_the_fast_path_returns_what_ordering_by_relevance_returns(clock: Clock, seed: int, url: str | None,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """When use reorders nothing a search returns, the search skips reading the pool's
     relevance; forcing that reading must give the same hits, order and scores."""
     rng = random.Random(seed)
-    m = _store(clock)
+    m = _store(clock, url=url)
     ids = [m.add(" ".join(rng.sample(WORDS, rng.randint(3, 8))), user_id="u") for _ in range(40)]
     for _ in range(60):
         m.feedback([rng.choice(ids)], rng.choice(["used", "used", "up", "down"]))
