@@ -140,11 +140,24 @@ def write_kv(backend: StoreBackend, user_id: str, entries: Iterable[KvEntry]) ->
     """Put the entries the store does not hold with these values; count the puts by section."""
     counts: dict[str, int] = {}
     for e in entries:
-        changed = backend.kv_get(e.namespace, e.key) != e.value
-        if changed:
-            backend.kv_put(e.namespace, e.key, e.value, user_id=user_id)
-        counts[e.section] = counts.get(e.section, 0) + changed
+        counts[e.section] = counts.get(e.section, 0) + _put_over(backend, e, user_id)
     return counts
+
+
+def _put_over(backend: StoreBackend, e: KvEntry, user_id: str) -> bool:
+    """Write ``e`` where the store's value differs, only over the value read (a compare-and-set):
+    another process's write or delete since is kept, never reverted (issue 47). True if it wrote."""
+    seen = backend.kv_get(e.namespace, e.key)
+    if seen == e.value:
+        return False
+    wrote = [False]
+
+    def change(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        wrote[0] = current == seen
+        return e.value if wrote[0] else current
+
+    backend.kv_update(e.namespace, e.key, change, user_id=user_id)
+    return wrote[0]
 
 
 def same(value: Any) -> str:

@@ -13,7 +13,9 @@ goes to the server's own work, not to a model) with that many clients following
 - ``forget``: ``DELETE /users/{id}`` of a user holding ``--forget`` memories (stored before the
   server started), one ``memory.deleted`` event per memory.
 
-Each client counts the events it received; the table gives the fewest and the most, which
+Beside each phase's wall time, the CPU seconds the server process spent on it (user + system,
+from /proc): on a shared box the wall times move with other jobs' load, the server's own CPU
+much less. Each client counts the events it received; the table gives the fewest and the most, which
 should equal the events the phases produced. The goal: every phase with 50 clients within
 1.5x of the same phase with none.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import re
 import sys
 import tempfile
@@ -78,6 +81,13 @@ def _listen(url: str, n: int, ready: Any, stop: Any, counts: Any, types: list[st
     counts.put([(len(x), (x[-1] - x[0] + 1 - len(x)) if x else 0, x[-1] if x else 0) for x in ids])
 
 
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _prepare(root: Path, forget: int) -> None:
     """The user to forget, stored before the server starts (no events for these adds)."""
     mem = BeeWeave(tenant_path(root, TENANT), embedder=HashingEmbedder(64))
@@ -93,6 +103,7 @@ def run(n_clients: int, args: argparse.Namespace) -> dict[str, Any]:
     ready, stop, counts = ctx.Value("i", 0), ctx.Event(), ctx.Queue()
     out: dict[str, Any] = {"clients": n_clients}
     with serve({"store": root, "embedder": EMBEDDER, "max_flush_timeout": 600}) as url, client(url) as h:
+        server = mp.active_children()[0].pid  # serve()'s child, the only one yet
         listeners = None
         if n_clients:
             listeners = ctx.Process(target=_listen, args=(url, n_clients, ready, stop, counts, args.type), daemon=True)
@@ -107,13 +118,13 @@ def run(n_clients: int, args: argparse.Namespace) -> dict[str, Any]:
         h.post("/api/v1/ingest", json={"user_id": "warm", "query": "Where is the warm-up room?",
                                        "response": "The warm-up room is on the second floor."})
         h.post("/api/v1/flush", params={"timeout": 60})
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu(server)
         for i in range(args.writes):
             r = h.post("/api/v1/memories", json={"content": f"Benchmark memory {i}: the printer on floor {i % 7} "
                                                             "needs toner", "user_id": "w", "status": "active"})
             r.raise_for_status()
-        out["writes_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        out["writes_s"], out["writes_cpu"] = time.perf_counter() - t0, _cpu(server) - c0
+        t0, c0 = time.perf_counter(), _cpu(server)
         for i in range(args.events):
             h.post("/api/v1/ingest", json={
                 "user_id": f"user-{i % 20}", "query": f"How do I reset the password of account {i}?",
@@ -121,11 +132,11 @@ def run(n_clients: int, args: argparse.Namespace) -> dict[str, Any]:
             }).raise_for_status()
         while not h.post("/api/v1/flush", params={"timeout": 60}).json()["drained"]:
             pass
-        out["drain_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        out["drain_s"], out["drain_cpu"] = time.perf_counter() - t0, _cpu(server) - c0
+        t0, c0 = time.perf_counter(), _cpu(server)
         r = h.delete("/api/v1/users/f")
         r.raise_for_status()
-        out["forget_s"] = time.perf_counter() - t0
+        out["forget_s"], out["forget_cpu"] = time.perf_counter() - t0, _cpu(server) - c0
         out["deleted"] = r.json()["deleted"]
         if listeners is not None:
             stop.set()
@@ -151,15 +162,20 @@ def main() -> None:
     rows = [run(int(n), args) for n in args.clients.split(",")]
     print(f"load average after: {load_average()}")
     base = rows[0]
-    print(f"| SSE clients | {args.writes} POST /memories s | {args.events} events ingested + drained s | "
-          f"forget {args.forget} memories s | events each client got (min-max) |")
+
+    def cell(r: dict[str, Any], phase: str) -> str:
+        """Wall s (x the first row), server CPU s (x the first row)."""
+        wall, cpu = r[f"{phase}_s"], r[f"{phase}_cpu"]
+        return (f"{wall:.2f} (x{wall / base[f'{phase}_s']:.2f}), "
+                f"CPU {cpu:.2f} (x{cpu / max(base[f'{phase}_cpu'], 0.01):.2f})")
+
+    print(f"| SSE clients | {args.writes} POST /memories: s, server CPU s | {args.events} events ingested + "
+          f"drained | forget {args.forget} memories | events each client got (min-max) |")
     print("|---|---|---|---|---|")
     for r in rows:
-        ratio = " ".join(f"(x{r[k] / base[k]:.2f})" if r is not base else "" for k in ("writes_s",))
         got = (f"{r['events_min']}-{r['events_max']}, {r['missing']} missing, last ids {r['last_ids']}"
                if "events_min" in r else "-")
-        print(f"| {r['clients']} | {r['writes_s']:.2f} {ratio} | {r['drain_s']:.2f} (x{r['drain_s'] / base['drain_s']:.2f}) "
-              f"| {r['forget_s']:.2f} (x{r['forget_s'] / base['forget_s']:.2f}) | {got} |")
+        print(f"| {r['clients']} | {cell(r, 'writes')} | {cell(r, 'drain')} | {cell(r, 'forget')} | {got} |")
 
 
 if __name__ == "__main__":

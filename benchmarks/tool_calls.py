@@ -2,6 +2,7 @@
 
 Usage:
     python benchmarks/tool_calls.py [--calls 125,500,1000] [--embedder alike|hashing|default] [--rest]
+                                    [--distinct K]
 
 For each N, a fresh SQLite store ingests one event whose N tool calls have distinct outputs
 (each a memory of its own), and the time from ``ingest()`` to drained is measured, with the
@@ -14,6 +15,9 @@ goal: about 0.5 s, not the event's whole processing time).
 every other by vector and none merges, the worst case for merge-on-insert (the old code read
 ~N²/2 memories). ``hashing`` is the tests' hashing embedder (few near-duplicates), ``default``
 the store's default model (multilingual-e5-small): its embedding dominates.
+
+``--distinct K``: the calls repeat K calls (same input, same output: a job polled until
+done), so the batch holds K distinct texts; each is embedded once.
 
 ``--rest`` also runs the largest N through a server (child process on 127.0.0.1, alike
 embedder): ``POST /ingest``, then ``POST /flush?timeout=0.5`` until drained (the slowest
@@ -89,10 +93,12 @@ class Timed:
         return self.inner.embed_query(text)
 
 
-def tool_event(n: int, tag: str) -> dict[str, Any]:
+def tool_event(n: int, tag: str, distinct: int | None = None) -> dict[str, Any]:
+    """One event of ``n`` tool calls; with ``distinct``, call i repeats call i % distinct."""
+    ids = [i % (distinct or n) for i in range(n)]
     steps = [{"tool": "crm_lookup", "input": f"ticket {i}",
               "output": f"Ticket {i} of customer {i * 7 + 3} was escalated to team {i % 13} on day {i % 28}, "
-                        f"priority {i % 5}, region {['north', 'south', 'east', 'west'][i % 4]}"} for i in range(n)]
+                        f"priority {i % 5}, region {['north', 'south', 'east', 'west'][i % 4]}"} for i in ids]
     return {"user_id": "ops", "session_id": tag, "query": f"Summarise the open tickets ({tag})",
             "response": f"I looked up {n} tickets and summarised them by team.", "intermediate_steps": steps}
 
@@ -107,7 +113,7 @@ def model(name: str) -> Any:
     return as_embedder(None)
 
 
-def run_one(n: int, embedder: str) -> dict[str, float]:
+def run_one(n: int, embedder: str, distinct: int | None = None) -> dict[str, float]:
     emb = Timed(model(embedder))
     mem = BeeWeave(Path(tempfile.mkdtemp(prefix="beeweave-tools-")) / "s.db", embedder=emb)
     try:
@@ -115,7 +121,7 @@ def run_one(n: int, embedder: str) -> dict[str, float]:
         mem.flush(None)
         emb.seconds = 0.0
         t0 = time.perf_counter()
-        mem.ingest(tool_event(n, f"n{n}"))
+        mem.ingest(tool_event(n, f"n{n}", distinct))
         short, calls = 0.0, 0
         while True:  # flush(0.5) again and again while the event is processed: the slowest return
             t1 = time.perf_counter()
@@ -152,16 +158,17 @@ def main() -> None:
     p.add_argument("--calls", default="125,500,1000")
     p.add_argument("--embedder", default="alike", choices=["alike", "hashing", "default"])
     p.add_argument("--rest", action="store_true")
+    p.add_argument("--distinct", type=int, default=None, help="the calls repeat this many distinct calls")
     args = p.parse_args()
     print(f"load average before: {load_average()}")
-    rows = [run_one(int(n), args.embedder) for n in args.calls.split(",")]
+    rows = [run_one(int(n), args.embedder, args.distinct) for n in args.calls.split(",")]
     rest = run_rest(max(int(n) for n in args.calls.split(","))) if args.rest else None
     print(f"load average after: {load_average()}")
     print("| tool calls | embedder | ingest to drained s | of which the model s | without the model s | "
           "slowest of the flush(0.5) calls until drained s |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['n']} | {args.embedder} | {r['total']:.2f} | {r['model']:.2f} | {r['total'] - r['model']:.2f} "
+        print(f"| {r['n']}{'' if args.distinct is None else f' ({args.distinct} distinct)'} | {args.embedder} | {r['total']:.2f} | {r['model']:.2f} | {r['total'] - r['model']:.2f} "
               f"| {r['short_flush']:.2f} (of {r['calls']}) |")
     if rest is not None:
         print(f"| {rest['n']} via REST | alike | {rest['total']:.2f} | | | "

@@ -201,9 +201,13 @@ class Records:
         need = [i for i, (_, v) in enumerate(batch) if v is None]
         vectors: list[np.ndarray | None] = [v for _, v in batch]
         if need:
-            embedded = self.shared.embedder.embed_documents([batch[i][0].content for i in need])
-            for i, v in zip(need, embedded):
-                vectors[i] = self.check_vector(v)
+            # A text the batch holds more than once (a tool polled until its job was done) is
+            # embedded once: the model's cost is per text, and one text gets one vector.
+            texts = [batch[i][0].content for i in need]
+            distinct = list(dict.fromkeys(texts))
+            embedded = dict(zip(distinct, (self.check_vector(v) for v in self.shared.embedder.embed_documents(distinct))))
+            for i, text in zip(need, texts):
+                vectors[i] = embedded[text].copy()
         ready = [v for v in vectors if v is not None]
         self.shared.record_embedder(len(ready[0]))
         tok = self.shared.tokenizer

@@ -15,6 +15,12 @@ So a lookup widens (doubling, up to the old limit) while at least half of what i
 duplicates that join the group: each widening is paid for by memories that are absorbed and
 never looked up again, so the copies still end in one group under the best of them, and
 alike-but-different memories never widen anything.
+
+Ten nearer memories that do not merge (alike by vector but of other words, or facts) hid a
+duplicate behind them. So when every neighbour a lookup found is a duplicate by vector, the
+memory's words are looked up too (once, the ``merge_candidates`` best lexical matches), and
+those that are duplicates by vector join the candidates: a copy but for a word is found there
+however many alike memories stand nearer. One more bounded lookup per memory, still linear.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..filters import build_filter
+from ..filters import Filter, build_filter
 from ..records import KnowledgeChunk
 from ..store.base import StoreBackend
 from .merge import dedupable
@@ -52,6 +58,7 @@ class NearDuplicates:
         self._terms: dict[str, set[str]] = {}
         self.loaded = 0  # memories read from the backend (tests bound it)
         self.lookups = 0  # vector searches
+        self.word_lookups = 0  # lexical searches (only where the vector neighbours are all duplicates)
         self.looked_at = 0  # neighbours returned by them
 
     def preload(self, batch: Sequence[KnowledgeChunk]) -> None:
@@ -73,11 +80,22 @@ class NearDuplicates:
         ``same_words``, sharing that share of ``c``'s words), nearest first."""
         flt = build_filter(None, user_id=c.user_id)
         k = self.candidates + 1
+        by_words: list[tuple[str, float]] | None = None
         while True:
             found = self.backend.vector_search(vec, flt, k)
             self.lookups += 1
             self.looked_at += len(found)
-            ids = [o for o, sim in found if sim >= self.threshold and o not in done]
+            near = [(o, sim) for o, sim in found if sim >= self.threshold]
+            if len(found) == k and len(near) == k:
+                # Every neighbour looked at is a duplicate by vector: one further away can be
+                # missed when the nearer ones do not merge (other words, facts). A duplicate
+                # sharing the words is also among the best matches of the words: looked up once.
+                if by_words is None:
+                    by_words = self._by_words(c, vec, flt)
+                seen = {o for o, _ in near}
+                near += [hit for hit in by_words if hit[0] not in seen]
+                near.sort(key=lambda hit: -hit[1])
+            ids = [o for o, _ in near if o not in done]
             if self.same_words is not None:
                 self._load([i for i in ids if i not in self._texts])  # stored neighbours: read for their words
                 ids = [i for i in ids if i in self._texts or i in self._chunks]  # not deleted meanwhile
@@ -89,6 +107,14 @@ class NearDuplicates:
             if len(found) < k or k >= self.limit or 2 * len(ids) < k:
                 return group
             k = min(2 * k, self.limit)
+
+    def _by_words(self, c: KnowledgeChunk, vec: np.ndarray, flt: Filter) -> list[tuple[str, float]]:
+        """The ``candidates`` best lexical matches of ``c``'s words that are duplicates by vector."""
+        self.word_lookups += 1
+        found = self.backend.lexical_search(dict.fromkeys(self._words(c.id), 1), flt, self.candidates)
+        vecs = self.vectors([o for o, _ in found])
+        sims = ((o, float(np.dot(vec, vecs[o]))) for o, _ in found if o in vecs)
+        return [(o, sim) for o, sim in sims if sim >= self.threshold]
 
     def _load(self, ids: Sequence[str]) -> None:
         missing = [i for i in dict.fromkeys(ids) if i not in self._chunks]

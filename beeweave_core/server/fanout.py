@@ -4,7 +4,9 @@ The writer used to call every listener's wake-up, and every listener then re-rea
 the thread pool (issue 47, item 7). Now the writer only marks the log's event loop as due
 (one ``call_soon_threadsafe`` per loop, and none while one is already pending, so a burst of
 appends costs one wake-up); in the loop one callback sets the event the listeners wait on,
-and each copies what is new from :class:`RecentEvents` without a thread.
+and each copies what is new from :class:`RecentEvents` without a thread. A loop's listeners
+are woken at most once per ``GAP``: each wake-up is a socket write per listener, so appends
+that come faster share one.
 
 Slow listeners never block writers: nothing waits for a listener, and no listener has a
 buffer that could fill. A listener that falls behind more than the ring holds reads the
@@ -15,6 +17,7 @@ long as the log keeps those events (``ServerConfig.max_events``).
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import aclosing, contextmanager
@@ -26,6 +29,11 @@ from .event_tail import Sent, wire
 
 __all__ = ["Wakeups", "follow", "frames"]
 
+# s between two wake-ups of one loop's listeners: appends within it reach them in the next
+# wake-up's batch. Each wake-up costs a socket write per listener, and sequential writes come
+# faster than one per GAP, so each write paid for every listener; an append after a quiet GAP
+# still wakes them at once.
+GAP = 0.025
 IDLE_POLL = 1.0  # s without an append before the durable log is read (another process's events)
 PING = 15.0  # s of silence before a keep-alive comment, as FastAPI's own SSE sends
 
@@ -39,6 +47,7 @@ class _Signal:
         self.event = asyncio.Event()
         self.pending = False  # a fire is scheduled and has not run yet
         self.listeners = 0
+        self.fired = -math.inf  # the loop's time at the last fire
 
 
 class Wakeups:
@@ -48,6 +57,7 @@ class Wakeups:
         self._lock = threading.Lock()
         self._signals: dict[asyncio.AbstractEventLoop, _Signal] = {}
         self.scheduled = 0  # wake-ups handed to event loops: at most one per append, whatever listens
+        self.postponed = 0  # of them, how many waited for GAP to pass since the loop's last fire
 
     def notify(self) -> None:
         """After an append (any thread): wake each loop that has listeners, once."""
@@ -58,11 +68,22 @@ class Wakeups:
             self.scheduled += len(due)
         for s in due:
             try:
-                s.loop.call_soon_threadsafe(self._fire, s)
+                s.loop.call_soon_threadsafe(self._due, s)
             except RuntimeError:  # the loop closed under its last listener
                 pass
 
+    def _due(self, s: _Signal) -> None:
+        """In the loop: fire now, or when GAP has passed since the last fire (still pending
+        until then, so the appends meanwhile schedule nothing more)."""
+        wait = s.fired + GAP - s.loop.time()
+        if wait > 0:
+            self.postponed += 1
+            s.loop.call_later(wait, self._fire, s)
+        else:
+            self._fire(s)
+
     def _fire(self, s: _Signal) -> None:
+        s.fired = s.loop.time()
         with self._lock:
             s.pending = False  # an append from now on schedules another fire
         event, s.event = s.event, asyncio.Event()

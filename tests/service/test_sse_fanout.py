@@ -18,7 +18,7 @@ import httpx
 from beeweave_core.events import EventType, MemoryEvent
 from beeweave_core.server import ServerConfig
 from beeweave_core.server.event_log import EventFilter, EventLog
-from beeweave_core.server.fanout import follow
+from beeweave_core.server.fanout import GAP, follow
 from tests.service.service_support import EMBEDDER, start_server
 
 ADMIN = "admin-key-of-acme"
@@ -175,4 +175,35 @@ def test_an_events_json_is_encoded_once_with_a_nan_as_null():
     assert found is not None
     (ev, text), = found[0]
     assert json.loads(text)["data"] == {"score": None}  # as FastAPI sent a dict's NaN
+    log.close()
+
+
+def test_appends_faster_than_the_gap_share_a_wake_up_and_a_lone_one_is_not_held_back():
+    n_events = 120
+    log = EventLog(None)
+
+    async def run() -> tuple[list[int], float, int]:
+        got: list[int] = []
+        task = asyncio.create_task(_collect(log, 0, n_events + 1, got))
+        while not log.wakeups._signals:  # the listener is registered
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(2 * GAP)
+        log.append(_event(0))  # after a quiet GAP: woken at once
+        while not got:
+            await asyncio.sleep(0.005)
+        lone = log.wakeups.postponed
+        t0 = time.monotonic()
+        writer = await asyncio.to_thread(_append_from_a_thread, log, [_event(i) for i in range(1, n_events + 1)],
+                                         0.001)
+        await asyncio.to_thread(writer.join)
+        took = time.monotonic() - t0
+        await task
+        return got, took, lone
+
+    got, took, lone = asyncio.run(run())
+    assert got == list(range(1, n_events + 2))  # every event, in order
+    assert lone == 0
+    # One wake-up per GAP at most during the burst (an append per loop pass was ~n_events), plus
+    # the lone one and the one that may be pending when the burst ends.
+    assert log.wakeups.scheduled <= 2 + took / GAP + 1, (log.wakeups.scheduled, took)
     log.close()
