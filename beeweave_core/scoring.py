@@ -60,7 +60,9 @@ class ScoringConfig:
     """How a memory's bookkeeping changes its rank.
 
     Attributes:
-        use_weight: multiply relevance by log(1 + w) / log(2) (1.0 at the neutral weight).
+        use_weight: multiply the fused score by log(1 + w) / log(2) (1.0 at the neutral
+            weight); its praise and going-unused part reorders only hits of comparable
+            relevance (``rank_factors``, ``use_order``).
         decay: factor applied to praise, the earned weight above neutral (w - 1 > 0), per ``period``.
         penalty_decay: factor applied to a penalty (w - 1 < 0) per ``period``: slower than
             praise, so a memory voted down stays below neutral.
