@@ -147,14 +147,13 @@ class IngestConfig:
             worker alone. 16 keeps 100 events of a 1 s model within 10 s
             (benchmarks/RESULTS.md); lower it for a rate-limited model API, 1 for one call
             at a time.
-        queue_path: where the queue file goes; default ``<db>.queue`` beside a SQLite
-            store. A backend without a file (e.g. PostgreSQL) keeps the queue in memory
-            unless this is set, or ``queue`` is given.
+        queue_path: a SQLite file for the queue (its table ``ingest_events``); by default
+            the queue is a table of a SQLite store's own file, and a PostgreSQL store's is in
+            its database. Another backend without a file keeps the queue in memory unless
+            this is set, or ``queue`` is given.
         queue: a ready ``EventQueue`` (e.g. a PostgreSQL table queue).
         fsync: fsync every queued event (survives power loss; costs milliseconds). Without
             it an event is durable against the process dying, not the machine.
-        journal_bytes: the size of the memory-mapped intake file (``<queue>.intake``) that
-            ``ingest()`` appends to; when it is full, the caller moves it into the queue.
         autostart: start the worker on the first ``ingest``/on open. ``False`` leaves
             events queued until ``flush()`` or ``start_ingest()``.
         close_timeout: how long ``close()`` waits for the worker's current batch.
@@ -186,7 +185,6 @@ class IngestConfig:
     queue_path: str | Path | None = None
     queue: Any = None
     fsync: bool = False
-    journal_bytes: int = 16 << 20
     autostart: bool = True
     close_timeout: float = 30.0
     retry_max_delay: float = 10.0
@@ -198,7 +196,7 @@ class IngestConfig:
             object.__setattr__(self, "tier", MemoryTier(self.tier))
         except ValueError:
             raise InvalidInputError(f"tier must be working, short or long; got {self.tier!r}") from None
-        for name in ("max_pending", "batch_size", "max_concurrency", "max_event_chars", "journal_bytes"):
+        for name in ("max_pending", "batch_size", "max_concurrency", "max_event_chars"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")

@@ -85,7 +85,6 @@ def test_dead_letters_are_retried_and_discarded_per_user(tmp_path):
     with BeeWeave(str(tmp_path / "d.db"), embedder=EMB, ingest=IngestConfig(autostart=False)) as mem:
         for user in ("alice", "bob"):
             mem.ingest(_turn(user, "umbrella"))
-        mem._ingestion.runtime._move_intake()
         q = mem._ingestion.runtime.queue()
         for qe in q.take(10):
             q.fail(qe.id, "test: failed")
