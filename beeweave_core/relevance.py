@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from .embedders import DEFAULT_MODEL_NAME, MINILM_MODEL_NAME
-from .store.base import SearchesTermsInOneTrip, TermEvidence
+from .store.base import TermEvidence
 
 if TYPE_CHECKING:
     from .filters import Filter
@@ -353,8 +353,8 @@ def _read_evidence(backend: StoreBackend, heaviest: list[tuple[str, int]], flt: 
 
     def search(terms: Sequence[str], include: Sequence[str]) -> list[list[tuple[str, float]]]:
         queries = [{t: counts[t]} for t in terms]
-        if isinstance(backend, SearchesTermsInOneTrip):  # PostgreSQL: one round trip, not one per term
-            return backend.lexical_searches(queries, flt, 1, include=include) if queries else []
+        if (one_trip := backend.capabilities.term_searches) is not None:  # one round trip, not one per term
+            return one_trip.lexical_searches(queries, flt, 1, include=include) if queries else []
         return [backend.lexical_search(q, flt, 1, include=include) for q in queries]
 
     terms = list(counts)

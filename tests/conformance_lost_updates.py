@@ -8,8 +8,8 @@ reaches the backend, "another process" (the backend's own methods, past the engi
 lock) changes it. The change must survive the engine's write, and a delete in that window
 must not make the engine raise.
 
-Mixed into :class:`tests.conformance.BackendConformance`, so it runs against every backend
-with the suite's ``backend_factory`` fixture.
+Run as ``TestNoLostUpdates`` in :class:`tests.conformance.BackendConformance`, so it runs
+against every backend with the suite's ``backend_factory`` fixture.
 """
 
 from __future__ import annotations

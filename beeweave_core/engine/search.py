@@ -41,7 +41,7 @@ from ..relevance import (
 from ..rerank import Reranker, mmr
 from ..scopes import Scopes
 from ..scoring import score_factor, ttl_passed
-from ..store.base import RetrievesInOneTrip, StaleCandidates, TermEvidence
+from ..store.base import StaleCandidates, TermEvidence
 from ..timewords import DATED_LAG, find_time
 from ..validation import check_content, check_count, check_number, check_vector
 from .shared import Shared
@@ -240,7 +240,7 @@ class Search:
                      optimistic: bool = True) -> list[SearchHit]:
         """One question's hits; ``rivals`` gathers the ``contradicts`` relationships the
         backend read with the records (``Candidates.rivals``). ``optimistic``: the backend
-        may rank before it checks for others' writes (``RetrievesInOneTrip``); a second try
+        may rank before it checks for others' writes (``Capabilities.retrieval``); a second try
         after stale candidates is not, so there is never a third."""
         backend = self.shared.backend
         # A dialogue query: its latest turns embedded, recent terms weigh more, cost bounded
@@ -249,11 +249,11 @@ class Search:
         if qvec is None and backend.count(None):
             qvec = self.embed_query(prepared.text)
         got = None
-        if qvec is not None and isinstance(backend, RetrievesInOneTrip):
+        if qvec is not None and (one_trip := backend.capabilities.retrieval) is not None:
             # The backend answers the candidates, their fields and records, and the hits'
             # lexical evidence of relevance in one round trip.
-            got = backend.retrieve(prepared.terms, qvec, flt, max(self.shared.config.candidates, 4 * k),
-                                   evidence=evidence_terms(prepared.terms), optimistic=optimistic)
+            got = one_trip.retrieve(prepared.terms, qvec, flt, max(self.shared.config.candidates, 4 * k),
+                                    evidence=evidence_terms(prepared.terms), optimistic=optimistic)
             ids, scores = got.ids, {"lexical": got.lexical, "vector": got.vector}
         else:
             ids, scores = self._retrieve(prepared.terms, flt, k, qvec)
@@ -282,7 +282,7 @@ class Search:
         except StaleCandidates:  # ranked from a local index others have written past: again
             return self._search_once(query, flt, k, qvec, mode, min_score, rerank, mmr_lambda, now, min_relevance,
                                      rivals, optimistic=False)
-        if got is not None and rivals is not None and (read := getattr(got, "rivals", None)) is not None:
+        if got is not None and rivals is not None and (read := got.rivals) is not None:
             rivals.update(read)
         scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked
                   if cid in chunks and not ttl_passed(chunks[cid], now)]

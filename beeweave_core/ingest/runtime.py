@@ -37,6 +37,7 @@ from ..ids import event_key, legacy_event_memory_id
 from ..lifecycle.config import FeedbackSignal
 from ..lifecycle.timeline import stated_fact
 from ..records import KnowledgeChunk
+from ..store.base import StoreBackend
 from .config import IngestConfig, PatternScope, QueueFullPolicy
 from .errors import QueueFullError
 from .patterns import NAMESPACE, HotPattern, PatternTracker
@@ -114,10 +115,9 @@ def _mark_rated(signal: FeedbackSignal, chunk: KnowledgeChunk) -> KnowledgeChunk
     return chunk.copy(metadata={**chunk.metadata, "ingest": {**info, "rated": signal.value}}, relationships=[])
 
 
-def store_file(backend: Any) -> Path | None:
+def store_file(backend: StoreBackend) -> Path | None:
     """The file of a file store (its queue is a table in it); None when the store has no file."""
-    path = getattr(backend, "path", None)
-    return Path(path) if isinstance(path, (str, Path)) else None
+    return backend.capabilities.file
 
 
 class IngestRuntime:
@@ -193,8 +193,8 @@ class IngestRuntime:
         """The store's own queue, if it has one (PostgreSQL: in its database, shared by every
         host, so it wins over a queue file); it is made once."""
         if not self._shared_made:
-            make = getattr(self.memory.backend, "ingest_queue", None)
-            self._shared = make() if callable(make) else None
+            own = self.memory.backend.capabilities.queue
+            self._shared = None if own is None else own.ingest_queue()
             self._shared_made = True
         return self._shared
 
@@ -206,7 +206,7 @@ class IngestRuntime:
             return shared  # callers write to it directly: a put is committed in the database
         path, old, _ = self._target()
         backend = self.memory.backend
-        if path is None and not hasattr(backend, "path"):
+        if path is None and backend.capabilities.durable:
             logger.warning("%s has no file: ingested events are kept in memory until processed (set "
                            "IngestConfig.queue_path to make them durable)", type(backend).__name__)
         return SQLiteEventQueue(path, fsync=self.config.fsync, old_base=old)

@@ -174,7 +174,7 @@ class Lifecycle:
         hits that reach the store's gate (not on a store opened read-only, e.g. on a replica:
         it writes nothing, so a use there neither counts nor promotes)."""
         order_conflicts(hits)
-        if getattr(self.ctx.backend, "read_only", False):
+        if self.ctx.backend.capabilities.read_only:
             return
         # Only uses that count: a hit below the store's gate (returned beside a relevant one, or
         # by a search with the gate off) was not what the question was about. What an answer

@@ -30,7 +30,7 @@ from ..index.turns import lends_context
 from ..index.vectors import VectorIndex
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
-from .base import SCHEMA_VERSION, ChunkRow, VerifyReport, records_in_order, split_changes
+from .base import SCHEMA_VERSION, Capabilities, ChunkRow, VerifyReport, records_in_order, split_changes
 from .links import Derive, LinkReads, insert_then_link
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 from .wal import empty_wal, use_wal
@@ -179,6 +179,7 @@ class SQLiteStore:
     def __init__(self, path: str | Path | None = None, *, index_config: IndexConfig | None = None,
                  timeout: float = 30.0) -> None:
         self.path = None if path is None else Path(path)
+        self.capabilities = Capabilities(file=self.path, durable=self.path is not None)
         self._lock = threading.RLock()
         self._closed = False
         try:

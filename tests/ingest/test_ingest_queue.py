@@ -12,6 +12,7 @@ import pytest
 
 from beeweave_core import BeeWeave, EventType, HashingEmbedder, InvalidInputError
 from beeweave_core.ingest import Extraction, IngestConfig, OfflineExtractor, QueueFullError, QueueFullPolicy
+from beeweave_core.store.base import Capabilities
 from beeweave_core.store.sqlite import SQLiteStore
 from tests.ingest.ingest_support import everything
 
@@ -257,14 +258,15 @@ def test_flush_from_a_subscriber_on_the_worker_thread_does_not_deadlock(make_mem
 
 def test_a_store_without_a_file_keeps_the_queue_in_memory_or_where_told(tmp_path, caplog) -> None:
     class NoFile:
-        """A backend that is not a file (like PostgreSQL): it has no ``path``."""
+        """A durable backend that is not a file and has no queue of its own (the default
+        ``Capabilities``), its roles played by an in-memory store."""
+
+        capabilities = Capabilities()
 
         def __init__(self) -> None:
             self._inner = SQLiteStore(None)
 
         def __getattr__(self, name: str) -> Any:
-            if name == "path":
-                raise AttributeError(name)
             return getattr(self._inner, name)
 
     with caplog.at_level(logging.WARNING, logger="beeweave_core.ingest"):

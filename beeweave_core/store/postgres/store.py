@@ -55,7 +55,7 @@ from ...index.context import IndexConfig
 from ...index.turns import SessionContext, lends_context
 from ...records import KnowledgeChunk, Relationship, to_datetime
 from ...scoring import RankFields
-from ..base import ChunkRow, VerifyReport, records_in_order, split_changes
+from ..base import Capabilities, ChunkRow, VerifyReport, records_in_order, split_changes
 
 try:
     import psycopg
@@ -304,6 +304,9 @@ class PostgresStore:
         self.prepare_writes = _flag(own, "prepare_writes") if prepare_writes is None else bool(prepare_writes)
         self.tenant = tenant
         self.read_only = bool(read_only)
+        # A replica takes no events (ingest_queue answers None there): it declares no queue.
+        self.capabilities = Capabilities(read_only=self.read_only, retrieval=self, term_searches=self,
+                                         queue=None if self.read_only else self)
         self.listen_url = _split_url(listen_url, self.schema)[0] if listen_url else self.url
         self.exact_limit, self.ef_search = exact_limit, ef_search
         self.key_lookup_cost = KEY_LOOKUP_COST
