@@ -190,6 +190,7 @@ class SQLiteEventQueue:
         self._slot_file: io.FileIO | None = None
         self._adopted_at = float("-inf")  # the first take looks at once
         self.owner = "mem"
+        self._file_id: tuple[int, int] | None = None
         if self.path is not None:
             try:
                 self._slot, self._slot_file, n = _own_slot(self.path)
@@ -210,6 +211,7 @@ class SQLiteEventQueue:
                     self._db.execute(f"UPDATE {TABLE} SET taken_by=NULL WHERE taken_by LIKE ?",
                                      (self.owner.split(":")[0] + ":%",))
             if self.path is not None:
+                self._file_id = _file_id(self.path)
                 self._db.execute("PRAGMA wal_autocheckpoint=0")  # never checkpoint on a caller's put
                 self._ckpt = self._connect(timeout)
                 # The idle checkpoint waits this long (ms) for a caller's write, then tries again later.
@@ -315,6 +317,13 @@ class SQLiteEventQueue:
         if self._closed:
             raise StoreClosedError("the ingest queue is closed")
 
+    def _check_file(self) -> None:
+        """The file is still the one opened. SQLite keeps writing to a deleted file's inode: an
+        event put there would be acknowledged and lost with it, so the put is refused."""
+        if self._file_id is not None and _file_id(self.path) != self._file_id:  # type: ignore[arg-type]
+            raise StoreUnavailableError(f"the file {self.path} was deleted or replaced while open: nothing more "
+                                        "is queued in it; close the store and open the file again")
+
     def put(self, event_id: str, user_id: str, body: str) -> bool:
         # One statement, committed on its own (no BEGIN/COMMIT around it): each SQLite call
         # releases the GIL, and a caller waits to get it back while the worker runs Python.
@@ -323,6 +332,7 @@ class SQLiteEventQueue:
             with self._read():
                 cur = self._db.execute(f"INSERT OR IGNORE INTO {TABLE} (id, user_id, body, enqueued_at) "
                                        "VALUES (?,?,?,?)", (event_id, user_id, body, time.time()))
+            self._check_file()  # after the commit: a file deleted before it holds the event
             return cur.rowcount == 1
 
     def put_many(self, rows: Sequence[tuple[str, str, str]]) -> int:
@@ -335,6 +345,7 @@ class SQLiteEventQueue:
             with self._write():
                 self._db.executemany(f"INSERT OR IGNORE INTO {TABLE} (id, user_id, body, enqueued_at) "
                                      "VALUES (?,?,?,?)", [(eid, uid, body, now) for eid, uid, body in rows])
+            self._check_file()
             return self._db.total_changes - before
 
     def pending_count(self) -> int:
@@ -471,6 +482,14 @@ class SQLiteEventQueue:
             finally:
                 self._db.close()
                 self._release()
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _slot_base(path: Path) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from beeweave_core import HashingEmbedder
+from beeweave_core import HashingEmbedder, StoreUnavailableError
 from beeweave_core.ingest.queue import SQLiteEventQueue
 from beeweave_core.ingest.queue_upgrade import try_lock
 from tests.ingest.ingest_support import everything
@@ -110,3 +110,13 @@ def test_a_lock_file_is_taken_only_when_free(tmp_path: Path) -> None:
     again = try_lock(tmp_path / "x.lock")
     assert again is not None
     again.close()
+
+
+def test_an_event_put_into_a_deleted_store_file_is_refused(tmp_path: Path, make_memory) -> None:
+    # SQLite keeps writing to a deleted file's inode: the event would be acknowledged and lost.
+    m = make_memory(tmp_path / "m.db", autostart=False)
+    m.ingest(ev(1))
+    for f in tmp_path.iterdir():
+        f.unlink()
+    with pytest.raises(StoreUnavailableError, match="deleted or replaced while open"):
+        m.ingest(ev(2))
