@@ -53,6 +53,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Iterable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -218,12 +219,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average {load[0]:.1f} after the run\n")
     head = (f"{'embedder':<16} {'gap':>5} {'ingest p50':>10} {'p99':>8} {'p99.9':>8} {'max':>8} │ {'events/s':>9} "
             f"{'memories/s':>10} {'texts/s':>8} {'model texts/s':>13} {'pipeline/model':>14} {'in model':>8}")
-    print(head)
-    print("─" * len(head))
-    for r in rows:
-        print(f"{r['embedder']:<16} {r['gap']:>3g}ms {r['p50']:>8.3f}ms {r['p99']:>6.3f}ms {r['p999']:>6.3f}ms {r['max']:>6.2f}ms │ "
-              f"{r['events_per_s']:>9.1f} {r['memories_per_s']:>10.1f} {r['texts_per_s']:>8.1f} "
-              f"{r['raw_texts_per_s']:>13.1f} {r['texts_per_s'] / r['raw_texts_per_s']:>13.1%} {r['model_share']:>8.1%}")
+    print_table(head, [f"{r['embedder']:<16} {r['gap']:>3g}ms {latencies(r)} │ "
+                       f"{r['events_per_s']:>9.1f} {r['memories_per_s']:>10.1f} {r['texts_per_s']:>8.1f} "
+                       f"{r['raw_texts_per_s']:>13.1f} {r['texts_per_s'] / r['raw_texts_per_s']:>13.1%} "
+                       f"{r['model_share']:>8.1%}" for r in rows])
     for r in rows:
         print(f"{r['embedder']} {r['gap']:g}ms: {r['memories']} memories, {r['texts']} texts embedded in {r['calls']} "
               f"calls; model alone on the same texts in batches of {r['model_batch']}: "
@@ -254,12 +253,19 @@ def compare_trees(args: argparse.Namespace) -> None:
                              "load": os.getloadavg()[0]})
     head = (f"{'tree':<28} {'commit':<8} {'round':>5} {'embedder':<9} {'gap':>6} {'ingest p50':>10} {'p99':>8} "
             f"{'p99.9':>8} {'max':>8} {'events/s':>9} {'load':>5}")
+    print_table(head, [f"{r['tree'][-28:]:<28} {r['commit']:<8} {r['round']:>5} {r['embedder']:<9} {r['gap']:>4g}ms "
+                       f"{latencies(r)} {r['events_per_s']:>9.1f} {r['load']:>5.1f}" for r in rows])
+
+
+def latencies(r: dict[str, Any]) -> str:
+    return f"{r['p50']:>8.3f}ms {r['p99']:>6.3f}ms {r['p999']:>6.3f}ms {r['max']:>6.2f}ms"
+
+
+def print_table(head: str, lines: Iterable[str]) -> None:
     print(head)
     print("─" * len(head))
-    for r in rows:
-        print(f"{r['tree'][-28:]:<28} {r['commit']:<8} {r['round']:>5} {r['embedder']:<9} {r['gap']:>4g}ms "
-              f"{r['p50']:>8.3f}ms {r['p99']:>6.3f}ms {r['p999']:>6.3f}ms {r['max']:>6.2f}ms "
-              f"{r['events_per_s']:>9.1f} {r['load']:>5.1f}")
+    for line in lines:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StoreClosedError, StoreUnavailableError
+from ..store.sqlite import file_id
 from ..store.wal import use_wal
 from .queue_upgrade import import_old_queues, numbered, old_queue_files, try_lock
 
@@ -211,7 +212,7 @@ class SQLiteEventQueue:
                     self._db.execute(f"UPDATE {TABLE} SET taken_by=NULL WHERE taken_by LIKE ?",
                                      (self.owner.split(":")[0] + ":%",))
             if self.path is not None:
-                self._file_id = _file_id(self.path)
+                self._file_id = file_id(self.path)
                 self._db.execute("PRAGMA wal_autocheckpoint=0")  # never checkpoint on a caller's put
                 self._ckpt = self._connect(timeout)
                 # The idle checkpoint waits this long (ms) for a caller's write, then tries again later.
@@ -320,7 +321,7 @@ class SQLiteEventQueue:
     def _check_file(self) -> None:
         """The file is still the one opened. SQLite keeps writing to a deleted file's inode: an
         event put there would be acknowledged and lost with it, so the put is refused."""
-        if self._file_id is not None and _file_id(self.path) != self._file_id:  # type: ignore[arg-type]
+        if self._file_id is not None and file_id(self.path) != self._file_id:  # type: ignore[arg-type]
             raise StoreUnavailableError(f"the file {self.path} was deleted or replaced while open: nothing more "
                                         "is queued in it; close the store and open the file again")
 
@@ -482,14 +483,6 @@ class SQLiteEventQueue:
             finally:
                 self._db.close()
                 self._release()
-
-
-def _file_id(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def _slot_base(path: Path) -> Path:
