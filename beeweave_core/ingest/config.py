@@ -114,9 +114,9 @@ class IngestConfig:
         pii_kinds: which built-in kinds to redact (default: all).
         custom_patterns: extra :class:`PiiPattern` rules.
         redact_before_queue: redact on the caller's thread, before the event is written
-            to the queue file, so that raw personal data never touches the disk. Costs
-            the caller about 0.3 ms per KB of text; off by default (the queue file then
-            holds an event only until it is processed, and processed events are zeroed).
+            to the queue, so that raw personal data never touches the disk. Costs the
+            caller about 0.3 ms per KB of text; off by default (the queue then holds an
+            event only until it is processed, and processed events are zeroed).
         extractor: an ``Extractor`` (default: the offline one); e.g. ``LLMExtractor(llm)``.
         admission: :class:`AdmissionRules` (active vs pending review).
         patterns: :class:`PatternConfig` (recurring questions).

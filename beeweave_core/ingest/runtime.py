@@ -191,7 +191,7 @@ class IngestRuntime:
 
     def _shared_queue(self) -> EventQueue | None:
         """The store's own queue, if it has one (PostgreSQL: in its database, shared by every
-        host, so it wins over a queue file); it is made once."""
+        host, so it wins over a SQLite queue); it is made once."""
         if not self._shared_made:
             own = self.memory.backend.capabilities.queue
             self._shared = None if own is None else own.ingest_queue()
