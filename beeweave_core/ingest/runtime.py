@@ -458,17 +458,17 @@ class IngestRuntime:
     def _stored_before_user_ids(self, chunks: list[KnowledgeChunk]) -> set[str]:
         """The ids of ``chunks`` whose memory a store written before ids carried the user holds
         under the old id (``<event id>:<n>``) for the same user: an event queued or retried
-        across the upgrade is stored once."""
-        old: dict[str, KnowledgeChunk] = {}
+        across the upgrade is stored once. Several users' events of one id share the old id."""
+        old: dict[str, list[KnowledgeChunk]] = {}
         for c in chunks:
             event_id = (c.metadata.get("ingest") or {}).get("event_id")
             n = c.id.rpartition(":")[2]
             if isinstance(event_id, str) and n.isascii() and n.isdigit():
-                old[legacy_event_memory_id(event_id, int(n))] = c
+                old.setdefault(legacy_event_memory_id(event_id, int(n)), []).append(c)
         if not old:
             return set()
         held = self.memory.backend.get(sorted(old))  # ids not stored are simply absent
-        return {old[i].id for i, h in held.items() if h.user_id == old[i].user_id}
+        return {c.id for i, h in held.items() for c in old[i] if h.user_id == c.user_id}
 
     def _fail(self, q: EventQueue, qe: QueuedEvent, exc: Exception, body: dict[str, Any]) -> None:
         error = f"{type(exc).__name__}: {exc}"
