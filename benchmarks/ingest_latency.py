@@ -30,6 +30,11 @@ the model's loading is not counted on the raw side either.
 events arriving faster than the worker processes them, so every call competes with a
 busy worker for the GIL. Latency depends on the machine being otherwise idle: the load
 average is printed with the results.
+
+``--trees A,B`` compares source trees side by side in one run (e.g. ``--trees /work/main,.``
+for before and after a change): each run is a child process importing that tree's
+``beeweave_core``, the trees take turns for ``--rounds`` rounds, and one table lists every
+run. The child prints its row as JSON (``--json``).
 """
 
 from __future__ import annotations
@@ -41,15 +46,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Iterable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The tree whose beeweave_core is measured: this checkout, or the one a --trees run names.
+sys.path.insert(0, os.environ.get("BEEWEAVE_BENCH_TREE") or str(Path(__file__).resolve().parent.parent))
 
 from beeweave_core import BeeWeave, HashingEmbedder  # noqa: E402
 from beeweave_core.ingest import IngestConfig  # noqa: E402
@@ -188,8 +197,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch-size", type=int, default=64, help="events per worker batch")
     ap.add_argument("--raw-repeats", type=int, default=2,
                     help="times the model alone embeds the texts after a run; the fastest counts")
+    ap.add_argument("--trees", help="source trees to compare, comma-separated (a child process each)")
+    ap.add_argument("--rounds", type=int, default=2, help="with --trees: how many times each tree runs")
+    ap.add_argument("--json", action="store_true", help="print the rows as one JSON line (what --trees reads)")
     args = ap.parse_args(argv)
+    if args.trees:
+        compare_trees(args)
+        return
     events = make_events(args.events)
+    if args.json:
+        rows = [run(name.strip(), events, float(gap), args.batch_size, args.raw_repeats)
+                for name in args.embedders.split(",") for gap in args.gaps_ms.split(",")]
+        print(json.dumps(rows))
+        return
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load[0]:.1f} before the run; "
           f"{args.events} events, batch {args.batch_size}")
@@ -199,12 +219,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average {load[0]:.1f} after the run\n")
     head = (f"{'embedder':<16} {'gap':>5} {'ingest p50':>10} {'p99':>8} {'p99.9':>8} {'max':>8} │ {'events/s':>9} "
             f"{'memories/s':>10} {'texts/s':>8} {'model texts/s':>13} {'pipeline/model':>14} {'in model':>8}")
-    print(head)
-    print("─" * len(head))
-    for r in rows:
-        print(f"{r['embedder']:<16} {r['gap']:>3g}ms {r['p50']:>8.3f}ms {r['p99']:>6.3f}ms {r['p999']:>6.3f}ms {r['max']:>6.2f}ms │ "
-              f"{r['events_per_s']:>9.1f} {r['memories_per_s']:>10.1f} {r['texts_per_s']:>8.1f} "
-              f"{r['raw_texts_per_s']:>13.1f} {r['texts_per_s'] / r['raw_texts_per_s']:>13.1%} {r['model_share']:>8.1%}")
+    print_table(head, [f"{r['embedder']:<16} {r['gap']:>3g}ms {latencies(r)} │ "
+                       f"{r['events_per_s']:>9.1f} {r['memories_per_s']:>10.1f} {r['texts_per_s']:>8.1f} "
+                       f"{r['raw_texts_per_s']:>13.1f} {r['texts_per_s'] / r['raw_texts_per_s']:>13.1%} "
+                       f"{r['model_share']:>8.1%}" for r in rows])
     for r in rows:
         print(f"{r['embedder']} {r['gap']:g}ms: {r['memories']} memories, {r['texts']} texts embedded in {r['calls']} "
               f"calls; model alone on the same texts in batches of {r['model_batch']}: "
@@ -213,6 +231,42 @@ def main(argv: list[str] | None = None) -> None:
           "\ntexts/s counts the texts the worker gave the model.")
     print("pipeline/model: the worker's texts/s as a share of the model alone on the same texts (fastest repeat).")
     print("in model: share of the worker's wall time spent inside embed_documents (same window, load-robust).")
+
+
+def compare_trees(args: argparse.Namespace) -> None:
+    """Run the measurement on each tree in turn, in child processes, and print one table."""
+    trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
+    commits = {t: subprocess.run(["git", "-C", t, "log", "-1", "--format=%h"], capture_output=True,
+                                 text=True).stdout.strip() or "?" for t in trees}
+    load = os.getloadavg()
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load[0]:.1f} before the run; "
+          f"{args.events} events, batch {args.batch_size}, {args.rounds} rounds")
+    rows = []
+    for rnd in range(args.rounds):
+        for tree in trees:
+            child = [sys.executable, __file__, "--json", "--events", str(args.events), "--embedders", args.embedders,
+                     "--gaps-ms", args.gaps_ms, "--batch-size", str(args.batch_size), "--raw-repeats", "1"]
+            env = {**os.environ, "BEEWEAVE_BENCH_TREE": tree, "PYTHONPATH": tree}
+            out = subprocess.run(child, env=env, capture_output=True, text=True, check=True).stdout
+            for r in json.loads(out.strip().splitlines()[-1]):
+                rows.append({**r, "tree": tree, "commit": commits[tree], "round": rnd + 1,
+                             "load": os.getloadavg()[0]})
+    head = (f"{'tree':<28} {'commit':<8} {'round':>5} {'embedder':<9} {'gap':>6} {'ingest p50':>10} {'p99':>8} "
+            f"{'p99.9':>8} {'max':>8} {'events/s':>9} {'load':>5}")
+    print_table(head, [f"{r['tree'][-28:]:<28} {r['commit']:<8} {r['round']:>5} {r['embedder']:<9} {r['gap']:>4g}ms "
+                       f"{latencies(r)} {r['events_per_s']:>9.1f} {r['load']:>5.1f}" for r in rows])
+
+
+def latencies(r: dict[str, Any]) -> str:
+    return f"{r['p50']:>8.3f}ms {r['p99']:>6.3f}ms {r['p999']:>6.3f}ms {r['max']:>6.2f}ms"
+
+
+def print_table(head: str, lines: Iterable[str]) -> None:
+    print(head)
+    print("─" * len(head))
+    for line in lines:
+        print(line)
+
 
 if __name__ == "__main__":
     main()

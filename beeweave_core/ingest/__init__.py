@@ -1,9 +1,8 @@
 """Ingestion pipeline: knowledge events in, memories out.
 
-``BeeWeave.ingest(event)`` validates a :class:`KnowledgeEvent`, appends it to a
-memory-mapped journal beside the store (durable once the call returns; :mod:`.intake`)
-and returns at once. A background worker moves events into the queue (``<db>.queue``,
-:mod:`.queue`) and then, in batches: redacts personal data and secrets (:mod:`.redact`),
+``BeeWeave.ingest(event)`` validates a :class:`KnowledgeEvent`, commits it to the queue (a
+table of the store, :mod:`.queue`) and returns. A background worker takes the events in
+batches and: redacts personal data and secrets (:mod:`.redact`),
 normalizes text, code and data (:mod:`.normalize`), extracts a summary, tags, entities
 and an intent (:mod:`.extract`, :mod:`.llm`), decides active vs pending review
 (:mod:`.admission`), embeds, stores and links the memories (:mod:`.pipeline`), and

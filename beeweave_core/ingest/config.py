@@ -140,8 +140,8 @@ class IngestConfig:
         pii_kinds: which built-in kinds to redact (default: all).
         custom_patterns: extra :class:`PiiPattern` rules.
         redact_before_queue: redact on the caller's thread, before the event is written
-            to the queue file, so that raw personal data never touches the disk. Costs
-            the caller the redaction's time, which grows with the text; off by default (the queue file then
+            to the queue, so that raw personal data never touches the disk. Costs
+            the caller the redaction's time, which grows with the text; off by default (the queue then
             holds an event only until it is processed, and processed events are zeroed).
         extractor: an ``Extractor`` (default: the offline one); e.g. ``LLMExtractor(llm)``.
         admission: :class:`AdmissionRules` (active vs pending review).
@@ -173,14 +173,13 @@ class IngestConfig:
             worker alone. The default, 16, meets the target for a slow model (benchmarks/RESULTS.md,
             "Ingest with a slow extraction model"); lower it for a rate-limited model API, 1 for one call
             at a time.
-        queue_path: where the queue file goes; default ``<db>.queue`` beside a SQLite
-            store. A backend without a file (e.g. PostgreSQL) keeps the queue in memory
-            unless this is set, or ``queue`` is given.
+        queue_path: a SQLite file for the queue (its table ``ingest_events``); by default
+            the queue is a table of a SQLite store's own file, and a PostgreSQL store's is in
+            its database. Another backend without a file keeps the queue in memory unless
+            this is set, or ``queue`` is given.
         queue: a ready ``EventQueue`` (e.g. a PostgreSQL table queue).
         fsync: fsync every queued event (survives power loss; costs milliseconds). Without
             it an event is durable against the process dying, not the machine.
-        journal_bytes: the size of the memory-mapped intake file (``<queue>.intake``) that
-            ``ingest()`` appends to; when it is full, the caller moves it into the queue.
         autostart: start the worker on the first ``ingest``/on open. ``False`` leaves
             events queued until ``flush()`` or ``start_ingest()``.
         close_timeout: how long ``close()`` waits for the worker's current batch.
@@ -212,7 +211,6 @@ class IngestConfig:
     queue_path: str | Path | None = None
     queue: Any = None
     fsync: bool = False
-    journal_bytes: int = 16 << 20
     autostart: bool = True
     close_timeout: float = 30.0
     retry_max_delay: float = 10.0
@@ -233,6 +231,6 @@ _INGEST_RULES: dict[str, Rule] = {
     "skip_small_talk": FLAG, "memory_tools": Instance((str, Collection), "tool names"), "min_tool_output_chars": Number(0, integer=True),
     "max_tool_output_chars": Number(0, integer=True), "max_event_chars": _COUNT, "max_pending": _COUNT,
     "when_full": Choice(QueueFullPolicy), "full_timeout": _SECONDS, "batch_size": _COUNT, "max_concurrency": _COUNT,
-    "queue_path": Instance((str, os.PathLike), "a path", optional=True), "fsync": FLAG, "journal_bytes": _COUNT, "autostart": FLAG, "close_timeout": _SECONDS,
+    "queue_path": Instance((str, os.PathLike), "a path", optional=True), "fsync": FLAG, "autostart": FLAG, "close_timeout": _SECONDS,
     "retry_max_delay": _SECONDS,
 }

@@ -1,29 +1,37 @@
 """The durable event queue: pending events until processed, and the dead letters.
 
-``EventQueue`` is the small protocol the pipeline needs; :class:`SQLiteEventQueue` is
-the implementation for a file beside the store (``<db>.queue``) or in memory. It has its
-own connection, so queue work never waits behind the store's writes. ``ingest()`` does
-not write here itself: it appends to the intake (:mod:`.intake`) and the worker moves
-events in, many per transaction (with ``fsync=True``, or a custom queue, callers write
-here directly).
+``EventQueue`` is the small protocol the pipeline needs; :class:`SQLiteEventQueue` keeps it
+in a table (``ingest_events``) of the store's own SQLite file, so a store is one database
+(and its WAL) however much it ingests; in memory for a store in memory. ``ingest()``
+inserts the event and returns once the insert is committed: acknowledged means in the
+store's file. A PostgreSQL store has its own queue in its database
+(``store/postgres/ingest_queue.py``).
 
-Why SQLite in WAL mode with ``synchronous=NORMAL``: a committed write has reached the
-operating system, so it survives the process being killed (not a power cut: ``fsync``).
-The writing connection never checkpoints (``wal_autocheckpoint=0``): the worker
-checkpoints from a second connection, outside the queue's lock, whenever it is idle, and
-empties the WAL (TRUNCATE). ``secure_delete`` zeroes processed events in the file, so no
-processed event lingers in the file or its WAL once the worker is idle. While a backlog
-drains, ``done`` checkpoints too once the WAL passes ``WAL_LIMIT``, so it stays bounded.
+Why WAL with ``synchronous=NORMAL``: a committed write has reached the operating system, so
+it survives the process being killed (not a power cut: ``fsync=True`` syncs each commit).
+The queue's connection never checkpoints on a caller's insert (``wal_autocheckpoint=0``):
+the worker checkpoints from a second connection whenever it is idle, and empties the WAL
+(TRUNCATE). ``secure_delete`` zeroes processed events in the file, so no processed event
+lingers in the file or its WAL once the worker is idle. While a backlog drains, ``done``
+checkpoints too once the WAL passes ``WAL_LIMIT``, so it stays bounded.
 
-Several processes on one store: a queue file belongs to one process at a time (an exclusive
-``flock`` on ``<file>.lock``, held while it is open), so each process's worker processes only
-the events its own callers acknowledged and its counts are exact. A process takes the first
-free file of ``<queue>``, ``<queue>.1``, ``<queue>.2``...; a file whose owner died is adopted
-by a live process: its pending and dead events are copied in (an id already held is skipped)
-and the file is deleted. A process looks for such files when it opens the queue, and then
-every ``ADOPT_INTERVAL`` seconds while it takes or counts events (an idle worker polls that
-often), so the events of a sibling killed mid-run are stored by the survivors, and their
-``flush()`` waits for them, without any process reopening the store.
+Several processes on one store share the one table. A worker takes a batch by claiming it
+(``taken_by``: its owner name) in one write transaction, so two workers never hold one event.
+An owner is ``<slot>:<random>``; the slot is a lock file (``<db>.ingest.lock``,
+``.ingest.lock.1``...) the owner holds an exclusive ``flock`` on while the queue is open. A
+claim whose slot nobody holds belongs to a process that died: ``take`` gives it back to the
+queue (at once when a queue opens, then every ``ADOPT_INTERVAL`` seconds; an idle worker polls
+that often), so a sibling killed mid-batch leaves nothing waiting for some process to reopen the
+store. Unclaimed events are taken by whichever worker looks first, and counts are the store's:
+``flush()`` waits for every acknowledged event, a dead sibling's included.
+
+Exactly once: an event stays ``pending`` until its memories are stored and ``done`` deletes it;
+a crash in between leaves it pending, and its memories, whose ids derive from the event id,
+are skipped when it is taken again (``IngestRuntime.store_new``).
+
+A store written before the queue was a table kept it in ``<db>.queue`` files and
+memory-mapped ``<db>.queue.intake`` journals: their events are moved into the table when the
+queue opens, and the files deleted (:mod:`.queue_upgrade`).
 
 Every SQLite error is raised as :class:`StoreUnavailableError` with the original chained
 (a full disk, a locked or unreadable file), and a refused call leaves the queue unchanged.
@@ -38,20 +46,23 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import StoreUnavailableError
+from ..errors import StoreClosedError, StoreUnavailableError
+from ..store.sqlite import file_id
 from ..store.wal import use_wal
-from .intake import _numbered, _series_others, _try_lock
+from .queue_upgrade import import_old_queues, numbered, old_queue_files, try_lock
 
-__all__ = ["QueuedEvent", "DeadRow", "EventQueue", "SQLiteEventQueue"]
+__all__ = ["QueuedEvent", "DeadRow", "EventQueue", "SQLiteEventQueue", "holds_events"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
+TABLE = "ingest_events"
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
     user_id TEXT NOT NULL,
@@ -60,12 +71,12 @@ CREATE TABLE IF NOT EXISTS events (
     attempts INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     enqueued_at REAL NOT NULL,
-    failed_at REAL
+    failed_at REAL,
+    taken_by TEXT
 );
-CREATE INDEX IF NOT EXISTS events_state ON events (state, seq);
+CREATE INDEX IF NOT EXISTS {TABLE}_state ON {TABLE} (state, seq);
 """
-_SCHEMA_VERSION = 1
-
+_COLUMNS = "id, user_id, body, state, attempts, error, enqueued_at, failed_at"
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +105,7 @@ class DeadRow:
 
 @runtime_checkable
 class EventQueue(Protocol):
-    """What the ingestion pipeline needs of a queue (a PostgreSQL table can implement it too).
+    """What the ingestion pipeline needs of a queue (a PostgreSQL table implements it too).
 
     Events are ``pending`` until ``done`` removes them, or ``dead`` after ``fail``.
     ``put`` must be durable when it returns (if ``durable`` is true).
@@ -140,105 +151,133 @@ class EventQueue(Protocol):
     def close(self) -> None: ...
 
 
+def holds_events(path: Path, old_base: Path | None) -> bool:
+    """Whether the SQLite file ``path`` has a queue table with events in it, or there are files
+    of the queue as it was before it was a table (``old_base``'s): the runtime opens the queue
+    at start-up then, to resume them (a store that never ingested gets no lock file)."""
+    if old_base is not None and old_queue_files(old_base):
+        return True
+    if not path.exists():
+        return False
+    try:
+        db = sqlite3.connect(str(path), timeout=5.0)
+        try:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name=?", (TABLE,)).fetchone() is None:
+                return False
+            return db.execute(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchone() is not None
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return True  # cannot tell: open the queue, which says what is wrong
+
+
 class SQLiteEventQueue:
-    """An :class:`EventQueue` in a SQLite file (``path``) or in memory (``path=None``)."""
+    """An :class:`EventQueue` in a table of the SQLite file ``path`` (the store's, or one of its
+    own), or in memory (``path=None``)."""
 
     # The WAL size at which ``done`` checkpoints while a backlog drains.
     WAL_LIMIT = 8 << 20
-    ADOPT_INTERVAL = 5.0  # seconds between looks for the queue files of processes that died
+    ADOPT_INTERVAL = 5.0  # seconds between looks for claims (and old queue files) of processes that died
 
-    def __init__(self, path: str | Path | None = None, *, fsync: bool = False, timeout: float = 30.0) -> None:
-        self.base = None if path is None else Path(path)
-        self.path = self.base
+    def __init__(self, path: str | Path | None = None, *, fsync: bool = False, timeout: float = 30.0,
+                 old_base: Path | None = None) -> None:
+        self.path = None if path is None else Path(path)
+        # Where the queue's files were before it was a table (see queue_upgrade).
+        self._old_base = old_base
         self.durable = self.path is not None
         self._lock = threading.Lock()
         self._closed = False
-        self._owner: io.FileIO | None = None
-        self._adopted_at = time.monotonic()
-        if self.base is not None:
+        self._slot: Path | None = None
+        self._slot_file: io.FileIO | None = None
+        self._adopted_at = float("-inf")  # the first take looks at once
+        self.owner = "mem"
+        self._file_id: tuple[int, int] | None = None
+        if self.path is not None:
             try:
-                self.path, self._owner = _own_file(self.base)
+                self._slot, self._slot_file, n = _own_slot(self.path)
             except OSError as exc:
-                raise StoreUnavailableError(f"cannot open the ingest queue at {self.base}: {exc}") from exc
+                raise StoreUnavailableError(f"cannot open the ingest queue of {self.path}: {exc}") from exc
+            self.owner = f"{n}:{uuid.uuid4().hex}"
+        self._ckpt: sqlite3.Connection | None = None
         try:
             self._db = self._connect(timeout)
             self._db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
             self._db.execute("PRAGMA secure_delete=ON")  # processed events leave no trace in the file
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
-                raise StoreUnavailableError(f"the queue at {self.path} has schema {version}: upgrade beeweave")
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-            self._ckpt = None
+            with self._write():
+                for stmt in _SCHEMA.split(";"):
+                    if stmt.strip():
+                        self._db.execute(stmt)
+                if self.path is not None:
+                    # Claims of this slot's earlier owner: it died (this queue holds the slot now).
+                    self._db.execute(f"UPDATE {TABLE} SET taken_by=NULL WHERE taken_by LIKE ?",
+                                     (self.owner.split(":")[0] + ":%",))
             if self.path is not None:
+                self._file_id = file_id(self.path)
                 self._db.execute("PRAGMA wal_autocheckpoint=0")  # never checkpoint on a caller's put
                 self._ckpt = self._connect(timeout)
                 # The idle checkpoint waits this long (ms) for a caller's write, then tries again later.
                 self._ckpt.execute("PRAGMA busy_timeout=1000")
-            if self.base is not None:
-                self._adopt_orphans()
-            self._pending = self._db.execute("SELECT COUNT(*) FROM events WHERE state='pending'").fetchone()[0]
-        except sqlite3.Error as exc:
-            if hasattr(self, "_db"):
-                self._db.close()
+                self._adopt()
+        except BaseException as exc:
+            for db in (getattr(self, "_db", None), self._ckpt):
+                if db is not None:
+                    db.close()
             self._release()
-            raise StoreUnavailableError(f"cannot open the ingest queue at {self.path}: {exc}") from exc
-        except BaseException:
-            self._release()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreUnavailableError(f"cannot open the ingest queue of {self.path}: {exc}") from exc
             raise
 
     def _release(self) -> None:
-        if self._owner is not None:
-            self._owner.close()  # releases the flock
-            self._owner = None
+        if self._slot_file is not None:
+            if self._slot is not None:
+                self._slot.unlink(missing_ok=True)  # before the flock goes: see try_lock
+            self._slot_file.close()
+            self._slot_file = None
 
     @property
     def poll_interval(self) -> float | None:
-        """How often an idle worker takes again: a queue file on disk may have siblings whose
-        process dies, and their events are adopted then (``adopt``)."""
-        return None if self.base is None else self.ADOPT_INTERVAL
+        """How often an idle worker takes again: other processes put events in the same table,
+        and claims of a process that died are given back then."""
+        return None if self.path is None else self.ADOPT_INTERVAL
 
-    def adopt(self) -> int:
-        """Adopt the queue files of sibling processes that died (at most once every
-        ``ADOPT_INTERVAL`` seconds); return how many pending events came in."""
-        if self.base is None or time.monotonic() - self._adopted_at < self.ADOPT_INTERVAL:
-            return 0
-        with self._lock:
-            self._check()
-            self._adopted_at = time.monotonic()
-            try:
-                self._adopt_orphans()
-                pending = self._db.execute("SELECT COUNT(*) FROM events WHERE state='pending'").fetchone()[0]
-            except (sqlite3.Error, OSError, StoreUnavailableError):
-                # The orphan stays where it is; this or another process adopts it later.
-                logger.warning("BeeWeave: could not adopt the ingest queues beside %s yet", self.path, exc_info=True)
-                return 0
-            came, self._pending = pending - self._pending, pending
-            return max(came, 0)
-
-    def _adopt_orphans(self) -> None:
-        """Copy in the events of the series' queue files no live process holds, then delete them."""
-        assert self.base is not None and self.path is not None
-        for other in _series_others(self.base, self.path):
-            fd = _try_lock(Path(str(other) + ".lock"))
-            if fd is None:
-                continue  # a live process's queue
-            try:
-                src = sqlite3.connect(str(other), isolation_level=None)
+    def _adopt(self) -> None:
+        """Give back the claims of owners that died, and move in the files of the queue as it was
+        before it was a table (old files a live process of an older version holds stay)."""
+        assert self.path is not None
+        self._adopted_at = time.monotonic()
+        with self._write():
+            owners = [r[0] for r in self._db.execute(
+                f"SELECT DISTINCT taken_by FROM {TABLE} WHERE state='pending' AND taken_by IS NOT NULL "
+                "AND taken_by != ?", (self.owner,))]
+            for owner in owners:
+                slot = numbered(_slot_base(self.path), int(owner.split(":")[0]))
+                held = try_lock(slot)
+                if held is None:
+                    continue  # a live process's claim
                 try:
-                    has = src.execute("SELECT 1 FROM sqlite_master WHERE name='events'").fetchone()
-                    rows = src.execute("SELECT id, user_id, body, state, attempts, error, enqueued_at, failed_at "
-                                       "FROM events ORDER BY seq").fetchall() if has else []
+                    self._db.execute(f"UPDATE {TABLE} SET taken_by=NULL WHERE taken_by=?", (owner,))
                 finally:
-                    src.close()
-                with self._write():
-                    self._db.executemany(
-                        "INSERT OR IGNORE INTO events (id, user_id, body, state, attempts, error, enqueued_at, "
-                        "failed_at) VALUES (?,?,?,?,?,?,?,?)", rows)
-                for side in ("", "-wal", "-shm", ".lock"):
-                    Path(str(other) + side).unlink(missing_ok=True)
-            finally:
-                fd.close()
+                    slot.unlink(missing_ok=True)
+                    held.close()
+        if self._old_base is None:
+            return
+        if self._old_base == self.path:
+            self._move_old_table()
+        import_old_queues(self._old_base, self.path, self._insert_old)
+
+    def _move_old_table(self) -> None:
+        """A queue file of an older version given as the queue's own file holds its events in a
+        table ``events``: moved into the queue table, in one transaction."""
+        with self._write():
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='events'").fetchone() is not None:
+                self._db.execute(f"INSERT OR IGNORE INTO {TABLE} ({_COLUMNS}) SELECT {_COLUMNS} FROM events "
+                                 "ORDER BY seq")
+                self._db.execute("DROP TABLE events")
+
+    def _insert_old(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert events from the queue files of an older version (an id held already is kept)."""
+        with self._write():
+            self._db.executemany(f"INSERT OR IGNORE INTO {TABLE} ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", rows)
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -255,16 +294,17 @@ class SQLiteEventQueue:
                 except sqlite3.Error:
                     pass
             if isinstance(exc, sqlite3.Error):
-                raise StoreUnavailableError(f"the ingest queue at {self.path or ':memory:'} is unavailable: "
+                raise StoreUnavailableError(f"the ingest queue of {self.path or ':memory:'} is unavailable: "
                                             f"{exc}") from exc
             raise
 
     @contextmanager
     def _read(self) -> Iterator[None]:
+        """A read, or one statement in its own transaction: SQLite errors as StoreUnavailableError."""
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"the ingest queue at {self.path or ':memory:'} is unavailable: "
+            raise StoreUnavailableError(f"the ingest queue of {self.path or ':memory:'} is unavailable: "
                                         f"{exc}") from exc
 
     def _connect(self, timeout: float) -> sqlite3.Connection:
@@ -276,19 +316,25 @@ class SQLiteEventQueue:
 
     def _check(self) -> None:
         if self._closed:
-            from ..errors import StoreClosedError
-
             raise StoreClosedError("the ingest queue is closed")
 
+    def _check_file(self) -> None:
+        """The file is still the one opened. SQLite keeps writing to a deleted file's inode: an
+        event put there would be acknowledged and lost with it, so the put is refused."""
+        if self._file_id is not None and file_id(self.path) != self._file_id:  # type: ignore[arg-type]
+            raise StoreUnavailableError(f"the file {self.path} was deleted or replaced while open: nothing more "
+                                        "is queued in it; close the store and open the file again")
+
     def put(self, event_id: str, user_id: str, body: str) -> bool:
+        # One statement, committed on its own (no BEGIN/COMMIT around it): each SQLite call
+        # releases the GIL, and a caller waits to get it back while the worker runs Python.
         with self._lock:
             self._check()
-            with self._write():
-                cur = self._db.execute("INSERT OR IGNORE INTO events (id, user_id, body, enqueued_at) "
+            with self._read():
+                cur = self._db.execute(f"INSERT OR IGNORE INTO {TABLE} (id, user_id, body, enqueued_at) "
                                        "VALUES (?,?,?,?)", (event_id, user_id, body, time.time()))
-            added = cur.rowcount == 1
-            self._pending += added
-            return added
+            self._check_file()  # after the commit: a file deleted before it holds the event
+            return cur.rowcount == 1
 
     def put_many(self, rows: Sequence[tuple[str, str, str]]) -> int:
         if not rows:
@@ -298,22 +344,35 @@ class SQLiteEventQueue:
             self._check()
             before = self._db.total_changes
             with self._write():
-                self._db.executemany("INSERT OR IGNORE INTO events (id, user_id, body, enqueued_at) VALUES (?,?,?,?)",
-                                     [(eid, uid, body, now) for eid, uid, body in rows])
-            added = self._db.total_changes - before
-            self._pending += added
-            return added
+                self._db.executemany(f"INSERT OR IGNORE INTO {TABLE} (id, user_id, body, enqueued_at) "
+                                     "VALUES (?,?,?,?)", [(eid, uid, body, now) for eid, uid, body in rows])
+            self._check_file()
+            return self._db.total_changes - before
 
     def pending_count(self) -> int:
-        self.adopt()
-        return self._pending
-
-    def take(self, n: int) -> list[QueuedEvent]:
-        self.adopt()
         with self._lock, self._read():
             self._check()
-            rows = self._db.execute("SELECT seq, id, body, attempts FROM events WHERE state='pending' "
-                                    "ORDER BY seq LIMIT ?", (n,)).fetchall()
+            return int(self._db.execute(f"SELECT COUNT(*) FROM {TABLE} WHERE state='pending'").fetchone()[0])
+
+    def take(self, n: int) -> list[QueuedEvent]:
+        """Claim the ``n`` oldest pending events no live owner holds (this queue's own claims
+        included: the worker takes one batch at a time, so it holds none when it takes)."""
+        with self._lock:
+            self._check()
+            if self.path is not None and time.monotonic() - self._adopted_at >= self.ADOPT_INTERVAL:
+                try:
+                    self._adopt()
+                except (StoreUnavailableError, OSError):
+                    # Tried again at the next look; the events stay where they are meanwhile.
+                    logger.warning("BeeWeave: could not look for the ingest claims of processes that died in %s "
+                                   "yet", self.path, exc_info=True)
+            with self._write():
+                rows = self._db.execute(
+                    f"SELECT seq, id, body, attempts FROM {TABLE} WHERE state='pending' "
+                    "AND (taken_by IS NULL OR taken_by=?) ORDER BY seq LIMIT ?", (self.owner, n)).fetchall()
+                if rows:
+                    self._db.executemany(f"UPDATE {TABLE} SET taken_by=? WHERE seq=?",
+                                         [(self.owner, r[0]) for r in rows])
         return [QueuedEvent(seq, eid, json.loads(body), attempts) for seq, eid, body, attempts in rows]
 
     def done(self, ids: Sequence[str]) -> None:
@@ -323,10 +382,7 @@ class SQLiteEventQueue:
         with self._lock:
             self._check()
             with self._write():
-                gone = self._db.execute(f"SELECT COUNT(*) FROM events WHERE state='pending' AND id IN ({marks})",
-                                        list(ids)).fetchone()[0]
-                self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", list(ids))
-            self._pending -= gone
+                self._db.execute(f"DELETE FROM {TABLE} WHERE id IN ({marks})", list(ids))
         if self.path is not None and self._wal_size() > self.WAL_LIMIT:
             self.checkpoint()  # a long backlog: keep the WAL bounded while it drains
 
@@ -340,10 +396,10 @@ class SQLiteEventQueue:
         with self._lock:
             self._check()
             with self._write():
-                cur = self._db.execute(
-                    "UPDATE events SET state='dead', error=?, attempts=attempts+1, failed_at=?, body=coalesce(?, body) "
-                    "WHERE id=? AND state='pending'", (error, time.time(), body, event_id))
-            self._pending -= cur.rowcount
+                self._db.execute(
+                    f"UPDATE {TABLE} SET state='dead', error=?, attempts=attempts+1, failed_at=?, "
+                    "body=coalesce(?, body), taken_by=NULL WHERE id=? AND state='pending'",
+                    (error, time.time(), body, event_id))
 
     def postpone(self, ids: Sequence[str], error: str) -> None:
         if not ids:
@@ -352,14 +408,15 @@ class SQLiteEventQueue:
         with self._lock:
             self._check()
             with self._write():
-                self._db.execute(f"UPDATE events SET attempts=attempts+1, error=? WHERE state='pending' "
-                                 f"AND id IN ({marks})", [error, *ids])
+                self._db.execute(f"UPDATE {TABLE} SET attempts=attempts+1, error=?, taken_by=NULL "
+                                 f"WHERE state='pending' AND taken_by=? AND id IN ({marks})", [error, self.owner, *ids])
 
     def dead(self, limit: int | None = None) -> list[DeadRow]:
         with self._lock, self._read():
             self._check()
-            rows = self._db.execute("SELECT id, user_id, body, error, attempts, failed_at FROM events "
-                                    "WHERE state='dead' ORDER BY seq LIMIT ?", (-1 if limit is None else limit,)).fetchall()
+            rows = self._db.execute(f"SELECT id, user_id, body, error, attempts, failed_at FROM {TABLE} "
+                                    "WHERE state='dead' ORDER BY seq LIMIT ?", (-1 if limit is None else limit,)
+                                    ).fetchall()
         return [DeadRow(eid, uid, json.loads(body), error or "", attempts, failed_at or 0.0)
                 for eid, uid, body, error, attempts, failed_at in rows]
 
@@ -368,12 +425,11 @@ class SQLiteEventQueue:
             self._check()
             with self._write():
                 if ids is None:
-                    cur = self._db.execute("UPDATE events SET state='pending' WHERE state='dead'")
+                    cur = self._db.execute(f"UPDATE {TABLE} SET state='pending', taken_by=NULL WHERE state='dead'")
                 else:
                     marks = ",".join("?" * len(ids))
-                    cur = self._db.execute(f"UPDATE events SET state='pending' WHERE state='dead' AND id IN ({marks})",
-                                           list(ids))
-            self._pending += cur.rowcount
+                    cur = self._db.execute(f"UPDATE {TABLE} SET state='pending', taken_by=NULL WHERE state='dead' "
+                                           f"AND id IN ({marks})", list(ids))
             return cur.rowcount
 
     def discard(self, ids: Sequence[str]) -> int:
@@ -383,21 +439,19 @@ class SQLiteEventQueue:
         with self._lock:
             self._check()
             with self._write():
-                cur = self._db.execute(f"DELETE FROM events WHERE state='dead' AND id IN ({marks})", list(ids))
+                cur = self._db.execute(f"DELETE FROM {TABLE} WHERE state='dead' AND id IN ({marks})", list(ids))
             return cur.rowcount
 
     def drop_oldest(self, exclude: Collection[str], reason: str) -> str | None:
         with self._lock:
             self._check()
             with self._write():
-                rows = self._db.execute("SELECT id FROM events WHERE state='pending' ORDER BY seq LIMIT ?",
-                                        (len(exclude) + 1,)).fetchall()
+                rows = self._db.execute(f"SELECT id FROM {TABLE} WHERE state='pending' AND (taken_by IS NULL "
+                                        "OR taken_by=?) ORDER BY seq LIMIT ?", (self.owner, len(exclude) + 1)).fetchall()
                 victim = next((r[0] for r in rows if r[0] not in exclude), None)
                 if victim is not None:
-                    self._db.execute("UPDATE events SET state='dead', error=?, failed_at=? WHERE id=?",
-                                     (reason, time.time(), victim))
-            if victim is not None:
-                self._pending -= 1
+                    self._db.execute(f"UPDATE {TABLE} SET state='dead', error=?, failed_at=?, taken_by=NULL "
+                                     "WHERE id=?", (reason, time.time(), victim))
             return victim
 
     def checkpoint(self) -> None:
@@ -420,26 +474,27 @@ class SQLiteEventQueue:
                 if self._ckpt is not None:
                     self._ckpt.close()
                 if self.path is not None:
-                    # Empty the WAL so no processed event lingers in it.
+                    # Give back this queue's claims (a batch the worker was stopped in) and empty
+                    # the WAL so no processed event lingers in it.
+                    self._db.execute(f"UPDATE {TABLE} SET taken_by=NULL WHERE taken_by=?", (self.owner,))
                     self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                    empty = self._db.execute("SELECT count(*) FROM events").fetchone()[0] == 0
             except sqlite3.Error:
-                empty = False  # e.g. a full disk: the WAL is emptied by the next open
+                pass  # e.g. a full disk: the claims go back when another queue finds the slot free
             finally:
                 self._db.close()
-                if self.path is not None and self.path != self.base and empty:
-                    # A second process's file with nothing left in it: gone with the process.
-                    for side in ("", "-wal", "-shm"):
-                        Path(str(self.path) + side).unlink(missing_ok=True)
-                    Path(str(self.path) + ".lock").unlink(missing_ok=True)
                 self._release()
 
 
-def _own_file(base: Path) -> tuple[Path, io.FileIO]:
-    """The first queue file of ``base``'s series no live process holds, and the fd holding it."""
+def _slot_base(path: Path) -> Path:
+    return path.with_name(path.name + ".ingest.lock")
+
+
+def _own_slot(path: Path) -> tuple[Path, io.FileIO, int]:
+    """The first lock file of ``path``'s series no live process holds, locked, and its number."""
+    base = _slot_base(path)
     for n in range(10_000):
-        path = _numbered(base, n)
-        fd = _try_lock(Path(str(path) + ".lock"))
-        if fd is not None:
-            return path, fd
-    raise OSError(f"no free ingest queue file beside {base}")
+        slot = numbered(base, n)
+        f = try_lock(slot)
+        if f is not None:
+            return slot, f, n
+    raise OSError(f"no free ingest lock file beside {path}")

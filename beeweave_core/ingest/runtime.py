@@ -1,7 +1,8 @@
 """The moving parts of ingestion: the queue, the bound, and the background worker.
 
-``ingest()`` appends to the intake (:mod:`.intake`: never releases the GIL); the worker
-moves the intake into the queue, takes batches from the queue and processes them.
+``ingest()`` inserts the event into the queue (:mod:`.queue`: a table of the store's own
+file, or the PostgreSQL store's own queue) and returns once it is committed; the worker
+takes batches from the queue and processes them.
 
 Exactly once: an event stays ``pending`` in the queue until its memories are stored;
 their ids derive from the event id, so if the process dies between storing and
@@ -39,10 +40,9 @@ from ..records import KnowledgeChunk
 from ..store.base import StoreBackend
 from .config import IngestConfig, PatternScope, QueueFullPolicy
 from .errors import QueueFullError
-from .intake import Intake, MemoryIntake, MmapJournal
 from .patterns import NAMESPACE, HotPattern, PatternTracker
 from .pipeline import Pipeline, Prepared
-from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue
+from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue, holds_events
 
 __all__ = ["IngestRuntime", "REJECTED"]
 
@@ -115,14 +115,9 @@ def _mark_rated(signal: FeedbackSignal, chunk: KnowledgeChunk) -> KnowledgeChunk
     return chunk.copy(metadata={**chunk.metadata, "ingest": {**info, "rated": signal.value}}, relationships=[])
 
 
-def _intake_path(queue_path: Path) -> Path:
-    return queue_path.with_name(queue_path.name + ".intake")
-
-
-def queue_path_for(backend: StoreBackend) -> Path | None:
-    """``<db>.queue`` beside a file store; None when the store has no file."""
-    file = backend.capabilities.file
-    return None if file is None else file.with_name(file.name + ".queue")
+def store_file(backend: StoreBackend) -> Path | None:
+    """The file of a file store (its queue is a table in it); None when the store has no file."""
+    return backend.capabilities.file
 
 
 class IngestRuntime:
@@ -145,13 +140,15 @@ class IngestRuntime:
         self._queue: EventQueue | None = None
         self._shared: EventQueue | None = None  # the store's own queue (see _shared_queue)
         self._shared_made = False
-        self._intake: Intake | None = None  # None: callers write to the queue directly
         self._lock = threading.Lock()  # queue creation, worker start, close
-        self._move_lock = threading.Lock()  # one mover of intake records at a time, in order
         self._cond = threading.Condition()  # the bound: callers wait here for room, flush() for an empty queue
         self._wake = threading.Event()
         self._retry_now = threading.Event()  # cuts a wait for an unavailable store short (flush, close)
         self._inflight: set[str] = set()
+        # The queue's pending count as last read, plus the events put since: the bound is checked
+        # against it, so a put is one statement (each SQLite call releases the GIL, and getting it
+        # back from a busy worker is what a caller waits for). Read again after every batch.
+        self._estimate = 0
         self._thread: threading.Thread | None = None
         self._stop = False
         self._closed = False
@@ -162,17 +159,21 @@ class IngestRuntime:
         self._pattern_failure = _RetriedFailure("pattern detection")
 
     # -- the queue --------------------------------------------------------------------------
-    def _target(self) -> tuple[Path | None, bool]:
-        """Where the queue lives, and whether that was asked for explicitly."""
+    def _target(self) -> tuple[Path | None, Path | None, bool]:
+        """The file the queue table is in, where the queue's files were before it was a table
+        (moved in when it opens), and whether the file was asked for explicitly."""
         if self.config.queue_path is not None:
-            return Path(self.config.queue_path), True
-        return queue_path_for(self.memory.backend), False
+            explicit = Path(self.config.queue_path)
+            return explicit, explicit, True
+        path = store_file(self.memory.backend)
+        return path, None if path is None else path.with_name(path.name + ".queue"), False
 
     def open(self) -> None:
-        """At start-up: reopen a queue left by an earlier process and resume its pending events.
-        A store that never ingested gets no queue file."""
-        path, explicit = self._target()
-        left = path is not None and (path.exists() or _intake_path(path).exists())
+        """At start-up: open the queue when it holds events (left by an earlier process, or put by
+        another process on the store) and resume them. A store that never ingested gets no
+        queue lock file."""
+        path, old, explicit = self._target()
+        left = path is not None and holds_events(path, old)
         if self.config.queue is not None or explicit or left or self._shared_queue() is not None:
             self.queue()
             # A shared queue's worker runs from the start: other hosts' events arrive there.
@@ -190,7 +191,7 @@ class IngestRuntime:
 
     def _shared_queue(self) -> EventQueue | None:
         """The store's own queue, if it has one (PostgreSQL: in its database, shared by every
-        host, so it wins over a queue file); it is made once."""
+        host, so it wins over a SQLite queue); it is made once."""
         if not self._shared_made:
             own = self.memory.backend.capabilities.queue
             self._shared = None if own is None else own.ingest_queue()
@@ -203,61 +204,37 @@ class IngestRuntime:
         shared = self._shared_queue()
         if shared is not None:
             return shared  # callers write to it directly: a put is committed in the database
-        path, _ = self._target()
+        path, old, _ = self._target()
         backend = self.memory.backend
         if path is None and backend.capabilities.durable:
             logger.warning("%s has no file: ingested events are kept in memory until processed (set "
                            "IngestConfig.queue_path to make them durable)", type(backend).__name__)
-        queue = SQLiteEventQueue(path, fsync=self.config.fsync)
-        if not self.config.fsync:  # fsync asks for a synced SQLite write per event instead
-            self._intake = MemoryIntake() if path is None else MmapJournal(_intake_path(path), self.config.journal_bytes)
-        return queue
+        return SQLiteEventQueue(path, fsync=self.config.fsync, old_base=old)
 
     def put(self, text: str) -> None:
-        """Queue one validated event (its JSON ``text``) under the bound.
+        """Queue one validated event (its JSON ``text``) under the bound; durable when it returns.
 
-        The common path takes no lock but the intake's and never releases the GIL. The
-        bound is checked without a lock: concurrent callers may pass it by one event each.
+        The bound is checked without a lock, against the estimate (exact once it is reached):
+        concurrent callers, or other processes on the store, may pass it by one event each.
         """
         q = self.queue()
         cfg = self.config
         if self._closed:
             raise StoreClosedError("the store is closed")
-        if self.pending_count() >= cfg.max_pending:
+        if self._estimate >= cfg.max_pending and self.pending_count() >= cfg.max_pending:
             with self._cond:
                 if self.pending_count() >= cfg.max_pending:
                     self._make_room(q)
-        data = text.encode("utf-8")
-        intake = self._intake
-        if intake is None or not intake.append(data):
-            with self._cond:
-                if intake is not None:
-                    self._move_intake()  # the journal is full: empty it first, so order is kept
-                if intake is None or not intake.append(data):  # larger than the whole journal
-                    body = json.loads(text)
-                    q.put(event_key(body["id"], body["user_id"]), body["user_id"], text)
+        body = json.loads(text)
+        if q.put(event_key(body["id"], body["user_id"]), body["user_id"], text):
+            self._estimate += 1
         if cfg.autostart:
             self.start()
         self._wake.set()
 
-    def _move_intake(self) -> None:
-        """Move the intake's records into the queue (one transaction), then let the intake forget them."""
-        intake, q = self._intake, self._queue
-        if intake is None or q is None or not intake.count():
-            return
-        with self._move_lock:
-            records, mark = intake.drain()
-            rows = []
-            for raw in records:
-                body = json.loads(raw)
-                rows.append((event_key(body["id"], body["user_id"]), body["user_id"], raw.decode("utf-8")))
-            q.put_many(rows)  # a key already queued is ignored: a repeated move adds nothing
-            intake.commit(mark)
-
     def _make_room(self, q: EventQueue) -> None:
         """Called holding ``_cond`` with a full queue: apply the full-queue policy."""
         cfg = self.config
-        self._move_intake()  # the queue must hold every waiting event for the policies below
         full = (f"the ingest queue holds {self.pending_count()} events (IngestConfig.max_pending="
                 f"{cfg.max_pending}); the worker is behind")
         if cfg.when_full is QueueFullPolicy.RAISE:
@@ -301,17 +278,15 @@ class IngestRuntime:
         while not self._stop:
             self._wake.clear()  # before take(): a put after this sets it again, so no wake-up is lost
             try:
-                self._move_intake()
                 batch = q.take(self.config.batch_size)
                 if 0 < len(batch) < self.config.batch_size and self.pipeline.concurrent:
                     # A burst of events arrives one call at a time: a moment's wait lets them share
                     # the model's concurrency, instead of a first batch of one holding up the rest.
                     time.sleep(_LINGER)
-                    self._move_intake()
                     batch = q.take(self.config.batch_size)
             except StoreClosedError:
                 break
-            except Exception as exc:  # e.g. a full disk: the events stay in the intake and the queue
+            except Exception as exc:  # e.g. a full disk: the events stay in the queue
                 self._read_failure.failed(exc)
                 time.sleep(0.5)
                 continue
@@ -483,17 +458,17 @@ class IngestRuntime:
     def _stored_before_user_ids(self, chunks: list[KnowledgeChunk]) -> set[str]:
         """The ids of ``chunks`` whose memory a store written before ids carried the user holds
         under the old id (``<event id>:<n>``) for the same user: an event queued or retried
-        across the upgrade is stored once."""
-        old: dict[str, KnowledgeChunk] = {}
+        across the upgrade is stored once. Several users' events of one id share the old id."""
+        old: dict[str, list[KnowledgeChunk]] = {}
         for c in chunks:
             event_id = (c.metadata.get("ingest") or {}).get("event_id")
             n = c.id.rpartition(":")[2]
             if isinstance(event_id, str) and n.isascii() and n.isdigit():
-                old[legacy_event_memory_id(event_id, int(n))] = c
+                old.setdefault(legacy_event_memory_id(event_id, int(n)), []).append(c)
         if not old:
             return set()
         held = self.memory.backend.get(sorted(old))  # ids not stored are simply absent
-        return {old[i].id for i, h in held.items() if h.user_id == old[i].user_id}
+        return {c.id for i, h in held.items() for c in old[i] if h.user_id == c.user_id}
 
     def _fail(self, q: EventQueue, qe: QueuedEvent, exc: Exception, body: dict[str, Any]) -> None:
         error = f"{type(exc).__name__}: {exc}"
@@ -542,14 +517,7 @@ class IngestRuntime:
                 logger.warning("BeeWeave ingest worker still busy after %s s; its batch stays queued",
                                self.config.close_timeout)
         if queue is not None:
-            try:
-                self._move_intake()  # the next open finds them in the queue either way; this is tidier
-            except Exception:
-                logger.exception("BeeWeave ingest: moving the journal into the queue on close failed")
-            finally:
-                if self._intake is not None:
-                    self._intake.close()
-                queue.close()
+            queue.close()
 
     @property
     def running(self) -> bool:
@@ -569,10 +537,9 @@ class IngestRuntime:
         return found
 
     def pending_count(self) -> int:
-        """Events waiting: in the queue and in the intake."""
-        if self._queue is None:
-            return 0
-        return self._queue.pending_count() + (self._intake.count() if self._intake is not None else 0)
+        """Events waiting in the queue (every process's, on a shared store)."""
+        self._estimate = 0 if self._queue is None else self._queue.pending_count()
+        return self._estimate
 
     def wake(self) -> None:
         self.start()

@@ -257,7 +257,7 @@ class SearchesTermsInOneTrip(Protocol):
 class OwnsQueue(Protocol):
     """An optional role: the store keeps ingested events in its own database (PostgreSQL:
     a table every host serving the tenant drains), so the ingest runtime uses that queue
-    instead of a queue file beside the store."""
+    instead of its own queue table in the store's file."""
 
     def ingest_queue(self, *, lease: float | None = None, poll_interval: float = 1.0) -> EventQueue: ...
 
@@ -272,7 +272,7 @@ class Capabilities:
     does. The default declares nothing optional: a durable store with no file of its own.
 
     Attributes:
-        file: the store's database file; an ingest queue file is kept beside it.
+        file: the store's database file; the ingest queue is a table in it.
         durable: False when nothing stored outlives ``close()`` (an in-memory SQLite), so
             neither need ingested events; a durable store with neither ``file`` nor
             ``queue`` keeps them in memory until processed, with a warning.

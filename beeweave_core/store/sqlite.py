@@ -190,7 +190,7 @@ class SQLiteStore:
             use_wal(self._db, timeout)
             # Which file this store holds open: a file deleted (or replaced) under an open store
             # would take every later write with it when the store closes (see _check_file).
-            self._file_id = None if self.path is None else _file_id(self.path)
+            self._file_id = None if self.path is None else file_id(self.path)
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL is durable across process crashes
             self._db.execute("PRAGMA foreign_keys=ON")
             # Deleted rows are overwritten with zeros: forgotten text does not linger in free pages.
@@ -217,7 +217,7 @@ class SQLiteStore:
         """The store's file is still the one opened. SQLite keeps writing to a deleted file's
         inode, so without this every write after ``rm store.db`` would be acknowledged and then
         lost when the store closes (and a reopen would start a new, empty store)."""
-        if self._file_id is not None and _file_id(self.path) != self._file_id:  # type: ignore[arg-type]
+        if self._file_id is not None and file_id(self.path) != self._file_id:  # type: ignore[arg-type]
             raise StoreUnavailableError(f"the store file {self.path} was deleted or replaced while open: nothing "
                                         "more is written to it; close this store and open the file again")
 
@@ -1160,7 +1160,7 @@ class SQLiteStore:
         """At close: the graph, then the snapshot, then its name in meta (a crash in between leaves
         it unnamed), all under the write lock and after catching up: no other process can write
         in between, so the snapshot is exactly the database it names."""
-        if self.path is None or _file_id(self.path) != self._file_id:
+        if self.path is None or file_id(self.path) != self._file_id:
             return  # no store, or its file is gone: side files would describe nothing
         import logging
 
@@ -1193,7 +1193,7 @@ class SQLiteStore:
             return self.index.status_counts()
 
 
-def _file_id(path: Path) -> tuple[int, int] | None:
+def file_id(path: Path) -> tuple[int, int] | None:
     """The device and inode of ``path`` (``None`` when there is no such file)."""
     try:
         st = os.stat(path)

@@ -13,7 +13,7 @@ import time
 
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.sqlite import SQLiteStore
-from tests import conformance
+from tests import conformance_data
 
 PERMANENT = [f"s{i}" for i in range(60)]
 
@@ -21,7 +21,7 @@ PERMANENT = [f"s{i}" for i in range(60)]
 def row(rnd: random.Random, cid: str, n: int) -> ChunkRow:
     """A record with new text (version ``n``) and a new vector."""
     words = " ".join(f"w{rnd.randint(0, 50)}" for _ in range(5))
-    return conformance.row(cid, f"{words} only{cid} v{n}", seed=rnd.randrange(2**31), user_id="u0")
+    return conformance_data.row(cid, f"{words} only{cid} v{n}", seed=rnd.randrange(2**31), user_id="u0")
 
 
 def main(path: str, seconds: float) -> None:

@@ -1,7 +1,7 @@
 """A store on a small, full disk (a 24 MiB tmpfs mounted for the test; skipped where it cannot
 be mounted): add and ingest raise StoreUnavailableError (a BeeWeaveError, the OS error chained)
-and never a raw sqlite3 error; nothing acknowledged is lost once space is freed; the queue's
-WAL stays bounded while the backlog drains."""
+and never a raw sqlite3 error; nothing acknowledged is lost once space is freed; the store's
+WAL (the queue is a table of the store) stays bounded while the backlog drains."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _fill(path: Path) -> None:
 def test_a_full_disk_refuses_cleanly_and_loses_nothing_acknowledged(small_disk: Path) -> None:
     rnd = random.Random(3)
     db = small_disk / "m.db"
-    m = open_file_store(db, ingest=IngestConfig(journal_bytes=256 << 10, batch_size=32))
+    m = open_file_store(db, ingest=IngestConfig(batch_size=32))
     added, acked, refused = [], [], []
     for i in range(40):
         added.append(m.add(sentence_for(rnd), user_id="u", chunk_id=f"pre{i}"))
@@ -75,11 +75,13 @@ def test_a_full_disk_refuses_cleanly_and_loses_nothing_acknowledged(small_disk: 
             pytest.fail(f"a raw {type(exc).__name__} escaped on a full disk: {exc}")
     print("DISKFULL", i, len(added), len(acked), len(refused), {str(e)[:150] for e in refused})
     assert refused, "the disk never filled"
-    assert len(added) > 60 and len(acked) > 40, "nothing was acknowledged while the disk filled"
+    # Some of each acknowledged while the disk filled (ingest shares the disk with the store: the
+    # queue is a table of it, with no space set aside).
+    assert len(added) > 40 and len(acked) > 20, "nothing was acknowledged while the disk filled"
     assert all("cannot rollback" not in str(e) for e in refused)
     (small_disk / "filler").unlink()  # space again: the backlog drains
     assert m.flush(120)
-    wal = Path(str(db) + ".queue-wal")
+    wal = Path(str(db) + "-wal")
     assert not wal.exists() or wal.stat().st_size < 16 << 20
     assert m.dead_letters() == [] and m.pending_events() == 0
     chunks = all_chunks(m.backend)
@@ -88,8 +90,7 @@ def test_a_full_disk_refuses_cleanly_and_loses_nothing_acknowledged(small_disk: 
     assert set(acked) <= turns, sorted(set(acked) - turns)[:5]
     assert_consistent(m)
     m.close()
-    # And the store reopens with all of it (with its journal's size: a default 16 MiB journal,
-    # reserved afresh, need not fit beside a store that filled this 24 MiB disk).
-    with open_file_store(db, ingest=IngestConfig(journal_bytes=256 << 10)) as again:
+    # And the store reopens with all of it.
+    with open_file_store(db) as again:
         assert set(added) <= set(all_chunks(again.backend))
         assert again.verify().ok

@@ -1,6 +1,6 @@
 """Several processes read and write one embedded store file at once (the multi-process
-contract in store/sqlite.py: every process sees every other's commits; one queue and one
-intake file per process): two and four real processes ingest, add, update, delete and search
+contract in store/sqlite.py: every process sees every other's commits; one queue table, each
+process with its own lock file): two and four real processes ingest, add, update, delete and search
 for a bounded time, then another process reopens the store. Every acknowledged event and
 every add is stored exactly once, deleted memories are gone, nothing is dead or pending, no
 error outside BeeWeaveError was raised, verify() passes, and every search for another
@@ -75,8 +75,8 @@ def test_processes_sharing_one_store_lose_nothing_and_see_each_other(tmp_path: P
         for cid in sorted(added - deleted)[:20]:  # each found by its marker word
             word = chunks[cid].content.split()[0]
             assert cid in [h.chunk.id for h in m.search(word, user_id="shared", k=3)]
-    leftovers = [p.name for p in tmp_path.iterdir() if ".queue." in p.name and p.name.split(".")[-1].isdigit()]
-    assert leftovers == [], "a process's queue file outlived it unadopted"
+    leftovers = [p.name for p in tmp_path.iterdir() if ".ingest.lock" in p.name or ".queue" in p.name]
+    assert leftovers == [], f"a process's queue lock file outlived it: {leftovers}"
     # Each miss says why (the worker's line): until 2026-12-05 about one run in five had one,
     # a rewrite committed between a read's catch-up and its lookup of rows by number.
     misses = [s for s in lines if "missed" in s]

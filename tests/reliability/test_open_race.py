@@ -1,6 +1,7 @@
 """Several processes opening one new SQLite store file at the same moment all succeed.
 
-(The ingest queue needs no such test: each process takes a queue file of its own.)
+(The ingest queue table is created by the same rules: CREATE TABLE IF NOT EXISTS in a write
+transaction, so processes opening it at once are covered here too.)
 
 Before ``store.wal.use_wal`` one of three processes failed with "database is locked" in about
 one try in six: SQLite refuses a second switch to WAL at once, without waiting for the timeout.

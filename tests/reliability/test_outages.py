@@ -68,8 +68,6 @@ class Outage:
 
     def _all_tried(self) -> bool:
         runtime = self.memory.parts.ingestion.runtime
-        if runtime._intake is not None and runtime._intake.count():
-            return False  # not even moved into the queue yet
         waiting = runtime.queue().take(10_000)
         return bool(waiting) and all(e.attempts for e in waiting)
 

@@ -1,7 +1,7 @@
 """A process killed while sharing a store file with a live one: the events it acknowledged wait
-in its own intake journal or queue file, which only it held. The live process adopts them while it runs (it
-looked only when opening the queue before, so the events stayed unsearchable, and its flush()
-said everything was done, until some process reopened the store: found by a user trial)."""
+in the store's queue table. The live process stores them while it runs and its flush() waits for
+them (when each process had its own queue file, they stayed unsearchable and flush() said
+everything was done until some process reopened the store: found by a user trial)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pytest
 
 from beeweave_core import BeeWeave
 from beeweave_core.ingest import IngestConfig
-from beeweave_core.ingest.intake import MmapJournal
 from beeweave_core.ingest.queue import SQLiteEventQueue
 
 pytestmark = pytest.mark.slow
@@ -26,8 +25,8 @@ N = 30
 
 
 def _sibling(db: Path, fsync: bool) -> subprocess.Popen[str]:
-    """A process that acknowledges N events (into its intake journal, or with fsync straight
-    into its queue file), never processes them, says so, and waits to be killed."""
+    """A process that acknowledges N events (each commit synced or not), never processes them,
+    says so, and waits to be killed."""
     code = textwrap.dedent(f"""
         import sys, time
         from beeweave_core import BeeWeave
@@ -42,15 +41,14 @@ def _sibling(db: Path, fsync: bool) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("fsync", [True, False], ids=["queue-file", "intake-journal"])
+@pytest.mark.parametrize("fsync", [True, False], ids=["fsync", "no-fsync"])
 @pytest.mark.parametrize("first", ["sibling", "survivor"])
 def test_a_live_process_stores_what_a_killed_sibling_acknowledged(tmp_path, monkeypatch, first, fsync):
     monkeypatch.setattr(SQLiteEventQueue, "ADOPT_INTERVAL", 0.2, raising=False)
-    monkeypatch.setattr(MmapJournal, "ADOPT_INTERVAL", 0.2, raising=False)
     db = tmp_path / "shared.db"
     BeeWeave(str(db), embedder=EMB).close()  # the store exists before either opens it
     sib = None
-    if first == "sibling":  # it holds the queue's first file; the survivor a numbered one
+    if first == "sibling":  # it holds the queue's first lock file; the survivor a numbered one
         sib = _sibling(db, fsync)
         assert sib.stdout is not None and sib.stdout.readline().strip() == "acked"
     m = BeeWeave(str(db), embedder=EMB, ingest=IngestConfig(fsync=fsync))
