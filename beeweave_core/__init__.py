@@ -16,7 +16,7 @@ from .embedders import (
     LlamaIndexEmbedder,
     SentenceTransformerEmbedder,
 )
-from .engine import SearchConfig
+from .engine import NetworkConfig, SearchConfig
 from .engine.watch import Watch
 from .errors import (
     BeeWeaveError,
@@ -39,7 +39,7 @@ from .errors import (
 from .events import EventBus, EventType, MemoryEvent
 from .filters import Filter
 from .fusion import FusionMode
-from .index.context import IndexConfig
+from .index.config import IndexConfig
 from .index.turns import SessionContext
 from .ingest import (
     AdmissionRules,
@@ -79,7 +79,7 @@ from .lifecycle import (
 )
 from .lifecycle.sessions import ConversationContext
 from .memory import BeeWeave
-from .network import Candidate, ExpandOptions, NetworkConfig
+from .network import Candidate, ExpandOptions
 from .records import (
     ChunkStatus,
     ContentType,

@@ -37,14 +37,14 @@ COMMANDS = {
     "forget": "delete everything of a user",
     "maintain": "merge duplicates, expire and evict now",
     "invalidate": "mark the memories about changed files 'to verify' (a git post-commit hook)",
-    "review": "list memories waiting for review; approve, reject or resolve them",
+    "review": "list the memories waiting for review (pending or flagged); keep, archive or delete them",
     "memory": "add, show, list, edit or delete single memories; their history and relationships",
     "dead-letters": "list the events whose processing failed, or queue them again",
     "report": "write the dashboard as one self-contained HTML file",
     "openapi": "write the REST API's OpenAPI spec as JSON",
     "mcp": "run the MCP server (stdio, or streamable HTTP with API keys)",
-    "config": "show the options serve, worker and mcp would use, and whether each came from a flag, "
-              "a BEEWEAVE_* variable or the default",
+    "config": "show the options serve, worker and mcp would use and where each came from (flag, BEEWEAVE_* "
+              "variable or default); or the effective settings of a store or a server",
 }
 
 
@@ -145,11 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true")
 
     c = cmd("review")
-    c.add_argument("action", nargs="?", default="list", choices=["list", "approve", "reject", "resolve"],
-                   help="list (default), approve IDS, reject IDS, resolve ID keep|archive|delete")
-    c.add_argument("ids", nargs="*", help="memory ids (for resolve: the id, then the decision)")
+    c.add_argument("action", nargs="?", default="list",
+                   choices=["list", "keep", "archive", "delete", "approve", "reject", "resolve"],
+                   help="list (default): what waits, pending or flagged; keep IDS (approve a pending memory, "
+                        "clear a flagged one), archive IDS (flagged ones), delete IDS (reject a pending memory); "
+                        "deprecated: approve IDS, reject IDS, resolve ID DECISION")
+    c.add_argument("ids", nargs="*", help="memory ids")
     c.add_argument("--user-id")
-    c.add_argument("--reason", help="why (for reject)")
+    c.add_argument("--reason", help="why (kept with a rejected pending memory)")
     c.add_argument("--json", action="store_true")
 
     c = cmd("memory")
@@ -188,8 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = cmd("config")
     c.add_argument("action", choices=["show"])
-    c.add_argument("for_command", nargs="?", choices=["serve", "worker", "mcp"], metavar="COMMAND",
-                   help="only this command's options, parsed from the flags that follow it (default: all)")
+    c.add_argument("for_command", nargs="?", choices=["serve", "worker", "mcp", "store", "server"], metavar="WHAT",
+                   help="serve, worker or mcp: only this command's options, parsed from the flags that follow it "
+                        "(default: all); store: what --store opens with (its recorded model, tokenizer and index, "
+                        "every engine setting), read without changing it; server: the settings serve would run "
+                        "with, from serve's flags, without secrets")
     c.add_argument("flags", nargs=argparse.REMAINDER, help="COMMAND's flags, as they would be given to it")
     c.add_argument("--json", action="store_true")
     return p

@@ -212,12 +212,12 @@ def _require_server_extras(store: str) -> None:
         from .store import postgres  # noqa: F401  (raises MissingDependencyError naming beeweave-memory[postgres])
 
 
-def cmd_serve(args: Any) -> int:
-    from .server import ServerConfig, keys_from_env, load_api_keys, serve
+def _server_config(args: Any) -> Any:
+    """The ``ServerConfig`` of ``serve``'s arguments (also what ``config show server`` prints)."""
+    from .server import ServerConfig, keys_from_env, load_api_keys
 
     if _is_remote(args.store):
         raise InvalidInputError("serve needs a local store (a directory, a SQLite file or a PostgreSQL URL)")
-    _require_server_extras(args.store)
     keys = load_api_keys(args.api_keys) if args.api_keys else keys_from_env()
     if not keys:
         raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:tenant,...'")
@@ -237,6 +237,16 @@ def cmd_serve(args: Any) -> int:
                           maintain_interval=args.maintain_every, max_k=args.max_k,
                           max_flush_timeout=args.max_flush_timeout, tenant_queue=args.tenant_queue,
                           max_events=args.max_events, webhook_queue=args.webhook_queue)
+    return config
+
+
+def cmd_serve(args: Any) -> int:
+    from .server import serve
+
+    if _is_remote(args.store):
+        raise InvalidInputError("serve needs a local store (a directory, a SQLite file or a PostgreSQL URL)")
+    _require_server_extras(args.store)
+    config = _server_config(args)
     tenants = sorted(config.tenants)
     print(f"beeweave: serving {len(tenants)} tenant(s) ({', '.join(tenants)}) from {args.store} "
           f"on http://{args.host}:{args.port}", file=sys.stderr)
@@ -265,12 +275,22 @@ def cmd_worker(args: Any) -> int:
 
 # -- config -----------------------------------------------------------------------------------------------------
 def cmd_config(args: Any) -> int:
-    """The options a service command would use; the table and the masking are in options.py."""
+    """The options a service command would use (the table and the masking are in options.py), or
+    the effective settings of a store or a server (effective_settings.py)."""
     from . import options
     from .cli import build_parser
 
     flags = [f for f in args.flags if f != "--json"]  # `config show serve --port 1 --json`: ours, not serve's
     as_json = args.json or len(flags) < len(args.flags)
+    if args.for_command in ("store", "server"):
+        from .effective_settings import render_settings
+
+        settings = _store_settings(args, flags) if args.for_command == "store" else _served_settings(args, flags)
+        if as_json:
+            _print_json(settings)
+        else:
+            print(render_settings(settings))
+        return 0
     if flags and not args.for_command:
         raise InvalidInputError(f"flags {flags} need the command they are for: beeweave config show serve ...")
     rows = options.resolved(args, None)
@@ -283,6 +303,37 @@ def cmd_config(args: Any) -> int:
     else:
         print(options.render(rows))
     return 0
+
+
+def _store_settings(args: Any, flags: list[str]) -> dict[str, Any]:
+    """``config show store [--store X] [--tenant T] [--embedder E]``: the flags after ``store`` win
+    over the same global ones, so both ``beeweave --store X config show store`` and
+    ``beeweave config show store --store X`` work."""
+    from . import options
+    from .cli import _Parser
+    from .effective_settings import store_settings
+
+    parser = _Parser(prog="beeweave config show store")
+    options.add_arguments(parser, None)
+    ns = parser.parse_args(flags)
+    given = {r.option.dest for r in options.resolved(ns, None) if r.source == "flag"}
+    store, tenant, embedder = ((getattr(ns, d) if d in given else getattr(args, d)) for d in ("store", "tenant", "embedder"))
+    if _is_remote(store):
+        raise InvalidInputError("config show store reads a local store or a PostgreSQL URL; for a server's, run "
+                                "config show server where it runs")
+    return store_settings(store, tenant=tenant, embedder=embedder)
+
+
+def _served_settings(args: Any, flags: list[str]) -> dict[str, Any]:
+    """``config show server [serve's flags]``: the ServerConfig ``serve`` would build, without secrets."""
+    from .cli import build_parser
+    from .effective_settings import server_settings
+
+    served = build_parser().parse_args(["serve", *flags])  # serve's defaults, variables and checks
+    for name in ("store", "tenant", "embedder"):  # the global options, given before `config`
+        setattr(served, name, getattr(args, name))
+    return server_settings(_server_config(served), host=served.host, port=served.port, log_level=served.log_level,
+                           json_logs=served.json_logs)
 
 
 # -- stats ----------------------------------------------------------------------------------------------------
@@ -460,37 +511,44 @@ def cmd_invalidate(args: Any) -> int:
     return 0
 
 
+# The old review actions (before issue 45) -> the decision they are now.
+_OLD_REVIEW = {"approve": "keep", "reject": "delete"}
+
+
 def cmd_review(args: Any) -> int:
-    with _service(args, existing=True) as svc:
-        if args.action == "list":
-            if args.ids:
-                raise InvalidInputError("review list takes no ids")
-            pending = svc.pending(user_id=args.user_id)
-            flagged = svc.review_queue(user_id=args.user_id)
-            if args.json:
-                _print_json({"pending": [c.to_dict() for c in pending],
-                             "flagged": [{"chunk_id": i.chunk_id, "user_id": i.user_id, "reasons": list(i.reasons),
-                                          "flagged_at": i.flagged_at.isoformat()} for i in flagged]})
-                return 0
-            print(f"{len(pending)} pending review" + (":" if pending else ""))
-            for c in pending:
-                why = (c.metadata.get("ingest") or {}).get("review")
-                print(f"  {c.id}  [{c.user_id}]  {_one_line(c.raw_content, 80)}" + (f"  ({why})" if why else ""))
-            print(f"{len(flagged)} flagged by the lifecycle" + (":" if flagged else ""))
-            for i in flagged:
-                print(f"  {i.chunk_id}  [{i.user_id}]  {', '.join(i.reasons)}")
-            return 0
-        if not args.ids:
-            raise InvalidInputError(f"review {args.action} needs memory ids")
-        if args.action == "resolve":
-            if len(args.ids) != 2:
+    """One review flow (engine/review_flow.py): list what waits, then keep, archive or delete it."""
+    from .server.service import review_dict
+
+    action, ids = args.action, list(args.ids)
+    if action in _OLD_REVIEW or action == "resolve":
+        if action == "resolve":  # `review resolve ID DECISION`
+            if len(ids) != 2:
                 raise InvalidInputError("review resolve takes an id and a decision (keep, archive or delete)")
-            kept = svc.resolve_review(args.ids[0], args.ids[1])
-            print(f"{args.ids[0]}: {args.ids[1]}" + ("" if kept is None else f" (now {kept.status.value})"))
+            ids, decision = ids[:1], ids[1]
+        else:
+            decision = _OLD_REVIEW[action]
+        print(f"beeweave: `review {action}` is deprecated: use `review {decision} ID...`", file=sys.stderr)
+        action = decision
+    with _service(args, existing=True) as svc:
+        if action == "list":
+            if ids:
+                raise InvalidInputError("review list takes no ids")
+            items = svc.review(user_id=args.user_id)
+            if args.json:
+                _print_json([review_dict(i) for i in items])
+                return 0
+            print(f"{len(items)} waiting for review" + (":" if items else ""))
+            for i in items:
+                why = ", ".join(i.reasons)
+                held = ((i.chunk.metadata.get("ingest") or {}).get("review") if i.chunk else None)
+                held = "; ".join(map(str, held)) if isinstance(held, list) else held
+                text = _one_line(i.chunk.raw_content, 80) if i.chunk else ""
+                print(f"  {i.chunk_id}  [{i.user_id}]  {why}{f' ({held})' if held else ''}  {text}")
             return 0
-        done = svc.approve(args.ids) if args.action == "approve" else svc.reject(args.ids, reason=args.reason)
-        verb = "approved" if args.action == "approve" else "rejected"
-        print(f"{verb} {len(done)} of {len(args.ids)}" + (": " + " ".join(done) if done else " (none was pending)"))
+        if not ids:
+            raise InvalidInputError(f"review {action} needs memory ids")
+        done = svc.decide(ids, action, reason=args.reason)
+    print(f"{action}: {len(done)} of {len(ids)}" + (": " + " ".join(done) if done else ""))
     return 0
 
 

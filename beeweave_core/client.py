@@ -23,6 +23,7 @@ import json
 import logging
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
@@ -217,6 +218,11 @@ class IngestBuffer:
             self._cond.notify_all()
         if left:
             logger.warning("BeeWeaveClient closed with %d events not yet delivered", left)
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"BeeWeaveClient.{old} is deprecated: use BeeWeaveClient.{new}, the one review flow for "
+                  "pending and flagged memories", DeprecationWarning, stacklevel=3)
 
 
 class BeeWeaveClient:
@@ -482,24 +488,48 @@ class BeeWeaveClient:
                           params={"user_id": user_id, "window": window})
         return _conversation(data)
 
+    def review(self, *, user_id: str | None = None, agent_id: str | None = None, limit: int | None = None,
+               reasons: str | Sequence[str] | None = None) -> list[ReviewItem]:
+        """Memories waiting for a decision, oldest first, each with its memory (``BeeWeave.review``)."""
+        params: dict[str, Any] = {"user_id": user_id, "agent_id": agent_id, "limit": limit,
+                                  "reason": [reasons] if isinstance(reasons, str) else reasons}
+        data = self._call("GET", "/api/v1/review", params=params)
+        return [ReviewItem(i["chunk_id"], i.get("user_id"), tuple(i["reasons"]), to_datetime(i["flagged_at"]),
+                           _chunk(i["chunk"]) if i.get("chunk") else None) for i in data["items"]]
+
+    def decide(self, ids: str | Iterable[str], decision: Any, *, reason: str | None = None) -> list[str]:
+        """Decide on memories waiting for review: keep, archive or delete (``BeeWeave.decide``)."""
+        body = {"ids": _id_list(ids), "decision": getattr(decision, "value", decision), "reason": reason}
+        return self._call("POST", "/api/v1/review/decide", body=body)["ids"]
+
     def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
                 limit: int | None = None) -> list[KnowledgeChunk]:
+        """Deprecated: ``review(reasons="pending")``."""
+        _deprecated("pending()", 'review(reasons="pending")')
         data = self._call("GET", "/api/v1/review/pending", params={"user_id": user_id, "agent_id": agent_id,
                                                                     "limit": limit})
         return [_chunk(c) for c in data["chunks"]]
 
     def approve(self, ids: str | Iterable[str]) -> list[str]:
+        """Deprecated: ``decide(ids, "keep")``."""
+        _deprecated("approve()", 'decide(ids, "keep")')
         return self._call("POST", "/api/v1/review/approve", body={"ids": _id_list(ids)})["ids"]
 
     def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]:
+        """Deprecated: ``decide(ids, "delete", reason=...)``."""
+        _deprecated("reject()", 'decide(ids, "delete", reason=...)')
         return self._call("POST", "/api/v1/review/reject", body={"ids": _id_list(ids), "reason": reason})["ids"]
 
     def review_queue(self, *, user_id: str | None = None) -> list[ReviewItem]:
+        """Deprecated: ``review()`` (every reason but "pending")."""
+        _deprecated("review_queue()", "review()")
         data = self._call("GET", "/api/v1/review/queue", params={"user_id": user_id})
         return [ReviewItem(i["chunk_id"], i.get("user_id"), tuple(i["reasons"]), to_datetime(i["flagged_at"]))
                 for i in data["items"]]
 
     def resolve_review(self, chunk_id: str, decision: Any) -> KnowledgeChunk | None:
+        """Deprecated: ``decide([chunk_id], decision)``."""
+        _deprecated("resolve_review()", "decide(ids, decision)")
         data = self._call("POST", "/api/v1/review/resolve",
                           body={"chunk_id": chunk_id, "decision": getattr(decision, "value", decision)})
         return _chunk(data["chunks"][0]) if data["chunks"] else None

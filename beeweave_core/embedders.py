@@ -60,8 +60,8 @@ _log = logging.getLogger(__name__)
 
 
 # "auto" exports models up to this size: a small model's single query is dominated by torch's
-# per-operator overhead (MiniLM, 23M: 28 -> 9 ms), a large one's by its arithmetic, where an
-# export would cost minutes and gigabytes of cache (bge-m3, 568M) for little.
+# per-operator overhead (which the export removes), a large one's by its arithmetic, where an
+# export would cost a long first load and a large cache (bge-m3, 568M) for little.
 _AUTO_ONNX_MAX_PARAMETERS = 150_000_000
 
 
@@ -140,10 +140,10 @@ class SentenceTransformerEmbedder:
             weights exported locally to ONNX (no download; cached under ``cache_dir``) and
             run with onnxruntime on the CPU. Its float vectors equal torch's (cosine
             1 - 1e-6), so a store keeps the model's name and either backend can search it;
-            one query embeds about three times faster than through torch (a single short
+            one query embeds faster than through torch (a single short
             text is dominated by torch's per-operator overhead). ``"auto"``: ONNX on the CPU
             for a model of up to 150M parameters when onnxruntime and onnx are installed and
-            the model exports (the first load of a model exports it once, ~15 s for MiniLM),
+            the model exports (the first load of a model exports it once),
             torch otherwise (a failed export is logged once and torch is used). With ONNX
             the torch copy of the weights is let go once the export is loaded.
             ``"torch"``: always torch.

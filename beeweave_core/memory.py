@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -27,10 +28,11 @@ import numpy as np
 
 from .defaults import DEFAULT_TOP_K
 from .embedders import Embedder, as_embedder
-from .engine.config import SearchConfig
+from .engine.config import NetworkConfig, SearchConfig
 from .engine.graph import Graph
 from .engine.listing import Page, list_page
 from .engine.records import Records
+from .engine.review_flow import Review
 from .engine.search import Search
 from .engine.shared import Shared
 from .engine.watch import Watch, Watches
@@ -38,7 +40,7 @@ from .errors import EmbedderMismatchError, InvalidInputError, TokenizerMismatchE
 from .events import EventBus
 from .fields import declare_fields
 from .fusion import FusionMode
-from .index.context import IndexConfig
+from .index.config import IndexConfig
 from .ingest.api import Ingestion
 from .ingest.config import IngestConfig
 from .ingest.documents import DocFormat
@@ -53,7 +55,7 @@ from .lifecycle.reports import MaintenanceReport, MemoryVersion, ReviewItem
 from .lifecycle.schedule import MaintenanceSchedule
 from .lifecycle.sessions import ConversationContext
 from .lifecycle.validity import InvalidationReport
-from .network import Candidate, ExpandOptions, NetworkConfig
+from .network import Candidate, ExpandOptions
 from .records import KnowledgeChunk, Relationship, RelationType, SearchHit, utcnow
 from .rerank import Reranker
 from .scopes import ScopeConfig, Scopes
@@ -172,6 +174,7 @@ class BeeWeave:
             hooks.on_flush += [self._lifecycle.flush]
             # The worker stops before access counts are written, and both before the store closes.
             hooks.on_close += [self._ingestion.close, self._lifecycle.close]
+            self._review = Review(self._ingestion, self._lifecycle)
             self._ingestion.open()  # resume events a dead process left queued
         except BaseException:
             self._close_after_failed_init(backend)
@@ -561,12 +564,30 @@ class BeeWeave:
         """A memory's weight now, decayed since its last feedback (pinned: as set)."""
         return self._lifecycle.effective_weight(chunk_id)
 
+    # -- review: one flow for what ingestion holds pending and what the lifecycle flags -----------
+    def review(self, *, user_id: str | None = None, agent_id: str | None = None, limit: int | None = None,
+               reasons: str | Sequence[str] | None = None) -> list[ReviewItem]:
+        """Memories waiting for a decision, oldest first, each with its memory: ``reasons`` say why
+        ("pending": held by the admission rules; "stale", "expired", "verify", "fact_conflict":
+        flagged by the lifecycle).
+        ``reasons="pending"`` (or a list) keeps only those."""
+        return self._review.items(user_id=user_id, agent_id=agent_id, limit=limit, reasons=reasons)
+
+    def decide(self, ids: str | Iterable[str], decision: ReviewDecision | str, *,
+               reason: str | None = None) -> list[str]:
+        """Decide on memories waiting for review: "keep" (a pending one is approved, a flagged one
+        cleared), "delete" (a pending one is rejected with ``reason`` and never comes back) or
+        "archive" (flagged ones only). Every id is checked first; returns the ids decided."""
+        return self._review.decide(ids, decision, reason=reason)
+
     def review_queue(self, *, user_id: str | None = None) -> list[ReviewItem]:
-        """Memories flagged for a decision (stale, or expired but valued), oldest flag first."""
+        """Deprecated: ``review()`` (every reason but "pending")."""
+        _deprecated("review_queue()", "review()")
         return self._lifecycle.review_queue(user_id=user_id)
 
     def resolve_review(self, chunk_id: str, decision: ReviewDecision | str) -> KnowledgeChunk | None:
-        """Decide on a flagged memory: "keep", "archive" or "delete"."""
+        """Deprecated: ``decide([chunk_id], decision)``."""
+        _deprecated("resolve_review()", "decide(ids, decision)")
         return self._lifecycle.resolve_review(chunk_id, decision)
 
     def audit(self, chunk_id: str | None = None) -> list[dict[str, Any]]:
@@ -597,7 +618,7 @@ class BeeWeave:
     def invalidate(self, paths: Iterable[str], commit: str | None = None, *,
                    user_id: str | None = None) -> InvalidationReport:
         """Files changed (e.g. by a commit): mark the memories about them "to verify", lower
-        their weight and queue them for review (``resolve_review(id, "keep")`` restores them)."""
+        their weight and queue them for review (``decide(id, "keep")`` restores them)."""
         return self._lifecycle.validity.invalidate(paths, commit, user_id=user_id)
 
     def remember_fact(self, subject_key: str, content: str, *, user_id: str, source: str | None = None,
@@ -674,15 +695,18 @@ class BeeWeave:
 
     def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
                 limit: int | None = None) -> list[KnowledgeChunk]:
-        """Memories waiting for review, oldest first."""
+        """Deprecated: ``review(reasons="pending")`` (its items' ``chunk``)."""
+        _deprecated("pending()", 'review(reasons="pending")')
         return self._ingestion.pending(user_id=user_id, agent_id=agent_id, limit=limit)
 
     def approve(self, ids: str | Iterable[str]) -> list[str]:
-        """Make pending memories active; return the ids that changed."""
+        """Deprecated: ``decide(ids, "keep")``."""
+        _deprecated("approve()", 'decide(ids, "keep")')
         return self._ingestion.approve(ids)
 
     def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]:
-        """Delete pending memories (their ids are remembered, so they never come back)."""
+        """Deprecated: ``decide(ids, "delete", reason=...)``."""
+        _deprecated("reject()", 'decide(ids, "delete", reason=...)')
         return self._ingestion.reject(ids, reason=reason)
 
     def hot_patterns(self, *, user_id: str | None = None) -> list[HotPattern]:
@@ -770,6 +794,12 @@ class BeeWeave:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _deprecated(old: str, new: str) -> None:
+    """The review flow's old names (before issue 45) still work, and say what replaces them."""
+    warnings.warn(f"BeeWeave.{old} is deprecated: use BeeWeave.{new}, the one review flow for pending and "
+                  "flagged memories", DeprecationWarning, stacklevel=3)
 
 
 def _resolve_tokenizer(backend: StoreBackend, wanted: TokenizerConfig | None) -> TokenizerConfig:

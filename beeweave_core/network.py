@@ -1,6 +1,6 @@
-"""The knowledge network's settings and shapes: which relationships are mined, how search
-expands along them, and outside candidates to post-process (the work is done by
-:class:`beeweave_core.engine.graph.Graph`).
+"""The knowledge network's shapes: how search expands along relationships and outside
+candidates to post-process (the work is done by :class:`beeweave_core.engine.graph.Graph`,
+whose settings, ``NetworkConfig``, are in :mod:`beeweave_core.engine.config`).
 
 Edges are stored once (source -> target) and read in both directions:
 - semantic: a new memory -> its most similar existing memories of the same user
@@ -12,24 +12,24 @@ Edges are stored once (source -> target) and read in both directions:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config_rules import Number, Rule, check_fields
 from .records import RelationType
 
-__all__ = ["NetworkConfig", "ExpandOptions", "Candidate", "check_ranking"]
+__all__ = ["ExpandOptions", "Candidate", "check_ranking"]
 
 
-@dataclass(frozen=True)
-class NetworkConfig:
-    """Which relationships are mined when memories are added."""
+def __getattr__(name: str) -> Any:
+    # NetworkConfig lived here: old imports keep working. Looked up lazily, because the engine
+    # package (engine/__init__ -> graph) imports this module.
+    if name == "NetworkConfig":
+        from .engine.config import NetworkConfig
 
-    semantic_k: int = 5
-    semantic_threshold: float = 0.6
-    session_links: bool = True
-    entity_links: bool = True
-    tag_links: bool = True
-    max_shared_links: int = 10  # per new memory and kind; shared popular tags would link everything
+        return NetworkConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -49,23 +49,23 @@ class ExpandOptions:
     limit: int | None = None
 
     def __post_init__(self) -> None:
-        from .errors import InvalidInputError
-
-        if isinstance(self.hops, bool) or not isinstance(self.hops, int) or self.hops < 0:
-            raise InvalidInputError("ExpandOptions.hops must be a non-negative integer")
-        if isinstance(self.decay, bool) or not isinstance(self.decay, (int, float)) or not 0 < self.decay <= 1:
-            raise InvalidInputError("ExpandOptions.decay must be in (0, 1]")
-        if self.limit is not None and (isinstance(self.limit, bool) or not isinstance(self.limit, int)
-                                       or self.limit < 0):
-            raise InvalidInputError("ExpandOptions.limit must be a non-negative integer or None")
+        check_fields(self, _EXPAND_RULES)
         if self.edge_types is not None:
             object.__setattr__(self, "edge_types", check_edge_types(self.edge_types))
+
+
+_EXPAND_RULES: dict[str, Rule] = {
+    "hops": Number(0, integer=True), "decay": Number(0, 1, open_low=True),
+    "limit": Number(0, integer=True, optional=True),
+}
 
 
 def check_edge_types(types: Any) -> tuple[str, ...]:
     """Relation type names (a name or an iterable of names or ``RelationType``s), each known."""
     from .errors import InvalidInputError
 
+    if not isinstance(types, (str, RelationType, Iterable)):
+        raise InvalidInputError(f"edge types must be a relation type name or a list of them, got {types!r}")
     types = (types,) if isinstance(types, (str, RelationType)) else tuple(types)
     allowed = {t.value for t in RelationType}
     names = tuple(getattr(t, "value", t) for t in types)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = ["Option", "OPTIONS", "ENV_ONLY", "SOURCES", "Resolved", "add_arguments", "for_command", "resolved", "masked",
-           "render", "env_names"]
+           "render", "env_names", "mask_url"]
 
 SOURCES = ("flag", "env", "default")
 _GIVEN = "given__"  # namespace attribute a flag's action sets: argparse itself does not say what was typed
@@ -211,6 +211,11 @@ def resolved(args: argparse.Namespace, command: str | None,
 _URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^:/@]*:)([^@]*)(@)", re.I)
 
 
+def mask_url(text: str) -> str:
+    """A URL without the password of its user part (``postgresql://u:***@host/db``)."""
+    return _URL_PASSWORD.sub(r"\1***\3", text)
+
+
 def masked(option: Option, value: Any) -> Any:
     """What ``config show`` may print: never a key, nor the password in a database URL."""
     if value is None or value == "":
@@ -218,7 +223,7 @@ def masked(option: Option, value: Any) -> Any:
     if option.mask == "secret":
         return f"*** ({len(str(value))} characters)"
     if option.mask == "url":
-        return _URL_PASSWORD.sub(r"\1***\3", str(value))
+        return mask_url(str(value))
     return value
 
 

@@ -43,7 +43,7 @@ class QueryLimits:
             before often says what it is about).
         embed_chars: characters of the latest turns embedded at most.
         lexical_chars: characters of the latest turns tokenized (segmenting Chinese costs
-            about 15 µs a character: this bounds a long dialogue's lexical cost).
+            time in proportion to its length: this bounds a long dialogue's lexical cost).
         max_chars: characters of a dialogue read at all (the latest).
         max_questions: how many questions of one query are searched one by one (a query
             that asks more is searched whole).

@@ -113,10 +113,6 @@ def _enum(cls: type[Enum], value: Any, name: str) -> Any:
         raise InvalidInputError(f"{name} must be one of {allowed}; got {value!r}") from None
 
 
-def _opt_dt(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 @dataclass
 class ProcessedContent:
     """The normalized form of a memory: plain text, code with its language, or data."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .config_rules import FLAG, check_fields
 from .errors import InvalidInputError, NotFoundError
 
 __all__ = ["ScopeKind", "Scope", "ScopeConfig", "WriteRule", "Scopes", "KeyScopes", "SCOPE_PREFIX", "TENANT",
@@ -158,8 +159,7 @@ class ScopeConfig:
     writers: Sequence[WriteRule] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tenant, bool):
-            raise InvalidInputError("ScopeConfig.tenant must be True or False")
+        check_fields(self, {"tenant": FLAG})
         if not isinstance(self.grants, Mapping):
             raise InvalidInputError("ScopeConfig.grants maps a user id (or '*') to a list of scope names")
         grants = {}
@@ -233,8 +233,8 @@ def _scope_list(scopes: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class KeyScopes:
-    """The shared scopes an API key scoped to users reads and writes (REST ``server/auth.py``
-    and MCP ``mcp/tools.py`` hold one each): the tenant's knowledge always, ``read`` and
+    """The shared scopes an API key scoped to users reads and writes (a key's
+    ``server.config.KeyScope``, used by REST and MCP alike, holds one): the tenant's knowledge always, ``read`` and
     ``write`` scopes with their sub-scopes (a scope it writes it also reads)."""
 
     read: frozenset[str] = frozenset()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from .errors import InvalidInputError
+from .config_rules import FLAG, Duration, Number, Rule, check_fields
 from .records import KnowledgeChunk
 
 __all__ = ["ScoringConfig", "RankFields", "effective_weight", "refreshed_weight", "is_expired", "ttl_passed", "score_factor", "NEUTRAL_WEIGHT"]
@@ -86,20 +86,15 @@ class ScoringConfig:
     expired_penalty: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("decay", "penalty_decay", "unused_decay"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
-                raise InvalidInputError(f"{name} must be in (0, 1], got {value!r}")
-        if isinstance(self.floor, bool) or not (isinstance(self.floor, (int, float)) and 0.0 <= self.floor <= 1.0):
-            raise InvalidInputError(f"floor must be a number in [0, 1], got {self.floor!r}")
-        for name in ("period", "recency_half_life"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
-                raise InvalidInputError(f"{name} must be a positive timedelta, got {value!r}")
-        for name in ("stale_penalty", "expired_penalty"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
-                raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
+        check_fields(self, _SCORING_RULES)
+
+
+_FACTOR = Number(0, 1, open_low=True)  # a decay factor per period: 0 would erase at once
+_SCORING_RULES: dict[str, Rule] = {
+    "use_weight": FLAG, "decay": _FACTOR, "penalty_decay": _FACTOR, "unused_decay": _FACTOR,
+    "floor": Number(0, 1), "period": Duration(), "recency_half_life": Duration(optional=True),
+    "use_confidence": FLAG, "stale_penalty": Number(0, 1), "expired_penalty": Number(0, 1),
+}
 
 
 def effective_weight(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:

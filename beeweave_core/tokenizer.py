@@ -29,6 +29,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from .config_rules import FLAG, Choice, Instance, Number, Rule, check_fields
 from .errors import InvalidInputError, MissingDependencyError
 from .quiet import quiet_jieba
 
@@ -84,7 +85,7 @@ _JIEBA_LOCK = threading.Lock()
 
 
 def _shared_jieba() -> Any:
-    """One jieba dictionary per process: loading it takes about a second and it is read-only."""
+    """One jieba dictionary per process: loading it is slow and it is read-only."""
     global _JIEBA
     if _JIEBA is None:
         with _JIEBA_LOCK:
@@ -157,6 +158,9 @@ class TokenizerConfig:
     cjk_bigrams: bool = True  # character bigrams of CJK runs as extra terms
     numbers: bool = True  # digit runs without leading zeros; Chinese numerals also as Arabic
 
+    def __post_init__(self) -> None:
+        check_fields(self, _TOKENIZER_RULES)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -177,6 +181,12 @@ class TokenizerConfig:
             raise InvalidInputError(f"not a tokenizer configuration: {data!r}") from exc
 
 
+_TOKENIZER_RULES: dict[str, Rule] = {
+    "lowercase": FLAG, "stopwords": FLAG, "stemmer": Instance(str, "a Snowball language name", optional=True),
+    "chinese": FLAG, "version": Number(1, integer=True), "chinese_stopwords": Choice(("v1", "v2")),
+    "traditional_to_simplified": FLAG, "cjk_bigrams": FLAG, "numbers": FLAG,
+}
+
 # What a store saved before these fields existed was built with (version 1).
 _LEGACY: dict[str, Any] = {"chinese_stopwords": "v1", "traditional_to_simplified": False, "cjk_bigrams": False,
                            "numbers": False}
@@ -191,8 +201,6 @@ class Tokenizer:
 
     def __init__(self, config: TokenizerConfig | None = None) -> None:
         self.config = config or TokenizerConfig()
-        if self.config.chinese_stopwords not in ("v1", "v2"):
-            raise InvalidInputError(f"chinese_stopwords must be 'v1' or 'v2', got {self.config.chinese_stopwords!r}")
         self._stemmer: Any = None
         self._jieba: Any = None
         self._lock = threading.Lock()

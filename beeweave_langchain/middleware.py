@@ -33,6 +33,7 @@ from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 from beeweave_core.lifecycle.attribution import AttributionConfig, drawn_on, reaction_signal, tool_failed, tool_text
 
 from ._convert import _content_text, jsonable
+from .store import item_of
 
 __all__ = ["BeeWeaveMiddleware", "BeeWeaveState", "DEFAULT_HEADER"]
 
@@ -124,8 +125,10 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
     next message in the same thread rates what the previous answer used ("thanks", "解决了" →
     ``"up"``; "that's wrong", "不对" → ``"down"``; cue lists in ``attribution``).
 
-    Failures (a closed store, the server unreachable) are logged and counted in
-    ``errors``; they never reach the agent, which then runs without memories.
+    An unavailable store (a locked file, the database or the server unreachable) is logged and
+    counted in ``errors``; it never reaches the agent, which then runs without memories. Anything
+    else (bad input, a closed store, a refused key) raises, as in the other faces
+    (``beeweave_core.degrade``): a set-up mistake is seen, not a run that quietly has no memories.
 
     Args:
         memory: the BeeWeave store (or a ``BeeWeaveClient``).
@@ -211,18 +214,10 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             self._react(user, self._session(runtime), query)
         if not user or not query.strip() or self.k == 0:
             return {"beeweave_recalled": []}
-        try:
-            hits = self.memory.search(query, user_id=user, k=self.k, min_score=self.min_score,
-                                      min_relevance=self.min_relevance, abstain_below=self.abstain_below,
-                                      scopes=self.scopes)
-        except PermissionError:
-            # A refused key (the client's AuthenticationError) or a denied scope is a set-up the
-            # operator must see, never a run that quietly has no memories.
-            raise
-        except Exception:
-            self._failures.record("BeeWeave recall failed; the run goes on without memories",
-                                  level=logging.ERROR, exc_info=True)
-            return {"beeweave_recalled": []}
+        none: list[Any] = []
+        hits = self._failures.unless_unavailable("recall", lambda: self.memory.search(
+            query, user_id=user, k=self.k, min_score=self.min_score, min_relevance=self.min_relevance,
+            abstain_below=self.abstain_below, scopes=self.scopes), none)
         recalled: list[dict[str, Any]] = []
         used = 0
         for h in hits:
@@ -271,13 +266,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
 
     # -- capture and feedback ------------------------------------------------------------------
     def _capture(self, state: Mapping[str, Any], runtime: Any) -> None:
-        try:
-            self._capture_run(state, runtime)
-        except PermissionError:  # as in recall: a refused key is seen, not logged away
-            raise
-        except Exception:
-            self._failures.record("BeeWeave capture failed; the run's answer is unchanged",
-                                  level=logging.ERROR, exc_info=True)
+        self._failures.unless_unavailable("capture", lambda: self._capture_run(state, runtime), None)
 
     def _capture_run(self, state: Mapping[str, Any], runtime: Any) -> None:
         user = self._user(runtime)
@@ -326,11 +315,7 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
             used = self._last_used.pop((user, session), None)
         signal = reaction_signal(message, self.attribution) if used else None
         if used and signal is not None:
-            try:
-                self._rate(used, signal.value)
-            except Exception:
-                self._failures.record("BeeWeave implicit feedback failed; the run goes on",
-                                      level=logging.ERROR, exc_info=True)
+            self._failures.unless_unavailable("implicit feedback", lambda: self._rate(used, signal.value), None)
 
     def _rate(self, ids: list[str], signal: str) -> None:
         try:
@@ -354,9 +339,8 @@ class BeeWeaveMiddleware(AgentMiddleware[BeeWeaveState, Any, Any]):
 def _memory_text(chunk: Any) -> str:
     """What the model reads of a memory: a LangGraph store item (``BeeWeaveStore``) as its value's
     ``text`` or ``content`` field, else the value as JSON; any other memory as its raw content."""
-    metadata = getattr(chunk, "metadata", None) or {}
-    item = metadata.get("langgraph") if metadata.get("kind") == "item" else None
-    value = item.get("value") if isinstance(item, Mapping) else None
+    item = item_of(chunk)
+    value = item.get("value") if item is not None else None
     if isinstance(value, Mapping):
         for field in ("text", "content"):
             if isinstance(value.get(field), str) and value[field].strip():

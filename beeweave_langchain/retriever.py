@@ -124,8 +124,7 @@ class BeeWeaveRetriever(BaseRetriever):
                 "fusion": self.fusion, "min_score": self.min_score, "expand": self.expand,
                 "rerank": self.rerank, "mmr": self.mmr, "loosen": self.loosen,
                 "min_relevance": self.min_relevance, "abstain_below": self.abstain_below, "scopes": self.scopes,
-                # Only when set: a store or client from before as_of takes every other option.
-                **({"as_of": self.as_of} if self.as_of is not None else {})}
+                "as_of": self.as_of}
 
     def _search(self, query: str, k: int | None) -> list[Document]:
         none: list[SearchHit] = []

@@ -68,6 +68,14 @@ def item_id(namespace: Sequence[str], key: str) -> str:
     return "lg_" + digest.hexdigest()[:32]
 
 
+def item_of(chunk: KnowledgeChunk) -> dict[str, Any] | None:
+    """The LangGraph item a memory holds (namespace, key, value, timestamps), or None for a
+    memory that is not a ``BeeWeaveStore`` item. The one reader of the item's layout: the
+    store and the middleware's recall both use it."""
+    data = chunk.metadata.get(_META)
+    return data if isinstance(data, dict) and "key" in data else None
+
+
 def _prefix_tag(prefix: Sequence[str]) -> str:
     return NAMESPACE_TAG + json.dumps(list(prefix), ensure_ascii=False, separators=(",", ":"))
 
@@ -370,11 +378,6 @@ class BeeWeaveStore(BaseStore):
         return float(ttl)
 
     @staticmethod
-    def _item_of(chunk: KnowledgeChunk) -> dict[str, Any] | None:
-        data = chunk.metadata.get(_META)
-        return data if isinstance(data, dict) and "key" in data else None
-
-    @staticmethod
     def _expired(chunk: KnowledgeChunk, now: datetime) -> bool:
         return chunk.expires_at is not None and chunk.expires_at <= now
 
@@ -387,7 +390,7 @@ class BeeWeaveStore(BaseStore):
     def _refresh(self, chunks: Iterable[KnowledgeChunk], now: datetime) -> None:
         """Move the expiry of read items that have a TTL (LangGraph's refresh on read)."""
         for c in chunks:
-            data = self._item_of(c)
+            data = item_of(c)
             if data is not None and data.get("ttl"):
                 try:
                     self.memory.update(c.id, expires_at=_expiry(now, data["ttl"]))
@@ -429,7 +432,7 @@ class BeeWeaveStore(BaseStore):
         ns = _validate_namespace(op.namespace)
         found = self.memory.get_many([item_id(ns, str(op.key))])
         now = self._now()
-        if not found or self._expired(found[0], now) or (data := self._item_of(found[0])) is None:
+        if not found or self._expired(found[0], now) or (data := item_of(found[0])) is None:
             return None
         if op.refresh_ttl:
             self._refresh(found, now)
@@ -464,7 +467,7 @@ class BeeWeaveStore(BaseStore):
                 except DuplicateIdError:
                     existing[record["chunk_id"]] = self.memory.get(record["chunk_id"])
         for cid, chunk in existing.items():
-            data = self._item_of(chunk)
+            data = item_of(chunk)
             expired = self._expired(chunk, now)
             created = datetime.fromisoformat(data["created_at"]) if data and not expired else None
             record = self._record(writes[cid], now, created)
@@ -505,7 +508,7 @@ class BeeWeaveStore(BaseStore):
             found = self._query(op, prefix, now)
         else:
             for c in self._scan(prefix):
-                data = self._item_of(c)
+                data = item_of(c)
                 if data is not None and not self._expired(c, now) and _matches(data["value"], op.filter):
                     found.append((c, data, None))
                     if len(found) >= op.offset + op.limit:
@@ -526,7 +529,7 @@ class BeeWeaveStore(BaseStore):
                                       abstain_below=self.abstain_below)
             found: list[tuple[KnowledgeChunk, dict[str, Any], float | None]] = []
             for h in hits:
-                data = self._item_of(h.chunk)
+                data = item_of(h.chunk)
                 if data is not None and data.get("indexed", True) and not self._expired(h.chunk, now) \
                         and _matches(data["value"], op.filter):
                     found.append((h.chunk, data, None if h.relevance is None else float(h.relevance)))
@@ -558,7 +561,7 @@ class BeeWeaveStore(BaseStore):
         now = self._now()
         seen: set[tuple[str, ...]] = set()
         for chunk in self._scan(head):
-            data = self._item_of(chunk)
+            data = item_of(chunk)
             if data is None or self._expired(chunk, now):
                 continue
             ns = tuple(data["namespace"])
@@ -570,8 +573,8 @@ class BeeWeaveStore(BaseStore):
         """Delete the expired items; returns how many were deleted. Each is judged again as the
         delete reads it: an item put or read (its TTL refreshed) since the scan stays."""
         now = self._now()
-        expired = [c.id for c in self._scan(()) if self._expired(c, now) and self._item_of(c) is not None]
+        expired = [c.id for c in self._scan(()) if self._expired(c, now) and item_of(c) is not None]
         if not expired:
             return 0
         return len(self.memory.delete_many(
-            expired, only_if=lambda c: self._expired(c, now) and self._item_of(c) is not None))
+            expired, only_if=lambda c: self._expired(c, now) and item_of(c) is not None))

@@ -128,9 +128,7 @@ class BeeWeaveRetriever(BaseRetriever):
         self._search_kwargs: dict[str, Any] = dict(
             user_id=user_id, filters=bw_filters or None, fusion=fusion, min_score=min_score,
             expand=expand, rerank=rerank, mmr=mmr, loosen=loosen, min_relevance=min_relevance,
-            abstain_below=abstain_below, scopes=None if scopes is None else list(scopes))
-        if as_of is not None:  # only when set: a store or client from before as_of takes every other option
-            self._search_kwargs["as_of"] = as_of
+            abstain_below=abstain_below, scopes=None if scopes is None else list(scopes), as_of=as_of)
         self._failures = Failures(logger)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 

@@ -267,6 +267,18 @@ class LostUpdateConformance:
         assert (m.get(old).status, m.get(old).pinned) == (ChunkStatus.ACTIVE, True)
         assert m.get(new).status is ChunkStatus.ARCHIVED  # the one left to evict
 
+    def test_eviction_spares_a_memory_pinned_before_it_deletes_it(self, engine, clock, monkeypatch) -> None:
+        m = engine(capacity=1, capacity_on_insert=False, evict_action="delete")
+        old = self._meeting(m, timestamp=clock.now - timedelta(days=30))
+        m.add("lunch is at noon on tuesday", user_id="u", embedding=unit(0.0, 1.0))
+        other = OtherProcess(m.backend)
+        fired = interleave(monkeypatch, m.backend, old, lambda: other.edit(old, pinned=True), on=DELETES)
+        report = m.maintain()
+        assert fired, "maintain deleted nothing: the window never opened"
+        assert m.get(old).pinned
+        assert (report.evicted, report.deleted) == (0, 0)  # decided, then spared: not counted
+        assert [a["action"] for a in m.audit(old)] == ["deleted", "kept"]
+
     # -- feedback and review --------------------------------------------------------------------
     def test_feedback_that_promotes_keeps_an_edit_made_before_the_promotion(self, engine, monkeypatch) -> None:
         m = engine()

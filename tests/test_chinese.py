@@ -81,6 +81,7 @@ def test_chinese_query_does_not_match_unrelated_chinese(zh_memory) -> None:
     assert [i for i, _ in ranked] == ["zh3"]
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_chinese_with_the_real_model() -> None:
     m = BeeWeave()  # the bundled all-MiniLM-L6-v2

@@ -13,6 +13,8 @@ from beeweave_core.store.postgres import PostgresStore
 from tests.conformance import BackendConformance
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
+pytestmark = pytest.mark.slow
+
 
 def _reopen(backend: PostgresStore) -> PostgresStore:
     backend.close()

@@ -14,6 +14,8 @@ from beeweave_core import DEFAULT_TOP_K, BeeWeave, BeeWeaveClient, MemoryAPI
 from beeweave_core.async_client import AsyncBeeWeaveClient
 from beeweave_core.cli import build_parser
 
+pytestmark = pytest.mark.slow
+
 
 def default(func: Any, name: str) -> Any:
     return inspect.signature(func).parameters[name].default

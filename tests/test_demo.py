@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from beeweave_core import demo
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_demo_answers_or_says_why_not(capsys, monkeypatch) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import beeweave_core
@@ -45,3 +47,22 @@ def test_no_hint_or_doc_names_the_other_projects_distribution() -> None:
     assert not found, found
     assert _FOREIGN.search('pip install "beeweave[server]"') and _FOREIGN.search("pip install beeweave")
     assert not _FOREIGN.search('pip install "beeweave-memory[server]"')
+
+
+def test_the_wheel_ships_py_typed_for_each_package(tmp_path: Path) -> None:
+    """The packages claim to be typed (PEP 561): a wheel built from the tree holds each ``py.typed``.
+    Built from a copy, so that setuptools' build/ and egg-info stay out of the working tree."""
+    packages = ("beeweave_core", "beeweave_langchain", "beeweave_llamaindex")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for package in packages:
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        typed = sorted(n for n in zf.namelist() if n.endswith("/py.typed"))
+    assert typed == [f"{p}/py.typed" for p in packages]

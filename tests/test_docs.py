@@ -183,6 +183,7 @@ def _offline_connect(real):  # type: ignore[no-untyped-def]
     return connect
 
 
+@pytest.mark.slow
 @pytest.mark.model
 @pytest.mark.parametrize("index", range(len(_python_blocks(README.read_text()))))
 def test_the_readmes_python_blocks_run_as_written(index: int, tmp_path: Path, monkeypatch) -> None:

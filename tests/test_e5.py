@@ -9,7 +9,7 @@ import pytest
 from beeweave_core import BeeWeave
 from beeweave_core.embedders import DEFAULT_MODEL_NAME, E5Embedder, HashingEmbedder, as_embedder
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 TEXTS = [
     "hello world", "你的电话号码是多少？", "  Hello,   World!\nNew line\ttab", "Ünïcödé ﬁ ligature ＡＢＣ１２３",

@@ -22,6 +22,8 @@ from beeweave_core import (
 )
 from beeweave_core.embedders import MINILM_MODEL_NAME, SentenceTransformerEmbedder, as_embedder
 
+pytestmark = pytest.mark.slow
+
 TEXTS = ["the cat sat on the mat", "a much longer sentence about deploying services to a Kubernetes cluster "
          "with rolling updates and health checks", "短句", "", "coffee", "x " * 400]
 

@@ -14,6 +14,8 @@ import pytest
 
 import beeweave_core
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_ALL = [

@@ -270,6 +270,7 @@ def test_missing_sidecar_only_costs_a_rebuild(db_path: Path, small_limit) -> Non
 
 @pytest.mark.parametrize("damage", ["garbage_graph", "truncated_graph", "empty_graph", "garbage_keys",
                                     "graph_without_keys"])
+@pytest.mark.slow
 def test_corrupt_sidecar_is_ignored(db_path: Path, small_limit, damage: str) -> None:
     queries = unit_vectors(np.random.default_rng(97), 10, DIM)
     m = _open(db_path)

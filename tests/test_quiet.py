@@ -17,6 +17,8 @@ import pytest
 
 from beeweave_core.quiet import quiet_jieba, quiet_model_loading
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _SCRIPT = textwrap.dedent(

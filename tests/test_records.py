@@ -137,6 +137,7 @@ def store():
     m.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(chunks)
 def test_store_round_trip_keeps_every_field(store, chunk: KnowledgeChunk) -> None:

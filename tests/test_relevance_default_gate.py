@@ -30,6 +30,8 @@ from beeweave_core.relevance import (
 )
 from beeweave_core.stats import compute_stats
 
+pytestmark = pytest.mark.slow
+
 MEMORIES = ["I am allergic to peanuts.", "Staging listens on port 5433.", "我住在杭州西湖区。"]
 OFF_TOPIC = ["How far is the Moon?", "What is the boiling point of water?", "Recommend a good sci-fi novel.",
              "今天的汇率是多少？"]

@@ -19,6 +19,8 @@ from beeweave_core import BeeWeave, IndexConfig, InvalidInputError, KnowledgeChu
 from beeweave_core.index.turns import SessionContext, is_turn, lends_context
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
+pytestmark = pytest.mark.slow
+
 NOTES_EN = [
     ("Anna's birthday is on the fourth of May.", "When is Anna's birthday?"),
     ("Ben plays tennis every Saturday morning.", "What sport does Ben play?"),

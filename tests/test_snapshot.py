@@ -135,6 +135,7 @@ def test_a_write_the_store_did_not_see_makes_the_snapshot_stale(tmp_path: Path, 
         m.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "other_token", "missing_graph"])
 def test_a_damaged_or_swapped_snapshot_only_costs_a_rebuild(tmp_path: Path, small_graph, damage: str) -> None:
     db = tmp_path / "memory.db"

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, NotFoundError
 from ..filters import Filter, build_filter
-from ..network import Candidate, ExpandOptions, NetworkConfig, check_edge_types, check_ranking
+from ..network import Candidate, ExpandOptions, check_edge_types, check_ranking
 from ..records import (
     ALL_STATUSES,
     USER_RELATIONS,
@@ -31,6 +31,7 @@ from ..store.links import Derive, LinkFacts, LinkReads, link_stored
 from ..user_data import KV_SEP as _SEP
 from ..user_data import KvEntry, Staged, mapping, section
 from ..validation import check_count, check_id, check_number, check_text
+from .config import NetworkConfig
 from .shared import Shared
 
 __all__ = ["Graph"]

@@ -539,9 +539,9 @@ class BM25Index:
         slots, scores = self.score(query_terms, allowed, sources)
         return (*top_k(slots, scores, k), scores_at(slots, scores, include))
 
-    # Below this many context postings a query is scored in full. On the scale benchmark's
-    # queries (benchmarks/scale.py, text) pruning brought BM25 from 9.6 to 3.2 ms (median) at 1M
-    # memories, where a query has ~600k context postings; at 100k (~60k) both take ~0.9 ms.
+    # Below this many context postings a query is scored in full: on the scale benchmark's
+    # queries pruning pays at 1M memories, where a query reads many postings, and gains nothing
+    # at 100k (benchmarks/history/scale.md, "What made it fast").
     _PRUNE_MIN = 100_000
 
     def _norm_min(self) -> float:

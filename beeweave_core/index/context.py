@@ -4,7 +4,7 @@ Agent and chat turns are elliptical ("how did it go?"): what a turn is about oft
 sits in the turns around it. Each memory therefore gets the memories within
 ``radius`` positions of it in the same (user, session), ordered by timestamp and
 then by insertion. The lexical index folds the neighbours' terms in at a lower
-weight and the vector score mixes in the neighbours' vectors (see ``IndexConfig``).
+weight and the vector score mixes in the neighbours' vectors (see ``IndexConfig`` in ``index/config.py``).
 Memories without a session have no neighbours and are scored on their own text, and by
 default so are memories that are not conversation turns (``turns.py``): unrelated facts
 that share a session must not fold into each other.
@@ -13,66 +13,12 @@ that share a session must not fold into each other.
 from __future__ import annotations
 
 import bisect
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInputError
-from .turns import SessionContext
+from .config import IndexConfig  # its home was here: old imports keep working
 
 __all__ = ["IndexConfig", "SessionOrder", "canonical_rows"]
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    """How the indexes score; saved with the store so reopening reproduces results.
-
-    Attributes:
-        k1, b: Okapi BM25 constants (the idf is Lucene's, which needs no floor: see
-            ``bm25.py``). A low ``b`` keeps long, fact-dense memories from being penalised
-            for their length. Stores saved when the idf was rank_bm25's also hold its floor,
-            ``epsilon``; it is read back and ignored.
-        context_radius: how many memories before and after, in the same session, count
-            as a memory's context (0 turns context off).
-        lexical_context_weight: weight of a neighbour's terms in a memory's term counts.
-        vector_context_weight: weight of a neighbour's vector in a memory's vector score.
-        session_context: which memories with a session get context: ``"auto"``
-            conversation turns only (see ``turns.py``), ``"all"`` every one. A store saved
-            before this setting existed reads back as ``"all"``, as it was built.
-    """
-
-    k1: float = 1.2
-    b: float = 0.3
-    context_radius: int = 2
-    lexical_context_weight: float = 0.3
-    vector_context_weight: float = 0.3
-    session_context: SessionContext = SessionContext.AUTO
-
-    def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "session_context", SessionContext(self.session_context))
-        except ValueError:
-            raise InvalidInputError(f"session_context must be one of {[m.value for m in SessionContext]}, "
-                                    f"got {self.session_context!r}") from None
-        if self.k1 < 0 or not 0 <= self.b <= 1 or self.context_radius < 0:
-            raise InvalidInputError(f"invalid index configuration {self}")
-        if self.lexical_context_weight < 0 or self.vector_context_weight < 0:
-            raise InvalidInputError("context weights must be non-negative")
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["session_context"] = self.session_context.value
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> IndexConfig:
-        # "epsilon": rank_bm25's idf floor, saved by stores of before Lucene's idf; unused now.
-        data = {k: v for k, v in data.items() if k != "epsilon"}
-        try:
-            return cls(**{"session_context": SessionContext.ALL, **data})
-        except TypeError as exc:
-            raise InvalidInputError(f"not an index configuration: {data!r}") from exc
 
 
 def canonical_rows(nb: np.ndarray) -> np.ndarray:

@@ -28,7 +28,8 @@ from ..records import KnowledgeChunk
 from ..scoring import RankFields
 from .bm25 import BM25Index, scores_at, top_k
 from .columns import AttributeColumns, Selection
-from .context import IndexConfig, SessionOrder
+from .config import IndexConfig
+from .context import SessionOrder
 from .rank_columns import RankColumns
 from .turns import lends_context
 from .vectors import VectorIndex, matvec
@@ -107,11 +108,6 @@ class MemoryIndex:
     def drop_terms(self, terms: Iterable[str]) -> None:
         for t in terms:
             self.term_ids.pop(t, None)
-
-    def unused_terms(self) -> dict[str, int]:
-        """Terms no live record holds (document frequency 0)."""
-        df = self.lex._df
-        return {t: i for t, i in self.term_ids.items() if i >= len(df) or df[i] <= 0}
 
     # -- writes (of committed rows) -------------------------------------------------
     def _order_key(self, slot: int, c: KnowledgeChunk) -> tuple[int, int] | None:

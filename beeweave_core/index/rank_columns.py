@@ -1,6 +1,6 @@
 """Per-slot copies of what ranking reads of a memory (``scoring.RankFields``), so that a search
 ranks its ~20 fused candidates without decoding their records and then reads only the k it
-returns (each record costs a row read, a JSON decode and a chunk build: ~40 us).
+returns (each record costs a row read, a JSON decode and a chunk build).
 
 A slot's fields are filled from the chunk whenever the store writes one, and read from the
 record the first time a search asks for a slot nobody filled (after the indexes were rebuilt

@@ -27,7 +27,7 @@ __all__ = ["VectorIndex", "normalize", "matvec"]
 
 # Below this many candidates an exact scan is both faster and exact.
 EXACT_LIMIT = 10_000
-# Vectors not yet in the graph; scanning this many exactly costs well under a millisecond.
+# Vectors not yet in the graph; few enough that an exact scan of them costs little beside a walk.
 TAIL_LIMIT = 2_048
 
 
@@ -37,9 +37,9 @@ _vecdot = getattr(np, "vecdot", None)
 
 def matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
     """mat @ vec without BLAS threads: one query is too small to split, and a threaded
-    BLAS on a busy machine is several times slower than one core (measured here: a p95 of
-    7 ms for a 0.2 ms product). ``np.vecdot`` is twice as fast as ``einsum`` (benchmarks/RESULTS.md,
-    "The exact scan's kernel"); older numpy takes ``einsum``."""
+    BLAS on a busy machine has a long tail, one core does not. ``np.vecdot`` is faster than
+    ``einsum`` (benchmarks/history/scale.md, "The exact scan's kernel"); older numpy takes
+    ``einsum``."""
     vec = np.asarray(vec, dtype=mat.dtype)
     if _vecdot is not None:
         return _vecdot(mat, vec)
@@ -229,8 +229,7 @@ class VectorIndex:
     def effective_ef(self, k: int) -> int:
         """The HNSW search beam for k results over the whole graph: ``ef_search`` if set, else
         one per thousand vectors in the graph and at least 96. A fixed beam loses recall as the
-        graph grows; measured on MiniLM-like vectors (benchmarks/scale.py, text vectors), recall@10
-        against the exact scan at efSearch 96 is 0.96 at 100k but 0.69 at 1M, and 0.97 at 1024."""
+        graph grows (benchmarks/RESULTS.md, "Scale: embedded store", dense search alone)."""
         base = self.ef_search if self.ef_search is not None else max(96, self._hnsw_n // 1000)
         return max(base, 2 * k)
 
@@ -305,7 +304,7 @@ class VectorIndex:
             if len(keys) > n or not np.array_equal(keys, slot_keys[: len(keys)]):
                 return None
             # Map the graph's vectors instead of reading them: at 1M memories they are 1.5 GB
-            # and reading them was most of the time to open a store (1.4 s of 2.5 s, warm cache);
+            # and reading them was most of the time to open a store (benchmarks/history/scale.md);
             # a search touches only the pages of the vectors its walk visits. The file is only
             # ever replaced (save_graph), never written in place, so the mapping stays valid.
             index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..errors import InvalidInputError
+from ..config_rules import FLAG, TEXT, Choice, Instance, Is, Items, Number, Rule, check_fields
 from ..records import ChunkStatus
 
 __all__ = ["Admission", "SourceRule", "AdmissionRules", "Candidate", "admit"]
@@ -75,7 +75,7 @@ class SourceRule:
         return self.min_confidence is not None or self.min_importance is not None
 
     def __post_init__(self) -> None:
-        _check_minimums(self.min_confidence, self.min_importance)
+        check_fields(self, _SOURCE_RULES)
 
     def matches(self, c: Candidate) -> bool:
         return ((self.agent_id is None or c.agent_id == self.agent_id)
@@ -116,28 +116,25 @@ class AdmissionRules:
     _blocked: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.min_chars, int) or self.min_chars < 0:
-            raise InvalidInputError("min_chars must be a non-negative integer")
-        if isinstance(self.min_chars_roles, str):
-            raise InvalidInputError("min_chars_roles must be a set of roles, not one string")
+        check_fields(self, _ADMISSION_RULES)
         object.__setattr__(self, "min_chars_roles", frozenset(self.min_chars_roles))
-        _check_minimums(self.min_confidence, self.min_importance)
-        if isinstance(self.blocked_words, str):
-            raise InvalidInputError("blocked_words must be a list of words, not one string")
-        for r in self.sources:
-            if not isinstance(r, SourceRule):
-                raise InvalidInputError("sources must be SourceRule objects")
-        object.__setattr__(self, "default", Admission(self.default))
-        words = [w.strip() for w in self.blocked_words if isinstance(w, str) and w.strip()]
+        words = [w.strip() for w in self.blocked_words if w.strip()]
         if words:
             parts = [rf"(?<![A-Za-z0-9]){re.escape(w)}(?![A-Za-z0-9])" if w.isascii() else re.escape(w) for w in words]
             object.__setattr__(self, "_blocked", re.compile("|".join(parts), re.I))
 
 
-def _check_minimums(*values: float | None) -> None:
-    for v in values:
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0):
-            raise InvalidInputError(f"a minimum confidence or importance is a number in [0, 1], got {v!r}")
+_MINIMUM = Number(0, 1, optional=True)
+_NAME = Instance(str, "a name", optional=True)
+_SOURCE_RULES: dict[str, Rule] = {
+    "decision": Choice(Admission), "agent_id": _NAME, "tool": _NAME, "role": _NAME,
+    "min_confidence": _MINIMUM, "min_importance": _MINIMUM,
+}
+_ADMISSION_RULES: dict[str, Rule] = {
+    "min_chars": Number(0, integer=True), "min_chars_roles": Items(TEXT), "min_confidence": _MINIMUM,
+    "min_importance": _MINIMUM, "blocked_words": Items(Instance(str, "a word")), "require_positive_feedback": FLAG,
+    "sources": Items(Instance(SourceRule, "a SourceRule")), "checks": Items(Is(callable, "a function f(candidate) -> reason or None")), "default": Choice(Admission),
+}
 
 
 def text_width(text: str) -> int:

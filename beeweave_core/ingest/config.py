@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -9,6 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..config_rules import FLAG, TEXT, Choice, Instance, Items, Number, Rule, check_fields
 from ..errors import InvalidInputError
 from ..records import MemoryTier
 from .admission import AdmissionRules
@@ -92,15 +94,39 @@ class PatternConfig:
     refresh_every: int = 10
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "scope", PatternScope(self.scope))
-        wins = tuple(Window(*w) for w in self.windows)
-        if not wins or any(w.span.total_seconds() <= 0 or w.threshold < 1 for w in wins):
-            raise InvalidInputError("pattern windows need a positive span and a threshold of at least 1")
-        object.__setattr__(self, "windows", wins)
-        if not isinstance(self.refresh_every, int) or self.refresh_every < 1:
-            raise InvalidInputError("refresh_every must be a positive integer")
-        if isinstance(self.shared_users, bool) or not isinstance(self.shared_users, int) or self.shared_users < 0:
-            raise InvalidInputError("shared_users must be an integer >= 0")
+        check_fields(self, _PATTERN_RULES)
+        if not self.windows:
+            raise InvalidInputError("PatternConfig.windows must hold at least one window")
+
+
+def _window(value: Any) -> Any:
+    """A (span, threshold) pair as a ``Window``; anything else as given, for the rule to refuse."""
+    try:
+        return Window(*value)
+    except TypeError:
+        return value
+
+
+class _WindowRule:
+    """A ``Window`` (or a (span, threshold) pair) with a positive span and a threshold of at least 1."""
+
+    def check(self, name: str, value: Any, config: Any) -> Any:
+        w = _window(value)
+        if (not isinstance(w, Window) or not isinstance(w.span, timedelta) or w.span <= timedelta(0)
+                or isinstance(w.threshold, bool) or not isinstance(w.threshold, int) or w.threshold < 1):
+            raise InvalidInputError(f"{name} must be {self.text()}, got {value!r}")
+        return w
+
+    def text(self) -> str:
+        return "a Window(span, threshold) with a positive timedelta span and a threshold of at least 1"
+
+
+_COUNT = Number(1, integer=True)
+_PATTERN_RULES: dict[str, Rule] = {
+    "enabled": FLAG, "windows": Items(_WindowRule()), "scope": Choice(PatternScope), "shared_user_id": TEXT,
+    "shared_users": Number(0, integer=True), "weight": Number(0, open_low=True), "max_examples": _COUNT,
+    "max_hits": _COUNT, "refresh_every": _COUNT,
+}
 
 
 @dataclass(frozen=True)
@@ -115,7 +141,7 @@ class IngestConfig:
         custom_patterns: extra :class:`PiiPattern` rules.
         redact_before_queue: redact on the caller's thread, before the event is written
             to the queue file, so that raw personal data never touches the disk. Costs
-            the caller about 0.3 ms per KB of text; off by default (the queue file then
+            the caller the redaction's time, which grows with the text; off by default (the queue file then
             holds an event only until it is processed, and processed events are zeroed).
         extractor: an ``Extractor`` (default: the offline one); e.g. ``LLMExtractor(llm)``.
         admission: :class:`AdmissionRules` (active vs pending review).
@@ -140,12 +166,12 @@ class IngestConfig:
         batch_size: events per worker batch (one embedding call per batch).
         max_concurrency: at most this many events of a batch are prepared (redacted,
             extracted) at once, each on its own thread, when the extractor calls a model: a
-            1-2 s model call then costs the batch about a second per ``max_concurrency``
-            events instead of a second per event. Order is kept: the batch is stored in
+            slow model call then costs the batch one call's time per ``max_concurrency``
+            events instead of one per event. Order is kept: the batch is stored in
             queue order, ``max_concurrency`` events at a time as their extraction ends, while
             the model reads the rest. The offline extractor is CPU work and runs on the
-            worker alone. 16 keeps 100 events of a 1 s model within 10 s
-            (benchmarks/RESULTS.md); lower it for a rate-limited model API, 1 for one call
+            worker alone. The default, 16, meets the target for a slow model (benchmarks/RESULTS.md,
+            "Ingest with a slow extraction model"); lower it for a rate-limited model API, 1 for one call
             at a time.
         queue_path: where the queue file goes; default ``<db>.queue`` beside a SQLite
             store. A backend without a file (e.g. PostgreSQL) keeps the queue in memory
@@ -192,24 +218,21 @@ class IngestConfig:
     retry_max_delay: float = 10.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "when_full", QueueFullPolicy(self.when_full))
-        object.__setattr__(self, "memory_tools", tool_names(self.memory_tools))
-        try:
-            object.__setattr__(self, "tier", MemoryTier(self.tier))
-        except ValueError:
-            raise InvalidInputError(f"tier must be working, short or long; got {self.tier!r}") from None
-        for name in ("max_pending", "batch_size", "max_concurrency", "max_event_chars", "journal_bytes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("full_timeout", "close_timeout", "retry_max_delay"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise InvalidInputError(f"{name} must be a non-negative number of seconds")
-        if not isinstance(self.admission, AdmissionRules):
-            raise InvalidInputError("admission must be an AdmissionRules")
-        if not isinstance(self.patterns, PatternConfig):
-            raise InvalidInputError("patterns must be a PatternConfig")
+        check_fields(self, _INGEST_RULES)
+        object.__setattr__(self, "memory_tools", tool_names(self.memory_tools))  # refuses what is not a name
         if self.extractor is not None and not hasattr(self.extractor, "extract"):
-            raise InvalidInputError("extractor must have an extract(query, response, *, content) method; "
+            raise InvalidInputError("IngestConfig.extractor must have an extract(query, response, *, content) method; "
                                     "wrap a chat model in LLMExtractor(model)")
+
+
+_SECONDS = Number(0)
+_INGEST_RULES: dict[str, Rule] = {
+    "redact": FLAG, "pii_kinds": Items(Choice(PiiKind), optional=True),
+    "custom_patterns": Items(Instance(PiiPattern, "a PiiPattern(name, pattern, ...)")), "redact_before_queue": FLAG, "admission": Instance(AdmissionRules, "an AdmissionRules"),
+    "patterns": Instance(PatternConfig, "a PatternConfig"), "tier": Choice(MemoryTier), "tool_memories": FLAG,
+    "skip_small_talk": FLAG, "memory_tools": Instance((str, Collection), "tool names"), "min_tool_output_chars": Number(0, integer=True),
+    "max_tool_output_chars": Number(0, integer=True), "max_event_chars": _COUNT, "max_pending": _COUNT,
+    "when_full": Choice(QueueFullPolicy), "full_timeout": _SECONDS, "batch_size": _COUNT, "max_concurrency": _COUNT,
+    "queue_path": Instance((str, os.PathLike), "a path", optional=True), "fsync": FLAG, "journal_bytes": _COUNT, "autostart": FLAG, "close_timeout": _SECONDS,
+    "retry_max_delay": _SECONDS,
+}

@@ -20,7 +20,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
-from ..errors import InvalidInputError
+from ..config_rules import TEXT, Choice, Items, Number, Rule, check_fields
 from .config import FeedbackSignal
 
 __all__ = ["AttributionConfig", "Reaction", "drawn_on", "reaction", "reaction_signal", "tool_failed", "tool_text"]
@@ -69,14 +69,13 @@ class AttributionConfig:
     incomplete_signal: FeedbackSignal | None = None
 
     def __post_init__(self) -> None:
-        for name in ("lexical", "semantic"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise InvalidInputError(f"{name} must be a number in [0, 1], got {value!r}")
-        for name in ("up_cues", "down_cues", "incomplete_cues"):
-            value = getattr(self, name)
-            if isinstance(value, str) or not all(isinstance(c, str) and c.strip() for c in value):
-                raise InvalidInputError(f"{name} must be a tuple of non-empty phrases")
+        check_fields(self, _ATTRIBUTION_RULES)
+
+
+_ATTRIBUTION_RULES: dict[str, Rule] = {
+    "lexical": Number(0, 1), "semantic": Number(0, 1), "up_cues": Items(TEXT), "down_cues": Items(TEXT),
+    "incomplete_cues": Items(TEXT), "incomplete_signal": Choice(FeedbackSignal, optional=True),
+}
 
 
 @lru_cache(maxsize=1)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
 from typing import Any
 
+from ..config_rules import FLAG, Choice, Duration, Instance, Items, Number, Rule, check_fields
 from ..errors import InvalidInputError
 from ..records import KnowledgeChunk, MemoryTier
 from ..validation import MAX_WEIGHT
@@ -109,20 +109,6 @@ DEFAULT_EXPIRY_RULES: tuple[ExpiryRule, ...] = (
 )
 
 
-def _positive_int(name: str, value: Any, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _number(name: str, value: Any, lo: float | None = None, hi: float | None = None) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
-        raise InvalidInputError(f"{name} must be a number, got {value!r}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise InvalidInputError(f"{name} must be between {lo} and {hi}, got {value!r}")
-
-
 @dataclass(frozen=True)
 class TierConfig:
     """TTLs of the tiers and the promotion score (``beeweave_core.lifecycle.tiers``).
@@ -152,19 +138,7 @@ class TierConfig:
     demote_below: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("working_ttl", "short_ttl"):
-            value = getattr(self, name)
-            if not isinstance(value, timedelta) or value <= timedelta(0):
-                raise InvalidInputError(f"{name} must be a positive timedelta, got {value!r}")
-        if not isinstance(self.short_expires, bool):
-            raise InvalidInputError(f"short_expires must be True or False, got {self.short_expires!r}")
-        for name in ("promote_at", "use_weight", "feedback_weight", "importance_weight", "repetition_weight"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
-        if self.demote_below is not None and (not isinstance(self.demote_below, (int, float))
-                                              or isinstance(self.demote_below, bool)):
-            raise InvalidInputError(f"demote_below must be a number or None, got {self.demote_below!r}")
+        check_fields(self, _TIER_RULES)
 
     def ttl(self, tier: MemoryTier) -> timedelta | None:
         """How long a memory of ``tier`` lives unpromoted before it expires (None: it does not)."""
@@ -190,11 +164,19 @@ class SessionConfig:
     summarizer: Any = None
 
     def __post_init__(self) -> None:
-        _positive_int("max_turns", self.max_turns)
-        _positive_int("summary_tokens", self.summary_tokens)
+        check_fields(self, _SESSION_RULES)
         if self.summarizer is not None and not (callable(self.summarizer) or hasattr(self.summarizer, "invoke")
                                                 or hasattr(self.summarizer, "complete")):
-            raise InvalidInputError("summarizer must be a LangChain chat model, a LlamaIndex LLM or a function")
+            raise InvalidInputError("SessionConfig.summarizer must be a LangChain chat model, a LlamaIndex LLM or "
+                                    f"a function, got {self.summarizer!r}")
+
+
+_TIER_RULES: dict[str, Rule] = {
+    "working_ttl": Duration(), "short_ttl": Duration(), "short_expires": FLAG,
+    "promote_at": Number(), "use_weight": Number(), "feedback_weight": Number(), "importance_weight": Number(),
+    "repetition_weight": Number(), "demote_below": Number(optional=True),
+}
+_SESSION_RULES: dict[str, Rule] = {"max_turns": Number(1, integer=True), "summary_tokens": Number(1, integer=True)}
 
 
 @dataclass(frozen=True)
@@ -258,42 +240,26 @@ class LifecycleConfig:
     maintenance_batch: int = 256
 
     def __post_init__(self) -> None:
-        moi = self.merge_on_insert
-        if isinstance(moi, bool):
-            moi = MergeOnInsert.ALL if moi else MergeOnInsert.OFF
-        try:
-            object.__setattr__(self, "merge_on_insert", MergeOnInsert(moi))
-        except ValueError:
-            raise InvalidInputError(f"merge_on_insert must be off, ingested, all or a bool; got {moi!r}") from None
-        if not isinstance(self.tiers, TierConfig):
-            raise InvalidInputError("tiers must be a TierConfig")
-        if not isinstance(self.sessions, SessionConfig):
-            raise InvalidInputError("sessions must be a SessionConfig")
-        for name in ("used_delta", "up_delta", "down_delta", "evict_access_weight", "evict_age_weight"):
-            _number(name, getattr(self, name))
-        _number("min_weight", self.min_weight, 0.0)
-        _number("max_weight", self.max_weight, self.min_weight, MAX_WEIGHT)  # what a memory may hold
-        _number("access_flush_interval", self.access_flush_interval, 0.0)
-        _number("merge_threshold", self.merge_threshold, -1.0, 1.0)
-        _number("review_weight", self.review_weight)
-        _positive_int("stale_after", self.stale_after)
-        _positive_int("access_batch", self.access_batch)
-        _positive_int("merge_candidates", self.merge_candidates)
-        _positive_int("maintenance_batch", self.maintenance_batch)
-        _positive_int("capacity", self.capacity, allow_none=True)
-        rules = tuple(self.expiry_rules)
-        if not all(isinstance(r, ExpiryRule) for r in rules):
-            raise InvalidInputError("expiry_rules must be ExpiryRule objects")
-        object.__setattr__(self, "expiry_rules", rules)
-        for name in ("expired_action", "evict_action"):
-            try:
-                object.__setattr__(self, name, ForgetAction(getattr(self, name)))
-            except ValueError:
-                raise InvalidInputError(f"{name} must be 'archive' or 'delete', got {getattr(self, name)!r}") from None
+        if isinstance(self.merge_on_insert, bool):  # True: every memory, False: none
+            object.__setattr__(self, "merge_on_insert", MergeOnInsert.ALL if self.merge_on_insert else MergeOnInsert.OFF)
+        check_fields(self, _LIFECYCLE_RULES)
 
     def delta(self, signal: FeedbackSignal) -> float:
         return {FeedbackSignal.USED: self.used_delta, FeedbackSignal.UP: self.up_delta,
                 FeedbackSignal.DOWN: self.down_delta}[signal]
+
+
+_COUNT = Number(1, integer=True)
+_LIFECYCLE_RULES: dict[str, Rule] = {
+    "used_delta": Number(), "up_delta": Number(), "down_delta": Number(),
+    "min_weight": Number(0), "max_weight": Number("min_weight", MAX_WEIGHT),  # what a memory may hold
+    "stale_after": _COUNT, "access_flush_interval": Number(0), "access_batch": _COUNT,
+    "merge_threshold": Number(-1, 1), "merge_candidates": _COUNT, "merge_on_insert": Choice(MergeOnInsert),
+    "expiry_rules": Items(Instance(ExpiryRule, "an ExpiryRule")), "expired_action": Choice(ForgetAction), "review_weight": Number(), "capacity": Number(1, integer=True, optional=True),
+    "capacity_on_insert": FLAG, "evict_access_weight": Number(), "evict_age_weight": Number(),
+    "evict_action": Choice(ForgetAction), "tiers": Instance(TierConfig, "a TierConfig"),
+    "sessions": Instance(SessionConfig, "a SessionConfig"), "maintenance_batch": _COUNT,
+}
 
 
 class ReviewDecision(str, Enum):

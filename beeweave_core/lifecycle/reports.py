@@ -43,16 +43,19 @@ class MaintenanceReport:
 
 @dataclass(frozen=True)
 class ReviewItem:
-    """A memory waiting for a decision: ``reasons`` holds "stale" and/or "expired"."""
+    """A memory waiting for a decision: ``reasons`` holds "pending" (held by ingestion's admission
+    rules), or the lifecycle's flags ("stale", "expired", "verify", "fact_conflict"); ``flagged_at`` is when."""
 
     chunk_id: str
     user_id: str | None
     reasons: tuple[str, ...]
     flagged_at: datetime
+    chunk: KnowledgeChunk | None = None  # the memory itself, as ``BeeWeave.review()`` lists it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chunk_id": self.chunk_id, "user_id": self.user_id, "reasons": list(self.reasons),
-                "flagged_at": self.flagged_at.isoformat()}
+        out = {"chunk_id": self.chunk_id, "user_id": self.user_id, "reasons": list(self.reasons),
+               "flagged_at": self.flagged_at.isoformat()}
+        return out if self.chunk is None else {**out, "chunk": self.chunk.to_dict()}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ A memory whose promotion score still qualifies (e.g. an important one) is not de
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -137,19 +137,6 @@ def demoted(chunk: KnowledgeChunk, cfg: TierConfig, score: float, now: datetime)
         return back
     out = tier_expiry(back, cfg, start=now)
     return out if out is not None else back
-
-
-def promote_all(chunks: Iterable[KnowledgeChunk], cfg: TierConfig, now: datetime,
-                uses: Callable[[str], int] = lambda _id: 0) -> list[tuple[KnowledgeChunk, float]]:
-    """(promoted copy, score) of every chunk due for promotion."""
-    out = []
-    for c in chunks:
-        if c.tier is MemoryTier.LONG:
-            continue
-        score = promotion_score(c, cfg, extra_uses=uses(c.id))
-        if score >= cfg.promote_at:
-            out.append((promoted(c, score, now), score))
-    return out
 
 
 def demote_all(chunks: Sequence[KnowledgeChunk], cfg: TierConfig, now: datetime,

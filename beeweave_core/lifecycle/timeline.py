@@ -145,11 +145,11 @@ class FactTimeline:
                 todo.setdefault((c.user_id, fact["key"]), []).append(c)
         changed: list[str] = []
         for (user, key), members in todo.items():
-            self._add(user, key, members)
-            changed += self.settle(user, key)
+            changed += self.settle(user, key, self._add(user, key, members))
         return changed
 
-    def _add(self, user: str, key: str, members: list[KnowledgeChunk]) -> None:
+    def _add(self, user: str, key: str, members: list[KnowledgeChunk]) -> list[dict[str, Any]]:
+        """Add the members to their timeline; return its entries as written."""
         def change(current: dict[str, Any] | None) -> dict[str, Any]:
             entries = list((current or {}).get("entries", []))
             known = {e["id"] for e in entries}
@@ -164,22 +164,28 @@ class FactTimeline:
                 known.add(c.id)
             return {"entries": entries}
 
-        self.ctx.backend.kv_update(TIMELINE, f"{user}\x1f{key}", change, user_id=user)
+        return (self.ctx.backend.kv_update(TIMELINE, f"{user}\x1f{key}", change, user_id=user) or {}).get("entries", [])
 
-    def settle(self, user: str, key: str) -> list[str]:
+    def settle(self, user: str, key: str, entries: list[dict[str, Any]] | None = None) -> list[str]:
         """Mark each member of one timeline current or superseded, as its order says.
 
         Another process or host may add to the timeline while this one writes what it read:
         settling again until the timeline is the one it settled makes the last writes those of
         the newest timeline (a writer that read an older one sees the newer one and settles
-        again; one that starts later reads everything written before it)."""
+        again; one that starts later reads everything written before it). ``entries``: the
+        timeline as the caller just wrote it (read from the store when not given)."""
         tkey = f"{user}\x1f{key}"
         changed: list[str] = []
-        for _ in range(_MAX_SETTLES):
+        if entries is None:
             entries = (self.ctx.backend.kv_get(TIMELINE, tkey) or {}).get("entries", [])
+        for _ in range(_MAX_SETTLES):
             changed += self._settle_once(user, key, entries)
-            if (self.ctx.backend.kv_get(TIMELINE, tkey) or {}).get("entries", []) == entries:
+            # One read per round: the timeline as it is now both tells whether this round settled
+            # the newest one and, when it did not, is what the next round settles.
+            latest = (self.ctx.backend.kv_get(TIMELINE, tkey) or {}).get("entries", [])
+            if latest == entries:
                 break
+            entries = latest
         return list(dict.fromkeys(changed))
 
     def _settle_once(self, user: str, key: str, entries: list[dict[str, Any]]) -> list[str]:

@@ -6,7 +6,7 @@ or ``BEEWEAVE_API_KEYS``; see :mod:`beeweave_core.server.config`) and sent as
 one 403, before the request reaches MCP. Keys are compared by SHA-256 digest, as the
 REST server does. A key scoped to users (``{"tenant": ..., "users": [...], "admin": false}``)
 reaches only their memories and forgets users only with ``admin``, as in the REST API: the
-gate hands the key's :class:`~beeweave_core.mcp.tools.KeyScope` to the tools. The server binds loopback addresses only: it holds a user's memories.
+gate hands the key's :class:`~beeweave_core.server.config.KeyScope` (the REST API's too) to the tools. The server binds loopback addresses only: it holds a user's memories.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidInputError
-from ..server.config import key_digest, tenant_of_scope
+from ..server.config import KeyScope, key_digest, tenant_of_scope
 
 __all__ = ["ApiKeyGate", "http_app", "serve_http", "served_tenant", "check_loopback"]
 
@@ -53,8 +53,6 @@ class ApiKeyGate:
     def __init__(self, app: Any, keys: Mapping[str, Any], tenant: str | None = None) -> None:
         if not keys:
             raise InvalidInputError("no API keys: pass --api-keys FILE or set BEEWEAVE_API_KEYS='key:name,...'")
-        from .tools import KeyScope
-
         self.app = app
         self.tenant = served_tenant(keys, tenant)
         # Only the served tenant's keys are known: another tenant's key is refused as unknown,

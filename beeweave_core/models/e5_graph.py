@@ -7,7 +7,7 @@ twelve layers are the BERT encoder of XLM-RoBERTa: self-attention over the unmas
 GELU (erf) feed-forward, post-layer LayerNorm. Weights are the file's 4-bit weights
 dequantized; ``quantize=True`` stores them as int8 per channel (onnxruntime's dynamic
 quantization, activations quantized per batch at run time), which is what the default
-embedder runs: on a CPU an int8 matrix product is about twice as fast as a float one.
+embedder runs: on a CPU an int8 matrix product is cheaper than a float one.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from starlette.exceptions import HTTPException
 
 from ..errors import InvalidInputError, NotFoundError
 from ..ids import owned_by, user_tag
-from ..scopes import KeyScopes, is_scope_owner
-from .config import key_digest
+from ..scopes import is_scope_owner
+from .config import KeyScope, key_digest
 
 __all__ = ["KeyRing", "Access", "hidden", "access_of", "api_key_header", "bearer"]
 
@@ -29,23 +29,11 @@ bearer = HTTPBearer(auto_error=False, description="The API key as a bearer token
 
 
 @dataclass(frozen=True)
-class Access:
-    """What one API key may do: its tenant, its users (``None``: all of the tenant's) and admin.
-
-    A key scoped to users also reads the tenant's shared knowledge and the shared scopes its
-    settings name (``shared``: :class:`~beeweave_core.scopes.KeyScopes`); a tenant-wide key
-    reads and writes every scope.
+class Access(KeyScope):
+    """What one API key may do over REST: its :class:`~.config.KeyScope` (tenant, users, admin,
+    the shared scopes it reads and writes) with the REST answers (404 for what it may not see,
+    403 for what it may not write). A tenant-wide key reads and writes every scope.
     """
-
-    tenant: str
-    users: frozenset[str] | None = None
-    admin: bool = True
-    shared: KeyScopes = KeyScopes()
-
-    def search_scopes(self, scopes: list[str] | None) -> list[str] | None:
-        """The scopes a search with this key reads (``KeyScopes.for_search``); a tenant-wide
-        key passes them on (``None``: the engine's default)."""
-        return scopes if self.users is None else self.shared.for_search(scopes)
 
     def allows(self, user_id: str | None) -> bool:
         return self.users is None or (user_id is not None and user_id in self.users)
@@ -83,12 +71,6 @@ class Access:
             raise HTTPException(403, f"this API key may not write to scope {user_id!r}")
         raise HTTPException(403, f"this API key may not write memories of user {user_id!r}")
 
-    def own(self, chunk: Any) -> Any:
-        """``chunk`` if this key may see it; otherwise NotFound (never reveals the id exists)."""
-        if not self.allows(chunk.user_id):
-            raise hidden(chunk.id)
-        return chunk
-
     def own_ids(self, ids: Iterable[str], found: Mapping[str, Any]) -> None:
         """Each id must be a memory in ``found`` (id -> chunk) of this key's users: the first
         that is not, whether missing or another user's, gets the one answer ``hidden``."""
@@ -114,15 +96,9 @@ class Access:
         scope it reads (the tenant's knowledge, its scopes)."""
         return self.allows(owner) or (is_scope_owner(owner) and self.shared.reads(str(owner)))
 
-    def sees(self, chunk: Any) -> Any:
-        """``chunk`` if this key may read it (its users' or shared knowledge it reads);
-        otherwise NotFound, as :meth:`own`."""
-        if not self.reads(chunk.user_id):
-            raise hidden(chunk.id)
-        return chunk
-
     def check_readable(self, ids: Iterable[str], found: Mapping[str, Any]) -> None:
-        """As :meth:`own_ids`, for memories this key reads (feedback on what a search returned)."""
+        """As :meth:`own_ids`, for memories this key reads (by id, or feedback on what a search
+        returned)."""
         _all_seen(ids, found, self.reads)
 
 
@@ -141,14 +117,7 @@ def _all_seen(ids: Iterable[str], found: Mapping[str, Any], sees: Callable[[str]
 
 class KeyRing:
     def __init__(self, keys: Mapping[str, Any]) -> None:
-        self._access: dict[bytes, Access] = {}
-        for k, v in keys.items():
-            if isinstance(v, str):
-                self._access[key_digest(k)] = Access(v)
-            else:
-                users = v.get("users")
-                self._access[key_digest(k)] = Access(v["tenant"], None if users is None else frozenset(users),
-                                                  bool(v.get("admin", False)), KeyScopes.of(v))
+        self._access = {key_digest(k): Access.of(v) for k, v in keys.items()}
 
     def access(self, key: str | None) -> Access:
         if not key:
@@ -170,7 +139,3 @@ def access_of(request: Request, key: str | None = Security(api_key_header),
     access = ring.access(key or (credentials.credentials if credentials is not None else None))
     request.state.tenant = access.tenant
     return access
-
-
-def tenant_of(access: Access = Security(access_of)) -> str:
-    return access.tenant

@@ -27,13 +27,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from ..config_rules import FLAG, Instance, Items, Number, Rule, check_fields
 from ..errors import InvalidInputError
-from ..scopes import Scope, is_scope_owner
+from ..scopes import KeyScopes, Scope, is_scope_owner
 from .stores import check_tenant
 
-__all__ = ["ServerConfig", "parse_api_keys", "load_api_keys", "keys_from_env", "DEFAULT_MAX_BODY"]
+__all__ = ["ServerConfig", "KeyScope", "parse_api_keys", "load_api_keys", "keys_from_env", "DEFAULT_MAX_BODY"]
 
 DEFAULT_MAX_BODY = 1_048_576  # 1 MiB
 ENV_KEYS = "BEEWEAVE_API_KEYS"
@@ -85,6 +86,39 @@ def key_digest(key: str) -> bytes:
 
 def tenant_of_scope(value: Any) -> str:
     return value if isinstance(value, str) else value["tenant"]
+
+
+_Scope = TypeVar("_Scope", bound="KeyScope")
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    """What one API key may reach, read once from its checked settings: the REST API's
+    ``Access`` (:mod:`.auth`) and the MCP server's key gate hold this, so both apply one rule.
+
+    ``users`` (``None``: every user of the tenant), ``admin`` (export, forget, maintain) and
+    ``shared``, the shared scopes a key scoped to users reads and writes besides. A key given
+    as a bare tenant name is a tenant-wide admin key.
+    """
+
+    tenant: str
+    users: frozenset[str] | None = None
+    admin: bool = True
+    shared: KeyScopes = KeyScopes()
+
+    @classmethod
+    def of(cls: type[_Scope], value: Any) -> _Scope:
+        """From a key's value as :func:`_check_scope` leaves it: a tenant name or a settings mapping."""
+        if isinstance(value, str):
+            return cls(value)
+        users = value.get("users")
+        return cls(value["tenant"], None if users is None else frozenset(users), bool(value.get("admin", False)),
+                   KeyScopes.of(value))
+
+    def search_scopes(self, scopes: list[str] | None) -> list[str] | None:
+        """The scopes a search with this key reads (``KeyScopes.for_search``); a tenant-wide
+        key passes them on (``None``: the engine's default)."""
+        return scopes if self.users is None else self.shared.for_search(scopes)
 
 
 def _checked(pairs: Mapping[str, Any]) -> dict[str, Any]:
@@ -194,27 +228,43 @@ class ServerConfig:
     maintain_interval: float | None = None
 
     def __post_init__(self) -> None:
-        if self.maintain_interval is not None and (
-                isinstance(self.maintain_interval, bool) or not isinstance(self.maintain_interval, (int, float))
-                or not 0 < self.maintain_interval < float("inf")):
-            raise InvalidInputError("maintain_interval must be a positive number of seconds")
+        check_fields(self, _SERVER_RULES)
         self.api_keys = _checked(dict(self.api_keys))
-        if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1024:
-            raise InvalidInputError("max_body_bytes must be an integer of at least 1024")
-        if not isinstance(self.max_k, int) or self.max_k < 1:
-            raise InvalidInputError("max_k must be a positive integer")
-        for name in ("read_timeout", "keep_alive_timeout"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0 < value <= 3600:
-                raise InvalidInputError(f"{name} must be a number of seconds between 0 and 3600")
-        for name in ("max_connections", "tenant_concurrency", "tenant_queue", "max_events", "webhook_queue"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer")
-        from .event_log import Webhook
-
-        self.webhooks = [w if isinstance(w, Webhook) else Webhook.from_dict(w) for w in self.webhooks]
+        self.webhooks = list(self.webhooks)
 
     @property
     def tenants(self) -> frozenset[str]:
         return frozenset(tenant_of_scope(v) for v in self.api_keys.values())
+
+
+class _WebhookRule:
+    """A ``Webhook``, or its dict (url, secret, types, tenant), made one."""
+
+    def check(self, name: str, value: Any, config: Any) -> Any:
+        from .event_log import Webhook  # the delivery machinery, only for a server that has webhooks
+
+        if isinstance(value, Webhook):
+            return value
+        if not isinstance(value, Mapping) or not {"url", "secret"} <= set(value):
+            raise InvalidInputError(f"{name} must be {self.text()}, got {value!r}")
+        try:
+            return Webhook.from_dict(dict(value))
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"{name} must be {self.text()}: {exc}") from None
+
+    def text(self) -> str:
+        return "a Webhook or a dict of url, secret and optional types, tenant"
+
+
+_COUNT, _TIMEOUT = Number(1, integer=True), Number(0, 3600, open_low=True)
+_SERVER_RULES: dict[str, Rule] = {
+    "store": Instance((str, os.PathLike), "a directory, a SQLite file or a PostgreSQL URL", optional=True),
+    "api_keys": Instance(Mapping, "a mapping of API key to tenant"),
+    "memory_kwargs": Instance(Mapping, "a mapping of BeeWeave arguments"),
+    "queue_dir": Instance((str, os.PathLike), "a directory", optional=True),
+    "webhooks": Items(_WebhookRule()),
+    "max_body_bytes": Number(1024, integer=True), "max_k": _COUNT, "max_flush_timeout": Number(0),
+    "eager": FLAG, "read_timeout": _TIMEOUT, "keep_alive_timeout": _TIMEOUT, "max_connections": _COUNT,
+    "tenant_concurrency": _COUNT, "tenant_queue": _COUNT, "max_events": _COUNT, "webhook_queue": _COUNT,
+    "maintain_interval": Number(0, open_low=True, optional=True),
+}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Depends, Request
 
+from ..records import KnowledgeChunk
 from .auth import Access, access_of
 from .service import MemoryService
 
@@ -48,6 +49,15 @@ class Ctx:
     access: Access
     svc: MemoryService
     request: Request
+
+    def memories(self, ids: Sequence[str], *, reads: bool = False) -> dict[str, KnowledgeChunk]:
+        """The memories ``ids`` (id -> memory), after checking this key may edit each one
+        (``reads``: read it, as the shared knowledge its searches return). A missing id and one
+        the key may not touch get one answer, ``hidden``: a scoped key must not learn which ids
+        exist. Every route that acts on memories by id checks here."""
+        found = {ch.id: ch for ch in self.svc.memory.get_many(ids)}
+        (self.access.check_readable if reads else self.access.own_ids)(ids, found)
+        return found
 
 
 def ctx(request: Request, access: Access = Depends(slot)) -> Ctx:

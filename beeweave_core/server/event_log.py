@@ -68,7 +68,8 @@ class EventLog:
         with self._lock:
             use_wal(self._db, 30.0)
             # As durable as the store's own writes (WAL + NORMAL survives a process crash): FULL
-            # synced every append, 8 ms each here, the bulk of a write's time on the server.
+            # synced every append, the bulk of a write's time on the server
+            # (benchmarks/history/server.md, "SSE fan-out and tool calls").
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA secure_delete=ON")  # deleted events are zeroed in the file
             self._db.execute(_SCHEMA)
@@ -81,6 +82,10 @@ class EventLog:
         data = json.dumps(ev.data, default=str)
         row = (ev.type.value, ev.chunk_id, ev.user_id, ev.agent_id, json.dumps(list(ev.tags)), data,
                ev.at.isoformat())
+        # The ring's copy, decoded as read() decodes the row; all the JSON work is done here,
+        # before the lock every append and read of the tenant waits on.
+        recent = {"type": row[0], "chunk_id": ev.chunk_id, "user_id": ev.user_id, "agent_id": ev.agent_id,
+                  "tags": list(ev.tags), "data": json.loads(data), "at": row[6]}
         with self._lock:
             cur = self._db.execute("INSERT INTO events(type, chunk_id, user_id, agent_id, tags, data, at) "
                                    "VALUES (?,?,?,?,?,?,?)", row)
@@ -88,10 +93,8 @@ class EventLog:
             self._appended += 1
             if self._appended % 1000 == 0:  # bounded: drop the oldest now and then
                 self._db.execute("DELETE FROM events WHERE seq <= ?", (seq - self.max_events,))
-            # Under the lock, so the ring gets events in sequence order; decoded as read() does.
-            self.recent.add(seq, {"seq": seq, "type": row[0], "chunk_id": ev.chunk_id, "user_id": ev.user_id,
-                                  "agent_id": ev.agent_id, "tags": list(ev.tags), "data": json.loads(data),
-                                  "at": row[6]})
+            # Under the lock, so the ring gets events in sequence order.
+            self.recent.add(seq, {"seq": seq, **recent})
         self.wakeups.notify()
         return seq
 

@@ -20,6 +20,7 @@ from .observe import note
 from .schemas import (
     AccessOut,
     ChunksOut,
+    DecideIn,
     EventIn,
     ExportOut,
     FeedbackIn,
@@ -33,6 +34,7 @@ from .schemas import (
     IngestAccepted,
     RejectIn,
     ResolveIn,
+    ReviewOut,
     ReviewQueueOut,
     SearchIn,
     SearchOut,
@@ -85,7 +87,7 @@ def _owned_ids(c: Ctx, ids: list[str]) -> list[str]:
     """The ids, after checking a user-scoped key sees every one: a missing id and another
     user's get one answer (``hidden``), whatever the route."""
     if c.access.users is not None:
-        c.access.own_ids(ids, {ch.id: ch for ch in c.svc.memory.get_many(ids)})
+        c.memories(ids)
     return ids
 
 
@@ -137,7 +139,7 @@ def core_router(config: ServerConfig) -> APIRouter:
             summary='Tell the memory how its memories did: "used", "up" or "down"')
     def feedback(req: FeedbackIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         if c.access.users is not None:  # also on shared knowledge the key reads: its searches return it
-            c.access.check_readable(req.chunk_ids, {ch.id: ch for ch in c.svc.memory.get_many(req.chunk_ids)})
+            c.memories(req.chunk_ids, reads=True)
         return chunks_json(c.svc.feedback(req.chunk_ids, req.signal.value))
 
     @r.get("/sessions/{session_id}/trace", response_model=TraceOut, tags=["sessions"],
@@ -185,30 +187,49 @@ def core_router(config: ServerConfig) -> APIRouter:
         await wait_drained(c.svc, c.svc.forget_timeout)  # queued events of the user would come back
         return {"user_id": user, "deleted": await run_in_threadpool(c.svc.forget_user, user, 0.0)}
 
-    @r.get("/review/pending", response_model=ChunksOut, tags=["review"],
-           summary="Memories waiting for review, oldest first")
+    @r.get("/review", response_model=ReviewOut, tags=["review"],
+           summary='Memories waiting for a decision, oldest first, with their reasons: "pending" (held by the '
+                   'admission rules), "stale", "expired", "verify", "fact_conflict" (flagged by the lifecycle)')
+    def review(user_id: str | None = _user_q(), agent_id: str | None = Query(None, min_length=1, max_length=512),
+               limit: int = Query(100, ge=0, le=1000),
+               reason: list[str] | None = Query(
+                   None, description="only memories waiting for this reason (repeatable): pending, stale, "
+                                     "expired, verify, fact_conflict"),
+               c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        items = c.svc.review(user_id=c.access.user(user_id), agent_id=agent_id, limit=limit, reasons=reason)
+        return {"items": [review_dict(i) for i in items if c.access.allows(i.user_id)]}
+
+    @r.post("/review/decide", response_model=IdsOut, tags=["review"], responses=NOT_FOUND,
+            summary='Decide on memories waiting for review: "keep" (approve a pending one), "delete" (reject a '
+                    'pending one, with reason) or "archive" (flagged ones); returns the ids decided')
+    def decide(req: DecideIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return {"ids": c.svc.decide(_owned_ids(c, req.ids), req.decision.value, reason=req.reason)}
+
+    # Deprecated (issue 45): the two flows GET /review and POST /review/decide replace, kept for old clients.
+    @r.get("/review/pending", response_model=ChunksOut, tags=["review"], deprecated=True,
+           summary="Deprecated: GET /review?reason=pending. Memories waiting for review, oldest first")
     def pending(user_id: str | None = _user_q(), agent_id: str | None = Query(None, min_length=1, max_length=512),
                 limit: int = Query(100, ge=0, le=1000), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         return chunks_json(c.svc.pending(user_id=c.access.one_user(user_id), agent_id=agent_id, limit=limit))
 
-    @r.post("/review/approve", response_model=IdsOut, tags=["review"], responses=NOT_FOUND,
-            summary="Make pending memories active; returns the ids that changed")
+    @r.post("/review/approve", response_model=IdsOut, tags=["review"], responses=NOT_FOUND, deprecated=True,
+            summary='Deprecated: POST /review/decide "keep". Make pending memories active; returns the ids that changed')
     def approve(req: IdsIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         return {"ids": c.svc.approve(_owned_ids(c, req.ids))}
 
-    @r.post("/review/reject", response_model=IdsOut, tags=["review"], responses=NOT_FOUND,
-            summary="Delete pending memories; returns the ids rejected")
+    @r.post("/review/reject", response_model=IdsOut, tags=["review"], responses=NOT_FOUND, deprecated=True,
+            summary='Deprecated: POST /review/decide "delete". Delete pending memories; returns the ids rejected')
     def reject(req: RejectIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         return {"ids": c.svc.reject(_owned_ids(c, req.ids), reason=req.reason)}
 
-    @r.get("/review/queue", response_model=ReviewQueueOut, tags=["review"],
-           summary="Memories flagged by the lifecycle (stale, expired but valued)")
+    @r.get("/review/queue", response_model=ReviewQueueOut, tags=["review"], deprecated=True,
+           summary="Deprecated: GET /review. Memories flagged by the lifecycle")
     def review_queue(user_id: str | None = _user_q(), c: Ctx = Depends(ctx)) -> dict[str, Any]:
         items = [i for i in c.svc.review_queue(user_id=c.access.user(user_id)) if c.access.allows(i.user_id)]
         return {"items": [review_dict(i) for i in items]}
 
-    @r.post("/review/resolve", response_model=ChunksOut, tags=["review"], responses=NOT_FOUND,
-            summary='Decide on a flagged memory: "keep", "archive" or "delete"')
+    @r.post("/review/resolve", response_model=ChunksOut, tags=["review"], responses=NOT_FOUND, deprecated=True,
+            summary='Deprecated: POST /review/decide. Decide on a flagged memory: "keep", "archive" or "delete"')
     def resolve(req: ResolveIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         _owned_ids(c, [req.chunk_id])
         kept = c.svc.resolve_review(req.chunk_id, req.decision.value)

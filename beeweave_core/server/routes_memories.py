@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Query
 
 from ..errors import InvalidInputError
 from ..ids import event_key, user_tag
-from ..records import new_id
+from ..records import KnowledgeChunk, new_id
 from .auth import hidden
 from .deps import CONFLICT, ERRORS, NOT_FOUND, Ctx, ctx
 from .errors import segment
@@ -56,8 +56,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _owned(c: Ctx, memory_id: str) -> Any:
-    return c.access.own(c.svc.get_memory(segment(memory_id)))
+def _owned(c: Ctx, memory_id: str, *, reads: bool = False) -> KnowledgeChunk:
+    """The memory of a path's id that the key may edit (``reads``: read); else 404 (``Ctx.memories``)."""
+    mid = segment(memory_id)
+    return c.memories([mid], reads=reads)[mid]
 
 
 def _dead_json(d: Any) -> dict[str, Any]:
@@ -116,7 +118,7 @@ def memories_router() -> APIRouter:
            summary="One memory")
     def get(memory_id: str, c: Ctx = Depends(ctx)) -> dict[str, Any]:
         # shared knowledge the key reads too (a search returned its id); edits stay the owners'
-        return c.access.sees(c.svc.get_memory(segment(memory_id))).to_dict()
+        return _owned(c, memory_id, reads=True).to_dict()
 
     @r.patch("/memories/{memory_id}", response_model=ChunkOut, tags=["memories"], responses=NOT_FOUND,
              summary="Edit a memory: content, tags, pinned, expires_at, confidence, status, metadata...")
@@ -165,8 +167,7 @@ def memories_router() -> APIRouter:
     @r.post("/relationships", status_code=201, response_model=RelationshipOut, tags=["memories"],
             responses=NOT_FOUND, summary="Add a typed edge between two memories")
     def relate(req: RelateIn, c: Ctx = Depends(ctx)) -> dict[str, Any]:
-        for cid in (req.source_id, req.target_id):
-            c.access.own(c.svc.get_memory(cid))
+        c.memories([req.source_id, req.target_id])
         rel = c.svc.relate(req.source_id, req.target_id, req.type, weight=req.weight, note=req.note)
         return rel.to_dict() if hasattr(rel, "to_dict") else _plain(asdict(rel))
 

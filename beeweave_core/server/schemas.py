@@ -20,7 +20,7 @@ from ..validation import MAX_WEIGHT
 
 __all__ = [
     "EventIn", "ToolCallIn", "IngestAccepted", "FiltersIn", "ExpandIn", "SearchIn", "SearchOut", "HitOut",
-    "ChunkOut", "ChunksOut", "FeedbackIn", "IdsIn", "RejectIn", "IdsOut", "ResolveIn", "ReviewItemOut",
+    "ChunkOut", "ChunksOut", "FeedbackIn", "IdsIn", "RejectIn", "IdsOut", "ResolveIn", "DecideIn", "ReviewItemOut", "ReviewWaitingOut", "ReviewOut",
     "ReviewQueueOut", "TraceOut", "ForgetOut", "FlushOut", "StatsOut", "HealthOut", "ErrorOut",
     "ExportOut", "AccessOut",
 ]
@@ -284,11 +284,24 @@ class ResolveIn(_In):
     decision: ReviewDecision
 
 
+class DecideIn(IdsIn):
+    decision: ReviewDecision
+    reason: str | None = Field(default=None, max_length=2000)
+
+
 class ReviewItemOut(_Out):
     chunk_id: str
     user_id: str | None = None
     reasons: list[str]
     flagged_at: str
+
+
+class ReviewWaitingOut(ReviewItemOut):
+    chunk: ChunkOut
+
+
+class ReviewOut(_Out):
+    items: list[ReviewWaitingOut]
 
 
 class ReviewQueueOut(_Out):
@@ -602,14 +615,3 @@ class SemanticResultOut(_Out):
 class SemanticSearchOut(_Out):
     results: list[SemanticResultOut]
     took_ms: float
-
-
-class EventOut(_Out):
-    seq: int
-    type: str
-    chunk_id: str | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    tags: list[str] = []
-    data: dict[str, Any] = {}
-    at: str

@@ -8,7 +8,7 @@ it holds. Everything here is plain Python; nothing imports FastAPI.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..engine.listing import Page
@@ -178,21 +178,30 @@ class MemoryService:
                              recorder=self.recorder)
 
     # -- review and maintenance ------------------------------------------------------------------
+    def review(self, *, user_id: str | None = None, agent_id: str | None = None, limit: int | None = None,
+               reasons: str | Sequence[str] | None = None) -> list[Any]:
+        return self.memory.review(user_id=user_id, agent_id=agent_id, limit=limit, reasons=reasons)
+
+    def decide(self, ids: str | Iterable[str], decision: str, *, reason: str | None = None) -> list[str]:
+        return self.memory.decide(ids, decision, reason=reason)
+
+    # The deprecated REST routes (/review/pending, approve, reject, queue, resolve) answer as they
+    # always did, from the parts the review flow routes to.
     def pending(self, *, user_id: str | None = None, agent_id: str | None = None,
                 limit: int | None = None) -> list[KnowledgeChunk]:
-        return self.memory.pending(user_id=user_id, agent_id=agent_id, limit=limit)
+        return self.memory.parts.ingestion.pending(user_id=user_id, agent_id=agent_id, limit=limit)
 
     def approve(self, ids: str | Iterable[str]) -> list[str]:
-        return self.memory.approve(ids)
+        return self.memory.parts.ingestion.approve(ids)
 
     def reject(self, ids: str | Iterable[str], *, reason: str | None = None) -> list[str]:
-        return self.memory.reject(ids, reason=reason)
+        return self.memory.parts.ingestion.reject(ids, reason=reason)
 
     def review_queue(self, *, user_id: str | None = None) -> list[Any]:
-        return self.memory.review_queue(user_id=user_id)
+        return self.memory.parts.lifecycle.review_queue(user_id=user_id)
 
     def resolve_review(self, chunk_id: str, decision: str) -> KnowledgeChunk | None:
-        return self.memory.resolve_review(chunk_id, decision)
+        return self.memory.parts.lifecycle.resolve_review(chunk_id, decision)
 
     def maintain(self, *, user_id: str | None = None) -> Any:
         return self.memory.maintain(user_id=user_id)

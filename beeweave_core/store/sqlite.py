@@ -735,26 +735,20 @@ class SQLiteStore:
                     " '$.last_accessed', ?) WHERE seq = ?", updates)
 
     def delete(self, ids: Sequence[str]) -> list[str]:
-        with self._lock:
-            self._check()
-            if not self.index.present(ids):
-                return []
-            mirror = _Mirror()
-            with self._tx():
-                present = self.index.present(ids)
-                self._drop_rows(present, mirror, keep_edges=False)
-            mirror.apply(self.index)
-            return present
+        return self.delete_if(ids, None)
 
-    def delete_if(self, ids: Sequence[str], still: Callable[[KnowledgeChunk], bool]) -> list[str]:
+    def delete_if(self, ids: Sequence[str], still: Callable[[KnowledgeChunk], bool] | None) -> list[str]:
+        """Delete the records of ``ids`` that ``still`` judges doomed (None: every one, unread)."""
         with self._lock:
             self._check()
             if not self.index.present(ids):
                 return []
             mirror = _Mirror()
             with self._tx():  # BEGIN IMMEDIATE: the records judged are those deleted
-                current = self._chunks_from_rows(self._record_rows(self.index.present(ids)), edges=False)
-                doomed = [cid for cid, c in current.items() if still(c)]
+                doomed = self.index.present(ids)
+                if still is not None:
+                    current = self._chunks_from_rows(self._record_rows(doomed), edges=False)
+                    doomed = [cid for cid, c in current.items() if still(c)]
                 self._drop_rows(doomed, mirror, keep_edges=False)
             mirror.apply(self.index)
             return doomed

@@ -172,7 +172,7 @@ def test_lifecycle_flags_are_kept_or_archived(seeded: Seeded, page: Any) -> None
     page.click("#confirm-ok")
     page.wait_for_selector(archive, state="detached")
     with seeded.server.http(ADMIN_KEY) as h:
-        flagged = {i["chunk_id"] for i in h.get("/api/v1/review/queue").json()["items"]}
+        flagged = {i["chunk_id"] for i in h.get("/api/v1/review").json()["items"]}
         assert ids["stale_keep"] not in flagged and ids["stale_archive"] not in flagged and ids["bob_stale"] in flagged
     assert chunk(seeded, "stale_keep")["status"] == "active" and chunk(seeded, "stale_archive")["status"] == "archived"
 

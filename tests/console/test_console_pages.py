@@ -26,6 +26,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     srv.stop()
 
 
+@pytest.mark.slow
 def test_every_page_is_served_with_a_policy_that_allows_only_this_server(live: LiveServer) -> None:
     with live.http() as h:
         assert h.get("/ui", follow_redirects=False).headers["location"] == "/ui/memories"

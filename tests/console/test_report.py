@@ -15,6 +15,8 @@ from beeweave_core.report import render_report, write_report
 from beeweave_core.stats import StatsRecorder, compute_stats
 from tests.console.browser_steps import is_nice_tick_series, overlapping, shot, text_boxes
 
+pytestmark = pytest.mark.slow
+
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
 EVIL = "</script><script>alert(1)</script> & <!-- the api runs on kubernetes"
 

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from beeweave_core import BeeWeave, EventType, HashingEmbedder, StoreUnavailableError
 from beeweave_core.ingest import IngestConfig, LLMExtractor
 from beeweave_core.ingest.extract import Extraction
 from beeweave_core.records import ProcessedContent
 from tests.ingest.ingest_support import SlowModel
+
+pytestmark = pytest.mark.slow
 
 
 def _events(n: int) -> list[dict[str, str]]:

@@ -12,6 +12,8 @@ from beeweave_core import BeeWeave
 from beeweave_core.ids import event_memory_id
 from beeweave_core.server import open_memory
 
+pytestmark = pytest.mark.slow
+
 EMB = "beeweave:hashing-64"
 
 

@@ -142,11 +142,15 @@ def test_deleting_the_new_statement_makes_the_old_current_again(make_memory, clo
     assert "superseded_by" not in again.metadata["fact"]
 
 
-def test_reconciling_again_changes_nothing(make_memory, clock) -> None:
+def test_reconciling_again_changes_nothing(make_memory, clock, monkeypatch) -> None:
     m = _moved(make_memory, clock)
     timeline = m.parts.lifecycle.facts.timeline
     members = timeline.timeline("residence", user_id="alice")
+    real_get, reads = m.backend.kv_get, []
+    monkeypatch.setattr(m.backend, "kv_get", lambda ns, k: reads.append(k) or real_get(ns, k))
     assert timeline.reconcile(members) == []  # a retried batch: nothing added twice, nothing changed
+    assert reads == ["alice\x1fresidence"]  # the timeline as added to is settled; one read checks it
+    monkeypatch.undo()
     assert len(m.backend.kv_get("lifecycle.timeline", "alice\x1fresidence")["entries"]) == 2
     assert len(m.history(members[0].id)) == 1
 
@@ -222,6 +226,7 @@ def test_a_settle_from_a_stale_read_is_settled_again(make_memory, clock, monkeyp
 
     monkeypatch.setattr(m.backend, "kv_get", kv_get)
     m.parts.lifecycle.facts.timeline.settle("alice", "residence")
+    # The stale read, the check that found the timeline changed (settled next), the check that found it settled.
+    assert len(reads) == 3
     old, new = m.parts.lifecycle.facts.timeline.timeline("residence", user_id="alice")
     assert (old.invalid_at, new.invalid_at) == (T1, None)
-    assert len(reads) >= 3  # the stale read, the check that found the timeline changed, the settle again

@@ -122,6 +122,7 @@ def test_a_model_that_raises_falls_back() -> None:
     assert e.extra["fallback_from"] == "llm" and "ConnectionError" in ext.last_error
 
 
+@pytest.mark.slow
 def test_llamaindex_custom_llm_answering_json() -> None:
     from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 

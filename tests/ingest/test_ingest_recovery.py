@@ -82,6 +82,7 @@ def reopen_and_count(db: Path, n: int) -> dict[str, int]:
     return {"memories": len(ids), "pattern_sightings": sum(hits)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["worker_idle", "worker_busy", "kill_self"])
 def test_killed_after_ingest_returned_then_processed_exactly_once_on_reopen(tmp_path: Path, mode: str) -> None:
     db = tmp_path / "memory.db"

@@ -33,6 +33,8 @@ from beeweave_core.ingest import intake as intake_module
 from beeweave_core.ingest.intake import MmapJournal
 from tests.reliability.rel_support import small_tmpfs
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 _REAL_FALLOCATE = getattr(os, "posix_fallocate", None)
 

@@ -18,7 +18,7 @@ TOOL_RESULT = "staging-db.internal:5433 (PostgreSQL 16, owned by the dba team)"
 
 class Recorder:
     """A stand-in store that records what the adapters hand to ``ingest`` and ``feedback``;
-    ``search`` goes to a real store when one is given."""
+    ``search`` goes to a real store when one is given (else it finds nothing)."""
 
     def __init__(self, *, fail: bool = False, search_in: Any = None) -> None:
         self.events: list[Any] = []
@@ -27,7 +27,7 @@ class Recorder:
         self.search_in = search_in
 
     def search(self, query: str, **kwargs: Any) -> list[Any]:
-        return self.search_in.search(query, **kwargs)
+        return [] if self.search_in is None else self.search_in.search(query, **kwargs)
 
     def ingest(self, event: Any) -> str:
         if self.fail:

@@ -16,7 +16,7 @@ from langchain_models import tool_call
 from langgraph.checkpoint.memory import InMemorySaver
 from typing_extensions import TypedDict
 
-from beeweave_core import BeeWeave
+from beeweave_core import BeeWeave, StoreClosedError, StoreUnavailableError
 from beeweave_core.relevance import DEFAULT_MIN_RELEVANCE
 from beeweave_langchain import BeeWeaveMiddleware, BeeWeaveStore
 from beeweave_langchain.store import item_id
@@ -138,14 +138,32 @@ def test_only_the_memories_the_answer_drew_on_are_marked_used(memory) -> None:
     assert "feedback" not in memory.get(ignored).metadata
 
 
-def test_a_failing_store_never_reaches_the_agent(embedder) -> None:
-    closed = BeeWeave(embedder=embedder)
-    closed.close()
-    mw = BeeWeaveMiddleware(closed, user_id="alice")
+class Unreachable:
+    """A store every call of which fails as an unreachable server or database does."""
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailableError("the server is unreachable")
+        return fail
+
+
+def test_an_unavailable_store_never_reaches_the_agent() -> None:
+    mw = BeeWeaveMiddleware(Unreachable(), user_id="alice")
     model = RecordingChatModel(responses=[AIMessage("still answering")])
     state = create_agent(model, [], middleware=[mw]).invoke(user_says("What is my favourite colour?"))
     assert state["messages"][-1].text == "still answering"
     assert mw.errors == 2  # the recall and the capture, each logged
+
+
+def test_a_closed_store_is_a_mistake_the_run_sees(embedder) -> None:
+    """Only an outage is absorbed (as in every face): using a closed store raises."""
+    closed = BeeWeave(embedder=embedder)
+    closed.close()
+    mw = BeeWeaveMiddleware(closed, user_id="alice")
+    model = RecordingChatModel(responses=[AIMessage("answering anyway")])
+    with pytest.raises(StoreClosedError):
+        create_agent(model, [], middleware=[mw]).invoke(user_says("What is my favourite colour?"))
+    assert mw.errors == 0 and model.system_texts() == []
 
 
 def test_the_user_can_come_from_the_runtime_context(memory) -> None:
@@ -203,6 +221,7 @@ def test_the_original_system_message_is_kept_when_memories_are_added(memory) -> 
     assert model.system_texts()[0].startswith("Be brief.\n\nRelevant memories")
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_with_the_default_model_only_relevant_memories_are_recalled() -> None:
     # The fused score is relative to the other candidates (an unrelated question still gets

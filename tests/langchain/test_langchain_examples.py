@@ -8,6 +8,8 @@ import pytest
 
 from beeweave_core import HashingEmbedder
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch) -> None:

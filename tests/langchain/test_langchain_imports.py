@@ -10,7 +10,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import beeweave_langchain
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ["torch", "sentence_transformers", "transformers", "faiss", "jieba", "Stemmer"]

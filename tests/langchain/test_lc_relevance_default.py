@@ -19,7 +19,7 @@ from beeweave_core import BeeWeave
 from beeweave_langchain import BeeWeaveMemory, BeeWeaveMiddleware, BeeWeaveRetriever, BeeWeaveStore
 from tests.relevance_faces import FACTS, GATED, OFF_TOPIC, ON_TOPIC, gated_memory
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 

@@ -9,6 +9,7 @@ from beeweave_core import ChunkStatus, InvalidInputError, NotFoundError
 from beeweave_core.lifecycle.history import read_versions
 
 
+@pytest.mark.slow
 def test_an_edit_keeps_the_earlier_version(reopen, clock) -> None:
     m = reopen()
     cid = m.add("Alice works at Acme", user_id="u", tags=["job"], metadata={"source": "chat-1"})

@@ -11,6 +11,7 @@ from beeweave_llamaindex import BeeWeaveRetriever
 from tests.fact_faces import CASES, T1, moved_memory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_retriever_marks_the_superseded_value_and_answers_as_of(lang: str) -> None:
     _, _, question, old, new = CASES[lang]

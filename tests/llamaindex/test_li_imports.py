@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import beeweave_llamaindex
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_MODULES = ["torch", "sentence_transformers", "transformers", "faiss"]

@@ -168,6 +168,7 @@ def test_a_closed_store_is_a_mistake_and_says_so(embedder) -> None:
         mem.put(ChatMessage(role="assistant", content="hi"))
 
 
+@pytest.mark.slow
 def test_a_session_resumes_after_a_restart_with_a_bounded_summary(tmp_path, embedder) -> None:
     from beeweave_core.lifecycle import LifecycleConfig, SessionConfig
     from beeweave_core.lifecycle.sessions import count_tokens

@@ -18,7 +18,7 @@ from beeweave_core import BeeWeave
 from beeweave_llamaindex import BeeWeaveMemory, BeeWeaveMemoryBlock, BeeWeaveRetriever
 from tests.relevance_faces import FACTS, OFF_TOPIC, ON_TOPIC, gated_memory
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("mcp")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mcp_client.py"

@@ -23,6 +23,7 @@ def search(memory: BeeWeave, query: str, **more: Any) -> list[dict[str, Any]]:
     return res.structured_content["memories"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_search_memory_marks_the_superseded_value_and_answers_as_of(lang: str) -> None:
     _, _, question, old, new = CASES[lang]

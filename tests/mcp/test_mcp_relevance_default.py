@@ -17,7 +17,7 @@ from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.mcp.server import build_server  # noqa: E402
 from tests.relevance_faces import FACTS, GATED, OFF_TOPIC, ON_TOPIC, gated_memory  # noqa: E402
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 

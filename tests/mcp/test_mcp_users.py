@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402

@@ -14,6 +14,8 @@ from beeweave_core import BeeWeaveError, CrossEncoderReranker, HitSource, Invali
 from tests.network.net_support import at, at_cosine, axis
 from tests.support import sentence
 
+pytestmark = pytest.mark.slow
+
 TEXTS = ["the cat sat on the mat", "a cat chased the mouse", "dogs bark at the mailman", "the weather is nice today",
          "python code runs fast", "cat food comes in small tins", "my cat sleeps all day", "coffee in the morning"]
 

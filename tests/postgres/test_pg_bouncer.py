@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 import psycopg
+import pytest
 
 from beeweave_core import KnowledgeChunk
 from beeweave_core.filters import build_filter
@@ -16,6 +17,8 @@ from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
 from tests.postgres.pg_bouncer import pgbouncer
 from tests.postgres.pg_support import fresh_schema, schema_url, server_url
+
+pytestmark = pytest.mark.slow
 
 DIM = 16
 

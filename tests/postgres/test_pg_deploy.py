@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from tests.postgres.pg_support import fresh_schema, schema_url, server_url
 from tests.service.service_support import free_port
 from tests.test_deploy import DEPLOY, ROOT, _image_env, _interpolate, wait_until_serving
+
+pytestmark = pytest.mark.slow
 
 KEY = "compose-key-0001"
 

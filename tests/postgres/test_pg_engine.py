@@ -16,6 +16,8 @@ from beeweave_core.store.postgres.events import to_memory_event
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from tests.support import WORDS, sentence
 
+pytestmark = pytest.mark.slow
+
 NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
 
 

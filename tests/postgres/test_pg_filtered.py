@@ -25,6 +25,8 @@ from tests.conformance import DIM, Reference
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from tests.support import WORDS, dt, matches, sentence, term_counts, unit_vectors
 
+pytestmark = pytest.mark.slow
+
 N = 600
 SESSIONS = [f"s{i}" for i in range(30)]  # ~20 records each
 CFG = IndexConfig()  # session context on: a record also matches its neighbours' terms

@@ -16,6 +16,8 @@ from beeweave_core.store.postgres import PostgresStore
 from beeweave_core.store.postgres.ingest_queue import PostgresEventQueue
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
+pytestmark = pytest.mark.slow
+
 
 def _event(i: int, user: str = "ann") -> tuple[str, str, str]:
     eid = f"e{i:03d}"

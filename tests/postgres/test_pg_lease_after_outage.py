@@ -31,6 +31,8 @@ from beeweave_core.store.postgres import PostgresStore
 from beeweave_core.store.postgres.ingest_queue import PostgresEventQueue
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
+pytestmark = pytest.mark.slow
+
 EMBEDDER = "beeweave:hashing-64"
 
 

@@ -20,6 +20,8 @@ from beeweave_core.store.postgres import PostgresStore
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from tests.support import sentence
 
+pytestmark = pytest.mark.slow
+
 NOW = datetime(2024, 6, 1, tzinfo=timezone.utc)
 WORDS = ["kiwi", "mango", "lime", "papaya", "quince", "fig", "grape", "melon"]
 

@@ -25,6 +25,8 @@ from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url 
 from tests.postgres.test_pg_parity import DIM, make_rows, queries, random_filters
 from tests.support import term_counts, unit_vectors
 
+pytestmark = pytest.mark.slow
+
 # Every record, whatever its status.
 EVERY = build_filter({"status": ["active", "archived"]})
 

@@ -20,6 +20,8 @@ from beeweave_core.store.postgres import local as pg_local
 from beeweave_core.store.postgres import store as pg_store
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
+pytestmark = pytest.mark.slow
+
 
 @contextmanager
 def _two(url: str, sql_search_off: bool = False) -> Iterator[tuple[BeeWeave, BeeWeave]]:

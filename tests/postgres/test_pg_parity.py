@@ -21,6 +21,8 @@ from tests.conformance import Reference
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from tests.support import WORDS, dt, matches, sentence, term_counts, unit_vectors
 
+pytestmark = pytest.mark.slow
+
 DIM = 16
 USERS = ["ann", "bob", "cid"]
 SESSIONS = ["s1", "s2", "s3", None]

@@ -22,6 +22,8 @@ from tests.conformance import Reference
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from tests.postgres.pg_workers import writer_records
 
+pytestmark = pytest.mark.slow
+
 WORKERS = Path(__file__).resolve().parent / "pg_workers.py"
 WRITERS, PER_WRITER, BATCH, SEED = 4, 60, 15, 3
 EVERYTHING = build_filter({"status": ["active", "pending", "archived", "merged", "expired"]})

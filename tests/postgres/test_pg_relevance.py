@@ -24,6 +24,8 @@ from tests.conformance import DIM
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from tests.support import WORDS, term_counts, unit_vectors
 
+pytestmark = pytest.mark.slow
+
 N = 400
 VOCAB = WORDS[:50]
 # Zipf-like: the first words are in most records (idf near or below 0), the last in few.

@@ -6,10 +6,14 @@ from __future__ import annotations
 import logging
 import time
 
+import pytest
+
 from beeweave_core import BeeWeave, HashingEmbedder
 from beeweave_core.lifecycle import LifecycleConfig
 from beeweave_core.store.postgres import PostgresStore
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
+
+pytestmark = pytest.mark.slow
 
 
 def test_searches_on_a_read_only_store_count_no_accesses(pg_url, caplog) -> None:  # noqa: F811

@@ -28,6 +28,8 @@ from tests.postgres.test_pg_local_index import assert_same_candidates
 from tests.postgres.test_pg_parity import DIM, make_rows, queries, random_filters
 from tests.support import unit_vectors
 
+pytestmark = pytest.mark.slow
+
 
 def _context_rows(store: PostgresStore) -> int:
     """The tenant's rows in the two tables only the SQL search reads."""

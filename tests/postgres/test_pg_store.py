@@ -14,6 +14,8 @@ from beeweave_core.store.postgres import PostgresStore
 from beeweave_core.store.postgres.schema import MIGRATIONS, hnsw_index_name
 from tests.postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
 
+pytestmark = pytest.mark.slow
+
 EVERYTHING = build_filter({"status": ["active", "pending", "archived", "merged", "expired"]})
 
 

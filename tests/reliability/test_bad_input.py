@@ -26,6 +26,8 @@ from tests.reliability.fuzz_support import SQL, junk, maybe, nested, text_of, te
 from tests.reliability.rel_support import assert_verified, examples
 from tests.support import WORDS, sentence
 
+pytestmark = pytest.mark.slow
+
 FUZZ = settings(max_examples=examples(40), derandomize=True, database=None, deadline=None)
 FACES = settings(max_examples=examples(25), derandomize=True, database=None, deadline=None)
 

@@ -17,6 +17,8 @@ from beeweave_core.errors import BeeWeaveError, StoreUnavailableError
 from beeweave_core.ingest import IngestConfig
 from tests.reliability.rel_support import all_chunks, assert_consistent, open_file_store, sentence_for, small_tmpfs
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:

@@ -26,6 +26,8 @@ from tests.reliability.fuzz_support import SQL, texts, words
 from tests.reliability.rel_support import examples
 from tests.service.service_support import LiveServer, start_server
 
+pytestmark = pytest.mark.slow
+
 KEY = "rel-key-00001"
 JSON = {"content-type": "application/json"}
 json_junk = st.recursive(

@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from beeweave_core import BeeWeave
 from beeweave_core.server.service import MemoryService
 from tests.reliability.rel_support import small_tmpfs
+
+pytestmark = pytest.mark.slow
 
 EMB = "beeweave:hashing-64"
 

@@ -19,6 +19,8 @@ import pytest
 from beeweave_core.store.sqlite import SQLiteStore
 from tests.reliability.rel_support import all_chunks, assert_consistent, child, env_number, open_file_store
 
+pytestmark = pytest.mark.slow
+
 SECONDS = env_number("BEEWEAVE_MULTIPROC_SECONDS", 8)
 # The hashing embedder's width. At 32 a marker's own memory could have a vector far below the
 # pool's (signed hash collisions: cosine -0.3 with the query that names it) and lose the fused

@@ -16,7 +16,7 @@ import pytest
 
 from beeweave_core.store.sqlite import SQLiteStore
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses fork")
+pytestmark = [pytest.mark.skipif(sys.platform == "win32", reason="uses fork"), pytest.mark.slow]
 
 ROUNDS = 40  # at the old failure rate, all 40 rounds passing had a chance below 1e-6
 PROCESSES = 3

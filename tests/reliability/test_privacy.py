@@ -27,6 +27,8 @@ from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url 
 from tests.reliability.rel_support import ALL_STATUSES, all_chunks, small_hnsw
 from tests.support import Recording
 
+pytestmark = pytest.mark.slow
+
 N_EVENTS = 24
 _CN_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 

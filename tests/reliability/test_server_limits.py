@@ -26,6 +26,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = "quiet-key-001:quiet,noisy-key-001:noisy"
 QUIET, NOISY = "quiet-key-001", "noisy-key-001"

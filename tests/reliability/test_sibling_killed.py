@@ -19,6 +19,8 @@ from beeweave_core.ingest import IngestConfig
 from beeweave_core.ingest.intake import MmapJournal
 from beeweave_core.ingest.queue import SQLiteEventQueue
 
+pytestmark = pytest.mark.slow
+
 EMB = "beeweave:hashing-64"
 N = 30
 

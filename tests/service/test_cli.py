@@ -19,6 +19,8 @@ import tomllib
 from beeweave_core.cli import COMMANDS, build_parser, main
 from tests.service.service_support import ACME_KEY, EMBEDDER, event, free_port
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = [
     event("alice", "How do I deploy the api?", "Run make deploy; it rolls out to the kubernetes cluster.",
@@ -111,9 +113,9 @@ def test_commands_in_process(store, capsys, monkeypatch):
     assert "search latency: p50" in out and "by source agent:" in out
     assert main(["--store", "m.db", "review"]) == 0
     out = capsys.readouterr().out
-    assert "1 pending review" in out and "cli-short@bob:0" in out
-    assert main(["--store", "m.db", "review", "approve", "cli-short@bob:0"]) == 0
-    assert "approved 1 of 1" in capsys.readouterr().out
+    assert "1 waiting for review" in out and "cli-short@bob:0  [bob]  pending (too short" in out
+    assert main(["--store", "m.db", "review", "keep", "cli-short@bob:0"]) == 0
+    assert "keep: 1 of 1: cli-short@bob:0" in capsys.readouterr().out
     assert main(["--store", "m.db", "maintain", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["merged"] == 0
     assert main(["--store", "m.db", "export", "alice", "-o", "alice.json"]) == 0
@@ -156,7 +158,7 @@ def test_errors_are_one_line(store, capsys, monkeypatch):
         (["--store", "m.db", "ingest", "guide.md"], 1, "--user-id"),
         (["--store", "m.db", "ingest", "missing.jsonl"], 1, "no such file"),
         (["--store", "m.db", "review", "resolve", "x"], 1, "keep, archive or delete"),
-        (["--store", "m.db", "review", "approve", "no-such-id"], 1, "no memory with id"),
+        (["--store", "m.db", "review", "keep", "no-such-id"], 1, "no memory with id"),
         (["--store", "m.db", "export", "alice", "-o", "."], 1, "is a directory"),
         (["--store", str(store), "stats"], 1, "pass a tenant"),
         (["--store", f"http://127.0.0.1:{free_port()}", "--api-key", "k", "stats"], 1, "cannot reach"),

@@ -141,5 +141,26 @@ def test_llamaindex_retriever_on_a_server(acme, seeded):
 def test_flush_trace_and_review_types(acme, seeded):
     assert acme.flush(5) is True
     assert [c.id for c in acme.trace("c1")][:2] == ["cl-port@alice:0", "cl-owner@alice:0"]
-    assert acme.pending(user_id="nobody") == [] and acme.review_queue(user_id="nobody") == []
+    assert acme.review(user_id="nobody") == []
     assert acme.health()["status"] == "ok" and "/api/v1/search" in acme.openapi()["paths"]
+
+
+def test_one_review_flow_over_http(acme):
+    """GET /review and POST /review/decide: the engine's one review flow; the old routes still answer."""
+    held = acme.add("the vpn gateway moved to 10.2.0.1 last night", user_id="rev", status="pending")
+    stale = acme.add("the staging database lives on db-old.internal", user_id="rev")
+    for _ in range(3):
+        acme.feedback(stale, "down")
+    items = acme.review(user_id="rev")
+    assert [(i.chunk_id, i.reasons) for i in items] == [(held, ("pending",)), (stale, ("stale",))]
+    assert items[0].chunk is not None and items[0].chunk.status.value == "pending"
+    assert [i.chunk_id for i in acme.review(user_id="rev", reasons="pending")] == [held]
+    assert [i.chunk_id for i in acme.review(user_id="rev", reasons=["stale", "expired"])] == [stale]
+    with pytest.raises(InvalidInputError, match="is pending"):
+        acme.decide([stale, held], "archive")
+    with pytest.warns(DeprecationWarning, match="review_queue"):
+        assert [i.chunk_id for i in acme.review_queue(user_id="rev")] == [stale]  # nothing was changed
+    assert acme.decide([held, stale], "keep") == [held, stale]
+    assert acme.review(user_id="rev") == []
+    with pytest.warns(DeprecationWarning, match="pending"):
+        assert acme.pending(user_id="rev") == []

@@ -19,6 +19,8 @@ from beeweave_core.ingest import IngestConfig
 from beeweave_core.server import ServerConfig
 from tests.service.service_support import ACME_KEY, KEYS, LiveServer, event, start_server
 
+pytestmark = pytest.mark.slow
+
 MAX_FLUSH = 0.5  # the server's max_flush_timeout here: far below the timeouts the tests ask for
 
 

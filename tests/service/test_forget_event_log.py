@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from beeweave_core.events import EventType, MemoryEvent
 from beeweave_core.server import ServerConfig
 from beeweave_core.server.event_log import EventFilter, EventLog
 from tests.service.service_support import EMBEDDER, start_server
+
+pytestmark = pytest.mark.slow
 
 ADMIN = "admin-key-of-acme"
 WORD = "zorblaxquint"  # only the forgotten user ever says it

@@ -114,6 +114,7 @@ ROUTES = ["get", "patch", "delete", "history", "relationships", "list", "export"
           "queue", "maintain", "hot", "ingest", "add", "relate", "events"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ROUTES)
 @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(target=st.sampled_from(["bob", "eve", "alice ", "Alice", "alice/x"]))
@@ -259,6 +260,7 @@ def test_webhooks_are_signed_and_delivered(tmp_path):
     assert json.loads(body)["chunk_id"] == mid and headers["X-BeeWeave-Event"] == "memory.created"
 
 
+@pytest.mark.slow
 def test_a_stalled_server_costs_an_agent_at_most_two_seconds(tmp_path):
     """A server that accepts and never answers: the LangChain callback over BeeWeaveClient
     returns at once; the events are delivered once a real server answers on that port."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+pytestmark = pytest.mark.slow
+
 # schemathesis is not in the "test" extra yet: without it this module is skipped, visibly.
 schemathesis = pytest.importorskip("schemathesis", reason="pip install 'schemathesis>=4' for the OpenAPI fuzz tests")
 import requests  # noqa: E402  (a dependency of schemathesis)

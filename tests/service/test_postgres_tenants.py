@@ -8,6 +8,8 @@ from beeweave_core import NotFoundError
 from beeweave_core.server import ServerConfig
 from tests.service.service_support import ACME_KEY, BETA_KEY, EMBEDDER, KEYS, event, start_server
 
+pytestmark = pytest.mark.slow
+
 pg_support = pytest.importorskip("tests.postgres.pg_support", reason="PostgreSQL tests need psycopg and a test server")
 
 

@@ -22,7 +22,7 @@ from beeweave_core.embedders import as_embedder
 from beeweave_core.server import ServerConfig
 from tests.service.service_support import ACME_KEY, start_server
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = [

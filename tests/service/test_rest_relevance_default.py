@@ -17,7 +17,7 @@ from beeweave_core.server import ServerConfig
 from tests.relevance_faces import FACTS, GATED, OFF_TOPIC, ON_TOPIC
 from tests.service.service_support import ACME_KEY, LiveServer, start_server
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 

@@ -1,5 +1,6 @@
 // Review: pending memories (approve or reject several at once), memories the lifecycle flagged
-// (keep, archive or delete each), and dead letters (retry the selected or all).
+// (keep, archive or delete each), and dead letters (retry the selected or all). Both lists come
+// from the one review flow, GET /review by reason, and every decision is POST /review/decide.
 "use strict";
 (function () {
   const {T, el, api, say, fail, confirmDialog, when, short, memoryLink, scopeUser} = window.BW;
@@ -20,26 +21,27 @@
   const empty = (text) => el("li", {class: "empty", text});
 
   async function pending() {
-    const out = await api("GET", "/review/pending", undefined, {user_id: user, limit: 200});
+    const out = await api("GET", "/review", undefined, {user_id: user, reason: "pending", limit: 200});
+    const chunks = out.items.map((i) => i.chunk);
     $("pending-all").checked = false;
-    $("pending").replaceChildren(...(out.chunks.length ? out.chunks.map((c) => checkItem(c.id, short(c.raw_content, 40),
+    $("pending").replaceChildren(...(chunks.length ? chunks.map((c) => checkItem(c.id, short(c.raw_content, 40),
       [el("div", {class: "text"}, memoryLink(c.id, short(c.raw_content, 300))),
        el("div", {class: "meta"}, T.user + ": " + c.user_id, " · ", T.agent + ": " + (c.agent_id || T.none),
           " · ", when(c.timestamp))])) : [empty(T.no_pending)]));
   }
 
   async function flags() {
-    const out = await api("GET", "/review/queue", undefined, {user_id: user});
-    const items = await Promise.all(out.items.map(async (i) => {
-      let text = i.chunk_id;
-      try { text = (await api("GET", "/memories/" + encodeURIComponent(i.chunk_id))).raw_content; } catch (e) { /* gone */ }
+    const out = await api("GET", "/review", undefined,
+                          {user_id: user, reason: ["stale", "expired", "verify", "fact_conflict"], limit: 1000});
+    const items = out.items.map((i) => {
+      const text = i.chunk.raw_content;
       const act = (decision) => el("button", {type: "button", class: decision === "delete" ? "danger" : null,
         "data-decision": decision, onclick: () => resolve(i.chunk_id, decision, text)}, T[decision]);
       return el("li", {"data-id": i.chunk_id}, el("div", {class: "body"},
         el("div", {class: "text"}, memoryLink(i.chunk_id, short(text, 300))),
         el("div", {class: "meta"}, T.reasons + ": " + i.reasons.join(", "), " · ", T.flagged_at + " " + when(i.flagged_at))),
         el("div", {class: "row"}, act("keep"), act("archive"), act("delete")));
-    }));
+    });
     $("flags").replaceChildren(...(items.length ? items : [empty(T.no_flags)]));
   }
 
@@ -47,7 +49,7 @@
     if (decision !== "keep" && !(await confirmDialog((decision === "delete" ? T.confirm_delete : T.confirm_archive) +
         " " + short(text, 60)))) return;
     try {
-      await api("POST", "/review/resolve", {chunk_id: id, decision});
+      await api("POST", "/review/decide", {ids: [id], decision});
       say(T[decision] + ": " + short(text, 60));
       await flags();
     } catch (e) { fail(e); }
@@ -68,7 +70,7 @@
     const ids = checked("pending");
     if (!ids.length) return;
     try {
-      const out = await api("POST", "/review/approve", {ids});
+      const out = await api("POST", "/review/decide", {ids, decision: "keep"});
       say(T.approved + ": " + out.ids.length);
       await pending();
     } catch (e) { fail(e); }
@@ -77,7 +79,7 @@
     const ids = checked("pending");
     if (!ids.length || !(await confirmDialog(T.confirm_reject))) return;
     try {
-      const out = await api("POST", "/review/reject", {ids});
+      const out = await api("POST", "/review/decide", {ids, decision: "delete"});
       say(T.rejected + ": " + out.ids.length);
       await pending();
     } catch (e) { fail(e); }
