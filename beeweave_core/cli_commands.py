@@ -278,7 +278,7 @@ def cmd_config(args: Any) -> int:
     """The options a service command would use (the table and the masking are in options.py), or
     the effective settings of a store or a server (effective_settings.py)."""
     from . import options
-    from .cli import build_parser
+    from .cli_parser import build_parser
 
     flags = [f for f in args.flags if f != "--json"]  # `config show serve --port 1 --json`: ours, not serve's
     as_json = args.json or len(flags) < len(args.flags)
@@ -310,10 +310,10 @@ def _store_settings(args: Any, flags: list[str]) -> dict[str, Any]:
     over the same global ones, so both ``beeweave --store X config show store`` and
     ``beeweave config show store --store X`` work."""
     from . import options
-    from .cli import _Parser
+    from .cli_parser import CommandParser
     from .effective_settings import store_settings
 
-    parser = _Parser(prog="beeweave config show store")
+    parser = CommandParser(prog="beeweave config show store")
     options.add_arguments(parser, None)
     ns = parser.parse_args(flags)
     given = {r.option.dest for r in options.resolved(ns, None) if r.source == "flag"}
@@ -326,7 +326,7 @@ def _store_settings(args: Any, flags: list[str]) -> dict[str, Any]:
 
 def _served_settings(args: Any, flags: list[str]) -> dict[str, Any]:
     """``config show server [serve's flags]``: the ServerConfig ``serve`` would build, without secrets."""
-    from .cli import build_parser
+    from .cli_parser import build_parser
     from .effective_settings import server_settings
 
     served = build_parser().parse_args(["serve", *flags])  # serve's defaults, variables and checks

@@ -13,7 +13,12 @@ from typing import Any
 
 from .errors import InvalidInputError
 
-__all__ = ["FIELD_TYPES", "FIELD_NAME", "declare_fields", "declared_fields"]
+__all__ = ["FIELD_TYPES", "FIELD_NAME", "FILTER_KEYS", "declare_fields", "declared_fields"]
+
+# The built-in filter keys (search filters, :mod:`.filters`): here, where a declared field
+# must not take one of their names, so that filters imports fields and not both ways.
+FILTER_KEYS = ("user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "entities", "since",
+               "until", "type", "intent", "status", "ids", "tier")
 
 FIELD_TYPES = ("str", "int", "float", "bool")
 # Field names reach SQL (index names and index expressions must be literals), so only plain
@@ -33,8 +38,6 @@ def declare_fields(backend: Any, fields: Mapping[str, str]) -> dict[str, str]:
 
     Declaring a field again with the same type does nothing; another type is an error
     (earlier filters and indexes assume the first)."""
-    from .filters import FILTER_KEYS
-
     if not isinstance(fields, Mapping) or not fields:
         raise InvalidInputError("declare_fields takes a non-empty mapping of field name to type")
     known = declared_fields(backend)

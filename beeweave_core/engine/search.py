@@ -31,6 +31,8 @@ from ..relevance import (
     Evidence,
     absent_share,
     calibration_for,
+    counts_as_use,
+    default_gate,
     evidence_terms,
     gated,
     lexical_evidence,
@@ -44,7 +46,7 @@ from ..relevance import (
 )
 from ..rerank import Reranker, mmr
 from ..scopes import Scopes
-from ..scoring import score_factor, ttl_passed
+from ..scoring import rank_factors, ttl_passed, use_order
 from ..store.base import Candidates, StaleCandidates, TermEvidence
 from ..timewords import DATED_LAG, find_time
 from .search_request import SearchRequest, build_search_request
@@ -54,6 +56,11 @@ if TYPE_CHECKING:
     from .graph import Graph
 
 __all__ = ["Search"]
+
+
+def _use_reorders(plain: list[str], lifted: list[str]) -> bool:
+    """Whether use (the lift) changes which hits a search returns or their order."""
+    return plain != lifted
 
 
 class Search:
@@ -243,7 +250,7 @@ class Search:
         if qvec is None and backend.count(None):
             qvec = self.embed_query(prepared.text)
         got, ids, scores = self._candidates(req, prepared.terms, qvec, optimistic)
-        ranked = self._ranked(req, ids, scores, got)
+        ranked, by_use = self._ranked(req, ids, scores, got)
         wanted = [cid for cid, _, _ in ranked]
         try:
             chunks = got.records(wanted) if got is not None else backend.get(wanted)
@@ -253,12 +260,28 @@ class Search:
             rivals.update(read)
         scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked
                   if cid in chunks and not ttl_passed(chunks[cid], req.now)]
+        if by_use:
+            scored = self._by_use(req, self._relevance(prepared.terms, req.flt, scored,
+                                                       got.evidence if got is not None else None, qvec, scores["vector"]))
         scored = self._reordered(req, scored)
         scored = self._relevance(prepared.terms, req.flt, scored[: req.k], got.evidence if got is not None else None,
                                  qvec, scores["vector"])
         if req.min_relevance is not None:
             scored = [h for h in scored if h.relevance is not None and h.relevance >= req.min_relevance]
         return scored
+
+    def _by_use(self, req: SearchRequest, hits: list[SearchHit]) -> list[SearchHit]:
+        """``hits`` (ordered without the lift, scored with it, with their relevance) in
+        ``use_order``: use reorders hits only among neighbours on the same side of the store's
+        gate (``counts_as_use``); cut to k unless a reranker or MMR is to see more. A hit's
+        score is at most the one above it, so the scores stay sorted."""
+        gate = default_gate(self.shared.config.abstain_below, self.shared.embedder.name)
+        order = use_order([h.score for h in hits], [counts_as_use(h.relevance, gate) for h in hits])
+        out: list[SearchHit] = []
+        for i in order[: None if req.reorders else req.k]:
+            h = hits[i]
+            out.append(h if not out or h.score <= out[-1].score else replace(h, score=out[-1].score))
+        return out
 
     def _candidates(self, req: SearchRequest, terms: Mapping[str, int], qvec: np.ndarray | None,
                     optimistic: bool) -> tuple[Candidates | None, list[str], dict[str, np.ndarray]]:
@@ -282,9 +305,12 @@ class Search:
         return hits
 
     def _ranked(self, req: SearchRequest, ids: list[str], scores: dict[str, np.ndarray],
-                got: Candidates | None) -> list[tuple[str, float, dict[str, HitSource]]]:
+                got: Candidates | None) -> tuple[list[tuple[str, float, dict[str, HitSource]]], bool]:
         """The candidates fused, times each memory's rank factors, best first, above
-        ``min_score``; cut to k unless a reranker or MMR is to see more."""
+        ``min_score``; cut to k unless a reranker or MMR is to see more. True with the whole
+        pool ordered without the lift when use would reorder what is returned and the store
+        has a gate: ``_by_use`` orders it by relevance (reading the pool's records). A model
+        nobody fitted has no gate, and every hit counts as relevant: the lifted order."""
         # Weight factors can lift a candidate a little, so look a bit past k; rerankers see more.
         k = req.k
         pool_size = max(4 * k, 40) if req.reorders else max(2 * k, k + 10)
@@ -292,18 +318,32 @@ class Search:
         # Lean on BM25 for the part of the query the embedder's languages do not cover.
         weights = retriever_weights(req.query, embedder_languages(self.shared.embedder), cfg.weights)
         pool = fuse_scores(ids, scores, mode=req.mode, weights=weights, rrf_k=cfg.rrf_k, limit=pool_size)
-        if req.mode is FusionMode.ZSCORE:
-            # Map the z-sum onto (0, 1) (monotone) so that weight factors can multiply it.
-            pool = [(c, 1.0 / (1.0 + math.exp(-max(min(s, 60.0), -60.0))), src) for c, s, src in pool]
-        # Ranked by the few fields scoring reads; only the records returned are decoded. A stable
-        # sort on the score alone: equal scores keep fusion's order, whose ties the evidence broke.
+        # Ranked by the few fields scoring reads; only the records returned are decoded (the
+        # pool's when use would reorder them: their relevance decides where it may). Stable
+        # sorts on the score alone: equal scores keep fusion's order, whose ties the evidence broke.
         fields = got.fields if got is not None else self.shared.backend.rank_fields([cid for cid, _, _ in pool])
         scoring = self.shared.scoring
-        ranked = sorted(((cid, score * score_factor(f, req.now, scoring), src) for cid, score, src in pool
-                         if (f := fields.get(cid)) is not None), key=lambda t: -t[1])
+        # Each candidate without its lift (relevance and penalties: the order use may not
+        # overrule) and with it.
+        plain: list[tuple[str, float, float, dict[str, HitSource]]] = []
+        for cid, score, src in pool:
+            if (f := fields.get(cid)) is not None:
+                if req.mode is FusionMode.ZSCORE:  # the z-sum onto (0, 1), monotone, for the factors to multiply
+                    score = 1.0 / (1.0 + math.exp(-max(min(score, 60.0), -60.0)))
+                lift, penalty = rank_factors(f, req.now, scoring)
+                plain.append((cid, score * penalty, score * penalty * lift, src))
         if req.min_score is not None:
-            ranked = [t for t in ranked if t[1] >= req.min_score]
-        return ranked if req.reorders else ranked[:k]
+            plain = [t for t in plain if t[2] >= req.min_score]
+        lifted = sorted(plain, key=lambda t: -t[2])
+        plain.sort(key=lambda t: -t[1])
+        n = len(lifted) if req.reorders else k
+        gate = default_gate(cfg.abstain_below, self.shared.embedder.name)
+        if not gate or not _use_reorders([t[0] for t in plain[:n]], [t[0] for t in lifted[:n]]):
+            # The lifted order is what use_order gives: with no gate every hit is on one side
+            # (one run), and if no hit passes another none passes one of another run; the
+            # hits' relevance is not needed to rank them.
+            return [(cid, score, src) for cid, _, score, src in lifted[:n]], False
+        return [(cid, score, src) for cid, _, score, src in plain], True
 
     def _retrieve(self, terms: Mapping[str, int], flt: Filter, k: int,
                   qvec: np.ndarray | None) -> tuple[list[str], dict[str, np.ndarray]]:

@@ -11,11 +11,18 @@ Slots ``[0, graph_n)`` are in the graph and their vectors live only in FAISS's s
 Newer slots wait in a *tail* array that every search scans exactly, and join the graph
 in batches of ``tail_limit``: one insert never pays for a graph insertion, and a bulk
 load builds the graph as it goes instead of at the first search.
+
+``background=True`` (a PostgreSQL store's local index, loaded whole by a process's first
+search) builds the first graph in a thread instead: until it is built, searches that need
+it scan exactly, so a short-lived process answers without waiting for a graph it may never
+use. The graph is taken in by the next search or add once built (their caller's lock
+serialises them); slots added meanwhile stay in the tail.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +58,34 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 
+class _GraphBuild:
+    """A FAISS graph of some vectors, built in a thread (``VectorIndex(background=True)``)."""
+
+    def __init__(self, vectors: np.ndarray, hnsw_m: int, ef_construction: int) -> None:
+        self.n = len(vectors)
+        self.graph: Any = None  # the built graph; None until built, or if the build failed
+        self._thread = threading.Thread(target=self._build, args=(vectors, hnsw_m, ef_construction), daemon=True,
+                                        name="beeweave-graph")
+        self._thread.start()
+
+    def _build(self, vectors: np.ndarray, hnsw_m: int, ef_construction: int) -> None:
+        import faiss
+
+        graph = faiss.IndexHNSWFlat(vectors.shape[1], hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        graph.hnsw.efConstruction = ef_construction
+        graph.add(np.ascontiguousarray(vectors))
+        self.graph = graph
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def join(self) -> None:
+        self._thread.join()
+
+
 class VectorIndex:
     def __init__(self, dim: int, *, hnsw_m: int = 32, ef_construction: int = 80, ef_search: int | None = None,
-                 exact_limit: int = EXACT_LIMIT, tail_limit: int | None = None) -> None:
+                 exact_limit: int = EXACT_LIMIT, tail_limit: int | None = None, background: bool = False) -> None:
         self.dim = dim
         self.hnsw_m, self.ef_construction, self.ef_search = hnsw_m, ef_construction, ef_search
         self.exact_limit = exact_limit
@@ -65,6 +97,8 @@ class VectorIndex:
         self._hnsw: Any = None  # faiss.IndexHNSWFlat over slots [0, _hnsw_n)
         self._hnsw_n = 0
         self._graph_vecs = np.zeros((0, dim), dtype=np.float32)  # view of the graph's storage
+        self.background = background
+        self._pending: _GraphBuild | None = None  # the first graph, being built (background)
 
     @property
     def has_graph(self) -> bool:
@@ -107,7 +141,41 @@ class VectorIndex:
     def maybe_extend_graph(self) -> None:
         """Move a full tail into the graph once the index is large enough to need one."""
         if self._n - self._hnsw_n >= self.tail_limit and self._n_alive > self.exact_limit:
-            self._sync_hnsw()
+            self._extend()
+
+    def _extend(self) -> bool:
+        """Bring the graph up to the tail; with ``background``, a first graph is built in a
+        thread instead: False while it is (searches then scan exactly)."""
+        if self._building():
+            return False
+        if self.background and self._hnsw is None:
+            # The tail's first _n rows never change but for a removed slot's zeros, which the
+            # graph may or may not see: the slot is dead either way.
+            self._pending = _GraphBuild(self._tail[: self._n], self.hnsw_m, self.ef_construction)
+            return False
+        self._sync_hnsw()
+        return True
+
+    def _building(self) -> bool:
+        """Whether a first graph is being built in the background; a built one is taken in."""
+        job = self._pending
+        if job is None:
+            return False
+        if not job.done():
+            return True
+        self._pending = None
+        if job.graph is not None and self._hnsw is None:
+            self._hnsw, self._hnsw_n = job.graph, job.n
+            self._tail = self._tail[job.n : max(self._n, job.n + 64)].copy()
+            self._refresh_view()
+        return False
+
+    def wait_for_graph(self) -> None:
+        """Wait for a first graph being built in the background and take it in (a benchmark
+        or test; the caller holds whatever lock serialises this index)."""
+        if self._pending is not None:
+            self._pending.join()
+            self._building()
 
     def remove(self, slot: int) -> None:
         if slot < self._n and self._alive[slot]:
@@ -169,6 +237,7 @@ class VectorIndex:
         if k <= 0 or self._n_alive == 0:
             return np.zeros(0, np.int64), np.zeros(0)
         query = np.asarray(query, np.float32)
+        self._building()
         mask = self._alive[: self._n]
         if allowed is not None and (exact or np.count_nonzero(allowed[: self._n]) <= self.exact_limit):
             # A narrow filter (one user of many): its few slots, without a pass over every slot
@@ -180,8 +249,10 @@ class VectorIndex:
                 return np.zeros(0, np.int64), np.zeros(0)
         elif exact or self._n_alive <= self.exact_limit:
             return self.search_slots(query, k, np.flatnonzero(mask))
-        if self._n - self._hnsw_n > self.tail_limit:
-            self._sync_hnsw()  # e.g. a store reopened with many vectors not in its saved graph
+        if self._n - self._hnsw_n > self.tail_limit and not self._extend():
+            # e.g. a store reopened with many vectors not in its saved graph, or (background)
+            # a first graph still being built: exact until it is in
+            return self.search_slots(query, k, np.flatnonzero(mask))
         slots, scores = self._search_hnsw(query, k, mask[: self._hnsw_n])
         tail = self._hnsw_n + np.flatnonzero(mask[self._hnsw_n :])
         if len(tail):
@@ -218,6 +289,7 @@ class VectorIndex:
     def drop_graph(self) -> None:
         """Forget the graph (e.g. so that deleted vectors leave no trace in it); every live
         vector goes back to the tail and the graph is rebuilt when a search needs it."""
+        self._pending = None  # a graph being built would hold them too
         if self._hnsw is None:
             return
         vecs = self.vectors(np.arange(self._n))

@@ -3,67 +3,24 @@
 The graph part (engine/graph.py) mines a new memory's relationships from a few reads: its
 nearest records, its session in time order with the session edges already there, and the
 newest records sharing a tag or an entity. ``LinkReads`` names those reads up front so a
-backend can answer them together — PostgreSQL in one round trip, inside the transaction
+backend can answer them together (the values are in store/exchange.py) — PostgreSQL in one round trip, inside the transaction
 that inserts the memories (``StoreBackend.insert_linked``) — and ``read_links`` answers
 them through the ordinary protocol methods, the reference every backend must equal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..errors import StoreUnavailableError
-from ..filters import Filter
 from ..records import Relationship, RelationType
+from .exchange import ChunkRow, Derive, LinkFacts, LinkReads
 
 if TYPE_CHECKING:
-    from .base import ChunkRow, StoreBackend
+    from .roles import StoreBackend
 
 __all__ = ["LinkReads", "LinkFacts", "Derive", "read_links", "link_stored", "insert_then_link"]
-
-
-@dataclass
-class LinkReads:
-    """The reads of one linking pass.
-
-    Attributes:
-        similar: (vector, scope, k): the ``k`` records in ``scope`` nearest to ``vector``,
-            as ``vector_search(vector, scope, k)``.
-        sessions: scopes of sessions: each one's ids in time order, as
-            ``scan_ids(scope, order="timestamp")``, and the session edges going out of them.
-        shared: (scope, limit): ids newest first, as ``scan_ids(scope, order="timestamp",
-            descending=True, limit=limit)``, with the tags and entities of each.
-    """
-
-    similar: list[tuple[np.ndarray, Filter, int]] = field(default_factory=list)
-    sessions: list[Filter] = field(default_factory=list)
-    shared: list[tuple[Filter, int]] = field(default_factory=list)
-
-
-@dataclass
-class LinkFacts:
-    """The answers to a ``LinkReads``, in its order.
-
-    Attributes:
-        similar: per ``similar`` read, (id, cosine) best first.
-        sessions: per ``sessions`` read, (ids in time order, their outgoing session edges
-            ordered by source, target).
-        shared: per ``shared`` read, the ids newest first.
-        labels: id -> (tags, entities) of every record a ``shared`` read found.
-    """
-
-    similar: list[list[tuple[str, float]]]
-    sessions: list[tuple[list[str], list[Relationship]]]
-    shared: list[list[str]]
-    labels: dict[str, tuple[list[str], list[str]]]
-
-
-# What the graph part makes of the facts: (edges to add, stale edges to delete first).
-Derive = Callable[[LinkFacts], tuple[Sequence[Relationship], Sequence[Relationship]]]
 
 
 def read_links(backend: StoreBackend, reads: LinkReads) -> LinkFacts:

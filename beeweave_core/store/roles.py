@@ -25,11 +25,10 @@ from ..errors import InvalidInputError
 from ..filters import Filter
 from ..records import KnowledgeChunk, Relationship
 from ..scoring import RankFields
+from .exchange import Candidates, ChunkRow, Derive, LinkReads, VerifyReport
 
-if TYPE_CHECKING:  # annotations only: base.py imports this module to re-export the contract
+if TYPE_CHECKING:
     from ..ingest.queue import EventQueue
-    from .base import Candidates, ChunkRow, VerifyReport
-    from .links import Derive, LinkReads
 
 __all__ = ["Capabilities", "Edges", "Integrity", "KeyValue", "Lifecycle", "Log", "Meta", "OwnsQueue", "Records",
            "RetrievesInOneTrip", "SearchIndex", "SearchesTermsInOneTrip", "StoreBackend", "Users"]

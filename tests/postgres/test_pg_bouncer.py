@@ -1,7 +1,7 @@
 """PostgresStore behind a real PgBouncer in transaction pooling mode: two schemas and two
-tenants (one with a local index) through two server connections shared by every client. Nothing crosses: no
-statement depends on a connection's search_path or prepared statements, and every
-setting is transaction-local."""
+tenants through two server connections shared by every client, each answering searches from its
+local index caught up through the pooler. Nothing crosses: no statement depends on a
+connection's search_path, prepared statements or session settings."""
 
 from __future__ import annotations
 
@@ -35,9 +35,7 @@ def _rows(prefix: str, n: int, seed: int) -> list[ChunkRow]:
 def test_two_schemas_and_tenants_through_transaction_pooling_never_cross() -> None:
     with pgbouncer(server_url(), pool_size=2) as bouncer, fresh_schema("pgb") as s1, fresh_schema("pgb") as s2:
         # One tenant name in both schemas, and a second tenant in the first: three memories.
-        # The third answers searches from a local index, caught up through the pooler.
-        stores = {(s, t): PostgresStore(schema_url(bouncer, s), tenant=t, pool_size=3, exact_limit=0,
-                                        local_index=t == "beta")
+        stores = {(s, t): PostgresStore(schema_url(bouncer, s), tenant=t, pool_size=3)
                   for s, t in ((s1, "acme"), (s2, "acme"), (s1, "beta"))}
         try:
             names = {key: f"{key[0][-4:]}{key[1]}" for key in stores}
@@ -54,7 +52,7 @@ def test_two_schemas_and_tenants_through_transaction_pooling_never_cross() -> No
                         got = store.retrieve({"deploy": 1}, _rows(name, 1, seed + 1)[0].vector, build_filter(None), 20,
                                              evidence=["deploy"], optimistic=True)
                         assert got.ids and all(cid.startswith(name + "-") for cid in got.ids)
-                        # the records (a local index: pipelined, with the evidence scored meanwhile)
+                        # the records (pipelined, with the evidence scored meanwhile)
                         records = got.records(got.ids[:5])
                         assert sorted(records) == sorted(got.ids[:5]) and got.evidence is not None
                         assert store.count() == start + 10
@@ -70,7 +68,7 @@ def test_two_schemas_and_tenants_through_transaction_pooling_never_cross() -> No
             for th in threads:
                 th.join(120)
             assert not errors, errors[0]
-            assert stores[(s1, "beta")].local.loads == 1  # built once, then caught up through the pooler
+            assert all(store.local.loads == 1 for store in stores.values())  # built once, then caught up
             for key, store in stores.items():
                 name = names[key]
                 assert store.count() == 60

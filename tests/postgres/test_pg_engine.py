@@ -28,19 +28,12 @@ def _records(n: int = 80) -> list[dict]:
              "tags": rnd.sample(["work", "home", "food"], rnd.randint(0, 2))} for i in range(n)]
 
 
-def _open(url: str, tenant: str, local_index: bool = False) -> BeeWeave:
-    return BeeWeave.from_url(url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW,
-                             local_index=local_index)
+def _open(url: str, tenant: str) -> BeeWeave:
+    return BeeWeave.from_url(url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW)
 
 
-@pytest.fixture(params=[False, True], ids=["sql", "local-index"])
-def local_index(request) -> bool:
-    """Searches answered by the SQL statement, or by the index held in the process."""
-    return request.param
-
-
-def test_add_search_get_delete_through_from_url(pg_url, local_index) -> None:  # noqa: F811
-    with _open(pg_url, new_tenant(), local_index) as memory:
+def test_add_search_get_delete_through_from_url(pg_url) -> None:  # noqa: F811
+    with _open(pg_url, new_tenant()) as memory:
         assert isinstance(memory.backend, PostgresStore)
         mid = memory.add("The user prefers answers in Chinese.", user_id="alice", session_id="s1", tags=["pref"])
         memory.add("用户对花生过敏。", user_id="alice", session_id="s1")
@@ -57,9 +50,9 @@ def test_add_search_get_delete_through_from_url(pg_url, local_index) -> None:  #
         assert memory.count() == 2
 
 
-def test_search_equals_the_embedded_store(pg_url, local_index) -> None:  # noqa: F811
+def test_search_equals_the_embedded_store(pg_url) -> None:  # noqa: F811
     records = _records()
-    with _open(pg_url, new_tenant(), local_index) as pg, BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
+    with _open(pg_url, new_tenant()) as pg, BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
         pg.add_many(records)
         lite.add_many(records)
         assert sorted((e.source_id, e.target_id, e.type.value) for e in pg.backend.edges([r["chunk_id"] for r in records])) \
@@ -132,13 +125,13 @@ def test_declared_fields_reach_another_handle_and_filter(pg_url) -> None:  # noq
             other.close()
 
 
-def test_contradicting_memories_come_as_in_the_embedded_store(pg_url, local_index) -> None:  # noqa: F811
+def test_contradicting_memories_come_as_in_the_embedded_store(pg_url) -> None:  # noqa: F811
     """A hit's rivals (``contradicts``, either direction, other relations beside them): the
     same results as the embedded store. A local-index search reads them with the records
     (``Candidates.rivals``), so it never asks ``edges`` for its hits."""
     records = _records()
     rnd = random.Random(9)
-    with _open(pg_url, new_tenant(), local_index) as pg, BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
+    with _open(pg_url, new_tenant()) as pg, BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
         pg.add_many(records, link=False)
         lite.add_many(records, link=False)
         users = {r["chunk_id"]: r["user_id"] for r in records}
@@ -165,4 +158,4 @@ def test_contradicting_memories_come_as_in_the_embedded_store(pg_url, local_inde
                             for s in [h.sources.get("contradicts")]]
                 assert rivals(got) == rivals(want), (query, kw)
                 assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
-                assert (asked == []) == (local_index or not got)
+                assert asked == []  # the rivals come with the records' statement

@@ -1,14 +1,10 @@
 """Filtered searches on PostgreSQL where the filter is selective (a session, a tag, an
-agent, a time range): the filter is applied where the candidates are generated, by
-either path of sql.LEX_FILTERED (each passing record's postings by key, or the terms'
-postings semi-joined with the passing records), and both give what the embedded backend
-and the slow Reference give — every match, the same scores; dense search through a graph
-that drops most of its walk to the filter still returns every match an exact scan finds."""
+agent, a time range): the store's local index gives what the embedded backend and the
+slow Reference give — every match, the same scores."""
 
 from __future__ import annotations
 
 import random
-import time
 from datetime import timedelta
 
 import numpy as np
@@ -18,8 +14,6 @@ from beeweave_core import ChunkStatus, IndexConfig, KnowledgeChunk
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
-from beeweave_core.store.postgres import store as pg_store
-from beeweave_core.store.postgres.store import KEY_LOOKUP_COST
 from beeweave_core.store.sqlite import SQLiteStore
 from tests.conformance import DIM, Reference
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
@@ -42,10 +36,6 @@ FILTERS: list[dict] = [
     {"session_id": "s7", "since": dt(2024, 1, 1) + timedelta(hours=100)},
     {"user_id": "ann", "session_id": "nowhere"},
 ]
-
-# Force each path of the lexical side: by key always, or through the postings always.
-PATHS = {"by key": 0.0, "through the postings": 1e12}
-
 
 def make_rows(seed: int) -> list[ChunkRow]:
     rnd, rng = random.Random(seed), np.random.default_rng(seed)
@@ -77,61 +67,46 @@ def stores(pg_url):  # noqa: F811
     lite.close()
 
 
-@pytest.mark.parametrize("path", list(PATHS))
-def test_filtered_lexical_equals_sqlite_and_the_reference(stores, path) -> None:
+def test_filtered_lexical_equals_sqlite_and_the_reference(stores) -> None:
     pg, lite, ref, rows = stores
-    pg.key_lookup_cost = PATHS[path]
-    try:
-        rnd = random.Random(4)
-        for flt in FILTERS:
-            f = build_filter(flt)
-            found = 0
-            for _ in range(6):
-                q = term_counts(sentence(rnd, 1, 5, WORDS[:55]).split())
-                want = ref.lexical(q, flt)
-                got = pg.lexical_search(q, f, N)
-                found += len(got)
-                assert {i for i, _ in got} == set(want), (flt, q)  # every match, none outside the filter
-                for i, s in got:
-                    assert s == pytest.approx(want[i], abs=1e-6)
-                for k in (1, 5):
-                    top, lite_top = pg.lexical_search(q, f, k), lite.lexical_search(q, f, k)
-                    assert [i for i, _ in top] == [i for i, _ in lite_top], (flt, q, k)
-                    np.testing.assert_allclose([s for _, s in top], [s for _, s in lite_top], rtol=0, atol=1e-6)
-            # the queries match something wherever a record passes the filter
-            assert (found > 0) == any(matches(r.chunk, flt) for r in rows), flt
-    finally:
-        pg.key_lookup_cost = KEY_LOOKUP_COST
+    rnd = random.Random(4)
+    for flt in FILTERS:
+        f = build_filter(flt)
+        found = 0
+        for _ in range(6):
+            q = term_counts(sentence(rnd, 1, 5, WORDS[:55]).split())
+            want = ref.lexical(q, flt)
+            got = pg.lexical_search(q, f, N)
+            found += len(got)
+            assert {i for i, _ in got} == set(want), (flt, q)  # every match, none outside the filter
+            for i, s in got:
+                assert s == pytest.approx(want[i], abs=1e-6)
+            for k in (1, 5):
+                top, lite_top = pg.lexical_search(q, f, k), lite.lexical_search(q, f, k)
+                assert [i for i, _ in top] == [i for i, _ in lite_top], (flt, q, k)
+                np.testing.assert_allclose([s for _, s in top], [s for _, s in lite_top], rtol=0, atol=1e-6)
+        # the queries match something wherever a record passes the filter
+        assert (found > 0) == any(matches(r.chunk, flt) for r in rows), flt
 
 
-@pytest.mark.parametrize("path", list(PATHS))
-def test_filtered_retrieve_equals_the_separate_calls(stores, path) -> None:
+def test_filtered_retrieve_equals_the_separate_calls(stores) -> None:
     pg, lite, _, rows = stores
-    pg.key_lookup_cost = PATHS[path]
-    try:
-        _check_retrieve(pg, lite, rows)
-    finally:
-        pg.key_lookup_cost = KEY_LOOKUP_COST
+    _check_retrieve(pg, lite, rows)
 
 
-@pytest.mark.parametrize("path", list(PATHS))
-def test_many_term_searches_in_one_trip_equal_the_separate_calls(stores, path) -> None:
-    """lexical_searches (one round trip, what calibrated relevance asks per query term) gives
+def test_many_term_searches_in_one_trip_equal_the_separate_calls(stores) -> None:
+    """lexical_searches (one catch-up, what calibrated relevance asks per query term) gives
     exactly what each lexical_search gives, with the filter, k and include applied."""
     pg, _, _, rows = stores
-    pg.key_lookup_cost = PATHS[path]
-    try:
-        rnd = random.Random(12)
-        for flt in [*FILTERS, {"user_id": "ann"}]:
-            f = build_filter(flt)
-            queries = [{w: 1} for w in rnd.sample(WORDS[:55], 6)] + [term_counts(sentence(rnd, 2, 4, WORDS[:55]).split())]
-            include = [r.chunk.id for r in rnd.sample(rows, 12)]
-            for k in (1, 5):
-                got = pg.lexical_searches(queries, f, k, include=include)
-                assert got == [pg.lexical_search(q, f, k, include=include) for q in queries], (flt, k)
-        assert pg.lexical_searches([], build_filter({}), 3) == []
-    finally:
-        pg.key_lookup_cost = KEY_LOOKUP_COST
+    rnd = random.Random(12)
+    for flt in [*FILTERS, {"user_id": "ann"}]:
+        f = build_filter(flt)
+        queries = [{w: 1} for w in rnd.sample(WORDS[:55], 6)] + [term_counts(sentence(rnd, 2, 4, WORDS[:55]).split())]
+        include = [r.chunk.id for r in rnd.sample(rows, 12)]
+        for k in (1, 5):
+            got = pg.lexical_searches(queries, f, k, include=include)
+            assert got == [pg.lexical_search(q, f, k, include=include) for q in queries], (flt, k)
+    assert pg.lexical_searches([], build_filter({}), 3) == []
 
 
 def _check_retrieve(pg, lite, rows) -> None:
@@ -150,34 +125,3 @@ def _check_retrieve(pg, lite, rows) -> None:
         np.testing.assert_allclose(got.lexical, [s for _, s in lexical], rtol=0, atol=1e-9)
         assert set(got.ids) <= {r.chunk.id for r in passing}
         assert [i for i, _ in top] == [i for i, _ in lite.vector_search(qvec, f, 8, exact=True)], flt
-
-
-def test_a_graph_walk_the_filter_empties_still_returns_every_match(pg_url, monkeypatch) -> None:  # noqa: F811
-    """Past exact_limit the dense side walks the HNSW graph; pgvector before 0.8 filters
-    after the walk, so a filter passing ~1 record in 6 leaves a walk of 120 (the beam
-    capped below its usual widening) short, and the exact scan must answer with every
-    match (0.8 walks on: hnsw.iterative_scan)."""
-    monkeypatch.setattr(pg_store, "HNSW_EF_CAP", 100)
-    rows = make_rows(22)
-    pg = PostgresStore(pg_url, index_config=CFG, tenant=new_tenant(), exact_limit=20, ef_search=10)
-    try:
-        pg.insert(rows)
-        deadline = time.monotonic() + 60
-        while not pg.ensure_vector_index():
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        rng = np.random.default_rng(5)
-        vecs = np.stack([r.vector for r in rows])
-        flt = {"agent_id": "a3"}  # ~100 records: more than exact_limit, so the graph is asked first
-        allowed = np.array([i for i, r in enumerate(rows) if matches(r.chunk, flt)])
-        assert len(allowed) > pg.exact_limit
-        for qvec in unit_vectors(rng, 5, DIM):
-            k = 60
-            order = allowed[np.argsort(-(vecs[allowed] @ qvec), kind="stable")][:k]
-            got = pg.vector_search(qvec, build_filter(flt), k)
-            assert pg.last_vector_path in ("hnsw", "hnsw+exact")  # the graph was asked ("hnsw": pgvector 0.8)
-            assert [i for i, _ in got] == [f"m{i}" for i in order]
-            cands = pg.retrieve(term_counts(["memory", "agent"]), qvec, build_filter(flt), k)
-            assert {f"m{i}" for i in order} <= set(cands.ids)
-    finally:
-        pg.close()

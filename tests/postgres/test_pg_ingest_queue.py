@@ -60,8 +60,8 @@ def test_put_take_done_and_the_dead_letters(store) -> None:
 
 
 def test_two_workers_never_share_a_batch_and_a_lapsed_lease_is_taken_again(store) -> None:
-    a = PostgresEventQueue(store, lease=1.0)
-    b = PostgresEventQueue(store, lease=1.0)
+    a = PostgresEventQueue(store.db, lease=1.0)
+    b = PostgresEventQueue(store.db, lease=1.0)
     a.put_many([_event(i) for i in range(10)])
     first, second = a.take(6), b.take(6)
     assert not {e.id for e in first} & {e.id for e in second}

@@ -72,10 +72,10 @@ class _Lossy:
     statement for which ``rule(text)`` holds, ``after`` it committed or ``before`` it ran."""
 
     def __init__(self, store: PostgresStore) -> None:
-        self._real = store._conn
+        self._real = store.db.conn
         self._rules: list[tuple[Callable[[str], bool], str]] = []
         self.lost: list[str] = []
-        store._conn = self._wrapped  # type: ignore[method-assign]
+        store.db.conn = self._wrapped  # type: ignore[method-assign]
 
     def lose(self, rule: Callable[[str], bool], when: str) -> None:
         self._rules.append((rule, when))
@@ -102,8 +102,8 @@ def _event(i: int, user: str = "ann") -> tuple[str, str, str]:
 
 def _lease(store: PostgresStore, eid: str) -> tuple[str | None, float | None]:
     """Who holds ``eid``'s lease, and for how many more seconds."""
-    with store._conn() as conn:
-        row = conn.execute(store._q("SELECT leased_by, extract(epoch FROM lease_until - now()) FROM @ingest_events "
+    with store.db.conn() as conn:
+        row = conn.execute(store.db.q("SELECT leased_by, extract(epoch FROM lease_until - now()) FROM @ingest_events "
                                     "WHERE tenant = %s AND id = %s"), (store.tenant, eid)).fetchone()
     assert row is not None
     return row[0], None if row[1] is None else float(row[1])
@@ -118,7 +118,7 @@ def store(pg_url):  # noqa: F811
 
 def test_a_claim_whose_reply_was_lost_is_taken_back_by_its_worker_not_by_another(store) -> None:
     lossy = _Lossy(store)
-    a, b = PostgresEventQueue(store), PostgresEventQueue(store)
+    a, b = PostgresEventQueue(store.db), PostgresEventQueue(store.db)
     a.put_many([_event(i) for i in range(3)])
     lossy.lose(_claim, "after")
     with pytest.raises(StoreUnavailableError):
@@ -136,7 +136,7 @@ def test_a_claim_whose_reply_was_lost_is_taken_back_by_its_worker_not_by_another
 @pytest.mark.parametrize("give_back", ["done", "postpone"])
 def test_a_give_back_that_failed_leaves_no_lease_in_the_way(store, give_back: str) -> None:
     lossy = _Lossy(store)
-    a, b = PostgresEventQueue(store), PostgresEventQueue(store)
+    a, b = PostgresEventQueue(store.db), PostgresEventQueue(store.db)
     a.put_many([_event(i) for i in range(2)])
     assert [e.id for e in a.take(10)] == ["e000", "e001"]
     lossy.lose(_delete if give_back == "done" else _postpone, "before")  # the server is down
@@ -148,7 +148,7 @@ def test_a_give_back_that_failed_leaves_no_lease_in_the_way(store, give_back: st
 
 
 def test_a_live_lease_of_another_worker_is_respected(store) -> None:
-    a, b, c = PostgresEventQueue(store, lease=1.0), PostgresEventQueue(store), PostgresEventQueue(store)
+    a, b, c = PostgresEventQueue(store.db, lease=1.0), PostgresEventQueue(store.db), PostgresEventQueue(store.db)
     a.put_many([_event(i) for i in range(2)])
     assert len(a.take(10)) == 2
     b.postpone(["e000", "e001"], "StoreUnavailableError: down")  # not b's lease: nothing is given back

@@ -90,7 +90,7 @@ def test_a_failure_while_linking_stores_nothing(pg_url) -> None:  # noqa: F811
 
 def test_a_failure_while_linking_leaves_a_built_local_index_without_the_record(pg_url) -> None:  # noqa: F811
     """The local index takes an insert only once its transaction committed."""
-    store = PostgresStore(pg_url + "&local_index=true", tenant=new_tenant())
+    store = PostgresStore(pg_url, tenant=new_tenant())
     try:
         store.insert([_row("a", 1), _row("b", 2)])
         everyone = build_filter({"user_id": "ann"})
@@ -109,10 +109,10 @@ def test_a_failure_while_linking_leaves_a_built_local_index_without_the_record(p
 
 
 @contextmanager
-def _local_and_sql(url: str) -> Iterator[tuple[BeeWeave, BeeWeave]]:
-    """Two memories on one new tenant: with a local index, and without."""
+def _two(url: str) -> Iterator[tuple[BeeWeave, BeeWeave]]:
+    """Two memories on one new tenant."""
     tenant = new_tenant()
-    with BeeWeave.from_url(url + "&local_index=true", embedder=HashingEmbedder(32), tenant=tenant,
+    with BeeWeave.from_url(url, embedder=HashingEmbedder(32), tenant=tenant,
                            clock=lambda: NOW) as first, \
             BeeWeave.from_url(url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as other:
         yield first, other
@@ -133,16 +133,14 @@ def _spy_send(monkeypatch) -> list[bool]:
     return used
 
 
-@pytest.mark.parametrize("flag", ["&local_index=true", "&sql_search=false"], ids=["local_index", "sql_search_off"])
-def test_adds_read_their_nearest_records_from_a_built_local_index_and_link_alike(pg_url, flag, monkeypatch) -> None:  # noqa: F811
+def test_adds_read_their_nearest_records_from_a_built_local_index_and_link_alike(pg_url, monkeypatch) -> None:  # noqa: F811
     records = _records(60)
     ids = [r["chunk_id"] for r in records]
     used = _spy_send(monkeypatch)
-    with BeeWeave.from_url(pg_url + flag, embedder=HashingEmbedder(32), tenant=new_tenant(), clock=lambda: NOW) as pg, \
+    with BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=new_tenant(), clock=lambda: NOW) as pg, \
             BeeWeave(embedder=HashingEmbedder(32), clock=lambda: NOW) as lite:
         for memory in (pg, lite):
-            # the local index is not built yet: SQL reads, but without SQL search (whose
-            # vectors pgvector's graph leaves out) the add builds it
+            # the local index is not built yet: an exact scan in SQL reads (an add loads nothing)
             memory.add(**records[0])
             memory.search("kiwi mango", user_id="ann")  # builds it
             for r in records[1:40]:
@@ -150,42 +148,20 @@ def test_adds_read_their_nearest_records_from_a_built_local_index_and_link_alike
             memory.add_many(records[40:])  # a batch: the index, and the batch's own records
         assert _edges(pg, ids) == _edges(lite, ids)
         assert {e[2] for e in _edges(pg, ids)} >= {"semantic"}
-    assert used == [flag == "&sql_search=false"] + [True] * 40
+    assert used == [False] + [True] * 40
 
 
-def test_a_write_committed_after_the_local_read_sends_the_add_back_to_sql(pg_url, monkeypatch) -> None:  # noqa: F811
-    from beeweave_core.store.postgres.local import LocalIndex
-
-    used = _spy_send(monkeypatch)
-    with _local_and_sql(pg_url) as (first, other):
-        first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
-        first.search("kiwi", user_id="ann")  # builds the local index
-        real = LocalIndex.nearest
-
-        def then_another_store_writes(self, similar, **kw):
-            got = real(self, similar, **kw)
-            other.add("papaya quince fig", user_id="ann", chunk_id="b0")  # committed before the add's lock
-            return got
-
-        monkeypatch.setattr(LocalIndex, "nearest", then_another_store_writes)
-        first.add("papaya quince fig", user_id="ann", chunk_id="a1")
-        semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a1"]) if e.type.value == "semantic"}
-        assert ("a1", "b0") in semantic or ("b0", "a1") in semantic  # the SQL read saw it
-    assert used[-1] is False  # a0 (SQL: no index yet), b0 (the other store: no index), a1 (back to SQL)
-
-
-def test_without_sql_search_a_write_after_the_local_read_is_caught_up_under_the_lock(pg_url, monkeypatch) -> None:  # noqa: F811
-    """A tenant whose SQL search is off keeps its vectors out of pgvector's graph: when
-    another store wrote between the add's local read and its lock, the index takes that
-    write inside the add's transaction and answers, and links the other store's record."""
+def test_a_write_after_the_local_read_is_caught_up_under_the_lock(pg_url, monkeypatch) -> None:  # noqa: F811
+    """When another store wrote between the add's local read and its lock, the index takes
+    that write inside the add's transaction and answers, and links the other store's record."""
     from beeweave_core.store.postgres.local import LocalIndex
 
     used = _spy_send(monkeypatch)
     tenant = new_tenant()
-    with BeeWeave.from_url(pg_url + "&sql_search=false", embedder=HashingEmbedder(32), tenant=tenant,
-                           clock=lambda: NOW) as first, \
+    with BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as first, \
             BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as other:
         first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
+        first.search("kiwi", user_id="ann")  # builds the local index
         caught = []
         real, real_locked = LocalIndex.nearest, LocalIndex.nearest_locked
 
@@ -209,12 +185,12 @@ def test_without_sql_search_a_write_after_the_local_read_is_caught_up_under_the_
     assert used[-1] is True
 
 
-def test_an_add_reading_a_trusted_index_behind_another_stores_write_goes_to_sql(pg_url, monkeypatch) -> None:  # noqa: F811
+def test_an_add_reading_a_trusted_index_behind_another_stores_write_catches_up(pg_url, monkeypatch) -> None:  # noqa: F811
     """After a search found the index current, an add reads its nearest records from it
     without checking the log first; when another store wrote in between, the check under
-    the write lock sends the add to SQL, which links the other store's record too."""
+    the write lock catches the index up there, and the add links the other store's record too."""
     used = _spy_send(monkeypatch)
-    with _local_and_sql(pg_url) as (first, other):
+    with _two(pg_url) as (first, other):
         first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
         first.search("kiwi", user_id="ann")
         first.search("kiwi", user_id="ann")
@@ -223,12 +199,12 @@ def test_an_add_reading_a_trusted_index_behind_another_stores_write_goes_to_sql(
         assert used[-1] is True and first.backend.local.trusted
         other.add("papaya quince fig", user_id="ann", chunk_id="b0")
         first.add("papaya quince fig", user_id="ann", chunk_id="a2")
-        assert used[-1] is False
+        assert used[-1] is True
         semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a2"]) if e.type.value == "semantic"}
         assert ("a2", "b0") in semantic or ("b0", "a2") in semantic
+        assert first.backend.local.trusted  # caught up under the lock, then its own insert taken
         other.add("grape melon fig", user_id="ann", chunk_id="b1")
-        assert not first.backend.local.trusted  # its insert came after another store's write
-        first.add("grape melon lime", user_id="ann", chunk_id="a3")  # checks first, then reads the index
+        first.add("grape melon lime", user_id="ann", chunk_id="a3")  # behind again: caught up under the lock
         assert used[-1] is True
         semantic = {(e.source_id, e.target_id) for e in first.backend.edges(["a3"]) if e.type.value == "semantic"}
         assert ("a3", "b1") in semantic or ("b1", "a3") in semantic
@@ -239,7 +215,7 @@ def test_an_add_never_loads_the_local_index(pg_url, monkeypatch) -> None:  # noq
     """A rebuild asked for by another store (a forgotten user) is left to the next search:
     the add reads its nearest records in SQL instead of loading the tenant."""
     used = _spy_send(monkeypatch)
-    with _local_and_sql(pg_url) as (first, other):
+    with _two(pg_url) as (first, other):
         first.add("kiwi mango lime", user_id="ann", chunk_id="a0")
         other.add("papaya quince fig", user_id="bob", chunk_id="b0")
         first.search("kiwi", user_id="ann")  # builds the local index
@@ -258,11 +234,11 @@ def test_an_id_deleted_by_another_store_and_added_again_is_indexed_once(pg_url) 
     another store deleted the id this add writes again, the add reads in SQL instead, and
     the index holds the record once (and not at all when the add fails)."""
     tenant = new_tenant()
-    with BeeWeave.from_url(pg_url + "&sql_search=false", embedder=HashingEmbedder(32), tenant=tenant,
-                           clock=lambda: NOW) as a, \
+    with BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as a, \
             BeeWeave.from_url(pg_url, embedder=HashingEmbedder(32), tenant=tenant, clock=lambda: NOW) as b:
         a.add("kiwi mango lime", user_id="ann", chunk_id="x")
-        a.add("papaya quince fig", user_id="ann", chunk_id="y")  # the index is built and trusted
+        a.search("kiwi", user_id="ann")  # builds the index
+        a.add("papaya quince fig", user_id="ann", chunk_id="y")  # taken from memory: trusted
         b.backend.delete(["x"])
         a.add("kiwi mango lime melon", user_id="ann", chunk_id="x")
         index = a.backend.local.index

@@ -24,13 +24,10 @@ pytestmark = pytest.mark.slow
 
 
 @contextmanager
-def _two(url: str, sql_search_off: bool = False) -> Iterator[tuple[BeeWeave, BeeWeave]]:
-    """A memory searching through a local index and another writing the same tenant."""
+def _two(url: str) -> Iterator[tuple[BeeWeave, BeeWeave]]:
+    """A memory searching through its local index and another writing the same tenant."""
     tenant = new_tenant()
-    if sql_search_off:
-        with BeeWeave.from_url(url + "&sql_search=false", embedder=HashingEmbedder(64), tenant=tenant):
-            pass
-    reader = BeeWeave.from_url(url + "&local_index=true", embedder=HashingEmbedder(64), tenant=tenant)
+    reader = BeeWeave.from_url(url, embedder=HashingEmbedder(64), tenant=tenant)
     writer = BeeWeave.from_url(url, embedder=HashingEmbedder(64), tenant=tenant)
     try:
         yield reader, writer
@@ -207,8 +204,8 @@ def test_multi_question_loosen_time_phrase(pg_url, monkeypatch) -> None:  # noqa
             writer.delete(done[0])
 
 
-def test_declared_field_filter_sql_search_off(pg_url, monkeypatch) -> None:  # noqa: F811
-    with _two(pg_url, sql_search_off=True) as (reader, writer):
+def test_declared_field_filter(pg_url, monkeypatch) -> None:  # noqa: F811
+    with _two(pg_url) as (reader, writer):
         _filler(writer)
         writer.declare_fields({"project": "str"})
         _trusted(reader, filters={"project": "p1"})
@@ -252,7 +249,7 @@ def test_threads_searching_a_small_pool_while_another_store_writes(pg_url) -> No
 
     tenant = new_tenant()
     emb = HashingEmbedder(64)
-    reader = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=tenant, local_index=True, pool_size=2,
+    reader = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=tenant, pool_size=2,
                                                      timeout=10), embedder=emb)
     writer = BeeWeave.from_url(pg_url, embedder=emb, tenant=tenant)
     errors: list[BaseException] = []
@@ -293,7 +290,7 @@ def test_threads_searching_a_small_pool_while_another_store_writes(pg_url) -> No
 @contextmanager
 def _slow_records(pg_url: str, monkeypatch) -> Iterator[tuple[pg_store.PostgresStore, list[str]]]:  # noqa: F811
     """A local-index store of a few records whose records' statement sleeps 0.6 s on the server."""
-    memory = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=new_tenant(), local_index=True),
+    memory = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=new_tenant()),
                       embedder=HashingEmbedder(64))
     try:
         ids = memory.add_many([{"content": f"note {i} about the garden", "user_id": "u"} for i in range(5)],
@@ -332,7 +329,7 @@ def test_the_evidence_is_scored_while_the_server_reads_the_records(pg_url, monke
 
             threading.Thread(target=other).start()
 
-        chunks, _ = pg_local.records_with_rivals(store, ids, meanwhile=meanwhile, lock=lock)
+        chunks, _ = pg_local.records_with_rivals(store.db, ids, meanwhile=meanwhile, lock=lock)
         assert set(chunks) == set(ids)
         assert seen == {"running": 1, "locked": True}
         assert got_lock.wait(5)
@@ -354,7 +351,7 @@ def test_a_failure_meanwhile_frees_the_lock_at_once_and_is_reported(pg_url, monk
             raise KeyError("scoring failed")
 
         with pytest.raises(KeyError, match="scoring failed"):
-            pg_local.records_with_rivals(store, ids, meanwhile=meanwhile, lock=lock)
+            pg_local.records_with_rivals(store.db, ids, meanwhile=meanwhile, lock=lock)
         assert not lock.locked()
         for _ in range(100):
             if freed_while_running:
@@ -362,7 +359,7 @@ def test_a_failure_meanwhile_frees_the_lock_at_once_and_is_reported(pg_url, monk
             threading.Event().wait(0.05)
         assert freed_while_running == [1]
         monkeypatch.undo()
-        assert set(pg_local.records_with_rivals(store, ids, lock=lock)[0]) == set(ids)  # the pool works on
+        assert set(pg_local.records_with_rivals(store.db, ids, lock=lock)[0]) == set(ids)  # the pool works on
 
 
 def test_a_search_scores_its_evidence_holding_the_index_lock(pg_url, monkeypatch) -> None:  # noqa: F811
@@ -389,12 +386,13 @@ def _round_trips(store: pg_store.PostgresStore, tmp_path) -> Iterator[list[int]]
     from psycopg import pq
 
     trace = tmp_path / "wire.trace"
-    plain = type(store)._conn
+    db = store.db
+    plain = type(db).conn
     out: list[int] = []
 
     @contextmanager
     def traced(*a, **kw):
-        with plain(store, *a, **kw) as conn, open(trace, "a") as f:
+        with plain(db, *a, **kw) as conn, open(trace, "a") as f:
             conn.pgconn.trace(f.fileno())
             conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
             try:
@@ -402,11 +400,11 @@ def _round_trips(store: pg_store.PostgresStore, tmp_path) -> Iterator[list[int]]
             finally:
                 conn.pgconn.untrace()
 
-    store._conn = traced  # type: ignore[method-assign]
+    db.conn = traced  # type: ignore[method-assign]
     try:
         yield out
     finally:
-        del store._conn
+        del db.conn
     sides = [line.split("\t")[0] for line in trace.read_text().splitlines() if "\t" in line]
     out.append(sum(1 for a, b in zip(sides, sides[1:], strict=False) if (a, b) == ("F", "B")))
 
@@ -430,7 +428,7 @@ def test_a_catch_up_whose_read_fails_leaves_the_connection_clean(pg_url, monkeyp
     its pipeline opened is closed, and the next search catches up on the same pooled connection."""
     tenant = new_tenant()
     emb = HashingEmbedder(64)
-    reader = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=tenant, local_index=True, pool_size=1),
+    reader = BeeWeave(backend=pg_store.PostgresStore(pg_url, tenant=tenant, pool_size=1),
                       embedder=emb)
     writer = BeeWeave.from_url(pg_url, embedder=emb, tenant=tenant)
     try:
@@ -441,7 +439,7 @@ def test_a_catch_up_whose_read_fails_leaves_the_connection_clean(pg_url, monkeyp
         with pytest.raises(InvalidInputError):
             reader.search("heron pond", user_id="u", k=3)
         monkeypatch.undo()
-        with reader.backend._conn() as conn:
+        with reader.backend.db.conn() as conn:
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         assert reader.search("heron pond", user_id="u", k=3)[0].id == new
     finally:

@@ -95,8 +95,8 @@ def test_concurrent_writers_lose_and_duplicate_nothing(pg_url) -> None:  # noqa:
     assert store.verify().ok
     tok = Tokenizer(TokenizerConfig())
     records = {r["chunk_id"]: r for w in range(WRITERS) for r in writer_records(w, PER_WRITER, SEED)}
-    with store._conn() as conn:  # the commit order of the records
-        order = [r[0] for r in conn.execute(store._q("SELECT id FROM @chunks WHERE tenant = %s ORDER BY seq"), (tenant,))]
+    with store.db.conn() as conn:  # the commit order of the records
+        order = [r[0] for r in conn.execute(store.db.q("SELECT id FROM @chunks WHERE tenant = %s ORDER BY seq"), (tenant,))]
     ref = Reference(store.index_config)
     vectors = store.get_vectors(order)
     chunks = store.get(order)

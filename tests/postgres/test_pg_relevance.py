@@ -1,10 +1,10 @@
 """Calibrated relevance on PostgreSQL reads its lexical evidence (each evidence term's best
-single-term score in scope, each hit's BM25 over those terms) from the search's one
-statement (``retrieve(..., evidence=...)``) instead of a second round trip of single-term
-searches; both must give the same evidence, so the same ``hit.relevance``: for queries
-mixing rare and frequent terms, a term no record in scope has, a dialogue query with more
-terms than the evidence reads, filtered (either path of sql.POSTINGS_FILTERED) and not, and
-a store too small for BM25's idf (the evidence then comes from the hits' own terms)."""
+single-term score in scope, each hit's BM25 over those terms) from the local index when
+the search's records are read (``retrieve(..., evidence=...)``) instead of a second round
+trip of single-term searches; both must give the same evidence, so the same
+``hit.relevance``: for queries mixing rare and frequent terms, a term no record in scope
+has, a dialogue query with more terms than the evidence reads, filtered and not, and a
+store too small for BM25's idf (the evidence then comes from the hits' own terms)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from beeweave_core.query import prepare_query
 from beeweave_core.relevance import RELEVANCE_TERMS, evidence_terms, lexical_evidence
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
-from beeweave_core.store.postgres.store import KEY_LOOKUP_COST
 from tests.conformance import DIM
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 from tests.support import WORDS, term_counts, unit_vectors
@@ -47,8 +46,6 @@ FILTERS: list[dict] = [
     {"user_id": "ann", "session_id": ["s1", "s2", "s3"]},
     {"user_id": "bob", "tags": "t1"},
 ]
-# Force each path of the filtered lexical side: by key always, or through the postings always.
-PATHS = {"by key": 0.0, "through the postings": 1e12}
 
 
 def _rows(seed: int) -> list[ChunkRow]:
@@ -82,6 +79,7 @@ def _both(pg: PostgresStore, rows: list[ChunkRow], words: list[str], flt: dict, 
     f = build_filter(flt)
     qvec = unit_vectors(np.random.default_rng(seed), 1, DIM)[0]
     got = pg.retrieve(terms, qvec, f, 30, evidence=evidence_terms(terms))
+    got.records(got.ids)  # the evidence comes with the records
     assert got.evidence is not None
     own = {r.chunk.id: set(r.terms) for r in rows}
     ids = got.ids
@@ -90,29 +88,24 @@ def _both(pg: PostgresStore, rows: list[ChunkRow], words: list[str], flt: dict, 
     return terms, got, one_trip, two_trips
 
 
-@pytest.mark.parametrize("path", list(PATHS))
-def test_evidence_from_the_search_equals_the_single_term_searches(store, path) -> None:
+def test_evidence_from_the_search_equals_the_single_term_searches(store) -> None:
     pg, rows = store
-    pg.key_lookup_cost = PATHS[path]
-    try:
-        scored = 0
-        for qi, words in enumerate(QUERIES):
-            for fi, flt in enumerate(FILTERS):
-                terms, got, one_trip, two_trips = _both(pg, rows, words, flt, 100 * qi + fi)
-                assert one_trip.keys() == two_trips.keys() == set(got.ids)
-                for cid in got.ids:
-                    assert abs(one_trip[cid] - two_trips[cid]) <= 1e-9, (words, flt, cid)
-                scored += sum(v > 0 for v in two_trips.values())
-                # the bests are the single-term searches' top scores, term by term
-                for term in evidence_terms(terms):
-                    top = pg.lexical_search({term: terms[term]}, build_filter(flt), 1)
-                    if top:
-                        assert got.evidence.best[term] == pytest.approx(top[0][1], rel=0, abs=1e-12), term
-                    else:
-                        assert term not in got.evidence.best, term
-        assert scored > 50  # the comparison saw real evidence, not zeros
-    finally:
-        pg.key_lookup_cost = KEY_LOOKUP_COST
+    scored = 0
+    for qi, words in enumerate(QUERIES):
+        for fi, flt in enumerate(FILTERS):
+            terms, got, one_trip, two_trips = _both(pg, rows, words, flt, 100 * qi + fi)
+            assert one_trip.keys() == two_trips.keys() == set(got.ids)
+            for cid in got.ids:
+                assert abs(one_trip[cid] - two_trips[cid]) <= 1e-9, (words, flt, cid)
+            scored += sum(v > 0 for v in two_trips.values())
+            # the bests are the single-term searches' top scores, term by term
+            for term in evidence_terms(terms):
+                top = pg.lexical_search({term: terms[term]}, build_filter(flt), 1)
+                if top:
+                    assert got.evidence.best[term] == pytest.approx(top[0][1], rel=0, abs=1e-12), term
+                else:
+                    assert term not in got.evidence.best, term
+    assert scored > 50  # the comparison saw real evidence, not zeros
 
 
 def test_a_dialogue_query_reads_only_its_heaviest_terms(store) -> None:
@@ -200,6 +193,7 @@ def test_a_term_every_record_has_weighs_little_and_is_no_absent_term(pg_url) -> 
         pg.insert(rows)
         terms, f = {"alpha": 1, "gamma": 1}, build_filter({"user_id": "u"})
         got = pg.retrieve(terms, rows[0].vector, f, 10, evidence=evidence_terms(terms))
+        got.records(got.ids)
         assert got.evidence is not None
         best = got.evidence.best
         assert 0 < best["alpha"] < best["gamma"]
@@ -214,39 +208,37 @@ def test_a_term_every_record_has_weighs_little_and_is_no_absent_term(pg_url) -> 
         pg.close()
 
 
-def test_a_local_index_scores_the_evidence_of_the_records_asked_for(pg_url) -> None:  # noqa: F811
-    """A local index reads the evidence when the records are asked for, and only theirs:
+def test_the_evidence_is_scored_for_the_records_asked_for(pg_url) -> None:  # noqa: F811
+    """The local index reads the evidence when the records are asked for, and only theirs:
     each one's as the single-term searches give it, and each term's best in scope the same
     whichever records were asked for."""
     rows = _rows(7)
-    sql = PostgresStore(pg_url, index_config=IndexConfig(), tenant=new_tenant())
-    local = PostgresStore(pg_url, index_config=IndexConfig(), tenant=sql.tenant, local_index=True)
+    pg = PostgresStore(pg_url, index_config=IndexConfig(), tenant=new_tenant())
     try:
-        sql.insert(rows)
+        pg.insert(rows)
         terms = term_counts(["budget", "agent", "invoice", VOCAB[-1], VOCAB[-2]])
         f = build_filter({"user_id": "ann"})
         qvec = unit_vectors(np.random.default_rng(7), 1, DIM)[0]
-        want = sql.retrieve(terms, qvec, f, 30, evidence=evidence_terms(terms))
-        got = local.retrieve(terms, qvec, f, 30, evidence=evidence_terms(terms))
-        assert got.ids == want.ids and got.evidence is None  # nothing read before the records
+        got = pg.retrieve(terms, qvec, f, 30, evidence=evidence_terms(terms))
+        assert got.evidence is None  # nothing read before the records
         asked = got.ids[:4]
         got.records(asked)
         assert got.evidence is not None and set(got.evidence.lexical) == set(asked)
-        assert got.evidence.best.keys() == want.evidence.best.keys()
-        for term, best in want.evidence.best.items():
-            assert got.evidence.best[term] == pytest.approx(best, abs=1e-6)
-        for cid in asked:
-            assert got.evidence.lexical[cid] == pytest.approx(want.evidence.lexical[cid], abs=1e-6)
+        for term in evidence_terms(terms):
+            top = pg.lexical_search({term: terms[term]}, f, 1)
+            assert got.evidence.best.get(term, 0.0) == pytest.approx(top[0][1] if top else 0.0, abs=1e-9), term
+        own = {r.chunk.id: set(r.terms) for r in rows}
+        one_trip = lexical_evidence(pg, terms, f, asked, own, got.evidence)
+        assert one_trip == pytest.approx(lexical_evidence(pg, terms, f, asked, own), rel=0, abs=1e-9)
         got.records(got.ids[4:6])  # asked again: the earlier records keep theirs
         assert set(got.evidence.lexical) == set(got.ids[:6])
     finally:
-        sql.close()
-        local.close()
+        pg.close()
 
 
 def test_a_local_index_search_gives_the_relevance_of_the_single_term_searches(pg_url) -> None:  # noqa: F811
     rows = _rows(5)
-    with BeeWeave.from_url(pg_url, tenant=new_tenant(), embedder="beeweave:hashing-64", sql_search=False) as memory:
+    with BeeWeave.from_url(pg_url, tenant=new_tenant(), embedder="beeweave:hashing-64") as memory:
         for r in rows[:150]:
             memory.add(r.chunk.raw_content, user_id=r.chunk.user_id, session_id=r.chunk.session_id)
         checked = 0
@@ -259,14 +251,11 @@ def test_a_local_index_search_gives_the_relevance_of_the_single_term_searches(pg
         assert checked > 20
 
 
-@pytest.mark.parametrize("sql_search", [True, False])
-def test_relevance_is_the_embedded_stores_whichever_hits_come_back(pg_url, sql_search) -> None:  # noqa: F811
+def test_relevance_is_the_embedded_stores_whichever_hits_come_back(pg_url) -> None:  # noqa: F811
     """"alpha" is in three of four memories (idf below zero): no returned hit may hold it, yet
-    it is in scope, not absent, on both search paths (the statement's bests, a local index's
-    searches) as in the embedded store, for every k."""
+    it is in scope, not absent, as in the embedded store, for every k."""
     texts = ["alpha beta", "alpha beta", "alpha beta", "gamma delta"]
-    url = f"{pg_url}{'&' if '?' in pg_url else '?'}sql_search={'true' if sql_search else 'false'}"
-    with BeeWeave.from_url(url, tenant=new_tenant(), embedder="beeweave:hashing-64") as pg, \
+    with BeeWeave.from_url(pg_url, tenant=new_tenant(), embedder="beeweave:hashing-64") as pg, \
             BeeWeave(embedder="beeweave:hashing-64") as embedded:
         for i, text in enumerate(texts):
             for m in (pg, embedded):

@@ -3,15 +3,17 @@ values PostgreSQL text cannot hold, and exact JSON round trips."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import psycopg
 import pytest
 
-from beeweave_core import IndexConfig, InvalidInputError, KnowledgeChunk, Relationship, SchemaVersionError
+from beeweave_core import BeeWeave, IndexConfig, InvalidInputError, KnowledgeChunk, Relationship, SchemaVersionError
 from beeweave_core.filters import build_filter
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.postgres import PostgresStore
-from beeweave_core.store.postgres.schema import MIGRATIONS, hnsw_index_name
+from beeweave_core.store.postgres.schema import MIGRATIONS
 from tests.postgres.pg_support import fresh_schema, new_tenant, pg_url, schema_url, server_url  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -139,6 +141,13 @@ def test_url_schema_parameter_and_bad_arguments() -> None:
         PostgresStore(server_url(), tenant="")
     with pytest.raises(InvalidInputError):
         PostgresStore(server_url(), pool_size=0)
+    # Refused before anything is opened: the server named does not exist.
+    with pytest.raises(InvalidInputError, match="exact_limit"):
+        BeeWeave.from_url("postgresql://nobody@127.0.0.1:1/none", exact_limit=0)
+    with pytest.raises(InvalidInputError, match="pool_size"):
+        BeeWeave.from_url("postgresql://nobody@127.0.0.1:1/none", pool_size=0)
+    with pytest.raises(InvalidInputError, match="sql_search"):
+        BeeWeave.from_url("postgresql://nobody@127.0.0.1:1/none?sql_search=false")
 
 
 def test_a_read_only_store_reads_like_the_primary_and_refuses_writes(pg_url) -> None:  # noqa: F811
@@ -172,10 +181,8 @@ def test_a_read_only_store_reads_like_the_primary_and_refuses_writes(pg_url) -> 
         replica.close()
 
 
-def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # noqa: F811
-    # Every memory with a session has context, so every derived table has rows to damage.
-    store = PostgresStore(pg_url, tenant=new_tenant(), index_config=IndexConfig(context_radius=2,
-                                                                                  session_context="all"))
+def test_verify_finds_and_repair_fixes_what_is_kept_beside_the_records(pg_url) -> None:  # noqa: F811
+    store = PostgresStore(pg_url, tenant=new_tenant())
     try:
         store.insert([_row(f"v{i}", f"apple {'pie ' * (i % 3)}tart{i}", session_id="s" if i % 4 else None, seed=i,
                            timestamp=1_700_000_000 + i // 2) for i in range(30)])
@@ -184,65 +191,23 @@ def test_verify_finds_and_repair_fixes_every_derived_table(pg_url) -> None:  # n
         report = store.verify()
         assert report.ok and report.records == 29 and report.edges == 1, report.problems
         before = store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50)
-        with store._conn() as conn:  # damage everything derived
+        with store.db.conn() as conn:  # damage everything kept beside the records
             t = {"t": store.tenant}
-            for damage in ("UPDATE @terms SET df = df + 1 WHERE tenant = %(t)s AND term = 'pie'",
-                           "DELETE FROM @df_hist WHERE tenant = %(t)s AND df = 1",
-                           "UPDATE @stats SET n_docs = n_docs + 3, total_nb_len = 0 WHERE tenant = %(t)s",
-                           "DELETE FROM @neighbours WHERE tenant = %(t)s AND seq IN "
-                           "(SELECT seq FROM @chunks WHERE tenant = %(t)s AND id = 'v5')",
-                           "UPDATE @chunks SET doc_len = 99 WHERE tenant = %(t)s AND id = 'v9'",
-                           "UPDATE @cpost SET f = f + 1 WHERE tenant = %(t)s AND term = 'apple'",
-                           "UPDATE @ucount SET n = n + 1 WHERE tenant = %(t)s",
-                           "UPDATE @ctxvec SET norm = norm + 1 WHERE tenant = %(t)s",
+            for damage in ("UPDATE @stats SET n_docs = n_docs + 3 WHERE tenant = %(t)s",
                            "DELETE FROM @access WHERE tenant = %(t)s AND seq IN "
-                           "(SELECT seq FROM @chunks WHERE tenant = %(t)s AND id = 'v3')"):
-                conn.execute(store._q(damage), t)
+                           "(SELECT seq FROM @chunks WHERE tenant = %(t)s AND id = 'v3')",
+                           "INSERT INTO @postings (tenant, term, chunk_seq, tf) VALUES (%(t)s, 'ghost', -1, 1)",
+                           "INSERT INTO @vectors (tenant, seq, dim, embedding) "
+                           "SELECT tenant, -1, dim, embedding FROM @vectors WHERE tenant = %(t)s LIMIT 1"):
+                conn.execute(store.db.q(damage), t)
         broken = store.verify()
-        assert not broken.ok and broken.problem_count >= 9, broken.problems
-        assert store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50) != before
+        assert not broken.ok and broken.problem_count == 4, broken.problems
         fixed = store.repair()
         assert fixed.ok, fixed.problems
-        got = store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50)
-        assert [s for _, s in got] == pytest.approx([s for _, s in before], abs=1e-9)
-        # The same order but for ties: a record's sum follows the order of its rebuilt rows, so
-        # two records tied before can come out one ulp apart.
-        was = dict(before)
-        assert all(g == b or abs(was[g] - s) <= 1e-9 for (g, _), (b, s) in zip(got, before, strict=True))
+        assert store.count() == 29
+        assert store.lexical_search({"apple": 1, "pie": 2}, EVERYTHING, 50) == before
     finally:
         store.close()
-
-
-def _hnsw_valid(url: str, schema: str, dim: int) -> bool:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
-                           (f'"{schema}".{hnsw_index_name(dim)}',)).fetchone()
-    return bool(row and row[0])
-
-
-def test_the_graph_is_built_by_the_first_search_past_exact_limit_not_by_writes() -> None:
-    """Inserts never start the HNSW build (a bulk load would otherwise maintain the graph
-    row by row); the first search with more candidates than exact_limit does, and until
-    the graph is valid its answers stay exact."""
-    with fresh_schema("lazy") as schema:
-        store = PostgresStore(schema_url(server_url(), schema), tenant=new_tenant(), exact_limit=5)
-        try:
-            rows = [_row(f"m{i}", f"word{i % 3} memory", seed=i) for i in range(12)]
-            store.insert(rows[:6])
-            store.insert(rows[6:])
-            assert store._builder is None and not _hnsw_valid(server_url(), schema, 8)
-            # A search whose filter leaves few candidates needs no graph either.
-            store.vector_search(rows[0].vector, build_filter({"ids": ["m1", "m2"]}), 2)
-            assert store._builder is None
-            vecs = np.stack([r.vector for r in rows])
-            want = [f"m{i}" for i in np.argsort(-(vecs @ rows[3].vector), kind="stable")[:4]]
-            got = store.retrieve({"memory": 1}, rows[3].vector, EVERYTHING, 4)
-            assert store._builder is not None  # the search started the build
-            store._builder.join(60)
-            assert _hnsw_valid(server_url(), schema, 8)
-            assert set(want) <= set(got.ids)
-        finally:
-            store.close()
 
 
 def test_a_bulk_insert_that_outgrows_the_planner_statistics_analyzes() -> None:
@@ -268,5 +233,78 @@ def test_a_bulk_insert_that_outgrows_the_planner_statistics_analyzes() -> None:
             assert planned() < 0  # never analyzed: a small batch leaves it to autovacuum
             store.insert(rows[10:])
             assert planned() == ANALYZE_BATCH + 10
+        finally:
+            store.close()
+
+
+def _old_store(schema: str, tenant: str, rows: list[ChunkRow], *, sql_search: bool) -> None:
+    """A store as the code before schema 0012 left it (every table of the SQL search, a
+    pgvector graph; the tenant's SQL search on or off), written with the published
+    migrations 0001-0011 and the rows in their layout."""
+    with psycopg.connect(server_url(), autocommit=True) as conn, conn.transaction():
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        vschema = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                               "WHERE e.extname = 'vector'").fetchone()[0]
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET LOCAL search_path TO "{schema}", "{vschema}"')
+        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+                     "applied_at timestamptz NOT NULL DEFAULT now())")
+        for i, (name, ddl) in enumerate(MIGRATIONS[:11], start=1):
+            conn.execute(ddl)
+            conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (i, name))
+        conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, 'index_config', %s)",
+                     (tenant, json.dumps(IndexConfig().to_dict())))
+        if not sql_search:
+            conn.execute("INSERT INTO meta (tenant, key, value) VALUES (%s, 'sql_search', 'off')", (tenant,))
+        for seq, r in enumerate(rows, start=1):
+            c, doc = r.chunk, r.chunk.to_dict()
+            doc.pop("relationships")
+            conn.execute("INSERT INTO chunks (tenant, seq, id, user_id, session_id, ts, status, ctype, tags, entities, "
+                         "doc, doc_len, nb_len, tier, turn) VALUES (%s, %s, %s, %s, %s, %s, 'active', 'text', '{}', "
+                         "'{}', %s, %s, 0, 'long', true)",
+                         (tenant, seq, c.id, c.user_id, c.session_id, c.timestamp.timestamp(), json.dumps(doc),
+                          len(r.terms)))
+            conn.execute("INSERT INTO vectors (tenant, seq, dim, embedding, graph) VALUES (%s, %s, 8, %s::vector, %s)",
+                         (tenant, seq, str([float(x) for x in r.vector]), sql_search))
+            conn.execute("INSERT INTO access (tenant, seq, n) VALUES (%s, %s, 0)", (tenant, seq))
+            for term in set(r.terms):
+                conn.execute("INSERT INTO postings (tenant, term, chunk_seq, tf) VALUES (%s, %s, %s, %s)",
+                             (tenant, term, seq, r.terms.count(term)))
+                if sql_search:
+                    conn.execute("INSERT INTO cpost (tenant, seq, term, user_id, status, f, clen) "
+                                 "VALUES (%s, %s, %s, %s, 'active', 1, 1)", (tenant, seq, term, c.user_id))
+            conn.execute("INSERT INTO changes (tenant, id, op) VALUES (%s, %s, 'w')", (tenant, c.id))
+        conn.execute("SELECT setval('chunk_seq', %s)", (len(rows),))
+        conn.execute("INSERT INTO stats (tenant, n_docs, total_len, total_nb_len, dim) VALUES (%s, %s, %s, 0, 8)",
+                     (tenant, len(rows), sum(len(r.terms) for r in rows)))
+        conn.execute(f"CREATE INDEX vectors_graph_8 ON vectors USING hnsw ((embedding::\"{vschema}\".vector(8)) "
+                     f"\"{vschema}\".vector_ip_ops) WHERE dim = 8 AND graph")
+
+
+@pytest.mark.parametrize("sql_search", [True, False], ids=["sql-search-on", "sql-search-off"])
+def test_a_store_of_the_older_schema_migrates_to_the_one_search_path(sql_search) -> None:
+    """Schema 0012 drops what only the SQL search read, whatever the tenant's setting was,
+    and the store then searches, reads and verifies as a new one."""
+    rows = [_row(f"m{i}", f"kiwi {'mango ' * (i % 3)}note{i}", session_id="s", seed=i,
+                 timestamp=1_700_000_000 + i) for i in range(12)]
+    tenant = new_tenant()
+    with fresh_schema("old") as schema:
+        _old_store(schema, tenant, rows, sql_search=sql_search)
+        store = PostgresStore(schema_url(server_url(), schema), tenant=tenant)
+        try:
+            assert store.get_meta("schema_version") == str(len(MIGRATIONS)) == "12"
+            with psycopg.connect(server_url(), autocommit=True) as conn:
+                left = {r[0] for r in conn.execute(
+                    "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = %s", (schema,))}
+            assert not left & {"cpost", "ctxvec", "df_hist", "neighbours", "terms", "ucount", "vectors_graph_8"}
+            assert store.get_meta("sql_search") is None
+            assert store.verify().ok
+            assert set(store.get(["m1", "m5"])) == {"m1", "m5"}
+            hits = store.retrieve({"mango": 1}, rows[5].vector, EVERYTHING, 3)
+            assert hits.ids[0] == "m5" or "m5" in hits.ids
+            assert dict(store.vector_search(rows[5].vector, EVERYTHING, 1)) == pytest.approx({"m5": 1.0}, abs=1e-5)
+            store.insert([_row("new", "kiwi fresh", session_id="s", seed=99)])
+            assert store.count() == 13 and "new" in {i for i, _ in store.lexical_search({"fresh": 1}, EVERYTHING, 3)}
         finally:
             store.close()

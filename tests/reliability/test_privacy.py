@@ -267,9 +267,10 @@ def test_forget_leaves_no_bytes_of_the_user_in_the_files(tmp_path: Path, graph: 
 def _pg_rows(url: str, tenant: str) -> dict[str, list[str]]:
     import psycopg
 
-    from beeweave_core.store.postgres.store import _split_url
+    from beeweave_core.store.postgres.options import split_url
 
-    plain, schema = _split_url(url, None)
+    plain, own = split_url(url)
+    schema = own.get("schema", "beeweave")
     with psycopg.connect(plain, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute("SELECT table_name FROM information_schema.columns WHERE "
                                              "table_schema = %s AND column_name = 'tenant'", (schema,))]

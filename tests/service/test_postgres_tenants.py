@@ -13,12 +13,11 @@ pytestmark = pytest.mark.slow
 pg_support = pytest.importorskip("tests.postgres.pg_support", reason="PostgreSQL tests need psycopg and a test server")
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["sql", "local-index"])
-def pg_live(request, tmp_path_factory):
-    """The server on a fresh schema; its stores answer searches in SQL, or from a local index
-    (``?local_index=true`` in the store URL)."""
+@pytest.fixture(scope="module")
+def pg_live(tmp_path_factory):
+    """The server on a fresh schema."""
     with pg_support.fresh_schema() as schema:
-        url = pg_support.schema_url(pg_support.server_url(), schema) + ("&local_index=true" if request.param else "")
+        url = pg_support.schema_url(pg_support.server_url(), schema)
         queues = tmp_path_factory.mktemp("queues")
         srv = start_server(ServerConfig(url, KEYS, embedder=EMBEDDER, queue_dir=queues))
         yield srv, queues

@@ -32,12 +32,11 @@ import socket
 import threading
 import uuid
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ...errors import StoreClosedError
 from ...ingest.queue import DeadRow, QueuedEvent
-
-if TYPE_CHECKING:
-    from .store import PostgresStore
+from .connection import Database
 
 __all__ = ["PostgresEventQueue", "DEFAULT_LEASE"]
 
@@ -52,7 +51,7 @@ class PostgresEventQueue:
     """An ``EventQueue`` in the store's database, on the store's connection pool.
 
     Args:
-        store: the tenant's ``PostgresStore``; the queue is that tenant's.
+        db: the tenant's ``Database`` (``PostgresStore.db``); the queue is that tenant's.
         lease: seconds a taken batch stays with its worker before another worker may take
             it (longer than any batch takes; a batch stored twice is still stored once).
         poll_interval: seconds between an idle worker's looks at the queue.
@@ -60,9 +59,9 @@ class PostgresEventQueue:
 
     durable = True
 
-    def __init__(self, store: PostgresStore, *, lease: float = DEFAULT_LEASE, poll_interval: float = 1.0) -> None:
-        self._store = store
-        self._t = store.tenant
+    def __init__(self, db: Database, *, lease: float = DEFAULT_LEASE, poll_interval: float = 1.0) -> None:
+        self._db = db
+        self._t = db.tenant
         self.lease = float(lease)
         # How often an idle worker looks again: events other hosts accepted, or leases run out.
         self.poll_interval = float(poll_interval)
@@ -93,11 +92,9 @@ class PostgresEventQueue:
 
     def _run(self, text: str, args: Any, *, fetch: bool = True) -> list[tuple[Any, ...]]:
         if self._closed:
-            from ...errors import StoreClosedError
-
             raise StoreClosedError("the ingest queue is closed")
-        with self._store._conn() as conn:
-            cur = conn.execute(self._store._q(text), args)
+        with self._db.conn() as conn:
+            cur = conn.execute(self._db.q(text), args)
             return cur.fetchall() if fetch and cur.description is not None else []
 
     def put(self, event_id: str, user_id: str, body: str) -> bool:

@@ -2,30 +2,28 @@
 
 Every statement of a ``LinkReads`` is sent before any result is read, inside the caller's
 pipelined transaction (the insert of the memories being linked, which they therefore
-see; sent before the insert reads the session region, so they share its round trip): the nearest records as ``vector_search`` asks them, each session's ids with the
-session edges out of them (one statement: the edges of the ids a subquery scans), and the
-newest records sharing a tag or entity with their labels. Each answer equals the protocol
-method's (tested against links.read_links in tests/postgres/test_pg_links.py). They are
-reads: never prepared, even in a store that prepares its writes (``prepare_writes``), where
-a generic plan would misjudge the vector search and the scans.
+see; sent before the insert's last statements, so they share a round trip): the nearest
+records (unless the local index answered them: ``near``) by an exact scan of the read's
+scope, each session's ids with the session edges out of them (one statement: the edges
+of the ids a subquery scans), and the newest records sharing a tag or entity with their
+labels. Each answer equals the protocol method's (tested against links.read_links in
+tests/postgres/test_pg_links.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import psycopg
 
 from ...records import Relationship, RelationType
 from ..links import LinkFacts, LinkReads
-from .sql import filter_sql, narrowed
+from .connection import Database
+from .sql import NEAREST_SQL, filter_sql, scan_sql
 
-if TYPE_CHECKING:
-    from .store import PostgresStore
-
-__all__ = ["read", "send", "receive", "Sent"]
+__all__ = ["send", "receive", "Sent"]
 
 _SESSION_EDGES_SQL = (
     "SELECT e.src, e.dst, e.type, e.weight FROM @edges e WHERE e.tenant = %(t)s AND e.type = %(etype)s "
@@ -36,55 +34,44 @@ _SESSION_EDGES_SQL = (
 class Sent:
     """The cursors of a ``LinkReads`` whose statements are sent and whose rows are not yet read."""
 
-    similar: list[tuple[np.ndarray, psycopg.Cursor[Any] | None, bool]]
+    similar: list[psycopg.Cursor[Any] | None]
     sessions: list[tuple[psycopg.Cursor[Any], psycopg.Cursor[Any]]]
     shared: list[psycopg.Cursor[Any]]
     near: list[list[tuple[str, float]]] | None = None  # the similar reads, answered by a local index
 
 
-def read(store: PostgresStore, conn: psycopg.Connection, reads: LinkReads) -> LinkFacts:
-    """``reads`` answered on ``conn`` (in a pipeline): all statements out, then all rows in."""
-    return receive(store, send(store, conn, reads))
-
-
-def send(store: PostgresStore, conn: psycopg.Connection, reads: LinkReads,
+def send(db: Database, conn: psycopg.Connection, reads: LinkReads,
          near: list[list[tuple[str, float]]] | None = None) -> Sent:
     """Send the statements of ``reads`` on ``conn`` (in a pipeline) without waiting; ``near``:
     the answers of its similar reads, already known (a local index's), which then send nothing."""
-    similar: list[tuple[np.ndarray, psycopg.Cursor[Any] | None, bool]] = []
+    similar: list[psycopg.Cursor[Any] | None] = []
     for vector, scope, k in [] if near is not None else reads.similar:
         q = np.asarray(vector, np.float32)
         if k <= 0:
-            similar.append((q, None, False))
+            similar.append(None)
             continue
-        stmt, params = store._vector_sql(q, scope, k, False)  # noqa: SLF001
-        store._settings(conn, k, narrowed(scope))  # noqa: SLF001
-        similar.append((q, conn.execute(stmt, params, prepare=False), bool(params["graph"])))
-    if any(cur is not None for _, cur, _ in similar):
-        # The search settings are SET LOCAL: back to the defaults for the rest of the
-        # transaction (the insert's context statements, the edges), planned as without them.
-        for setting in store._search_settings:  # noqa: SLF001
-            conn.execute(f"SET LOCAL {setting.split()[2]} TO DEFAULT", prepare=False)
+        where, args = filter_sql(scope)
+        similar.append(conn.execute(db.q(NEAREST_SQL.format(flt=where)),
+                                    {"t": db.tenant, "q": q, "d": int(len(q)), "k": int(k), **args}))
     sessions = []
     for scope in reads.sessions:
-        stmt, params = store._scan_sql(scope, order="timestamp")  # noqa: SLF001
+        stmt, params = scan_sql(scope, order="timestamp")
         where, args = filter_sql(scope)
-        edges = conn.execute(store._q(_SESSION_EDGES_SQL.format(flt=where)),  # noqa: SLF001
-                             {"t": store.tenant, "etype": RelationType.SESSION.value, **args}, prepare=False)
-        sessions.append((conn.execute(stmt, params, prepare=False), edges))
+        edges = conn.execute(db.q(_SESSION_EDGES_SQL.format(flt=where)),
+                             {"t": db.tenant, "etype": RelationType.SESSION.value, **args})
+        sessions.append((conn.execute(db.q(stmt), {"t": db.tenant, **params}), edges))
     shared = []
     for scope, limit in reads.shared:
-        stmt, params = store._scan_sql(scope, order="timestamp", descending=True, limit=limit,  # noqa: SLF001
-                                       columns="c.id, c.tags, c.entities")
-        shared.append(conn.execute(stmt, params, prepare=False))
+        stmt, params = scan_sql(scope, order="timestamp", descending=True, limit=limit,
+                                columns="c.id, c.tags, c.entities")
+        shared.append(conn.execute(db.q(stmt), {"t": db.tenant, **params}))
     return Sent(similar, sessions, shared, near)
 
 
-def receive(store: PostgresStore, sent: Sent) -> LinkFacts:
+def receive(sent: Sent) -> LinkFacts:
     """The answers of ``send``'s statements (the first read waits for them all)."""
     found_similar: list[list[tuple[str, float]]] = sent.near if sent.near is not None else [
-        [] if cur is None else store._vector_hits(q, cur.fetchall(), graph)  # noqa: SLF001
-        for q, cur, graph in sent.similar]
+        [] if cur is None else [(cid, float(s)) for cid, s in cur.fetchall()] for cur in sent.similar]
     found_sessions = [([r[0] for r in ids.fetchall()], [Relationship(s, d, t, w) for s, d, t, w in edges.fetchall()])
                       for ids, edges in sent.sessions]
     labels: dict[str, tuple[list[str], list[str]]] = {}

@@ -1,7 +1,7 @@
 """A PostgreSQL store's local index: the tenant's search index held in this process.
 
-``PostgresStore(url, local_index=True)`` (or ``?local_index=true`` in the URL) answers a
-search's candidates (``retrieve``) from a :class:`~beeweave_core.index.memory_index.MemoryIndex`
+A ``PostgresStore`` answers every search (``retrieve`` and the separate lexical and dense
+calls) from a :class:`~beeweave_core.index.memory_index.MemoryIndex`
 — the embedded store's BM25 with session context, vectors and filter columns — built
 from the tenant's rows at the first search and kept current from the change log
 (schema 0009): every write transaction logs the ids it changed under the tenant write
@@ -19,12 +19,10 @@ ranks again only if the log moved. So a search never sees less than what was com
 before it started, whichever host committed it. A log entry ``'f'`` (a user forgotten, a repair, a dropped
 tenant), or a log pruned past what the index holds, rebuilds the index from the rows.
 
-What it costs: the process holds the tenant's vectors and postings (5.9 kB a memory at
-100k with 384-dim vectors, measured after malloc_trim; the embedded store 2.9), and the
-first search of a process loads them (and past ``VectorIndex.exact_limit`` builds the
-in-memory HNSW graph: 16 s at 100k in all).
-Searches with a declared-metadata-field filter, which the in-memory columns do not hold,
-run in SQL as without a local index.
+What it costs: the process holds the tenant's vectors and postings, and the first search
+of a process loads them; the vector graph (past ``VectorIndex.exact_limit`` vectors) is
+then built in a thread while searches scan exactly. Searches with a declared-metadata-field filter, which the
+in-memory columns do not hold, read the ids passing it in SQL first.
 """
 
 from __future__ import annotations
@@ -35,23 +33,24 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from itertools import chain
+from typing import Any
 
 import numpy as np
 import psycopg
 
 from ...errors import DimensionMismatchError
 from ...filters import Filter
+from ...index.context import IndexConfig
 from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
+from ...index.vectors import VectorIndex
 from ...records import ChunkStatus, KnowledgeChunk, Relationship, RelationType
 from ...relevance import term_evidence
 from ...scoring import RankFields
 from ..base import StaleCandidates, TermEvidence
-from .search import decode_record, rank_fields_of
+from .connection import Database
+from .decode import decode_record, rank_fields_of
 from .sql import GET_CHECKED_SQL, GET_WITH_RIVALS_SQL, clean, one
-
-if TYPE_CHECKING:
-    from .store import PostgresStore
 
 logger = logging.getLogger(__name__)
 
@@ -59,32 +58,38 @@ __all__ = ["LocalCandidates", "LocalIndex", "OwnInsert", "records_with_rivals", 
 
 # What the index is built from, per record: the columns it filters on, its text's term
 # counts and its vector. (``turn``: whether it takes part in its session's context.)
-_ROW_COLUMNS = """c.seq, c.id, c.user_id, c.agent_id, c.session_id, c.ts, c.status, c.ctype, c.intent,
-    c.tags, c.entities, c.tier, c.turn, c.doc::text, p.terms, p.tfs, v.embedding,
-    c.doc->>'timestamp', c.doc->>'weight', c.doc->>'confidence', c.doc->>'pinned',
-    c.doc->'metadata'->'stale', c.doc->>'reinforced_at', c.doc->>'expires_at'"""
+# The fields ranking reads come from the document, parsed once per row (``f``), except
+# for a document holding a NUL (``\u0000``, kept exactly in ``json``), which PostgreSQL
+# refuses to take any field of: its whole text comes instead (the last column) and is
+# parsed here.
+_COLUMNS = """c.seq, c.id, c.user_id, c.agent_id, c.session_id, c.ts, c.status, c.ctype, c.intent,
+    {tags}, {entities}, c.tier, c.turn, {doc}, p.terms, p.tfs, {vector},
+    f."timestamp", f.weight, f.confidence, f.pinned, f.metadata->'stale', f.reinforced_at, f.expires_at,
+    CASE WHEN NOT nul.plain THEN c.doc::text END"""
+_FIELDS_FROM = """CROSS JOIN LATERAL (SELECT strpos(c.doc::text, '\\u0000') = 0 AS plain) nul
+CROSS JOIN LATERAL json_to_record(CASE WHEN nul.plain THEN c.doc ELSE '{}'::json END) AS f("timestamp" text,
+    weight text, confidence text, pinned text, metadata json, reinforced_at text, expires_at text)"""
+_ROW_COLUMNS = _COLUMNS.format(tags="c.tags", entities="c.entities", doc="c.doc::text", vector="v.embedding")
 
 # (the postings of a record read once, both arrays in one pass of its index range)
 _ROW_FROM = """FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+""" + _FIELDS_FROM + """
 LEFT JOIN LATERAL (SELECT array_agg(p.term ORDER BY p.term) AS terms, array_agg(p.tf ORDER BY p.term) AS tfs
     FROM @postings p WHERE p.tenant = c.tenant AND p.chunk_seq = c.seq) p ON true"""
 
 # Every record, without its document (the columns hold all the index needs; a record caught
 # up later is built from its document), and the tenant's postings grouped in one pass rather
-# than looked up record by record (100k records: 3.1 s waiting for the server, against 3.6 s
-# with the lateral lookup and 4.2 s with two subqueries per record; the whole load ~10 s, the
-# FAISS graph built by the first search ~8 s more).
+# than looked up record by record; tags and entities as JSON text and vectors in pgvector's
+# binary form, which ``_load`` decodes for all rows at once rather than row by row.
 _LOAD_SQL = """WITH p AS (SELECT p.chunk_seq, array_agg(p.term ORDER BY p.term) AS terms,
     array_agg(p.tf ORDER BY p.term) AS tfs FROM @postings p WHERE p.tenant = %(t)s GROUP BY p.chunk_seq)
-SELECT """ + _ROW_COLUMNS.replace("c.doc::text,", "NULL,") + """
-FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq LEFT JOIN p ON p.chunk_seq = c.seq
-WHERE c.tenant = %(t)s ORDER BY c.seq"""
+SELECT """ + _COLUMNS.format(tags="array_to_json(c.tags)::text", entities="array_to_json(c.entities)::text",
+                             doc="NULL", vector="@vector_send(v.embedding)") + """
+FROM @chunks c JOIN @vectors v ON v.tenant = c.tenant AND v.seq = c.seq
+""" + _FIELDS_FROM + """
+LEFT JOIN p ON p.chunk_seq = c.seq WHERE c.tenant = %(t)s ORDER BY c.seq"""
 
 _HIGH_SQL = "SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s"
-# A search's freshness check, which also reads the tenant's SQL-search setting: a store that
-# searches locally only because the setting was off turns back to SQL when it is on again.
-_FRESH_SQL = ("SELECT coalesce(max(seq), 0), (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'sql_search') "
-              "FROM @changes WHERE tenant = %(t)s")
 
 _LOG_SQL = """SELECT coalesce(max(seq), %(seen)s), coalesce(bool_or(op = 'f'), false),
     (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'changes_floor'),
@@ -109,6 +114,16 @@ def _snapshot(conn: psycopg.Connection) -> Iterator[None]:
         with suppress(psycopg.Error):  # the pool must not take back an open transaction
             conn.rollback()
         raise
+
+
+def _vectors(sent: Sequence[bytes]) -> list[bytes]:
+    """Vectors in pgvector's binary form (int16 dimension, int16 unused, big-endian float32s)
+    as native float32 bytes, decoded all at once."""
+    width = len(sent[0])
+    if any(len(b) != width for b in sent):
+        raise DimensionMismatchError("the tenant's vectors do not all have one dimension")
+    raw = np.frombuffer(b"".join(sent), np.uint8).reshape(len(sent), width)[:, 4:]
+    return [row.tobytes() for row in np.ascontiguousarray(raw).view(">f4").astype(np.float32)]
 
 
 def _pairs(counts: Mapping[int, int]) -> bytes:
@@ -161,7 +176,7 @@ class LocalCandidates:
         return chunks
 
 
-def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int | None = None,
+def records_with_rivals(db: Database, ids: Sequence[str], *, seen: int | None = None,
                         meanwhile: Callable[[], None] | None = None, lock: threading.Lock | None = None
                         ) -> tuple[dict[str, KnowledgeChunk], dict[str, list[Relationship]]]:
     """``store.get(ids)`` and, from the same statement, each record's ``contradicts``
@@ -175,19 +190,19 @@ def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int |
     before the connection, the order ``LocalIndex.retrieve`` takes them in (a thread holding
     a connection while it waits for the lock could starve one holding the lock of a
     connection), and let go before the rows are awaited."""
-    store._check()
+    db.check()
     ids = list(dict.fromkeys(clean(ids)))
     if not ids and seen is None:
         with lock if lock is not None else nullcontext():
             if meanwhile is not None:
                 meanwhile()
         return {}, {}
-    args = {"t": store.tenant, "ids": ids}
+    args = {"t": db.tenant, "ids": ids}
     held = lock.acquire() if lock is not None else False
     try:
-        with store._conn() as conn:
+        with db.conn() as conn:
             with conn.pipeline():
-                cur = conn.execute(store._q(GET_WITH_RIVALS_SQL if seen is None else GET_CHECKED_SQL), args)
+                cur = conn.execute(db.q(GET_WITH_RIVALS_SQL if seen is None else GET_CHECKED_SQL), args)
                 try:
                     if meanwhile is not None:
                         meanwhile()
@@ -202,10 +217,9 @@ def records_with_rivals(store: PostgresStore, ids: Sequence[str], *, seen: int |
     if seen is None:
         rows = got
     else:
-        store._note_sql_search(got[0][1])
         if int(got[0][0]) != seen:
             raise StaleCandidates(f"the change log moved from {seen} to {got[0][0]}")
-        rows = [r[2:] for r in got if r[2] is not None]
+        rows = [r[1:] for r in got if r[1] is not None]
     chunks: dict[str, KnowledgeChunk] = {}
     rivals: dict[str, list[Relationship]] = {}
     for *row, incoming in rows:
@@ -242,9 +256,11 @@ _BEYOND_USER_AND_STATUS = [f.name for f in fields(Filter) if f.name not in ("use
 class LocalIndex:
     """One tenant's search index in this process, caught up from the change log."""
 
-    def __init__(self, store: PostgresStore) -> None:
-        self._store = store
-        self.index = MemoryIndex(store.index_config)
+    def __init__(self, db: Database, index_config: IndexConfig) -> None:
+        self._db = db
+        # The graph of a loaded tenant is built in a thread: until it is, a search that needs
+        # it scans exactly (a short-lived process answers its first search without it).
+        self.index = MemoryIndex(index_config, make_vectors=lambda dim: VectorIndex(dim, background=True))
         self.seen = -1  # the last log entry the index reflects; -1: not built yet
         # id -> the term counts it is indexed with, as (term id, count) int32 pairs (a dict per
         # memory would hold ~0.7 kB; these ~0.1 kB): what removing it from BM25 needs
@@ -270,9 +286,25 @@ class LocalIndex:
             self.index.add_terms(new)
         return {ids[t]: int(n) for t, n in zip(terms, tfs or (), strict=True)}
 
+    def _all_counts(self, terms: Sequence[Sequence[str] | None], tfs: Sequence[Sequence[int] | None]) -> list[bytes]:
+        """Every row's term counts as ``_pairs`` gives them (new terms numbered in order of
+        first appearance, as ``_term_counts`` row by row), computed for all rows at once."""
+        lens = np.fromiter((len(t) if t else 0 for t in terms), np.int64, len(terms))
+        flat = list(chain.from_iterable(t for t in terms if t))
+        ids = self.index.term_ids
+        new = dict.fromkeys(t for t in flat if t not in ids)
+        if new:
+            self.index.add_terms({t: len(ids) + i for i, t in enumerate(new)})
+        tid = np.fromiter(map(ids.__getitem__, flat), np.int32, len(flat))
+        tf = np.fromiter(chain.from_iterable(f for f in tfs if f), np.int32, len(flat))
+        order = np.lexsort((tid, np.repeat(np.arange(len(lens)), lens)))
+        buf = np.stack([tid[order], tf[order]], axis=1).astype(np.int32).tobytes()
+        ends = (np.cumsum(lens) * 8).tolist()
+        return [buf[end - 8 * n : end] for end, n in zip(ends, lens.tolist(), strict=True)]
+
     def _load(self, conn: psycopg.Connection) -> None:
         """Build the index from every row of the tenant, in one snapshot with the log's last seq."""
-        q, t = self._store._q, self._store.tenant
+        q, t = self._db.q, self._db.tenant
         with _snapshot(conn):
             high_cur = conn.execute(q(_HIGH_SQL), {"t": t})
             rows_cur = conn.execute(q(_LOAD_SQL), {"t": t}, binary=True)
@@ -282,18 +314,15 @@ class LocalIndex:
         index.clear()
         self._counts = {}
         if rows:
-            lexes = [_pairs(self._term_counts(r[14], r[15])) for r in rows]
-            self._counts = {r[1]: lex for r, lex in zip(rows, lexes, strict=True)}
-            vecs = [r[16].to_numpy().astype(np.float32).tobytes() for r in rows]
-            index.load([int(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                       [r[4] for r in rows], [float(r[5]) for r in rows], [r[6] for r in rows],
-                       [r[7] for r in rows], [r[8] for r in rows],
-                       [json.dumps(list(r[9]), ensure_ascii=False) for r in rows],
-                       [json.dumps(list(r[10]), ensure_ascii=False) for r in rows], lexes, vecs,
-                       [r[11] for r in rows], [int(bool(r[12])) for r in rows])
+            cols = list(zip(*rows, strict=True))
+            lexes = self._all_counts(cols[14], cols[15])
+            self._counts = dict(zip(cols[1], lexes, strict=True))
+            index.load(cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], cols[9],
+                       cols[10], lexes, _vectors(cols[16]), cols[11], cols[12])
             slot_of, rank = index.slot_of, index.rank
             for r in rows:
-                rank.set_fields(slot_of[r[1]], rank_fields_of(*r[17:24]))
+                rank.set_fields(slot_of[r[1]], rank_fields_of(*r[17:24]) if r[24] is None else
+                                RankFields.of(KnowledgeChunk.from_stored(json.loads(r[24]))))
         self.seen = high
         self.loads += 1
 
@@ -383,19 +412,17 @@ class LocalIndex:
         """The index, caught up with every write committed before this call, held under the
         lock until the block ends; None when that needs a load and ``load`` is off."""
         with self._lock:
-            with self._store._conn() as conn:
+            with self._db.conn() as conn:
                 current = self._bring_up(conn, load)
             yield self.index if current else None
 
     def _bring_up(self, conn: psycopg.Connection, load: bool) -> bool:
         """Catch the index up (``_fresh``); False, changing nothing, when that needs a load
         and ``load`` is off."""
-        store = self._store
         self.trusted = False
         if self.seen >= 0:
-            q, t = store._q, store.tenant
-            high, setting = one(conn.execute(q(_FRESH_SQL), {"t": t}).fetchone())
-            store._note_sql_search(setting)
+            q, t = self._db.q, self._db.tenant
+            high = one(conn.execute(q(_HIGH_SQL), {"t": t}).fetchone())[0]
             if int(high) > self.seen:  # another store wrote: the index is then as new as this search
                 # The log entries after ``seen`` and their rows in one snapshot and one round
                 # trip (BEGIN, the two reads and ROLLBACK in a pipeline: four round trips when
@@ -424,18 +451,17 @@ class LocalIndex:
         statement check the change log (``records_with_rivals``): one round trip instead of
         two. If another store wrote meanwhile, ``records`` raises ``StaleCandidates`` and the
         engine retrieves again, which then catches up first."""
-        store = self._store
         q = np.asarray(vector, np.float32)
         terms = {t: c for t, c in terms.items() if "\x00" not in t}
         evidence = [t for t in clean(evidence) if t in terms]
         with self._lock:
             hoped = self.seen if optimistic and self.trusted and self.seen >= 0 else None
             if hoped is None:
-                with store._conn() as conn:
+                with self._db.conn() as conn:
                     self._bring_up(conn, True)
             ids, lexical, vec = self._candidates(terms, q, flt, k)
             # every held slot has its fields (filled at load and by every write caught up)
-            fields = self.index.rank_fields(ids, lambda missing: store.get(missing).values())
+            fields = self.index.rank_fields(ids, lambda missing: records_with_rivals(self._db, missing)[0].values())
         return LocalCandidates(ids, lexical, vec, fields, lambda wanted, meanwhile: self._records(wanted, hoped, meanwhile),
                                (lambda wanted: self._evidence(terms, flt, evidence, wanted)) if evidence else None)
 
@@ -444,7 +470,7 @@ class LocalIndex:
         """The records of an optimistic search (``hoped``: the log entry its ranking reflects)
         with the check that no write came after it; stale, the next search checks first."""
         try:
-            return records_with_rivals(self._store, ids, seen=hoped, meanwhile=meanwhile, lock=self._lock)
+            return records_with_rivals(self._db, ids, seen=hoped, meanwhile=meanwhile, lock=self._lock)
         except StaleCandidates:
             self.trusted = False
             raise
@@ -473,19 +499,19 @@ class LocalIndex:
             self.seen = after
             self.trusted = True  # as current as a check at the commit would have found it
 
-    def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]], *, load: bool = False
+    def nearest(self, similar: Sequence[tuple[np.ndarray, Filter, int]]
                 ) -> tuple[int, list[list[tuple[str, float]]]] | None:
         """A linking pass's nearest-records reads (``LinkReads.similar``) answered from the
-        index, with the log position they reflect; None when the index is not built and
-        ``load`` is off (an add of a tenant with SQL search pays for no load: pgvector's graph
-        answers), or the vectors do not fit it. The caller uses them only if the log has not
+        index, with the log position they reflect; None when the index is not built or must
+        be rebuilt (an add pays for no load: an exact scan of its scope in SQL answers), or
+        the vectors do not fit it. The caller uses them only if the log has not
         moved past that position when it holds the tenant write lock (else ``nearest_locked``),
         so when the index was found current (``trusted``) they are read without checking
         the log first; otherwise it is caught up first."""
         with self._lock:
             if not (self.trusted and self.seen >= 0):
-                with self._store._conn() as conn:
-                    if not self._bring_up(conn, load):
+                with self._db.conn() as conn:
+                    if not self._bring_up(conn, False):
                         return None
             return self._nearest(similar)
 
@@ -500,8 +526,7 @@ class LocalIndex:
         """``nearest`` inside the caller's write transaction on ``conn``, which holds the tenant
         write lock and read the log's last position ``high`` under it: the entries the index
         lacks and their rows are read on ``conn`` (nothing commits meanwhile) and applied
-        first. For a tenant without SQL search, whose vectors pgvector's graph leaves out,
-        when another store wrote after ``nearest``. None (the caller reads in SQL) when that
+        first: when another store wrote after ``nearest``. None (the caller reads in SQL) when that
         needs a load, or the index is busy for a second (a search holding it may wait for
         a pooled connection the waiting writers hold), or the entries name an id this
         transaction writes (``writing``): its rows, read here, are this transaction's own,
@@ -512,9 +537,9 @@ class LocalIndex:
             if self.seen < 0 or self.seen > high:
                 return None
             if self.seen < high:
-                q, args = self._store._q, {"t": self._store.tenant, "seen": self.seen}
-                log = conn.execute(q(_LOG_SQL), args, prepare=False)
-                changed = conn.execute(q(_CHANGED_SQL), args, binary=True, prepare=False)
+                q, args = self._db.q, {"t": self._db.tenant, "seen": self.seen}
+                log = conn.execute(q(_LOG_SQL), args)
+                changed = conn.execute(q(_CHANGED_SQL), args, binary=True)
                 entries, rows = one(log.fetchone()), changed.fetchall()
                 if not set(entries[3]).isdisjoint(writing):
                     return None
@@ -527,7 +552,7 @@ class LocalIndex:
 
     def lexical_searches(self, queries: Sequence[Mapping[str, int]], flt: Filter, k: int,
                          include: Sequence[str]) -> list[list[tuple[str, float]]]:
-        """``PostgresStore.lexical_searches`` from the local index (a tenant whose SQL search is off)."""
+        """``PostgresStore.lexical_searches`` from the local index."""
         include = clean(include)
         with self._fresh() as index:
             assert index is not None  # (load=True)
@@ -535,7 +560,7 @@ class LocalIndex:
                     for terms in queries]
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
-        """``PostgresStore.vector_search`` from the local index (a tenant whose SQL search is off)."""
+        """``PostgresStore.vector_search`` from the local index."""
         q = np.asarray(vector, np.float32)
         with self._fresh() as index:
             assert index is not None  # (load=True)
@@ -551,6 +576,12 @@ class LocalIndex:
             if index.dim is not None and index.dim != len(q):
                 return {}  # as the SQL statement answers: no record's vector has this dimension
             return index.vector_scores(q, list(clean(ids)))
+
+    def wait_for_graph(self) -> None:
+        """Wait for the vector graph being built in the background, if any (benchmarks, tests)."""
+        with self._lock:
+            if self.index.vec is not None:
+                self.index.vec.wait_for_graph()
 
     def refresh(self) -> None:
         """Catch up now (tests; a search does it when it must)."""

@@ -1,13 +1,11 @@
-"""The PostgreSQL schema: named, versioned migrations and the per-dimension HNSW indexes.
+"""The PostgreSQL schema: named, versioned migrations.
 
 Every table carries a ``tenant`` column that leads every key, so one set of tables
-holds many isolated memories and the schema distributes by tenant with Citus
-(``create_distributed_table(..., 'tenant')``, all tables co-located).
+holds many isolated memories.
 
 Vectors live in an untyped ``vector`` column beside their ``dim``: tenants may use
-models of different dimensions, and each dimension gets its own partial HNSW index
-over ``embedding::vector(dim)``. Like the embedded FAISS graph, it is built only once
-there are more vectors of that dimension than an exact scan handles well.
+models of different dimensions. No pgvector index is kept: searches are answered by
+each process's local index (local.py), which holds the vectors.
 Documents are ``json`` (the text as written), not ``jsonb``: jsonb turns 1e300 into
 an integer, reorders keys and rejects ``\\u0000``, and a memory must come back as it
 went in.
@@ -23,13 +21,7 @@ from psycopg import sql
 from ...errors import SchemaVersionError, StoreUnavailableError
 from .sql import one
 
-__all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "check_schema", "build_hnsw_index", "lock_key", "hnsw_index_name"]
-
-# HNSW build parameters: pgvector's defaults. Every insert into a pgvector HNSW index
-# walks the graph (a few milliseconds a row here, three times more at FAISS's m=32), so
-# the graph is kept light; search widens ef_search instead.
-HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 64
+__all__ = ["MIGRATIONS", "PG_SCHEMA_VERSION", "migrate", "check_schema", "lock_key"]
 
 # Named, ordered migrations. Each runs once, in one transaction, under a database-wide
 # advisory lock (so concurrent first opens do not race), and is recorded in
@@ -315,6 +307,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         COMMENT ON TABLE terms IS 'document frequencies: none for a tenant whose meta sql_search is off';
         COMMENT ON TABLE neighbours IS 'session neighbours: none for a tenant whose meta sql_search is off';
     """),
+    # One search path (issue 45): every search is answered by the local index of the
+    # searching process (local.py), which computes BM25 with session context, document
+    # frequencies and neighbours from the records, postings and vectors. What only the SQL
+    # search read goes: context postings and vectors, document frequencies and their
+    # histogram, session neighbours and lengths, per-user counts and pgvector's graphs
+    # (whatever their name: the index of 0011 or the older one). A tenant whose SQL search
+    # was off keeps its rows as they are; its setting goes with the rest.
+    ("0012_one_search_path", """
+        DROP TABLE cpost, ctxvec, df_hist, neighbours, terms, ucount;
+        DO $$
+        DECLARE r record;
+        BEGIN
+            FOR r IN SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()
+                     AND tablename = 'vectors' AND indexname ~ '^vectors_(graph|hnsw)_[0-9]+$' LOOP
+                EXECUTE format('DROP INDEX %I', r.indexname);
+            END LOOP;
+        END $$;
+        ALTER TABLE vectors DROP COLUMN graph;
+        ALTER TABLE chunks DROP COLUMN nb_len, DROP COLUMN doc_len;
+        ALTER TABLE stats DROP COLUMN total_len, DROP COLUMN total_nb_len;
+        DELETE FROM meta WHERE key = 'sql_search';
+    """),
 ]
 PG_SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -382,52 +396,3 @@ def check_schema(conn: psycopg.Connection, schema: str) -> str:
         raise StoreUnavailableError(f"the PostgreSQL schema {schema!r} is at version {version}, not "
                                     f"{PG_SCHEMA_VERSION}: open a writable store on the primary once to migrate it")
     return vschema
-
-
-def hnsw_index_name(dim: int) -> str:
-    return f"vectors_graph_{int(dim)}"
-
-
-def _old_hnsw_index_name(dim: int) -> str:
-    """The index of schema versions before 0011, which holds every tenant's vectors."""
-    return f"vectors_hnsw_{int(dim)}"
-
-
-def build_hnsw_index(conn: psycopg.Connection, schema: str, vschema: str, dim: int) -> bool:
-    """Build the partial HNSW index of one dimension unless it exists; return whether it
-    exists now. ``conn`` is an autocommit connection straight to the server (a session
-    advisory lock and CREATE INDEX CONCURRENTLY need one session: not a transaction pooler).
-
-    The build runs CONCURRENTLY, so writers go on meanwhile; one process builds while the
-    others skip (a session advisory lock), and an invalid index left by a failed build is
-    dropped and built again. Cosine equals inner product: stored vectors are unit-length.
-    """
-    name, old = hnsw_index_name(dim), _old_hnsw_index_name(dim)
-    state_sql = ("SELECT (SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)), "
-                 "to_regclass(%s) IS NOT NULL")
-    state = (f'"{schema}".{name}', f'"{schema}".{old}')
-    valid, stale = one(conn.execute(state_sql, state).fetchone())
-    if valid and not stale:
-        return True
-    key = lock_key("beeweave-hnsw", schema, str(int(dim)))
-    if not one(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone())[0]:
-        return bool(valid)  # another process is building it (or dropping the old one)
-    try:
-        valid, stale = one(conn.execute(state_sql, state).fetchone())
-        if valid is False:
-            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}.{}").format(
-                sql.Identifier(schema), sql.Identifier(name)))
-        if not valid:
-            conn.execute(sql.SQL(
-                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {}.vectors USING hnsw ((embedding::{}.vector({})) "
-                "{}.vector_ip_ops) WITH (m = {}, ef_construction = {}) WHERE dim = {} AND graph").format(
-                sql.Identifier(name), sql.Identifier(schema), sql.Identifier(vschema), sql.Literal(int(dim)),
-                sql.Identifier(vschema), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(int(dim))))
-        if stale:
-            # Searches walked the older index (its predicate is implied by theirs) until the
-            # new one was valid; dropped only now, so no search fell back to exact scans.
-            conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}.{}").format(
-                sql.Identifier(schema), sql.Identifier(old)))
-        return True
-    finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))

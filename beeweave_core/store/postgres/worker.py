@@ -26,10 +26,11 @@ def schema_tenants(url: str) -> list[str]:
     """The tenants a PostgreSQL schema holds (every tenant writes its index configuration)."""
     import psycopg
 
+    from .options import resolve
     from .sql import one, qualify
-    from .store import _split_url
 
-    plain, schema = _split_url(url, None)
+    plain, options = resolve(url, {})
+    schema = options.schema
     with psycopg.connect(plain, autocommit=True, prepare_threshold=None) as conn:
         exists = one(conn.execute("SELECT to_regclass(%s)", (f'"{schema}".meta',)).fetchone())[0]
         if exists is None:
