@@ -165,19 +165,27 @@ class Search:
                 out.append(replace(h, relevance=rel))
         return out
 
-    def _relevance(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit],
-                   found: TermEvidence | None = None, qvec: np.ndarray | None = None,
-                   candidates: np.ndarray | None = None) -> list[SearchHit]:
-        """Each hit with its calibrated relevance (``beeweave_core.relevance``); ``found``: its
-        lexical evidence as the search's round trip read it; ``candidates``: the cosines of
-        the search's candidates (the highest are what each hit's lead is read against)."""
-        if not hits:
-            return hits
+    def _background(self, qvec: np.ndarray | None) -> np.ndarray:
+        """The query's cosines with the everyday statements (what both curves read), or none
+        when the store's model reads neither curve's side of them."""
         embedder = self.shared.embedder
         curve = calibration_for(embedder.name)
-        # The query's cosines with the everyday statements, read once for both curves.
-        background = (BACKGROUND.cosines(embedder, qvec) if qvec is not None and (curve.margin or curve.lead_weight)
-                      else np.zeros(0, dtype=np.float32))
+        if qvec is not None and (curve.margin or curve.lead_weight):
+            return BACKGROUND.cosines(embedder, qvec)
+        return np.zeros(0, dtype=np.float32)
+
+    def _relevance(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit],
+                   found: TermEvidence | None = None, qvec: np.ndarray | None = None,
+                   candidates: np.ndarray | None = None, background: np.ndarray | None = None) -> list[SearchHit]:
+        """Each hit with its calibrated relevance (``beeweave_core.relevance``); ``found``: its
+        lexical evidence as the search's round trip read it; ``candidates``: the cosines of
+        the search's candidates (the highest are what each hit's lead is read against);
+        ``background``: ``_background(qvec)`` when the search already read it."""
+        if not hits:
+            return hits
+        curve = calibration_for(self.shared.embedder.name)
+        if background is None:
+            background = self._background(qvec)
         evidence = self._evidence(terms, flt, hits, found, mean_cosine(background) if curve.margin else 0.0)
         if curve.lead_weight and qvec is not None:
             self._with_leads(evidence, hits, curve, qvec, background, candidates)
@@ -260,12 +268,14 @@ class Search:
             rivals.update(read)
         scored = [SearchHit(chunks[cid], score, src) for cid, score, src in ranked
                   if cid in chunks and not ttl_passed(chunks[cid], req.now)]
+        found = got.evidence if got is not None else None
+        # Read once: ordering by use reads relevance over the pool, the hits returned again.
+        background = self._background(qvec) if scored else None
         if by_use:
-            scored = self._by_use(req, self._relevance(prepared.terms, req.flt, scored,
-                                                       got.evidence if got is not None else None, qvec, scores["vector"]))
+            scored = self._by_use(req, self._relevance(prepared.terms, req.flt, scored, found, qvec, scores["vector"],
+                                                       background))
         scored = self._reordered(req, scored)
-        scored = self._relevance(prepared.terms, req.flt, scored[: req.k], got.evidence if got is not None else None,
-                                 qvec, scores["vector"])
+        scored = self._relevance(prepared.terms, req.flt, scored[: req.k], found, qvec, scores["vector"], background)
         if req.min_relevance is not None:
             scored = [h for h in scored if h.relevance is not None and h.relevance >= req.min_relevance]
         return scored
