@@ -66,30 +66,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from locomo_data import DEFAULT_DATA_DIR, load_locomo, recall_at_k  # noqa: E402
+from relevance_rows import K, evidence_rows  # noqa: E402
 
 from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.embedders import as_embedder  # noqa: E402
-from beeweave_core.filters import build_filter  # noqa: E402
-from beeweave_core.query import prepare_query  # noqa: E402
 from beeweave_core.relevance import (  # noqa: E402
-    BACKGROUND,
     DEFAULT_ABSTAIN_BELOW,
     DEFAULT_MIN_RELEVANCE,
     Calibration,
     Evidence,
-    absent_share,
-    lexical_evidence,
-    matched_terms,
-    mean_cosine,
-    read_term_evidence,
     relevance,
-    semantic_leads,
-    term_coverage,
-    top_cosines,
 )
-from beeweave_core.timewords import find_time  # noqa: E402
 
-K = 10
 KEEP = 0.95  # the share of R@10 a threshold must keep
 
 # Questions an assistant is asked that a friends' chat does not answer.
@@ -127,44 +115,6 @@ def _swap(text: str, old: list[str], new: list[str]) -> str:
     return pattern.sub(lambda m: mapping[m.group(1)], text)
 
 
-def _hits(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any]]:
-    hits = memory.search(query, user_id=user, k=K, abstain_below=0)  # every hit: the gate is what is measured
-    search = memory.parts.search
-    # A time phrase ("4 years ago") filtered the search to its range and left the query: read
-    # that text's terms in that range, as the engine did.
-    flt = build_filter(None, user_id=user)
-    used = hits[0].time_range if hits else None  # the range the engine searched, as it searched it
-    when = find_time(query, search.shared.clock()) if used is not None else None
-    text = when.text if when is not None and when.text.strip() else query
-    if used is not None:
-        flt = flt.replace(since=used.start, until=used.until)
-    prepared = prepare_query(text, search.shared.tokenizer)
-    terms = prepared.terms
-    qvec = search.embed_query(prepared.text)
-    statements = BACKGROUND.cosines(search.shared.embedder, qvec)  # read once, for both, as the engine does
-    background = mean_cosine(statements)
-    own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
-    found_terms = read_term_evidence(search.shared.backend, terms, flt, [h.id for h in hits])
-    lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own, found_terms)
-    absent = absent_share(terms, found_terms)
-    # the lead: each hit's cosine against the top cosines of the candidates, as the engine read them
-    _, scores = search._retrieve(terms, flt, K, qvec)
-    top = top_cosines(scores["vector"])
-    near = [h for h in hits if "vector" in h.sources]
-    found = iter(semantic_leads(search.shared.backend, search.shared.embedder, [h.id for h in near],
-                                [h.sources["vector"].score for h in near], top, qvec,
-                                background=statements.tolist()))
-    out = []
-    for h in hits:
-        vec, bm = h.sources.get("vector"), h.sources.get("lexical")
-        out.append({"id": h.id, "score": h.score, "relevance": h.relevance,
-                    "cosine": vec.score if vec else 0.0, "bm25": bm.score if bm else 0.0, "lexical": lex[h.id],
-                    "coverage": term_coverage(terms, own[h.id]), "background": background if vec else 0.0,
-                    "lead": next(found) if vec else 0.0, "absent": absent,
-                    "matched": matched_terms(terms, own[h.id])})
-    return out
-
-
 def collect(data_dir: Path, per_conv: int, partial: Path | None = None) -> list[dict[str, Any]]:
     convs, questions = load_locomo(data_dir)
     embedder = as_embedder(None)  # the default model
@@ -179,17 +129,17 @@ def collect(data_dir: Path, per_conv: int, partial: Path | None = None) -> list[
                             show_progress=False)
             for q in by_conv[conv.conv_id]:
                 rows.append({"conv": conv.conv_id, "kind": "on-topic", "query": q.question,
-                             "evidence": list(q.evidence), "hits": _hits(memory, user, q.question)})
+                             "evidence": list(q.evidence), "hits": evidence_rows(memory, user, q.question)})
             for other in convs:
                 if other.conv_id == conv.conv_id:
                     continue
                 for i, q in enumerate(by_conv[other.conv_id][:per_conv]):
                     text = _swap(q.question, names[other.conv_id], names[conv.conv_id])
                     rows.append({"conv": conv.conv_id, "kind": "swapped", "query": text, "evidence": [],
-                                 "source": f"{other.conv_id}:{i}", "hits": _hits(memory, user, text)})
+                                 "source": f"{other.conv_id}:{i}", "hits": evidence_rows(memory, user, text)})
             for text in GENERIC:
                 rows.append({"conv": conv.conv_id, "kind": "generic", "query": text, "evidence": [],
-                             "hits": _hits(memory, user, text)})
+                             "hits": evidence_rows(memory, user, text)})
         print(f"conversation {conv.conv_id}: searched", file=sys.stderr, flush=True)
         if partial is not None:  # a long run keeps what it has
             partial.write_text(json.dumps(rows))

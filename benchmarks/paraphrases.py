@@ -56,7 +56,7 @@ OFF_TOPIC = [
 def collect() -> list[dict[str, Any]]:
     """Each question's hits on one store of ``MEMORIES`` (the default model, no gate), with
     the features ``abstention.py`` fits on and whether each hit is the memory asked for."""
-    from abstention import K, _hits
+    from relevance_rows import K, evidence_rows
 
     from beeweave_core import BeeWeave
 
@@ -64,7 +64,7 @@ def collect() -> list[dict[str, Any]]:
     with BeeWeave() as memory:
         ids = memory.add_many([{"content": t, "user_id": "u"} for t in MEMORIES], show_progress=False)
         for query, want in [*PARAPHRASES, *((q, None) for q in OFF_TOPIC)]:
-            hits = _hits(memory, "u", query)[:K]
+            hits = evidence_rows(memory, "u", query)[:K]
             for h in hits:
                 h["right"] = want is not None and h["id"] == ids[want]
             rows.append({"query": query, "kind": "paraphrase" if want is not None else "unrelated", "hits": hits})

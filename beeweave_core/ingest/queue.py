@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StoreClosedError, StoreUnavailableError
-from ..store.sqlite import file_id
+from ..store.files import file_id
 from ..store.wal import use_wal
 from .queue_upgrade import import_old_queues, numbered, old_queue_files, try_lock
 

@@ -10,7 +10,6 @@ fast; a missing or stale graph file only costs a rebuild.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from ..index.vectors import VectorIndex
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
 from .base import SCHEMA_VERSION, Capabilities, ChunkRow, VerifyReport, records_in_order, split_changes
+from .files import file_id
 from .links import Derive, LinkReads, insert_then_link
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
 from .wal import empty_wal, use_wal
@@ -1191,12 +1191,3 @@ class SQLiteStore:
         with self._lock:
             self._check()
             return self.index.status_counts()
-
-
-def file_id(path: Path) -> tuple[int, int] | None:
-    """The device and inode of ``path`` (``None`` when there is no such file)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
