@@ -55,7 +55,7 @@ SHARED_NAMESPACE = NAMESPACE + ".shared"  # the shared pattern tracker's keys
 # (a store that is down, an embedding model that could not be loaded yet) instead of dead-lettering.
 _TRANSIENT = (StoreUnavailableError, ModelLoadError)
 _FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
-_LINGER = 0.05  # seconds a short batch waits for more events when a model extracts (a call takes ~1 s)
+_LINGER = 0.05  # seconds a short batch waits for more events when a model extracts (a call is slow: more per batch pays)
 
 
 class _RetriedFailure:

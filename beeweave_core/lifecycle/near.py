@@ -3,7 +3,7 @@
 Merge-on-insert used to look, for every new memory, "as far as the batch is long" and load
 every near-duplicate it found: one event with 1,000 tool calls whose outputs a model calls
 alike (cosine above the threshold) but whose words differ (so nothing merges) read and
-tokenised ~500,000 memories, 80-110 s (issue 47, item 8). Here each memory looks at its
+tokenised each memory once per later memory of the batch: quadratic (issue 47, item 8). Here each memory looks at its
 ``merge_candidates`` nearest neighbours, like ``maintain()`` does, and every memory is read,
 tokenised and has its vector fetched at most once per call. A neighbour from the batch itself
 is judged on its words from the batch (an insert's hooks change expiries and tiers, never the

@@ -1,7 +1,7 @@
 """A snapshot of the embedded store's in-memory indexes, so that a large store opens in seconds.
 
-Opening a store rebuilds its indexes from every row: about 3 s per 100k memories on the
-development machine, so half a minute at a million. At ``close()`` the store therefore
+Opening a store rebuilds its indexes from every row, which grows with the store (half a
+minute at a million memories on the development machine: benchmarks/RESULTS.md). At ``close()`` the store therefore
 writes its in-memory state (ids, term ids, BM25 postings and lengths, session order,
 filter and rank columns, live mask and the vectors not in the HNSW graph) to ``<db>.snapshot`` (a JSON
 header and raw arrays that opening maps copy-on-write) and records a random token for it in

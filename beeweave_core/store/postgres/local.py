@@ -154,8 +154,8 @@ class LocalCandidates:
     _get: Callable[[Sequence[str], Callable[[], None]],
                    tuple[dict[str, KnowledgeChunk], dict[str, list[Relationship]]]] = field(repr=False)
     # The lexical evidence of the records asked for (``LocalIndex._evidence``), or None when
-    # the search asked for none: only the hits need it, ~10 of ~90 candidates, and scoring
-    # each term against every candidate cost a 10k search ~0.3 ms.
+    # the search asked for none: only the hits need it, ~10 of ~90 candidates, so scoring
+    # each term against every candidate would be work thrown away.
     _evidence_of: Callable[[Sequence[str]], TermEvidence] | None = field(default=None, repr=False)
     evidence: TermEvidence | None = None  # filled by ``records`` (``base.Candidates.evidence``)
     rivals: dict[str, list[Relationship]] | None = None  # filled by ``records``
@@ -185,8 +185,8 @@ def records_with_rivals(db: Database, ids: Sequence[str], *, seen: int | None = 
     (the ranking that chose ``ids`` was current) and raises ``StaleCandidates`` if not.
 
     ``meanwhile``: work done, holding ``lock``, after the statement is sent and before its
-    rows are awaited (a pipeline: the server plans and runs it meanwhile; at 10k memories
-    the relevance evidence this overlaps took ~0.7 ms of a ~5 ms search). The lock is taken
+    rows are awaited (a pipeline: the server plans and runs it meanwhile, so the relevance
+    evidence computed here costs the search no time of its own). The lock is taken
     before the connection, the order ``LocalIndex.retrieve`` takes them in (a thread holding
     a connection while it waits for the lock could starve one holding the lock of a
     connection), and let go before the rows are awaited."""
@@ -479,8 +479,8 @@ class LocalIndex:
         """Index the records of this store's committed insert from memory, as a catch-up would
         from their rows (and with the same log position), if the index reflected the log just
         before it: the insert held the tenant write lock, so nothing else came in between. The
-        next search or add then has nothing to catch up (at 100k an add spent ~4 ms reading
-        its predecessor back). Otherwise the next search catches the insert up from the log."""
+        next search or add then has nothing to catch up (reading its predecessor back was
+        most of an add's time at 100k). Otherwise the next search catches the insert up from the log."""
         with self._lock:
             if self.seen < 0 or self.seen != own.before:
                 return  # not built, or behind (or past it: another thread caught the insert up)

@@ -256,8 +256,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE chunks ADD COLUMN tier text NOT NULL DEFAULT 'long';
     """),
     # A search filtered by agent reads the records that pass the filter first
-    # (sql.FILTERED_CTES); without an index that was a scan of every chunk (0.14 s at
-    # 100k). With user and status in it, a filter of agent, user and status is read from
+    # (sql.FILTERED_CTES); without an index that was a scan of every chunk of the tenant.
+    # With user and status in it, a filter of agent, user and status is read from
     # the index alone. (Sessions have chunks_session, tags and entities their GIN
     # indexes, time chunks_time, declared fields their own.)
     ("0007_agent_index", """

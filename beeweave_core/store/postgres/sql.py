@@ -108,9 +108,9 @@ _RECORD_COLUMNS = """c.id, c.doc::text, a.n, a.last,
 
 # A record's access counts by key, never by a join the planner may turn into a hash join over
 # the tenant's whole access table: with no statistics yet (a table just bulk-loaded, before
-# autovacuum's ANALYZE) it estimated 45 rows for 10,000 and read them all, 1.4 of a 10-record
-# read's 1.9 ms (measured in benchmarks/scale.py's fresh server). LIMIT 1 keeps PostgreSQL from
-# flattening the subquery back into a join.
+# autovacuum's ANALYZE) it underestimated the table and read all of it, most of a small read's
+# time (benchmarks/history/postgres.md). LIMIT 1 keeps PostgreSQL from flattening the subquery
+# back into a join.
 _ACCESS_BY_KEY = """LEFT JOIN LATERAL (SELECT a.n, a.last FROM @access a
     WHERE a.tenant = c.tenant AND a.seq = c.seq LIMIT 1) a ON true"""
 

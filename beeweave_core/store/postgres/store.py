@@ -214,8 +214,8 @@ class PostgresStore:
         """After a bulk insert (``ANALYZE_BATCH`` rows or more) that left the planner's row
         count of the records under half of what is stored, ANALYZE the tables a write and a
         search read. Autovacuum would, within a minute or so; until then the planner plans
-        with the statistics of a far smaller table: measured in benchmarks/scale.py, an add
-        right after a 10k import took 31.6 ms p50, 10.7 ms once analyzed. The doubling rule
+        with the statistics of a far smaller table, and an add right after an import took
+        about three times as long as once analyzed (benchmarks/history/postgres.md). The doubling rule
         bounds the cost: a 100k import in batches of 512 analyzes eight times. A role that may not
         ANALYZE (not the owner) only waits for autovacuum."""
         if n < ANALYZE_BATCH or self.read_only:
