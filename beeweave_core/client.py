@@ -457,7 +457,7 @@ class BeeWeaveClient:
 
     def dead_letters(self, limit: int | None = None, *, user_id: str | None = None) -> list[Any]:
         """The server's dead letters (events whose processing failed), as ``DeadLetter`` s."""
-        from .ingest.records import DeadLetter, KnowledgeEvent
+        from .ingest.knowledge_events import DeadLetter, KnowledgeEvent
 
         data = self._call("GET", "/api/v1/dead-letters", params={"limit": limit, "user_id": user_id})
         return [DeadLetter(KnowledgeEvent.from_dict({k: v for k, v in d["event"].items() if v is not None or k in

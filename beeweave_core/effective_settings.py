@@ -51,7 +51,7 @@ def plain(value: Any) -> Any:
 def _engine_configs() -> dict[str, Any]:
     """Each configuration ``BeeWeave`` takes, as the command line and the server open a store
     (neither passes one: each is its class's default)."""
-    from .engine.config import NetworkConfig, SearchConfig
+    from .engine.search_config import NetworkConfig, SearchConfig
     from .ingest.config import IngestConfig
     from .lifecycle.config import LifecycleConfig
     from .scopes import ScopeConfig

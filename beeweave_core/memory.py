@@ -29,14 +29,14 @@ import numpy as np
 
 from .defaults import DEFAULT_TOP_K
 from .embedders import Embedder, as_embedder
-from .engine.config import NetworkConfig, SearchConfig
 from .engine.graph import Graph
 from .engine.listing import Page, list_page
-from .engine.records import Records
 from .engine.review_flow import Review
 from .engine.search import Search
+from .engine.search_config import NetworkConfig, SearchConfig
 from .engine.shared import Shared
 from .engine.watch import Watch, Watches
+from .engine.writes import Records
 from .errors import EmbedderMismatchError, InvalidInputError, TokenizerMismatchError
 from .events import EventBus
 from .fields import declare_fields
@@ -45,8 +45,8 @@ from .index.config import IndexConfig
 from .ingest.api import Ingestion
 from .ingest.config import IngestConfig
 from .ingest.documents import DocFormat
+from .ingest.knowledge_events import DeadLetter, KnowledgeEvent
 from .ingest.patterns import HotPattern
-from .ingest.records import DeadLetter, KnowledgeEvent
 from .ingest.write_policy import WritePolicy
 from .lifecycle.base import LifecycleContext
 from .lifecycle.config import FeedbackSignal, LifecycleConfig, ReviewDecision

@@ -1,6 +1,6 @@
 """The knowledge network's shapes: how search expands along relationships and outside
 candidates to post-process (the work is done by :class:`beeweave_core.engine.graph.Graph`,
-whose settings, ``NetworkConfig``, are in :mod:`beeweave_core.engine.config`).
+whose settings, ``NetworkConfig``, are in :mod:`beeweave_core.engine.search_config`).
 
 Edges are stored once (source -> target) and read in both directions:
 - semantic: a new memory -> its most similar existing memories of the same user
@@ -26,7 +26,7 @@ def __getattr__(name: str) -> Any:
     # NetworkConfig lived here: old imports keep working. Looked up lazily, because the engine
     # package (engine/__init__ -> graph) imports this module.
     if name == "NetworkConfig":
-        from .engine.config import NetworkConfig
+        from .engine.search_config import NetworkConfig
 
         return NetworkConfig
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from beeweave_core.ingest.records import ToolCall
+from beeweave_core.ingest.knowledge_events import ToolCall
 
 if TYPE_CHECKING:
     from langchain_core.documents import Document

@@ -23,8 +23,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from beeweave_core.api import MemoryAPI
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError, NotFoundError
+from beeweave_core.ingest.knowledge_events import KnowledgeEvent, ToolCall
 from beeweave_core.ingest.memory_tools import METADATA_KEY, tool_names
-from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 from beeweave_core.lifecycle.attribution import drawn_on, reaction_signal, tool_failed, tool_text
 
 from ._convert import INPUT_KEYS, OUTPUT_KEYS, jsonable, text_of, tool_calls_from_steps

@@ -15,7 +15,7 @@ from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import InvalidInputError
 from beeweave_core.ingest.extract import summarize
-from beeweave_core.ingest.records import KnowledgeEvent
+from beeweave_core.ingest.knowledge_events import KnowledgeEvent
 from beeweave_core.records import SearchHit
 
 from ._convert import text_of, tool_calls_from_steps

@@ -28,8 +28,8 @@ from typing_extensions import NotRequired
 from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
 from beeweave_core.errors import BeeWeaveError, InvalidInputError, NotFoundError
+from beeweave_core.ingest.knowledge_events import KnowledgeEvent, ToolCall
 from beeweave_core.ingest.memory_tools import METADATA_KEY, tool_names
-from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
 from beeweave_core.lifecycle.attribution import AttributionConfig, drawn_on, reaction_signal, tool_failed, tool_text
 
 from ._convert import _content_text, jsonable

@@ -13,7 +13,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from beeweave_core.api import MemoryAPI
 from beeweave_core.defaults import DEFAULT_TOP_K
 from beeweave_core.degrade import Failures
-from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
+from beeweave_core.ingest.knowledge_events import KnowledgeEvent, ToolCall
 
 __all__ = ["BeeWeaveMemoryBlock", "messages_to_events"]
 

@@ -12,7 +12,7 @@ from beeweave_core.fusion import FusionMode
 
 
 def test_index_and_network_configs_live_beside_their_parts_and_old_imports_still_work() -> None:
-    from beeweave_core.engine.config import NetworkConfig as Network
+    from beeweave_core.engine.search_config import NetworkConfig as Network
     from beeweave_core.index.config import IndexConfig as Index
     from beeweave_core.index.context import IndexConfig as OldIndex
     from beeweave_core.network import NetworkConfig as OldNetwork

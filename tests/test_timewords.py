@@ -196,7 +196,7 @@ def test_a_phrase_with_nothing_in_its_range_searches_the_query_as_written(mem):
 
 
 def test_time_words_can_be_turned_off(clock):
-    from beeweave_core.engine.config import SearchConfig
+    from beeweave_core.engine.search_config import SearchConfig
 
     with BeeWeave(embedder=HashingEmbedder(128), clock=clock, config=SearchConfig(time_words=False)) as m:
         old = m.add("backup plan", user_id="u", timestamp=day(1, 1))

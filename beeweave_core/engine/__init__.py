@@ -3,10 +3,10 @@
 ``Graph`` (link, relate, expand, session views). ``beeweave_core.BeeWeave`` builds them
 together with the lifecycle and ingestion parts."""
 
-from .config import NetworkConfig, SearchConfig
 from .graph import Graph
-from .records import Records
 from .search import Search
+from .search_config import NetworkConfig, SearchConfig
 from .shared import Hooks, Shared
+from .writes import Records
 
 __all__ = ["SearchConfig", "NetworkConfig", "Shared", "Hooks", "Records", "Search", "Graph"]

@@ -31,7 +31,7 @@ from ..store.links import Derive, LinkFacts, LinkReads, link_stored
 from ..user_data import KV_SEP as _SEP
 from ..user_data import KvEntry, Staged, mapping, section
 from ..validation import check_count, check_id, check_number, check_text
-from .config import NetworkConfig
+from .search_config import NetworkConfig
 from .shared import Shared
 
 __all__ = ["Graph"]

@@ -25,7 +25,7 @@ from ..scoring import ScoringConfig
 from ..store.base import StoreBackend
 from ..store.links import Derive, LinkReads
 from ..tokenizer import Tokenizer
-from .config import SearchConfig
+from .search_config import SearchConfig
 
 __all__ = ["Shared", "Hooks"]
 

@@ -16,11 +16,11 @@ from .admission import Admission, AdmissionRules, Candidate, SourceRule
 from .config import IngestConfig, PatternConfig, PatternScope, QueueFullPolicy, Window
 from .errors import ExtractionError, InvalidEventError, QueueFullError
 from .extract import Extraction, Extractor, OfflineExtractor
+from .knowledge_events import DeadLetter, KnowledgeEvent, ToolCall
 from .llm import LLMExtractor
 from .normalize import normalize
 from .patterns import HotPattern
 from .queue import EventQueue, SQLiteEventQueue
-from .records import DeadLetter, KnowledgeEvent, ToolCall
 from .redact import PiiKind, PiiPattern, Redactor
 
 __all__ = [

@@ -21,16 +21,16 @@ from ..user_data import KvEntry, Staged, mapping, owned, section, time_of
 from ..validation import check_id, check_limit, check_text, check_user, id_list
 from .config import IngestConfig
 from .documents import DocFormat, document_chunks, load_sources
+from .knowledge_events import DeadLetter, KnowledgeEvent
 from .messages import chat_turns
 from .patterns import HotPattern
 from .pipeline import chunk_ids
-from .records import DeadLetter, KnowledgeEvent
 from .runtime import REJECTED, IngestRuntime
 from .validate import EVENT_KEYS, event_dict, event_json
 
 if TYPE_CHECKING:
-    from ..engine.records import Records
     from ..engine.shared import Shared
+    from ..engine.writes import Records
 
 __all__ = ["Ingestion", "IngestSink"]
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidInputError
-from .records import ToolCall
+from .knowledge_events import ToolCall
 
 __all__ = ["MEMORY_TOOLS", "METADATA_KEY", "tool_names", "memory_tool_names", "event_memory_tools",
            "is_memory_tool", "memory_only"]

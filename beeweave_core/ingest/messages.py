@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidEventError
-from .records import ToolCall
+from .knowledge_events import ToolCall
 
 __all__ = ["ChatTurn", "chat_turns", "ROLES"]
 

@@ -48,10 +48,10 @@ from .admission import Candidate, admit
 from .config import IngestConfig
 from .documents import DocChunk
 from .extract import REDACTION_TOKEN, Extraction, Extractor, OfflineExtractor
+from .knowledge_events import KnowledgeEvent, ToolCall
 from .memory_tools import METADATA_KEY, event_memory_tools, is_memory_tool, memory_only
 from .normalize import normalize
 from .patterns import Sighting
-from .records import KnowledgeEvent, ToolCall
 from .redact import Redactor
 from .small_talk import is_small_talk
 from .statements import find_statements

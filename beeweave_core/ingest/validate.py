@@ -17,7 +17,7 @@ from ..errors import EmptyContentError, InvalidInputError
 from ..records import to_datetime
 from ..validation import MAX_TAGS, MAX_WEIGHT, check_number, check_user
 from .errors import InvalidEventError
-from .records import KnowledgeEvent, ToolCall
+from .knowledge_events import KnowledgeEvent, ToolCall
 
 __all__ = ["event_dict", "event_json", "looks_like_event", "EVENT_KEYS", "MEMORY_KEYS", "ALIASES"]
 

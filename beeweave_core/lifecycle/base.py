@@ -24,8 +24,8 @@ from .config import LifecycleConfig
 from .history import record_action
 
 if TYPE_CHECKING:
-    from ..engine.records import Records
     from ..engine.shared import Shared
+    from ..engine.writes import Records
 
 __all__ = ["LifecycleContext", "Outbox", "Forget", "retired", "changed_fields"]
 

@@ -13,7 +13,7 @@ from typing import Any
 from ..defaults import DEFAULT_TOP_K
 from ..errors import BeeWeaveError, InvalidInputError, NotFoundError
 from ..filters import build_filter
-from ..ingest.records import KnowledgeEvent
+from ..ingest.knowledge_events import KnowledgeEvent
 from ..lifecycle import FeedbackSignal
 from ..records import ALL_STATUSES, KnowledgeChunk, SearchHit
 from ..server.config import KeyScope

@@ -11,7 +11,7 @@ from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
 from beeweave_core import DEFAULT_TOP_K, BeeWeave
-from beeweave_core.ingest.records import KnowledgeEvent, ToolCall
+from beeweave_core.ingest.knowledge_events import KnowledgeEvent, ToolCall
 from beeweave_llamaindex import BeeWeaveMemoryBlock
 from beeweave_llamaindex.memory_block import messages_to_events
 

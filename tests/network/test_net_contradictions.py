@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from beeweave_core import BeeWeave, HashingEmbedder
-from beeweave_core.engine.config import SearchConfig
+from beeweave_core.engine.search_config import SearchConfig
 
 
 def _store(**kw):

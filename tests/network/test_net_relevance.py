@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from beeweave_core import BeeWeave, HashingEmbedder, InvalidInputError
-from beeweave_core.engine.config import SearchConfig
+from beeweave_core.engine.search_config import SearchConfig
 from beeweave_core.filters import build_filter
 from beeweave_core.fusion import FusionMode
 from beeweave_core.query import prepare_query

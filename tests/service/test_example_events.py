@@ -10,7 +10,7 @@ from pathlib import Path
 from beeweave_core import BeeWeave
 from beeweave_core.cli import main
 from beeweave_core.filters import build_filter
-from beeweave_core.ingest.records import KnowledgeEvent
+from beeweave_core.ingest.knowledge_events import KnowledgeEvent
 from beeweave_core.ingest.validate import ALIASES
 from tests.service.service_support import EMBEDDER
 
