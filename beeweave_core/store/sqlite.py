@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 from ..errors import DuplicateIdError, InvalidInputError, SchemaVersionError, StoreClosedError, StoreUnavailableError
 from ..fields import FIELD_NAME
 from ..filters import Filter
+from ..index.catch_up import ChangedRow, apply_changes
 from ..index.context import IndexConfig
 from ..index.memory_index import IndexEntry, MemoryIndex, lex_counts
 from ..index.turns import lends_context
@@ -402,35 +404,20 @@ class SQLiteStore:
                 held_lex[cid] = lex_counts(lex)
             changed.append(cid)
         changed = list(dict.fromkeys(changed))
-        current: dict[str, tuple[Any, ...]] = {}
+        current: dict[str, ChangedRow] = {}
         for i in range(0, len(changed), 500):
             part = changed[i : i + 500]
-            for row in self._db.execute(f"SELECT id, seq, lex, vector, doc FROM chunks WHERE id IN "
-                                        f"({','.join('?' * len(part))})", part):
-                current[row[0]] = row
-        gone: dict[str, dict[int, int]] = {}
-        same: list[KnowledgeChunk] = []
-        new: list[IndexEntry] = []
-        for cid in changed:
-            row, held = current.get(cid), index.seq_of(cid)
-            if held is not None and row is not None and row[1] == held:
-                same.append(KnowledgeChunk.from_stored(json.loads(row[4])))
-                continue
-            if held is not None:
-                if cid not in held_lex:  # cannot happen: a row leaves only by a logged deletion
-                    self._load(snapshot=False)
-                    return
-                gone[cid] = held_lex[cid]
-            if row is not None:
-                new.append(IndexEntry(KnowledgeChunk.from_stored(json.loads(row[4])),
-                                      np.frombuffer(row[3], np.float32), lex_counts(row[2]), int(row[1])))
-        index.remove(gone)
-        index.update(same)
-        index.add(sorted(new, key=lambda e: e.seq))
+            for cid, seq, lex, vector, doc in self._db.execute(
+                    f"SELECT id, seq, lex, vector, doc FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+                current[cid] = ChangedRow(int(seq), doc, partial(_entry_of, doc, vector, lex, int(seq)))
+        applied = apply_changes(index, changed, current, held_lex.get)
+        if applied is None:  # cannot happen: a row leaves only by a logged deletion
+            self._load(snapshot=False)
+            return
         # Only now: an error reading the rows above (rolled back) leaves these entries to
         # the next catch-up instead of skipping them for good.
         self._seen = int(entries[-1][0])
-        if gone or new or same:
+        if applied:
             self._snapshot_token = None  # the index is no longer the snapshot it was loaded from
 
     def _prune_changes(self) -> None:
@@ -1191,3 +1178,8 @@ class SQLiteStore:
         with self._lock:
             self._check()
             return self.index.status_counts()
+
+
+def _entry_of(doc: str, vector: bytes, lex: bytes, seq: int) -> IndexEntry:
+    """A stored row as the index takes it."""
+    return IndexEntry(KnowledgeChunk.from_stored(json.loads(doc)), np.frombuffer(vector, np.float32), lex_counts(lex), seq)

@@ -134,7 +134,7 @@ def test_own_inserts_are_indexed_from_memory_as_a_catch_up_would(pg_url, monkeyp
 
     def counted(self, changed, got):
         applied.append(len(changed))
-        real(self, changed, got)
+        return real(self, changed, got)
 
     monkeypatch.setattr(LocalIndex, "_apply", counted)
     with _pair(pg_url) as (writer, local):

@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, fields
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -41,6 +42,7 @@ import psycopg
 
 from ...errors import DimensionMismatchError
 from ...filters import Filter
+from ...index.catch_up import ChangedRow, apply_changes
 from ...index.context import IndexConfig
 from ...index.memory_index import IndexEntry, MemoryIndex, lex_counts
 from ...index.vectors import VectorIndex
@@ -339,10 +341,16 @@ class LocalIndex:
             self._load(conn)
             return True
         try:
-            self._apply(changed, rows)
+            applied = self._apply(changed, rows)
         except BaseException:
             self.seen = -1  # half applied: build it again from the rows at the next search
             raise
+        if not applied:  # cannot happen (every held record's counts are kept): build it again
+            self.seen = -1
+            if not load:
+                return False
+            self._load(conn)
+            return True
         self.seen = int(high)
         return True
 
@@ -355,25 +363,18 @@ class LocalIndex:
         self._counts[chunk.id] = _pairs(counts)
         return IndexEntry(chunk, vector, counts, seq)
 
-    def _apply(self, changed: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
-        """Patch the index with the current rows of the ``changed`` ids (absent: deleted)."""
-        index = self.index
-        current = {r[1]: r for r in rows}
-        gone: dict[str, dict[int, int]] = {}
-        same: list[KnowledgeChunk] = []
-        new: list[IndexEntry] = []
-        for cid in changed:
-            row, held = current.get(cid), index.seq_of(cid)
-            if held is not None and row is not None and int(row[0]) == held:
-                same.append(KnowledgeChunk.from_stored(json.loads(row[13])))  # rewritten, same text
-                continue
-            if held is not None:
-                gone[cid] = lex_counts(self._counts.pop(cid))
-            if row is not None:
-                new.append(self._entry(int(row[0]), row[13], row[14], row[15], row[16].to_numpy().astype(np.float32)))
-        index.remove(gone)
-        index.update(same)
-        index.add(sorted(new, key=lambda e: e.seq))
+    def _apply(self, changed: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> bool:
+        """Patch the index with the current rows of the ``changed`` ids (absent: deleted);
+        False, the index unchanged, when a held record's term counts are unknown."""
+        current = {r[1]: ChangedRow(int(r[0]), r[13], partial(self._entry, int(r[0]), r[13], r[14], r[15],
+                                                               r[16].to_numpy().astype(np.float32)))
+                   for r in rows}
+
+        def held(cid: str) -> dict[int, int] | None:
+            counts = self._counts.pop(cid, None)
+            return None if counts is None else lex_counts(counts)
+
+        return apply_changes(self.index, changed, current, held) is not None
 
     # -- the search ---------------------------------------------------------------------
     def _candidates(self, terms: Mapping[str, int], q: np.ndarray, flt: Filter, k: int
