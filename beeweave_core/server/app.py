@@ -15,7 +15,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from starlette.concurrency import run_in_threadpool
 from .. import __version__
 from ..console.pages import mount_console
 from ..errors import BeeWeaveError
-from ..ingest import IngestConfig
 from .auth import KeyRing
 from .config import ServerConfig
 from .errors import BodyLimit, EncodedSlashes, SafeJSONResponse, install_error_handlers
@@ -81,12 +79,8 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
 
     if stores is None:
         def opener(store: Any, tenant: str | None = None) -> MemoryService:
-            kwargs = dict(config.memory_kwargs)
-            if config.queue_dir is not None and tenant is not None and is_postgres_url(store):
-                ingest = kwargs.get("ingest") or IngestConfig()
-                Path(config.queue_dir).mkdir(parents=True, exist_ok=True)
-                kwargs["ingest"] = replace(ingest, queue_path=Path(config.queue_dir) / f"{tenant}.queue")
-            return MemoryService(open_memory(store, tenant=tenant, embedder=config.embedder, **kwargs))
+            # (a PostgreSQL tenant's ingest queue is a table of its database: no file here)
+            return MemoryService(open_memory(store, tenant=tenant, embedder=config.embedder, **config.memory_kwargs))
 
         stores = TenantStores(config.store, config.tenants, opener=opener)
     tenant_stores = stores
