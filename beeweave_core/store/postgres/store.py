@@ -867,7 +867,7 @@ class PostgresStore:
     # -- the shared ingest queue -------------------------------------------------------------
     def ingest_queue(self, *, lease: float | None = None, poll_interval: float = 1.0) -> PostgresEventQueue:
         """This tenant's ingest queue in the database (``PostgresEventQueue``), which the
-        ingest runtime uses instead of a queue file: a 202 is committed here, and the
+        ingest runtime uses instead of a SQLite queue table: a 202 is committed here, and the
         workers of every host serving the tenant drain it. A read_only store (a replica
         takes no events) declares no queue, and refuses to give one."""
         self.db.check()
