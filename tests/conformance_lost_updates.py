@@ -33,9 +33,11 @@ DELETES = ("delete", "delete_if")
 NEW_TEXT = "the meeting moved to friday at noon in the large hall"
 
 
-def _ids_of(name: str, args: tuple[Any, ...]) -> list[str]:
-    """The record ids a backend write touches."""
+def _ids_of(name: str, args: tuple[Any, ...]) -> list[str] | None:
+    """The record ids a backend write touches (None: every record, ``modify(None, ...)``)."""
     first = args[0]
+    if first is None:
+        return None
     if name == "update":
         return [c.id for c in first]
     if name == "replace":
@@ -83,7 +85,7 @@ def interleave(monkeypatch: pytest.MonkeyPatch, backend: StoreBackend, cid: str,
             continue
 
         def wrapper(*args: Any, _name: str = name, _original: Any = original, **kw: Any) -> Any:
-            if not fired and cid in _ids_of(_name, args):
+            if not fired and ((ids := _ids_of(_name, args)) is None or cid in ids):
                 if left[0]:
                     left[0] -= 1
                 else:

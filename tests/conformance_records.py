@@ -20,6 +20,7 @@ from beeweave_core import (
 )
 from beeweave_core.filters import build_filter
 from beeweave_core.scoring import RankFields
+from beeweave_core.store.base import ChunkRow
 from tests.conformance_data import (
     EVERY_STATUS,
     FIELD_FILTERS,
@@ -207,6 +208,44 @@ class RecordsConformance:
         world.modify([], lambda current: calls.append(current) or [])
         world.modify(["nope"], lambda current: calls.append(current) or [])
         assert calls == [{}]  # no ids: not called; only missing ids: called with nothing
+
+    def test_modify_of_every_record_sets_meta_in_the_same_step(self, world, backend) -> None:
+        # What a re-embed's switch does: every record as stored when the write starts (one
+        # added and one deleted since the caller last read included and left out), a new
+        # vector each, and the model's name, together.
+        world.add_edges([Relationship("w0", "w1", "semantic")])
+        world.insert([row("late", "kiwi lime", seed=77)])
+        world.delete(["w3"])
+        before = world.get([r.chunk.id for r in WORLD] + ["late"])
+        seen: list[set[str]] = []
+        given: dict[str, np.ndarray] = {}
+
+        def switch(current: dict[str, KnowledgeChunk]) -> list:
+            seen.append(set(current))
+            given.update({cid: vec(500 + i) for i, cid in enumerate(sorted(current))})
+            return [ChunkRow(c, given[c.id], c.content.lower().split()) for c in current.values()]
+
+        world.modify(None, switch, meta={"embedder": "new"})
+        assert seen == [set(before)]
+        assert world.get(list(before)) == before and world.get_meta("embedder") == "new"
+        stored = world.get_vectors(list(before))
+        for cid in before:
+            np.testing.assert_allclose(stored[cid], given[cid], atol=1e-6)
+        flt = build_filter(EVERY_STATUS)
+        assert ids_of(world.vector_search(given["late"], flt, 1, exact=True)) == ["late"]
+        assert ids_of(world.lexical_search({"kiwi": 1}, flt, 5)) == ["late"]
+
+        def fails(current: dict[str, KnowledgeChunk]) -> list:
+            raise NotFoundError("the caller gives up")
+
+        with pytest.raises(NotFoundError):
+            world.modify(None, fails, meta={"embedder": "newer"})
+        assert world.get_meta("embedder") == "new"  # nothing written, the meta neither
+        calls: list[dict] = []
+        world.modify([], lambda current: calls.append(current) or [], meta={"embedder": "newer"})
+        assert calls == [] and world.get_meta("embedder") == "newer"  # no ids: only the meta
+        backend.modify(None, lambda current: calls.append(current) or [], meta={"embedder": "x"})
+        assert calls == [{}] and backend.get_meta("embedder") == "x"  # an empty store: called with nothing
 
     def test_modify_writes_nothing_when_change_fails(self, world) -> None:
         before = world.get(["w0", "w1"])

@@ -6,16 +6,18 @@ lock) writes. On SQLite and on PostgreSQL (``tests/postgres/pg_support.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core import BeeWeave, HashingEmbedder, KnowledgeChunk
 from beeweave_core.engine.watch import WATCHES
 from beeweave_core.lifecycle.facts import FACTS
 from beeweave_core.server.service import MemoryService
+from beeweave_core.store.base import ChunkRow
 from tests.conformance_lost_updates import NEW_TEXT, OtherProcess, interleave
 from tests.postgres.pg_support import new_tenant, pg_url  # noqa: F401  (pg_url is a fixture)
 
@@ -116,19 +118,24 @@ class Renamed(HashingEmbedder):
         self.name = "test:renamed-64"
 
 
-def _reembed_racing(m: BeeWeave, monkeypatch: pytest.MonkeyPatch, cid: str, then: Callable[[], None]) -> None:
+class Negated(HashingEmbedder):
+    """A model whose vectors differ from the old one's: which model embedded a record shows."""
+
+    def __init__(self) -> None:
+        super().__init__(DIM)
+        self.name = "test:negated-64"
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return -np.asarray(super().embed_documents(texts))
+
+
+def _reembed_racing(m: BeeWeave, monkeypatch: pytest.MonkeyPatch, cid: str, then: Callable[[], None],
+                    to: HashingEmbedder | None = None) -> None:
     fired = interleave(monkeypatch, m.backend, cid, then, on=("replace", "modify"))
-    m.reembed(Renamed())
+    m.reembed(to or Renamed())
     assert fired, "the re-embed wrote nothing of it: the window never opened"
 
 
-# The switch to the new model writes every record and the model's name in one transaction
-# (StoreBackend.replace, from records read before); keeping another process's change needs a
-# backend write that checks each record and sets the name in that transaction (store/base.py).
-REEMBED_REVERTS = pytest.mark.xfail(strict=True, reason="reembed's switch rewrites records as it read them")
-
-
-@REEMBED_REVERTS
 def test_a_reembed_keeps_an_edit_made_before_it_switches(store, monkeypatch):
     m = store()
     cid = m.add("the meeting is on monday at ten", user_id="u")
@@ -138,7 +145,6 @@ def test_a_reembed_keeps_an_edit_made_before_it_switches(store, monkeypatch):
     assert got.pinned and got.tags == ["moved"]
 
 
-@REEMBED_REVERTS
 def test_a_reembed_does_not_bring_back_a_memory_deleted_before_it_switches(store, monkeypatch):
     m = store()
     cid = m.add("the meeting is on monday at ten", user_id="u")
@@ -148,7 +154,6 @@ def test_a_reembed_does_not_bring_back_a_memory_deleted_before_it_switches(store
     assert not m.backend.contains([cid]) and m.backend.contains([kept])
 
 
-@REEMBED_REVERTS
 def test_a_reembed_keeps_a_new_text_written_before_it_switches(store, monkeypatch):
     m = store()
     cid = m.add("the meeting is on monday at ten", user_id="u")
@@ -156,3 +161,26 @@ def test_a_reembed_keeps_a_new_text_written_before_it_switches(store, monkeypatc
     _reembed_racing(m, monkeypatch, cid, lambda: other.edit(cid, NEW_TEXT, vector=Renamed().embed_documents(
         [NEW_TEXT])[0]))
     assert m.get(cid).content == NEW_TEXT
+
+
+def test_a_new_text_written_before_the_switch_gets_the_new_models_vector(store, monkeypatch):
+    m = store()
+    cid = m.add("the meeting is on monday at ten", user_id="u")
+    other = OtherProcess(m.backend)  # it still embeds with the old model
+    _reembed_racing(m, monkeypatch, cid, lambda: other.edit(cid, NEW_TEXT, vector=HashingEmbedder(DIM).embed_documents(
+        [NEW_TEXT])[0]), to=Negated())
+    assert m.get(cid).content == NEW_TEXT
+    np.testing.assert_allclose(m.backend.get_vectors([cid])[cid], Negated().embed_documents([NEW_TEXT])[0], atol=1e-6)
+
+
+def test_a_memory_added_before_the_switch_is_switched_too(store, monkeypatch):
+    m = store()
+    cid = m.add("the meeting is on monday at ten", user_id="u")
+    late = "lunch is at noon on tuesday"
+    added = ChunkRow(KnowledgeChunk(raw_content=late, id="late", user_id="u"),
+                     HashingEmbedder(DIM).embed_documents([late])[0], late.split())  # the old model's vector
+    _reembed_racing(m, monkeypatch, cid, lambda: m.backend.insert([added]), to=Negated())
+    assert m.get("late").content == late
+    np.testing.assert_allclose(m.backend.get_vectors(["late"])["late"], Negated().embed_documents([late])[0],
+                               atol=1e-6)
+    assert m.verify().ok

@@ -5,8 +5,10 @@ each batch's vectors go to the store's key-value table (namespace ``reembed``, u
 batch's user, so that forgetting a user forgets them too) as soon as they are computed,
 keyed by the new model and each memory's text digest. A run killed halfway starts again
 where it stopped; a memory whose text changed meanwhile is embedded again. The store keeps
-its old vectors and model until the last step, which writes every new vector and the new
-model's name in one transaction; then the checkpoint is deleted.
+its old vectors and model until the last step, which reads every record under the backend's
+write lock (``modify(None, ...)``) and writes every new vector and the new model's name in that
+transaction, so another process's edit, delete or add just before it is neither reverted nor
+left on the old model; then the checkpoint is deleted.
 """
 
 from __future__ import annotations
@@ -94,14 +96,23 @@ def reembed(shared: Shared, new: Embedder, *, batch_size: int = 256, show_progre
         if progress is not None:
             progress.close()
     meta = json.dumps({"name": new.name, "dim": int(new.dim)})
+    switched: list[int] = []
+
+    def switch(current: dict[str, KnowledgeChunk]) -> list[ChunkRow]:
+        # Every record as stored now, read under the backend's write lock: another process's
+        # edit is kept, its delete stays deleted, and what it added or re-texted since the
+        # pre-pass below is embedded here (a few records, while other writers wait).
+        _embed(shared, new, _pending(current.values(), done), done, batch_size, None, checkpoint=False)
+        switched.append(len(current))
+        return [ChunkRow(c, done[c.id][1], shared.tokenizer(c.content)) for c in current.values()]
+
     with shared.write_lock:
-        # What was added or changed since the scan is embedded now, under the lock; then the
-        # vectors and the model's name in one transaction: a kill or a full disk leaves the
+        # What was added or changed since the scan is embedded first, before the backend's
+        # write lock, so other processes wait only for what changes in between. Then every
+        # vector and the model's name in one transaction: a kill or a full disk leaves the
         # store wholly on the old model or wholly on the new one.
-        current = list(backend.scan(everything))
-        _embed(shared, new, _pending(current, done), done, batch_size, None, checkpoint=False)
-        rows = [ChunkRow(c, done[c.id][1], shared.tokenizer(c.content)) for c in current]
-        backend.replace(rows, meta={"embedder": meta})
+        _embed(shared, new, _pending(backend.scan(everything), done), done, batch_size, None, checkpoint=False)
+        backend.modify(None, switch, meta={"embedder": meta})
         shared.switch_embedder(new)
     _clear_checkpoint(shared)
-    return len(current)
+    return switched[-1]

@@ -57,17 +57,22 @@ class Records(Protocol):
         re-embed) in the same transaction: after a crash or a refused write either all of it
         happened or none (``rows`` may be empty to write only ``meta``)."""
 
-    def modify(self, ids: Sequence[str],
-               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
+    def modify(self, ids: Sequence[str] | None,
+               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]], *,
+               meta: Mapping[str, str] | None = None) -> None:
         """Read-modify-write records with no lost update.
 
         ``change`` gets the records of ``ids`` that exist (id -> record, without
         relationships), read while no other writer, thread or process, can change them,
         and returns new versions of some of them: a ``KnowledgeChunk`` is written as by
-        ``update``, a ``ChunkRow`` (changed text) as by ``replace``, all in one transaction.
-        Only then may another writer read them. If ``change`` raises, nothing is written and
-        the error goes to the caller. ``change`` must not call the backend. With no ids it is
-        not called.
+        ``update``, a ``ChunkRow`` (changed text) as by ``replace``, all in one transaction,
+        with the ``meta`` keys. Only then may another writer read them. If ``change`` raises,
+        nothing is written (nor ``meta``) and the error goes to the caller. ``change`` must
+        not call the backend. With no ids it is not called (``meta`` is still written).
+
+        ``ids`` None: every stored record, those another writer added up to this transaction
+        included (a re-embed's switch: every record gets the new model's vector and the
+        model's name is set in the same transaction).
         """
 
     def get(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:

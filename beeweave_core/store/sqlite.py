@@ -686,20 +686,27 @@ class SQLiteStore:
         if rows:
             self._put_rows(rows, mirror)
 
-    def modify(self, ids: Sequence[str],
-               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
+    def modify(self, ids: Sequence[str] | None,
+               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]], *,
+               meta: Mapping[str, str] | None = None) -> None:
         with self._lock:  # no other thread of this store writes between the read and the write
             self._check()
-            if not ids:
+            if ids is not None and not ids and not meta:
                 return
             mirror = _Mirror()
             with self._tx():  # BEGIN IMMEDIATE: nor does another connection to the file
-                wanted = self.index.present(ids)
-                current = self._chunks_from_rows(self._record_rows(wanted), edges=False)
-                chunks, rows = split_changes(change(current), current)
-                self._write_records(chunks, mirror)
-                if rows:  # new text: postings and vector change too, in the same transaction
-                    self._replace_rows(rows, mirror)
+                if ids is None:  # every record, read after catching up: another process's latest adds too
+                    found = self._db.execute("SELECT id, doc FROM chunks ORDER BY seq").fetchall()
+                else:
+                    found = self._record_rows(self.index.present(ids))
+                current = self._chunks_from_rows(found, edges=False)
+                if ids is None or ids:  # (an empty list only writes ``meta``)
+                    chunks, rows = split_changes(change(current), current)
+                    self._write_records(chunks, mirror)
+                    if rows:  # new text: postings and vector change too, in the same transaction
+                        self._replace_rows(rows, mirror)
+                for key, value in (meta or {}).items():
+                    self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
             mirror.apply(self.index)
 
     def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:

@@ -2,8 +2,8 @@
 ``ready`` once open, then repeats its multi-step write (printing ``ok <n>`` after each) until
 it is killed with SIGKILL:
 
-* ``reembed``: the store API a re-embed uses: ``replace`` of every record with vectors of
-  another dimension and the embedder metadata in the same call (``replace(rows, meta=)``).
+* ``reembed``: the store API a re-embed uses: ``modify`` of every record with vectors of
+  another dimension and the embedder metadata in the same call (``modify(None, change, meta=)``).
 * ``update``: ``BeeWeave.update(id, content=...)`` of ten memories (delete and re-insert).
 * ``fact``: ``BeeWeave.remember_fact`` with new content each time.
 * ``forget``: ``delete_user`` of a user with many memories (once), then ``add``s of another.
@@ -18,9 +18,7 @@ import sys
 
 import numpy as np
 
-from beeweave_core import BeeWeave, HashingEmbedder
-from beeweave_core.filters import build_filter
-from beeweave_core.records import ChunkStatus
+from beeweave_core import BeeWeave, HashingEmbedder, KnowledgeChunk
 from beeweave_core.store.base import ChunkRow
 from beeweave_core.store.sqlite import SQLiteStore
 
@@ -30,19 +28,19 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
-EVERYTHING = build_filter({"status": [s.value for s in ChunkStatus]})
-
-
 def reembed(path: str) -> None:
     store = SQLiteStore(path)
     say("ready")
     for n in range(10**6):
         dim = 24 if json.loads(store.get_meta("embedder") or "{}").get("dim") == 16 else 16
-        chunks = list(store.scan(EVERYTHING))
         rng = np.random.default_rng(n)
-        rows = [ChunkRow(c, (v := rng.standard_normal(dim).astype(np.float32)) / np.linalg.norm(v),
-                         c.content.split()) for c in chunks]
-        store.replace(rows, meta={"embedder": json.dumps({"name": f"test-{dim}", "dim": dim})})
+
+        def switch(current: dict[str, KnowledgeChunk], dim: int = dim, rng: np.random.Generator = rng
+                   ) -> list[ChunkRow]:
+            return [ChunkRow(c, (v := rng.standard_normal(dim).astype(np.float32)) / np.linalg.norm(v),
+                             c.content.split()) for c in current.values()]
+
+        store.modify(None, switch, meta={"embedder": json.dumps({"name": f"test-{dim}", "dim": dim})})
         say(f"ok {n}")
 
 

@@ -410,28 +410,35 @@ class PostgresStore:
         self._insert(conn, prepared, EventType.UPDATED)
         self._add_edges(conn, kept)
 
-    def modify(self, ids: Sequence[str],
-               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]]) -> None:
+    def modify(self, ids: Sequence[str] | None,
+               change: Callable[[dict[str, KnowledgeChunk]], Sequence[KnowledgeChunk | ChunkRow]], *,
+               meta: Mapping[str, str] | None = None) -> None:
         self.db.check()
-        ids = list(dict.fromkeys(clean(ids)))
-        if not ids:
+        if meta:
+            _no_nul("meta", [v for kv in meta.items() for v in kv])
+        wanted = None if ids is None else list(dict.fromkeys(clean(ids)))
+        if wanted is not None and not wanted and not meta:
             return
-        with self.db.write() as conn:
-            current = self._locked_records(conn, ids)
-            chunks, rows = split_changes(change(current), current)
-            if chunks:
-                self._update(conn, {c.id: (_checked(c, self.index_config.session_context), c) for c in chunks})
-            if rows:
-                self._replace(conn, self._prepare_rows(rows))
+        with self.db.write() as conn:  # the tenant's write lock: nobody adds a record until it commits
+            if wanted is None or wanted:  # (an empty list only writes ``meta``)
+                current = self._locked_records(conn, wanted)
+                chunks, rows = split_changes(change(current), current)
+                if chunks:
+                    self._update(conn, {c.id: (_checked(c, self.index_config.session_context), c) for c in chunks})
+                if rows:
+                    self._replace(conn, self._prepare_rows(rows))
+            if meta:
+                self._set_meta(conn, meta)
 
-    def _locked_records(self, conn: psycopg.Connection, ids: list[str]) -> dict[str, KnowledgeChunk]:
-        """The records of ``ids`` (without relationships), locked: FOR UPDATE of the record and
-        its access row keeps them until this transaction ends, so a writer in any process (an
-        access write-back too) waits and then reads what this transaction wrote."""
+    def _locked_records(self, conn: psycopg.Connection, ids: list[str] | None) -> dict[str, KnowledgeChunk]:
+        """The records of ``ids`` (None: every record of the tenant, without relationships),
+        locked: FOR UPDATE of the record and its access row keeps them until this transaction
+        ends, so a writer in any process (an access write-back too) waits and then reads what
+        this transaction wrote."""
+        which, args = ("", (self.tenant,)) if ids is None else (" AND c.id = ANY(%s)", (self.tenant, ids))
         return {r[0]: decode_record(r[0], r[1], r[2], r[3], None) for r in conn.execute(self.db.q(
             "SELECT c.id, c.doc::text, a.n, a.last FROM @chunks c JOIN @access a ON a.tenant = c.tenant "
-            "AND a.seq = c.seq WHERE c.tenant = %s AND c.id = ANY(%s) ORDER BY c.id FOR UPDATE OF c, a"),
-            (self.tenant, ids))}
+            f"AND a.seq = c.seq WHERE c.tenant = %s{which} ORDER BY c.id FOR UPDATE OF c, a"), args)}
 
     def delete_if(self, ids: Sequence[str], still: Callable[[KnowledgeChunk], bool]) -> list[str]:
         self.db.check()
