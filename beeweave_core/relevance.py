@@ -14,17 +14,12 @@ fusion mode:
 - ``coverage``: the share of the query's distinct terms found in the memory's own text (the
   one lexical evidence left in a store of a few memories, where BM25's idf is 0);
 - ``background``: the query's mean cosine with everyday statements that answer nothing;
-- ``absent``: the share of the query's terms that no memory of the searched scope holds (a
-  question about another person's life keeps the name, which the store holds, and asks
-  about an event or an object it never mentions): the same for every hit of a search;
-- ``matched``: how many of the query's terms the memory's own text holds (a count, not a
-  share: three terms of a long question held together say more than one of a short one);
 - ``lead``: how far the memory's cosine stands above the next closest texts (the other
   memories' and the everyday statements'), a measure relative to the store, which the raw
   cosine is not; at most how far it stands above the memory's closeness to everyday
   questions (a memory close to every question is no evidence for this one).
 
-The first four and ``absent`` and ``matched`` enter one logistic curve, which leans on words: no relevant memory in its
+The first four enter one logistic curve, which leans on words: no relevant memory in its
 fitting set shares no word with its question. The lead enters a second, semantic curve, and
 ``relevance`` is the higher of the two, so that a paraphrase or a question in the other
 language whose memory stands out is not silenced. With a cross-encoder reranker its
@@ -67,8 +62,7 @@ if TYPE_CHECKING:
     from .store.base import StoreBackend
 
 __all__ = ["BACKGROUND", "QUESTIONS", "mean_cosine", "top_cosines", "memory_lead", "semantic_leads", "counts_as_use", "gated", "default_gate", "LEAD_OF", "lead", "leads", "Calibration", "calibration_for", "E5_CALIBRATION", "MINILM_CALIBRATION", "UNCALIBRATED", "Evidence",
-           "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "matched_terms", "absent_share",
-           "read_term_evidence", "term_evidence", "DEFAULT_MIN_RELEVANCE",
+           "relevance", "lexical_evidence", "evidence_terms", "term_coverage", "term_evidence", "DEFAULT_MIN_RELEVANCE",
            "DEFAULT_ABSTAIN_BELOW", "RELEVANCE_TERMS"]
 
 
@@ -98,21 +92,14 @@ class Calibration(NamedTuple):
     # the higher of the two curves.
     lead_weight: float = 0.0
     lead_intercept: float = 0.0
-    # The weights of ``Evidence.absent`` and ``Evidence.matched`` on the first curve (0: the
-    # curve does not read them; MiniLM's was fitted without them).
-    absent: float = 0.0
-    matched: float = 0.0
 
 
 # Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations
 # and the paraphrase set. multilingual-e5-small (the default model), 2026-12-06; the lead curve
-# crosses the gate at a lead of 0.0166. Coverage's weight is negative beside matched's: a
-# matched term counts 0.569 - 1.150 / n for a query of n terms, so for the same count of
-# terms held, a longer question is not penalised for the share it leaves (the lexical
-# score already weighs what is missing).
-E5_CALIBRATION = Calibration(cosine=11.006, lexical=4.510, coverage=-1.150, intercept=-13.199,
-                             min_relevance=0.238, abstain_below=0.413, margin=8.732,
-                             lead_weight=108.659, lead_intercept=-2.159, absent=-1.035, matched=0.569)
+# crosses the gate at a lead of 0.0163.
+E5_CALIBRATION = Calibration(cosine=13.582, lexical=4.637, coverage=0.950, intercept=-15.722,
+                             min_relevance=0.245, abstain_below=0.402, margin=11.439,
+                             lead_weight=108.659, lead_intercept=-2.170)
 # all-MiniLM-L6-v2 (the former default), 2026-12-05.
 MINILM_CALIBRATION = Calibration(cosine=4.724, lexical=3.984, coverage=1.381, intercept=-4.866,
                                  min_relevance=0.252, abstain_below=0.421)
@@ -173,17 +160,13 @@ class Evidence(NamedTuple):
     memory's cosine stands above the mean of the ``LEAD_OF`` next closest texts, the other
     memories of the scope and the everyday statements together (``lead``), and at most how
     far it stands above the memory's own closeness to everyday questions (``memory_lead``):
-    ``semantic_leads``. ``absent``: the share of the query's (heaviest) terms no memory of the
-    scope holds (``absent_share``); ``matched``: how many of them the memory holds
-    (``matched_terms``)."""
+    ``semantic_leads``."""
 
     cosine: float
     lexical: float = 0.0
     coverage: float = 0.0
     background: float = 0.0
     lead: float = 0.0
-    absent: float = 0.0
-    matched: float = 0.0
 
 
 def _sigmoid(x: float) -> float:
@@ -196,8 +179,7 @@ def relevance(evidence: Evidence, cross_encoder: float | None = None,
     score) on the curve of ``calibration`` (default: the default model's)."""
     c = calibration
     p = _sigmoid(c.cosine * evidence.cosine + c.lexical * evidence.lexical + c.coverage * evidence.coverage
-                 + c.margin * (evidence.cosine - evidence.background) + c.absent * evidence.absent
-                 + c.matched * evidence.matched + c.intercept)
+                 + c.margin * (evidence.cosine - evidence.background) + c.intercept)
     if c.lead_weight:
         p = max(p, _sigmoid(c.lead_weight * evidence.lead + c.lead_intercept))
     if cross_encoder is not None:
@@ -353,31 +335,6 @@ def term_coverage(terms: Mapping[str, int], own: set[str]) -> float:
     if not heaviest:
         return 0.0
     return sum(1 for t, _ in heaviest if t in own) / len(heaviest)
-
-
-def matched_terms(terms: Mapping[str, int], own: set[str]) -> float:
-    """How many of the query's (heaviest) distinct terms a memory's own terms ``own`` hold."""
-    return float(sum(1 for t, _ in _heaviest(terms) if t in own))
-
-
-def absent_share(terms: Mapping[str, int], found: TermEvidence) -> float:
-    """The share of the query's (heaviest) distinct terms that no memory of the searched scope
-    holds: those with no best score in ``found`` (``read_term_evidence``, or the search's
-    one round trip), as ``lexical_evidence`` tells them apart."""
-    heaviest = _heaviest(terms)
-    if not heaviest:
-        return 0.0
-    return sum(1 for t, _ in heaviest if t not in found.best) / len(heaviest)
-
-
-def read_term_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filter,
-                       ids: Sequence[str]) -> TermEvidence:
-    """The query's (heaviest) terms' best scores in the scope ``flt`` and each id's sum of its
-    per-term scores (what ``lexical_evidence`` and ``absent_share`` read), read once."""
-    heaviest = _heaviest(terms)
-    if not heaviest:
-        return TermEvidence({}, dict.fromkeys(ids, 0.0))
-    return _read_evidence(backend, heaviest, flt, ids)
 
 
 def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filter,

@@ -147,21 +147,19 @@ def collect(data_dir: Path, per_conv: int, partial: Path | None = None) -> list[
 
 
 def _features(h: dict[str, Any]) -> list[float]:
-    return [h["cosine"], h["lexical"], h["coverage"], h["cosine"] - h["background"], h["absent"], h["matched"]]
+    return [h["cosine"], h["lexical"], h["coverage"], h["cosine"] - h["background"]]
 
 
 def _evidence(h: dict[str, Any]) -> Evidence:
-    return Evidence(h["cosine"], h["lexical"], h["coverage"], h["background"], h.get("lead", 0.0),
-                    h.get("absent", 0.0), h.get("matched", 0.0))
+    return Evidence(h["cosine"], h["lexical"], h["coverage"], h["background"], h.get("lead", 0.0))
 
 
 def fit_curves(rows: list[dict[str, Any]], paraphrases: list[dict[str, Any]]) -> Calibration:
     """The default model's curves fitted on ``rows`` (see the module docstring) and the
     paraphrase development set ``paraphrases`` (``paraphrases.collect()``):
 
-    - the word-leaning curve: a logistic regression over cosine, lexical, coverage, the
-      margin over the background, the share of the query's terms absent from the store and
-      the count of them the memory holds, hit level (an evidence turn of an on-topic question is 1,
+    - the word-leaning curve: a logistic regression over cosine, lexical, coverage and the
+      margin over the background, hit level (an evidence turn of an on-topic question is 1,
       any other hit 0, balanced classes); its gate and floor keep KEEP of the on-topic R@10;
     - the semantic curve over the lead: its slope a logistic regression of "the memory
       asked for" on the lead over the paraphrase set's hits; its crossing of the gate the
@@ -175,8 +173,7 @@ def fit_curves(rows: list[dict[str, Any]], paraphrases: list[dict[str, Any]]) ->
     model = LogisticRegression(class_weight="balanced", C=1.0, max_iter=1000).fit(np.array(x), np.array(y))
     c, b = model.coef_[0], float(model.intercept_[0])
     words = Calibration(cosine=float(c[0]), lexical=float(c[1]), coverage=float(c[2]), intercept=b,
-                        min_relevance=0.0, abstain_below=None, margin=float(c[3]), absent=float(c[4]),
-                        matched=float(c[5]))
+                        min_relevance=0.0, abstain_below=None, margin=float(c[3]))
     for r in rows:
         for h in r["hits"]:
             h["fit"] = relevance(_evidence(h), calibration=words)
@@ -198,8 +195,7 @@ def fit(rows: list[dict[str, Any]], paraphrases: list[dict[str, Any]]) -> None:
     c = fit_curves(rows, paraphrases)
     print(f"E5_CALIBRATION = Calibration(cosine={c.cosine:.3f}, lexical={c.lexical:.3f}, coverage={c.coverage:.3f}, "
           f"intercept={c.intercept:.3f},\n    min_relevance={c.min_relevance:.3f}, abstain_below={c.abstain_below:.3f}, "
-          f"margin={c.margin:.3f}, lead_weight={c.lead_weight:.3f}, lead_intercept={c.lead_intercept:.3f}, "
-          f"absent={c.absent:.3f}, matched={c.matched:.3f})"
+          f"margin={c.margin:.3f}, lead_weight={c.lead_weight:.3f}, lead_intercept={c.lead_intercept:.3f})"
           f"  # the default model's, in beeweave_core/relevance.py (the lead crosses the gate at "
           f"{(math.log(c.abstain_below / (1 - c.abstain_below)) - c.lead_intercept) / c.lead_weight:.4f})")
 

@@ -17,11 +17,6 @@ hit. Three kinds of query:
 
 Prints the share of each kind the gate silences and the on-topic R@10 it keeps. Nothing is
 tuned here: the gate is the one fitted on LoCoMo (English) by ``abstention.py --fit``.
-
-"Other kind" is not all off-topic: a file holds memories of other kinds beside its own, so
-some of those questions are answered by the store they are asked of.
-``abstention_zh_sample.json`` holds one reader's judgment of a random sample of those that
-passed the gate (see its ``about`` and benchmarks/RESULTS.md, issue 43).
 """
 
 from __future__ import annotations

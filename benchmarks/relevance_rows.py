@@ -17,11 +17,8 @@ from beeweave_core.filters import build_filter  # noqa: E402
 from beeweave_core.query import prepare_query  # noqa: E402
 from beeweave_core.relevance import (  # noqa: E402
     BACKGROUND,
-    absent_share,
     lexical_evidence,
-    matched_terms,
     mean_cosine,
-    read_term_evidence,
     semantic_leads,
     term_coverage,
     top_cosines,
@@ -51,9 +48,7 @@ def evidence_rows(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any
     statements = BACKGROUND.cosines(search.shared.embedder, qvec)  # read once, for both, as the engine does
     background = mean_cosine(statements)
     own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
-    found_terms = read_term_evidence(search.shared.backend, terms, flt, [h.id for h in hits])
-    lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own, found_terms)
-    absent = absent_share(terms, found_terms)
+    lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own)
     # the lead: each hit's cosine against the top cosines of the candidates, as the engine read them
     _, scores = search._retrieve(terms, flt, K, qvec)
     top = top_cosines(scores["vector"])
@@ -67,6 +62,5 @@ def evidence_rows(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any
         out.append({"id": h.id, "score": h.score, "relevance": h.relevance,
                     "cosine": vec.score if vec else 0.0, "bm25": bm.score if bm else 0.0, "lexical": lex[h.id],
                     "coverage": term_coverage(terms, own[h.id]), "background": background if vec else 0.0,
-                    "lead": next(found) if vec else 0.0, "absent": absent,
-                    "matched": matched_terms(terms, own[h.id])})
+                    "lead": next(found) if vec else 0.0})
     return out

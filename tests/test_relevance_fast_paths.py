@@ -22,7 +22,6 @@ from beeweave_core.relevance import (
     QUESTIONS,
     Evidence,
     calibration_for,
-    evidence_terms,
     lead,
     leads,
     lexical_evidence,
@@ -72,7 +71,7 @@ def _slow_relevance(memory: BeeWeave, query: str, hits) -> dict[str, float]:
     shared = memory.parts.shared
     emb, backend = shared.embedder, shared.backend
     curve = calibration_for(emb.name)
-    assert curve.margin and curve.lead_weight and curve.absent and curve.matched  # the curve reads them all
+    assert curve.margin and curve.lead_weight  # the curve reads both
     qvec = np.asarray(memory.embed_query(query), dtype=np.float32)
     background = [float(x) for x in BACKGROUND.cosines(emb, qvec)]
     ids = [c.id for c in memory.get_all(user_id="u").items]
@@ -85,24 +84,18 @@ def _slow_relevance(memory: BeeWeave, query: str, hits) -> dict[str, float]:
                                as_of=None).flt
     own = {c.id: set(shared.tokenizer.tokenize(c.content)) for c in memory.get_all(user_id="u").items}
     lexical = lexical_evidence(backend, terms, flt, ids, own)
-    # the query's terms no memory holds, and those each memory holds, from the memories' own words
-    heavy = evidence_terms(terms)
-    held = set().union(*own.values())
-    absent = sum(t not in held for t in heavy) / len(heavy) if heavy else 0.0
     out = {}
     for h in hits:
         cid = h.id
         if "vector" not in h.sources:
-            out[cid] = relevance(Evidence(0.0, lexical[cid], term_coverage(terms, own[cid]), absent=absent,
-                                          matched=sum(t in own[cid] for t in heavy)), calibration=curve)
+            out[cid] = relevance(Evidence(0.0, lexical[cid], term_coverage(terms, own[cid])), calibration=curve)
             continue
         others = [cosine[o] for o in ids if o != cid]
         nearest = sorted(others + background, reverse=True)[:LEAD_OF]
         rise = cosine[cid] - sum(nearest) / len(nearest)
         if rise > 0:
             rise = min(rise, memory_lead(vectors[cid], qvec, QUESTIONS.vectors(emb)))
-        ev = Evidence(cosine[cid], lexical[cid], term_coverage(terms, own[cid]), float(np.mean(background)), rise,
-                      absent, sum(t in own[cid] for t in heavy))
+        ev = Evidence(cosine[cid], lexical[cid], term_coverage(terms, own[cid]), float(np.mean(background)), rise)
         out[cid] = relevance(ev, calibration=curve)
     return out
 

@@ -29,16 +29,13 @@ from ..relevance import (
     BACKGROUND,
     Calibration,
     Evidence,
-    absent_share,
     calibration_for,
     counts_as_use,
     default_gate,
     evidence_terms,
     gated,
     lexical_evidence,
-    matched_terms,
     mean_cosine,
-    read_term_evidence,
     relevance,
     semantic_leads,
     term_coverage,
@@ -197,22 +194,16 @@ class Search:
 
     def _evidence(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit], found: TermEvidence | None,
                   background: float) -> dict[str, Evidence]:
-        """Each hit's evidence but its lead: its cosine, lexical score, coverage and matched
-        terms, the query's ``background`` (for a hit the vectors found) and the share of its
-        terms no memory in scope holds."""
+        """Each hit's evidence but its lead: its cosine, lexical score and coverage, and the
+        query's ``background`` (for a hit the vectors found)."""
         tokenize = self.shared.tokenizer.tokenize
         own = {h.id: set(tokenize(h.chunk.content)) for h in hits}
-        ids = [h.id for h in hits]
-        if found is None:  # read once for both the lexical score and the absent terms
-            found = read_term_evidence(self.shared.backend, terms, flt, ids)
-        lexical = lexical_evidence(self.shared.backend, terms, flt, ids, own, found)
-        absent = absent_share(terms, found)
+        lexical = lexical_evidence(self.shared.backend, terms, flt, [h.id for h in hits], own, found)
         evidence: dict[str, Evidence] = {}
         for h in hits:
             vec = h.sources.get("vector")
             evidence[h.id] = Evidence(vec.score if vec is not None else 0.0, lexical.get(h.id, 0.0),
-                                      term_coverage(terms, own[h.id]), background if vec is not None else 0.0,
-                                      absent=absent, matched=matched_terms(terms, own[h.id]))
+                                      term_coverage(terms, own[h.id]), background if vec is not None else 0.0)
         return evidence
 
     def _with_leads(self, evidence: dict[str, Evidence], hits: list[SearchHit], curve: Calibration,
