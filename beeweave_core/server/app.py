@@ -50,7 +50,10 @@ def _events_path(config: ServerConfig, tenant: str | None, single: bool) -> Path
     if store is None:
         return None
     if is_postgres_url(store):
-        return None if config.queue_dir is None else Path(config.queue_dir) / f"{tenant}.events"
+        if config.queue_dir is None:
+            return None
+        Path(config.queue_dir).mkdir(parents=True, exist_ok=True)
+        return Path(config.queue_dir) / f"{tenant}.events"
     if single or tenant is None:
         return Path(str(store)).with_name(Path(str(store)).name + ".events")
     return tenant_path(store, tenant).with_name(f"{tenant}.db.events")
