@@ -28,7 +28,7 @@ from typing import Any
 from .errors import DuplicateIdError, InvalidInputError
 from .filters import build_filter
 from .records import ALL_STATUSES, KnowledgeChunk, Relationship
-from .store.base import StoreBackend
+from .store.base import StoreBackend, records_in_order
 from .user_data import Staged, UserData, chunk_of, mapping, section, sequence, write_kv
 from .validation import check_number, check_user
 
@@ -37,7 +37,6 @@ __all__ = ["UserExport", "ExportPlan", "Memories", "ImportReport", "read_memorie
 
 EXPORT_FORMAT = "beeweave.export/1"
 ENVELOPE = ("format", "user_id", "exported_at")
-_BATCH = 512
 
 
 @dataclass
@@ -243,7 +242,4 @@ class UserExport:
         return self.backend.users()
 
     def _get(self, ids: list[str]) -> dict[str, KnowledgeChunk]:
-        found: dict[str, KnowledgeChunk] = {}
-        for start in range(0, len(ids), _BATCH):
-            found.update(self.backend.get(ids[start : start + _BATCH]))
-        return found
+        return {c.id: c for c in records_in_order(self.backend.get, ids)}
