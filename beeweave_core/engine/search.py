@@ -224,16 +224,12 @@ class Search:
 
     def _search_questions(self, req: SearchRequest, rivals: dict[str, list[Relationship]]) -> list[SearchHit]:
         """A query that asks several questions is searched question by question (each embedded
-        on its own unless the caller gave the vector); a memory keeps its best score."""
+        on its own unless the caller gave the vector) and the answers taken in turns
+        (``take_turns``)."""
         parts = split_questions(req.query)
         if len(parts) == 1:
             return self._search_once(req, rivals)
-        best: dict[str, SearchHit] = {}
-        for part in parts:
-            for h in self._search_once(replace(req, query=part), rivals):
-                if h.id not in best or h.score > best[h.id].score:
-                    best[h.id] = h
-        return sorted(best.values(), key=lambda h: (-h.score, h.id))[: req.k]
+        return take_turns([self._search_once(replace(req, query=part), rivals) for part in parts], req.k)
 
     def _search_once(self, req: SearchRequest, rivals: dict[str, list[Relationship]], *,
                      optimistic: bool = True) -> list[SearchHit]:
@@ -363,3 +359,23 @@ class Search:
         ids = [cid for cid, _ in lexical]
         return ids, {"lexical": np.fromiter((sc for _, sc in lexical), np.float64, len(ids)),
                      "vector": np.fromiter((vector[cid] for cid in ids), np.float64, len(ids))}
+
+
+def take_turns(answers: Sequence[Sequence[SearchHit]], k: int) -> list[SearchHit]:
+    """The first ``k`` of several questions' hits, each question's best before any question's
+    second (ties by score): merged by score alone, a question whose terms are rare fills the
+    whole top k and the other question's answer falls out of it. A memory that answers
+    several keeps its best place and score; a hit's score is at most the one above it, so the
+    scores stay sorted."""
+    place: dict[str, tuple[int, float]] = {}
+    best: dict[str, SearchHit] = {}
+    for hits in answers:
+        for rank, h in enumerate(hits):
+            if h.id not in best or h.score > best[h.id].score:
+                best[h.id] = h
+            place[h.id] = min(place.get(h.id, (rank, -h.score)), (rank, -h.score))
+    out: list[SearchHit] = []
+    for cid in sorted(best, key=lambda c: (*place[c], c))[:k]:
+        h = best[cid]
+        out.append(h if not out or h.score <= out[-1].score else replace(h, score=out[-1].score))
+    return out
