@@ -19,7 +19,17 @@ from typing import Any, Protocol
 
 from .errors import InvalidInputError
 
-__all__ = ["Rule", "Number", "Is", "FLAG", "TEXT", "Choice", "Duration", "Instance", "Items", "check_fields"]
+__all__ = ["Rule", "Number", "Is", "FLAG", "TEXT", "Choice", "Duration", "Instance", "Items", "check_fields", "TRUE_WORDS",
+           "FALSE_WORDS", "truth"]
+
+# The words a switch given as text (an environment variable, a URL parameter) may be, in any case.
+TRUE_WORDS, FALSE_WORDS = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
+
+
+def truth(text: str) -> bool | None:
+    """``text`` as a switch: True, False, or None when it is neither word list's."""
+    word = text.strip().lower()
+    return True if word in TRUE_WORDS else False if word in FALSE_WORDS else None
 
 
 class Rule(Protocol):

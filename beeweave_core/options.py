@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .config_rules import truth
+
 __all__ = ["Option", "OPTIONS", "ENV_ONLY", "SOURCES", "Resolved", "add_arguments", "for_command", "resolved", "masked",
            "render", "env_names", "mask_url"]
 
@@ -114,9 +116,6 @@ def for_command(command: str | None) -> list[Option]:
     return [o for o in OPTIONS if (o.commands == () if command is None else command in o.commands)]
 
 
-_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
-
-
 def _reader(option: Option) -> Callable[[str], Any]:
     """Reads a flag's or variable's text; the error names both, since argparse cannot tell which it was."""
     convert: Callable[[str], Any] = {"int": int, "float": float}.get(option.kind, str)
@@ -139,10 +138,9 @@ def _reader(option: Option) -> Callable[[str], Any]:
 
 def _switch_default(option: Option, environ: Mapping[str, str]) -> bool:
     text = environ.get(option.env)
-    if text is None or text.strip().lower() in _FALSE:
-        return bool(option.default)
-    if text.strip().lower() in _TRUE:
-        return True
+    on = False if text is None or not text.strip() else truth(text)  # set but empty: unset
+    if on is not None:
+        return on or bool(option.default)
     from .errors import InvalidInputError
 
     raise InvalidInputError(f"${option.env} must be 1/true/yes/on or 0/false/no/off, not {text!r}")

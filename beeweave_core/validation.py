@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .config_rules import Number
 from .errors import DimensionMismatchError, EmptyContentError, InvalidInputError, InvalidVectorError
 
 __all__ = [
@@ -187,12 +188,9 @@ def check_timestamp(value: Any, name: str = "timestamp") -> datetime:
 
 
 def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None) -> float:
-    """A finite real number (not a bool), optionally within [low, high]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise InvalidInputError(f"{name} must be between {low} and {high}, got {value!r}")
-    return float(value)
+    """A finite real number (not a bool), optionally within [low, high]: the configuration's
+    ``Number`` rule, so an argument and a setting are checked and reported alike."""
+    return float(Number(low, high).check(name, value, None))
 
 
 def check_count(name: str, value: Any) -> int:

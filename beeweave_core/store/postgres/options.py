@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ...config_rules import truth
 from ...errors import InvalidInputError
 
 __all__ = ["OPTIONS", "PostgresOptions", "resolve", "split_url"]
@@ -51,10 +52,9 @@ def _seconds(name: str, value: Any) -> float:
 def _flag(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    text = str(value).lower()
-    if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+    if (on := truth(str(value))) is None:
         raise InvalidInputError(f"{name} must be true or false, got {value!r}")
-    return text in ("1", "true", "yes", "on")
+    return on
 
 
 @dataclass(frozen=True)
