@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/abstention.py [DATA_DIR] [--fit] [--leave-one-out] [--features PATH] [--per-conv N]
-                                    [--answerable benchmarks/abstention_answerable.json]
+                                    [--answerable benchmarks/abstention_answerable.json] [--dump PATH]
     python benchmarks/abstention.py [DATA_DIR] --small-stores 3,5,10,30,100,300,all [--per-conv N]
 
 One store per conversation (as benchmarks/locomo.py builds them), searched with the default
@@ -27,8 +27,11 @@ highest that keeps 95 % of R@10).
 answered by the conversation they are asked of after all ("How do X and Y both like to
 destress?" asked of any two friends' chat). ``abstention_answerable.json`` holds one reader's
 judgment of the swapped questions that passed the gate at ``--per-conv 15`` on 2026-12-05
-(see its ``about``); questions the gate silenced were not read, so the second table bounds
-from below what a better relevance could reach, and is not a labelled measure.
+and of all that passed ``DEFAULT_ABSTAIN_BELOW`` at ``--per-conv 40`` on 2026-12-06 (see its
+``about``); questions the gate silenced were not read, so the second table bounds from below
+what a better relevance could reach, and is not a labelled measure.
+``--dump PATH`` writes the swapped questions that pass ``DEFAULT_ABSTAIN_BELOW`` (JSON: each
+one's key as in that file, its text and its top three hits with their relevance), to read.
 
 ``--small-stores SIZES``: the gate in stores of a few memories, as a new user has. For each
 size n and conversation, ``--per-conv`` (40) of its questions are each asked of a store of
@@ -290,6 +293,18 @@ def without_answerable(rows: list[dict[str, Any]], path: Path) -> list[dict[str,
     return out
 
 
+def dump(rows: list[dict[str, Any]], data_dir: Path, path: Path) -> None:
+    """The swapped questions that pass the default gate, with their top three hits, to ``path``."""
+    convs, _ = load_locomo(data_dir)
+    text = {(c.conv_id, t.dia_id): t.content for c in convs for t in c.turns}
+    out = [{"key": f"{r['conv']}<-{r['source']}", "query": r["query"],
+            "hits": [{"content": text[r["conv"], h["id"]], "relevance": round(h["relevance"], 3)}
+                     for h in sorted(r["hits"], key=lambda h: -h["relevance"])[:3]]}
+           for r in rows if r["kind"] == "swapped" and any(h["relevance"] >= DEFAULT_ABSTAIN_BELOW for h in r["hits"])]
+    path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    print(f"{len(out)} passing swapped questions written to {path}", file=sys.stderr)
+
+
 def small_stores(data_dir: Path, sizes: list[str], per_conv: int) -> None:
     """The gate in small stores (see the module docstring, ``--small-stores``)."""
     import random
@@ -358,6 +373,7 @@ def main(argv: list[str]) -> None:
         args.remove("--leave-one-out")
     cache = None
     answerable = None
+    dump_to = None
     per_conv = 40
     sizes = None
     if "--features" in args:
@@ -367,6 +383,10 @@ def main(argv: list[str]) -> None:
     if "--answerable" in args:
         i = args.index("--answerable")
         answerable = Path(args[i + 1])
+        del args[i : i + 2]
+    if "--dump" in args:
+        i = args.index("--dump")
+        dump_to = Path(args[i + 1])
         del args[i : i + 2]
     if "--per-conv" in args:
         i = args.index("--per-conv")
@@ -411,6 +431,8 @@ def main(argv: list[str]) -> None:
     report(rows)
     if answerable is not None:
         report(without_answerable(rows, answerable))
+    if dump_to is not None:
+        dump(rows, data_dir, dump_to)
 
 
 if __name__ == "__main__":
