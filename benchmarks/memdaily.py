@@ -3,7 +3,7 @@
 Usage:
     python benchmarks/memdaily.py [DATA_DIR] [--systems beeweave,bm25-jieba,faiss,langchain,llamaindex]
                                   [--files 01_simple_events,...] [--lofo] [--vectors CACHE.pkl]
-                                  [--one-session]
+                                  [--one-session] [--per-trajectory]
 
 DATA_DIR defaults to ../shared/data/memdaily (the development split; its README defines the
 measure, ``memdaily_data`` implements it). One store per file, one user per file, every
@@ -11,6 +11,13 @@ message one memory with its time as timestamp and no session. Query times includ
 query's embedding for every system. ``--one-session`` gives BeeWeave every message of a file
 under one session id (a batch of notes sharing a session): session context must not fold
 them into each other, so recall should equal the run without it.
+
+``--per-trajectory`` is not the README's measure: every trajectory is its own user (its few
+messages the whole store, as in MemSim's own setting), so "my boss" is one person again. A
+file of the README's measure pools 100 unrelated trajectories under one user, where a question
+such as "我表弟现在多大了呀？" has one gold message among many that state some cousin's age and
+nothing in the question tells them apart; this run shows how much of the gap to perfect
+recall is that pooling rather than the reading of the question.
 
 ``--lofo`` adds the leave-one-file-out check: for each of the 10 files, the setting of the
 grid below that does best (mean R@10) on the other 9 files is measured on the held-out
@@ -39,6 +46,7 @@ import itertools
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +218,20 @@ def lofo(files: Sequence[UserFile], questions: Sequence[Question], cache: Path |
     print(f"| all (question-weighted) | {mean(base_all):.3f} | {mean(tuned_all):.3f} | |")
 
 
+def per_trajectory(files: Sequence[UserFile], questions: Sequence[Question]) -> tuple[list[UserFile], list[Question]]:
+    """Each trajectory of each file as its own user: memory ids are ``<file>:<tid>:<mid>``."""
+    def trajectory(dia_id: str) -> str:
+        return dia_id.rsplit(":", 1)[0]
+
+    out: dict[str, list[Message]] = {}
+    for f in files:
+        for t in f.turns:
+            out.setdefault(trajectory(t.dia_id), []).append(replace(t, conv_id=trajectory(t.dia_id)))
+    asked = [replace(q, conv_id=trajectory(q.evidence[0])) for q in questions
+             if len({trajectory(e) for e in q.evidence}) == 1]
+    return [UserFile(conv_id=c, turns=turns) for c, turns in out.items()], asked
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", nargs="?", type=Path, default=DEFAULT_DATA_DIR)
@@ -218,6 +240,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--lofo", action="store_true", help="add the leave-one-file-out check")
     parser.add_argument("--vectors", type=Path, default=None, help="a cache of the default model's vectors")
     parser.add_argument("--one-session", action="store_true", help="BeeWeave: every message of a file in one session")
+    parser.add_argument("--per-trajectory", action="store_true",
+                        help="every trajectory its own user (not the README's measure; see above)")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.systems.split(",") if n.strip()]
     unknown = [n for n in names if n not in SYSTEMS]
@@ -225,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unknown systems: {', '.join(unknown)}")
     started = time.perf_counter()
     files, questions = load_memdaily(args.data_dir, args.files.split(",") if args.files else None)
+    if args.per_trajectory:
+        files, questions = per_trajectory(files, questions)
     print(f"{len(files)} files, {sum(len(f.turns) for f in files)} messages, {len(questions)} questions",
           file=sys.stderr)
     encoder: locomo_peers.MiniLM | None = None
