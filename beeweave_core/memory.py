@@ -379,10 +379,14 @@ class BeeWeave:
     def forget_user(self, user_id: str) -> int:
         """Delete everything of a user: memories of every status with their index entries,
         relationships and versions, the audit log, facts, review entries, watches, statistics
-        and session buffers. Subscribers get ``memory.deleted`` for each memory (its id and
-        user, nothing it said). Returns how many memories were deleted. Events still queued
-        for the user are stored when processed: ``flush()`` first (``MemoryService`` does)."""
-        deleted = self._records.forget_user(check_user(user_id))
+        and session buffers, and the user's events still in the ingest queue (pending ones
+        and dead letters: none of them brings the user back; ``MemoryService`` processes the
+        queue first, and an event a worker has taken already is stored when its batch ends).
+        Subscribers get ``memory.deleted`` for each memory (its id and user, nothing it said).
+        Returns how many memories were deleted."""
+        user_id = check_user(user_id)
+        self._ingestion.forget_events(user_id)  # first: a queued event would store memories again
+        deleted = self._records.forget_user(user_id)
         self._ingestion.forget_user(user_id)  # their questions in the shared pattern counts
         self._watches.refresh()  # the user's watches stop here now, not at the next reload
         return deleted
@@ -397,8 +401,9 @@ class BeeWeave:
         """Everything stored about a user, as JSON-able data (:mod:`beeweave_core.user_export`):
         memories of every status with their relationships, and each part's sections (versions,
         audit log, facts, conflicts, fact timelines, review queue, sessions, watches, relation
-        notes, question patterns, rejected ids, recorded searches). :meth:`import_user` takes
-        it back. Events still queued for the user are not in it: ``flush()`` first."""
+        notes, question patterns, rejected ids, recorded searches, the user's events still in
+        the ingest queue and dead letters). :meth:`import_user` takes it back (queued events are
+        queued again and processed once; dead letters stay dead letters)."""
         return self._user_data.export_user(user_id)
 
     def import_user(self, data: Mapping[str, Any] | ExportPlan, *,
@@ -426,7 +431,8 @@ class BeeWeave:
         if confirm is not True:
             raise InvalidInputError("reset() deletes every memory of every user for good: call reset(confirm=True)")
         self.drain(timeout=timeout)
-        return sum(self.forget_user(user) for user in self._shared.backend.users())
+        # The users of the store's tables and of the queue (events the drain did not reach).
+        return sum(self.forget_user(user) for user in self._user_data.users())
 
     def count(self, *, user_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         return self._records.count(user_id=user_id, filters=filters)

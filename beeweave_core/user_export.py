@@ -5,7 +5,9 @@ An export is one JSON object: ``format``, ``user_id``, ``exported_at``, ``chunks
 every status with their ids, times, counters, tier and relationships), then each part's
 sections (:mod:`beeweave_core.user_data`): versions and audit log, facts, conflict groups and
 fact timelines, the review queue, session buffers, watches, relation notes, question
-patterns, rejected ids, recorded searches and "used" marks. ``hot_patterns`` is a view of
+patterns, rejected ids, recorded searches and "used" marks, and the events still in the ingest
+queue and the dead letters (``queued_events``, ``dead_letters``: an import queues the pending
+ones again, processed once, and keeps dead letters dead). ``hot_patterns`` is a view of
 the patterns (an import ignores it). Exports made before a part had sections import without
 them.
 
@@ -238,8 +240,14 @@ class UserExport:
         return report
 
     def users(self) -> list[str]:
-        """Every user the store holds something of (memories, or entries a part keeps), sorted."""
-        return self.backend.users()
+        """Every user the store holds something of (memories, entries a part keeps, or what a
+        part keeps outside the store's tables: ``users_held()``, the ingest queue's), sorted."""
+        found = set(self.backend.users())
+        for part in self.parts:
+            held = getattr(part, "users_held", None)
+            if held is not None:
+                found.update(held())
+        return sorted(found)
 
     def _get(self, ids: list[str]) -> dict[str, KnowledgeChunk]:
         return {c.id: c for c in records_in_order(self.backend.get, ids)}

@@ -7,6 +7,7 @@ link, count patterns) in batches. See :mod:`beeweave_core.ingest` for the whole 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInputError, NotFoundError
 from ..events import EventType
 from ..filters import build_filter
-from ..records import ChunkStatus, KnowledgeChunk, new_id
+from ..ids import event_key
+from ..records import ChunkStatus, KnowledgeChunk, new_id, to_datetime
 from ..user_data import KvEntry, Staged, mapping, owned, section, time_of
 from ..validation import check_id, check_limit, check_text, check_user, id_list
 from .config import IngestConfig
@@ -25,6 +27,7 @@ from .knowledge_events import DeadLetter, KnowledgeEvent
 from .messages import chat_turns
 from .patterns import HotPattern
 from .pipeline import chunk_ids
+from .queue import StoredEvent
 from .runtime import REJECTED, IngestRuntime
 from .validate import EVENT_KEYS, event_dict, event_json
 
@@ -32,9 +35,15 @@ if TYPE_CHECKING:
     from ..engine.shared import Shared
     from ..engine.writes import Records
 
-__all__ = ["Ingestion", "IngestSink"]
+__all__ = ["Ingestion", "IngestSink", "QUEUED", "DEAD"]
 
 logger = logging.getLogger(__name__)
+
+# A user's export: the events still waiting in the ingest queue, and the dead letters.
+QUEUED, DEAD = "queued_events", "dead_letters"
+_STATES = {QUEUED: "pending", DEAD: "dead"}
+# What a queued body may hold besides the event's keys (redact_before_queue marks it redacted).
+_QUEUE_MARKS = ("redacted", "redactions")
 
 
 class IngestSink:
@@ -254,21 +263,92 @@ class Ingestion:
         """Remove a user's questions from the shared pattern counts (part of a user's forget)."""
         self.runtime.forget_user(user_id)
 
+    def forget_events(self, user_id: str) -> int:
+        """Delete the user's events still in the queue, pending or dead (part of a user's
+        forget, before the memories go); return how many."""
+        return self.runtime.forget_events(user_id)
+
     # -- a user's data (UserData) ----------------------------------------------------------------
     @property
     def keeps(self) -> tuple[str, ...]:
         return (*self.runtime.patterns.keeps, REJECTED)
 
     def export_user(self, user_id: str) -> dict[str, Any]:
-        """The user's question patterns (``PatternTracker.export_user``) and ``rejected``:
+        """The user's question patterns (``PatternTracker.export_user``), ``rejected``:
         memory id -> ``{"at", "reason", "user_id"}`` of the memories rejected in review, which
-        ingestion never stores again. Marks written before they carried their user cannot be
-        told apart and are not exported."""
+        ingestion never stores again (marks written before they carried their user cannot be
+        told apart and are not exported), and the user's events still in the ingest queue,
+        oldest first: ``queued_events`` (waiting for the worker) and ``dead_letters`` (failed
+        for good), each ``{"event", "attempts", "error", "enqueued_at"}`` (and ``"failed_at"``
+        for a dead letter), the event as the queue holds it."""
+        queued: dict[str, list[dict[str, Any]]] = {QUEUED: [], DEAD: []}
+        for e in self.runtime.events_of(user_id):
+            row: dict[str, Any] = {"event": json.loads(e.body), "attempts": e.attempts, "error": e.error,
+                                   "enqueued_at": _iso(e.enqueued_at)}
+            if e.state == "dead":
+                row["failed_at"] = _iso(e.failed_at or e.enqueued_at)
+            queued[DEAD if e.state == "dead" else QUEUED].append(row)
         return {**self.runtime.patterns.export_user(user_id),
-                "rejected": {k: v for k, v in self.shared.backend.kv_scan(REJECTED) if v.get("user_id") == user_id}}
+                "rejected": {k: v for k, v in self.shared.backend.kv_scan(REJECTED) if v.get("user_id") == user_id},
+                **queued}
+
+    def users_held(self) -> list[str]:
+        """The users with events in the ingest queue (pending or dead): a user whose only data
+        is there has an export too (``UserExport.users``)."""
+        return self.runtime.queue_users()
+
+    def _stored_event(self, raw: Any, where: str, name: str, user_id: str) -> StoredEvent:
+        """An exported queued event or dead letter of the export's user, checked."""
+        row = mapping(raw, where)
+        body = mapping(row.get("event"), f"{where}.event")
+        owned(body, f"{where}.event", user_id)
+        event_id = body.get("id")
+        if not isinstance(event_id, str) or not event_id or len(event_id) > 256:
+            raise InvalidInputError(f"{where}.event.id must be an event id (a string of 1 to 256 characters)")
+        state = _STATES[name]
+        if state == "pending":  # the worker will process it: an event as ingest() takes one
+            try:
+                event_dict({k: v for k, v in body.items() if k not in _QUEUE_MARKS}, now=self.shared.clock())
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{where}.event is not an event: {exc}") from None
+        try:
+            text = event_json(body, max_chars=self.config.max_event_chars)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{where}.event: {exc}") from None
+        attempts = row.get("attempts", 0)
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 0 <= attempts < 2**31:
+            raise InvalidInputError(f"{where}.attempts must be a whole number >= 0")
+        error = check_text(f"{where}.error", row.get("error") or None, optional=True)
+        enqueued = to_datetime(time_of(row.get("enqueued_at"), f"{where}.enqueued_at")).timestamp()
+        failed = None
+        if state == "dead":
+            failed = to_datetime(time_of(row.get("failed_at"), f"{where}.failed_at")).timestamp()
+        return StoredEvent(event_key(event_id, user_id), user_id, text, state, attempts, error, enqueued, failed)
 
     def stage_import(self, user_id: str, data: Mapping[str, Any]) -> Staged:
         staged = self.runtime.patterns.stage_import(user_id, data)
+        events: dict[str, list[StoredEvent]] = {QUEUED: [], DEAD: []}
+        seen: set[str] = set()
+        for name in (QUEUED, DEAD):
+            for i, raw in enumerate(section(data, name, list)):
+                e = self._stored_event(raw, f"{name}[{i}]", name, user_id)
+                if e.id in seen:
+                    raise InvalidInputError(f"{name}[{i}]: the export holds the event {json.loads(e.body)['id']!r} "
+                                            "twice")
+                seen.add(e.id)
+                events[name].append(e)
+        if events[QUEUED] or events[DEAD]:
+            before = staged.write
+
+            def write() -> dict[str, int]:
+                counts = dict(before()) if before is not None else {}
+                # Dead letters first: a pending event put first could be taken by the worker
+                # before they are in.
+                counts[DEAD] = self.runtime.restore_events(events[DEAD])
+                counts[QUEUED] = self.runtime.restore_events(events[QUEUED])
+                return counts
+
+            staged.write = write
         for cid, raw in section(data, "rejected", dict).items():
             where = f"rejected[{cid!r}]"
             mark = mapping(raw, where)
@@ -331,3 +411,7 @@ class Ingestion:
     # -- lifecycle -----------------------------------------------------------------------------------
     def close(self) -> None:
         self.runtime.close()
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()

@@ -58,7 +58,7 @@ from ..store.files import file_id
 from ..store.wal import use_wal
 from .queue_upgrade import import_old_queues, numbered, old_queue_files, try_lock
 
-__all__ = ["QueuedEvent", "DeadRow", "EventQueue", "SQLiteEventQueue", "holds_events"]
+__all__ = ["QueuedEvent", "DeadRow", "StoredEvent", "EventQueue", "UserEvents", "SQLiteEventQueue", "holds_events"]
 
 TABLE = "ingest_events"
 _SCHEMA = f"""
@@ -101,6 +101,21 @@ class DeadRow:
     error: str
     attempts: int
     failed_at: float
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """An event as the queue keeps it, pending or dead: what a user's export holds of the
+    queue and what its import puts back (:class:`UserEvents`)."""
+
+    id: str  # the queue key (``<event id>@<user>``)
+    user_id: str
+    body: str  # the event's JSON text, as queued (or as it was when it failed)
+    state: str  # "pending" or "dead"
+    attempts: int
+    error: str | None
+    enqueued_at: float  # seconds since the epoch
+    failed_at: float | None
 
 
 @runtime_checkable
@@ -149,6 +164,25 @@ class EventQueue(Protocol):
         """Housekeeping the worker runs off the callers' path (e.g. a WAL checkpoint)."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class UserEvents(Protocol):
+    """What a user's export, import and forget need of a queue (both queues of BeeWeave have
+    it; a queue given as ``IngestConfig.queue`` without it exports only its dead letters)."""
+
+    def of_user(self, user_id: str) -> list[StoredEvent]:
+        """The user's pending and dead events, oldest first."""
+
+    def restore(self, events: Sequence[StoredEvent]) -> int:
+        """Put events back as they were (pending ones pending, dead ones dead, in the order
+        given); an id the queue holds is kept as it is. Return how many were new."""
+
+    def forget_user(self, user_id: str) -> int:
+        """Delete every event of the user, pending or dead; return how many."""
+
+    def users(self) -> list[str]:
+        """The users the queue holds events of (pending or dead), sorted."""
 
 
 def holds_events(path: Path, old_base: Path | None) -> bool:
@@ -453,6 +487,40 @@ class SQLiteEventQueue:
                     self._db.execute(f"UPDATE {TABLE} SET state='dead', error=?, failed_at=?, taken_by=NULL "
                                      "WHERE id=?", (reason, time.time(), victim))
             return victim
+
+    def of_user(self, user_id: str) -> list[StoredEvent]:
+        with self._lock, self._read():
+            self._check()
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM {TABLE} WHERE user_id=? ORDER BY seq",
+                                    (user_id,)).fetchall()
+        return [StoredEvent(*r) for r in rows]
+
+    def restore(self, events: Sequence[StoredEvent]) -> int:
+        if not events:
+            return 0
+        with self._lock:
+            self._check()
+            before = self._db.total_changes
+            with self._write():
+                self._db.executemany(f"INSERT OR IGNORE INTO {TABLE} ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                                     [(e.id, e.user_id, e.body, e.state, e.attempts, e.error, e.enqueued_at,
+                                       e.failed_at) for e in events])
+            self._check_file()
+            return self._db.total_changes - before
+
+    def users(self) -> list[str]:
+        with self._lock, self._read():
+            self._check()
+            return [r[0] for r in self._db.execute(f"SELECT DISTINCT user_id FROM {TABLE} ORDER BY user_id")]
+
+    def forget_user(self, user_id: str) -> int:
+        with self._lock:
+            self._check()
+            with self._write():
+                cur = self._db.execute(f"DELETE FROM {TABLE} WHERE user_id=?", (user_id,))
+            n = cur.rowcount
+        self.checkpoint()  # secure_delete zeroed them in the file; the WAL lets go of them too
+        return n
 
     def checkpoint(self) -> None:
         """Copy the WAL into the file and empty it (TRUNCATE): the WAL holds every event as it was

@@ -42,7 +42,7 @@ from .config import IngestConfig, PatternScope, QueueFullPolicy
 from .errors import QueueFullError
 from .patterns import NAMESPACE, HotPattern, PatternTracker
 from .pipeline import Pipeline, Prepared
-from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue, holds_events
+from .queue import DeadRow, EventQueue, QueuedEvent, SQLiteEventQueue, StoredEvent, UserEvents, holds_events
 
 __all__ = ["IngestRuntime", "REJECTED"]
 
@@ -145,6 +145,11 @@ class IngestRuntime:
         self._wake = threading.Event()
         self._retry_now = threading.Event()  # cuts a wait for an unavailable store short (flush, close)
         self._inflight: set[str] = set()
+        # A user's forget and the worker storing a batch take turns: the users forgotten since
+        # the batch was taken have their events dropped from it, so a forget that comes while
+        # the worker holds their events is not undone by the batch (see forget_events).
+        self._store_lock = threading.RLock()
+        self._forgotten: set[str] = set()
         # The queue's pending count as last read, plus the events put since: the bound is checked
         # against it, so a put is one statement (each SQLite call releases the GIL, and getting it
         # back from a busy worker is what a caller waits for). Read again after every batch.
@@ -277,6 +282,8 @@ class IngestRuntime:
         delay = 0.0  # > 0 while the store is unavailable: the wait before the next retry
         while not self._stop:
             self._wake.clear()  # before take(): a put after this sets it again, so no wake-up is lost
+            with self._store_lock:
+                self._forgotten.clear()  # before take(): a forget after it is seen by the batch
             try:
                 batch = q.take(self.config.batch_size)
                 if 0 < len(batch) < self.config.batch_size and self.pipeline.concurrent:
@@ -375,6 +382,14 @@ class IngestRuntime:
                 self._fail(q, qe, got, body)
             else:
                 ready.append((qe, got))
+        with self._store_lock:
+            gone = [qe.id for qe, p in ready if p.event.user_id in self._forgotten]
+            if gone:  # their user was forgotten since the batch was taken: nothing of them is stored
+                ready = [(qe, p) for qe, p in ready if qe.id not in gone]
+                q.done(gone)
+            self._store(q, ready)
+
+    def _store(self, q: EventQueue, ready: list[tuple[QueuedEvent, Prepared]]) -> None:
         try:
             self.store_new([c for _, p in ready for c in p.chunks])
         except (StoreClosedError, *_TRANSIENT):
@@ -527,6 +542,79 @@ class IngestRuntime:
         """A user's forget: their questions leave the shared pattern counts too."""
         for tracker in self.trackers:
             tracker.forget(user_id)
+
+    # -- a user's events (export, import, forget) --------------------------------------------------
+    def _existing_queue(self) -> EventQueue | None:
+        """The queue, if it is open or there is one that may hold events; a store that never
+        ingested gets none made (no lock file)."""
+        if self._queue is not None:
+            return self._queue
+        path, old, explicit = self._target()
+        if (self.config.queue is not None or explicit or self._shared_queue() is not None
+                or (path is not None and holds_events(path, old))):
+            return self.queue()
+        return None
+
+    def events_of(self, user_id: str) -> list[StoredEvent]:
+        """The user's pending and dead events, oldest first."""
+        q = self._existing_queue()
+        if q is None:
+            return []
+        if isinstance(q, UserEvents):
+            return q.of_user(user_id)
+        logger.warning("%s cannot list a user's pending events: only the dead letters are exported",
+                       type(q).__name__)
+        return [StoredEvent(r.id, r.user_id, json.dumps(r.body, ensure_ascii=False, default=str), "dead", r.attempts,
+                            r.error, r.failed_at, r.failed_at) for r in q.dead() if r.user_id == user_id]
+
+    def queue_users(self) -> list[str]:
+        """The users the queue holds events of, pending or dead."""
+        q = self._existing_queue()
+        if q is None:
+            return []
+        if isinstance(q, UserEvents):
+            return q.users()
+        return sorted({r.user_id for r in q.dead()})
+
+    def restore_events(self, events: Sequence[StoredEvent]) -> int:
+        """Put a user's exported events back (pending ones are processed once, by the worker);
+        an event the queue holds already is left as it is. Return how many were new."""
+        if not events:
+            return 0
+        q = self.queue()
+        if isinstance(q, UserEvents):
+            n = q.restore(events)
+        else:  # a queue of the caller's: pending, then dead by failing them
+            n = 0
+            for e in events:
+                if q.put(e.id, e.user_id, e.body):
+                    n += 1
+                    if e.state == "dead":
+                        q.fail(e.id, e.error or "", body=None)
+        if any(e.state == "pending" for e in events):
+            self.pending_count()
+            if self.config.autostart:
+                self.start()
+            self._wake.set()
+        return n
+
+    def forget_events(self, user_id: str) -> int:
+        """Delete the user's events from the queue, pending and dead (part of a user's forget,
+        before their memories go): none of them brings the user back. This process's worker
+        drops the user's events from the batch it holds, or, storing it now, finishes first
+        (and the forget then deletes what it stored). A worker of another process stores a
+        batch it took before the forget (``MemoryService.forget_user`` processes the queue
+        first)."""
+        q = self._existing_queue()
+        if q is None:
+            return 0
+        with self._store_lock:
+            self._forgotten.add(user_id)
+            if isinstance(q, UserEvents):
+                return q.forget_user(user_id)
+        logger.warning("%s cannot delete a user's pending events: only their dead letters are deleted",
+                       type(q).__name__)
+        return self.discard_of(user_id)
 
     def hot_patterns(self, user_id: str | None) -> list[HotPattern]:
         """The hot patterns of ``user_id`` (every user's when None) and the shared ones,

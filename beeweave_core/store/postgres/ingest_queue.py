@@ -35,7 +35,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from ...errors import StoreClosedError
-from ...ingest.queue import DeadRow, QueuedEvent
+from ...ingest.queue import DeadRow, QueuedEvent, StoredEvent
 from .connection import Database
 
 __all__ = ["PostgresEventQueue", "DEFAULT_LEASE"]
@@ -189,6 +189,38 @@ class PostgresEventQueue:
             "UPDATE @ingest_events e SET state = 'dead', error = %s, failed_at = now(), lease_until = NULL "
             "FROM v WHERE e.tenant = %s AND e.id = v.id RETURNING e.id", (self._t, list(exclude), reason, self._t))
         return rows[0][0] if rows else None
+
+    def of_user(self, user_id: str) -> list[StoredEvent]:
+        rows = self._run(
+            "SELECT id, user_id, body, state, attempts, error, extract(epoch FROM enqueued_at), "
+            "extract(epoch FROM failed_at) FROM @ingest_events WHERE tenant = %s AND user_id = %s ORDER BY seq",
+            (self._t, user_id))
+        return [StoredEvent(eid, uid, body, state, attempts, error, float(enq), None if failed is None else float(failed))
+                for eid, uid, body, state, attempts, error, enq, failed in rows]
+
+    def restore(self, events: Sequence[StoredEvent]) -> int:
+        if not events:
+            return 0
+        got = self._run(
+            "INSERT INTO @ingest_events (tenant, id, user_id, body, state, attempts, error, enqueued_at, failed_at) "
+            "SELECT %(t)s, u.id, u.user_id, u.body, u.state, u.attempts, u.error, to_timestamp(u.enq), "
+            "to_timestamp(u.failed) FROM unnest(%(ids)s::text[], %(users)s::text[], %(bodies)s::text[], "
+            "%(states)s::text[], %(attempts)s::int[], %(errors)s::text[], %(enq)s::float8[], %(failed)s::float8[]) "
+            "WITH ORDINALITY AS u(id, user_id, body, state, attempts, error, enq, failed, i) ORDER BY u.i "
+            "ON CONFLICT (tenant, id) DO NOTHING RETURNING id",
+            {"t": self._t, "ids": [e.id for e in events], "users": [e.user_id for e in events],
+             "bodies": [e.body for e in events], "states": [e.state for e in events],
+             "attempts": [e.attempts for e in events], "errors": [e.error for e in events],
+             "enq": [e.enqueued_at for e in events], "failed": [e.failed_at for e in events]})
+        return len(got)
+
+    def users(self) -> list[str]:
+        return [r[0] for r in self._run("SELECT DISTINCT user_id FROM @ingest_events WHERE tenant = %s ORDER BY user_id",
+                                        (self._t,))]
+
+    def forget_user(self, user_id: str) -> int:
+        return len(self._run("DELETE FROM @ingest_events WHERE tenant = %s AND user_id = %s RETURNING id",
+                             (self._t, user_id)))
 
     def checkpoint(self) -> None:
         """Nothing to do: PostgreSQL vacuums the processed rows."""
