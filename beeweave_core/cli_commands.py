@@ -382,18 +382,18 @@ def cmd_import(args: Any) -> int:
     exports = [(Path(name), *read_export(Path(name))) for name in args.files]
     check_apart([(path, plan) for path, _, plan in exports])
     with _service(args) as svc:
-        local = hasattr(svc, "check_import")
+        # The store's checks too (a local store's parts, or the server's, a request per file),
+        # for every file before any is written: a refused file leaves the others unwritten.
         plans = {}
-        if local:  # a local store: its parts' checks too, for every file first
-            for path, data, _ in exports:
-                try:
-                    plans[path] = svc.check_import(data)
-                except InvalidInputError as exc:
-                    raise type(exc)(f"{path}: {exc}") from None
-        done: list[str] = []
-        for path, data, _ in exports:  # a server takes the export itself and checks it
+        for path, data, _ in exports:
             try:
-                _print_import(svc.import_user(plans.get(path, data)), str(path))
+                plans[path] = svc.check_import(data)
+            except BeeWeaveError as exc:
+                raise type(exc)(f"{path}: {exc}") from None
+        done: list[str] = []
+        for path, _, _ in exports:
+            try:
+                _print_import(svc.import_user(plans[path]), str(path))
             except BeeWeaveError as exc:  # say which files are in, not only that this one is not
                 before = f"; {', '.join(done)} imported before it" if done else ""
                 raise type(exc)(f"{path}: {exc}{before}") from exc

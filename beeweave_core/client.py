@@ -559,6 +559,14 @@ class BeeWeaveClient:
             raise InvalidInputError("an export is a JSON object with its user_id")
         return self._call("POST", f"/api/v1/users/{self._seg(data['user_id'], 'user_id')}/import", body=dict(data))
 
+    def check_import(self, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Have the server check ``data`` as ``import_user`` would, writing nothing (raises what
+        the import would); returns ``data``, which ``import_user`` takes."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("user_id"), str):
+            raise InvalidInputError("an export is a JSON object with its user_id")
+        self._call("POST", f"/api/v1/users/{self._seg(data['user_id'], 'user_id')}/import/check", body=dict(data))
+        return data
+
     def forget_user(self, user_id: str) -> int:
         """Delete everything of a user on the server; returns how many memories were deleted."""
         return self._call("DELETE", f"/api/v1/users/{self._seg(user_id, 'user_id')}")["deleted"]

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from ..errors import InvalidInputError, NotFoundError
 from ..lifecycle.reports import MaintenanceReport
 from ..network import ExpandOptions
+from ..user_export import ExportPlan
 from .auth import Access, access_of
 from .config import ServerConfig
 from .deps import ERRORS, NOT_FOUND, Ctx, chunks_json, ctx, unlimited_ctx
@@ -30,6 +31,7 @@ from .schemas import (
     ForgetOut,
     IdsIn,
     IdsOut,
+    ImportCheckOut,
     ImportOut,
     IngestAccepted,
     RejectIn,
@@ -162,9 +164,8 @@ def core_router(config: ServerConfig) -> APIRouter:
             raise NotFoundError(f"no data of user {user!r}")
         return data
 
-    @r.post("/users/{user_id}/import", response_model=ImportOut, tags=["users"],
-            summary="Write a user's export back: memories as they were, relationships, history (admin key)")
-    def import_(user_id: str, data: dict[str, Any], c: Ctx = Depends(ctx)) -> dict[str, Any]:
+    def admitted(user_id: str, data: dict[str, Any], c: Ctx) -> ExportPlan:
+        """The export, checked without reading the store and for this key's access."""
         user = segment(user_id)
         c.access.must_admin("import")
         c.access.user(user)
@@ -176,7 +177,20 @@ def core_router(config: ServerConfig) -> APIRouter:
             held = {ch.id: ch.user_id for ch in c.svc.memory.get_many(ids)}
             for cid in ids:
                 c.access.may_choose(cid, user, held.get(cid))
-        return c.svc.import_user(plan).to_dict()
+        return plan
+
+    @r.post("/users/{user_id}/import", response_model=ImportOut, tags=["users"],
+            summary="Write a user's export back: memories as they were, relationships, history (admin key)")
+    def import_(user_id: str, data: dict[str, Any], c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        return c.svc.import_user(admitted(user_id, data, c)).to_dict()
+
+    @r.post("/users/{user_id}/import/check", response_model=ImportCheckOut, tags=["users"],
+            summary="Check a user's export as an import would, writing nothing (admin key)")
+    def import_check(user_id: str, data: dict[str, Any], c: Ctx = Depends(ctx)) -> dict[str, Any]:
+        # A client importing several files asks this for each before writing any, so a file
+        # the server refuses leaves nothing of the others written (``beeweave import``).
+        c.svc.check_import(admitted(user_id, data, c))
+        return {"user_id": segment(user_id), "checked": True}
 
     @r.delete("/users/{user_id}", response_model=ForgetOut, tags=["users"],
               responses=NOT_FOUND, summary="Forget everything of a user: records, index entries, relationships, history (admin key)")

@@ -335,6 +335,13 @@ class ExportOut(_Out):
     used: dict[str, Any] = Field(default_factory=dict)
 
 
+class ImportCheckOut(_Out):
+    """``POST /users/{user_id}/import/check``: the export would be imported (nothing written)."""
+
+    user_id: str
+    checked: bool
+
+
 class ImportOut(_Out):
     """What ``POST /users/{user_id}/import`` wrote (``ImportReport``)."""
 

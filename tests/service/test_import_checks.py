@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from beeweave_core import BeeWeave, InvalidInputError
+from beeweave_core import BeeWeave, BeeWeaveError, InvalidInputError, NotFoundError
 from beeweave_core.cli import main as cli_main
 from beeweave_core.server import open_memory
 from beeweave_core.server.service import MemoryService
@@ -120,7 +120,7 @@ def test_two_files_naming_one_id_are_refused_before_either_is_written(tmp_path, 
         assert [c.id for c in m.get_many(["same"])] == ["same"]
 
 
-def test_a_server_import_that_fails_names_the_files_already_imported(live, tmp_path, capsys):
+def test_a_server_refusing_one_file_gets_none_written(live, tmp_path, capsys):
     ok = tmp_path / "ok.json"
     ok.write_text(json.dumps(_export("Dana walks to work.", cid="srv-ok", user="dana")))
     # A memory id acme already holds for another user: the server refuses that file.
@@ -131,7 +131,25 @@ def test_a_server_import_that_fails_names_the_files_already_imported(live, tmp_p
     capsys.readouterr()
     code = cli_main(["--store", live.url, "--api-key", ACME_KEY, "import", str(ok), str(taken)])
     err = capsys.readouterr().err
-    assert code == 1 and "taken.json" in err and "ok.json imported before it" in err, err
+    # Before: ok.json was written, then taken.json refused ("ok.json imported before it").
+    assert code == 1 and "taken.json" in err and "imported before it" not in err, err
+    with live.client(ACME_KEY) as c:
+        with pytest.raises(NotFoundError):
+            c.get("srv-ok")
+        # checking writes nothing; the check and the import refuse alike
+        data = json.loads(taken.read_text())
+        with pytest.raises(BeeWeaveError) as checked:
+            c.check_import(data)
+        with pytest.raises(BeeWeaveError) as imported:
+            c.import_user(data)
+        assert type(checked.value) is type(imported.value) and "srv-taken" in str(checked.value)
+        assert c.check_import(json.loads(ok.read_text()))["user_id"] == "dana"
+        with pytest.raises(NotFoundError):
+            c.get("srv-ok")
+    code = cli_main(["--store", live.url, "--api-key", ACME_KEY, "import", str(ok)])
+    assert code == 0
+    with live.client(ACME_KEY) as c:
+        assert c.get("srv-ok").content == "Dana walks to work."
 
 
 
