@@ -18,6 +18,7 @@ __all__ = [
     "DuplicateIdError",
     "NotFoundError",
     "EmbedderMismatchError",
+    "EmbedderChangedError",
     "TokenizerMismatchError",
     "SchemaVersionError",
     "StoreClosedError",
@@ -68,6 +69,12 @@ class NotFoundError(BeeWeaveError, KeyError):
 
 class EmbedderMismatchError(BeeWeaveError):
     """The store was built with another embedding model."""
+
+
+class EmbedderChangedError(EmbedderMismatchError):
+    """The store moved to another embedding model (a re-embed, usually by another process)
+    after this BeeWeave was opened: a vector it computed would be the old model's, so the
+    write stored nothing. Open the store again (without ``embedder=`` it uses the new model)."""
 
 
 class TokenizerMismatchError(BeeWeaveError):

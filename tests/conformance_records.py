@@ -3,6 +3,8 @@ memories themselves written, read, filtered and rewritten with no lost update.""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -13,6 +15,7 @@ from beeweave_core import (
     BeeWeaveError,
     ChunkStatus,
     DuplicateIdError,
+    EmbedderChangedError,
     InvalidInputError,
     KnowledgeChunk,
     NotFoundError,
@@ -22,6 +25,7 @@ from beeweave_core.filters import build_filter
 from beeweave_core.scoring import RankFields
 from beeweave_core.store.base import ChunkRow
 from tests.conformance_data import (
+    DIM,
     EVERY_STATUS,
     FIELD_FILTERS,
     FIELD_TYPES_OF_TEST,
@@ -246,6 +250,33 @@ class RecordsConformance:
         assert calls == [] and world.get_meta("embedder") == "newer"  # no ids: only the meta
         backend.modify(None, lambda current: calls.append(current) or [], meta={"embedder": "x"})
         assert calls == [{}] and backend.get_meta("embedder") == "x"  # an empty store: called with nothing
+
+    def test_a_vector_for_another_model_than_the_stores_is_refused(self, world, backend) -> None:
+        # A writer still on the model another process re-embedded the store away from: its
+        # rows name their model, read against the store's in the write's own transaction.
+        world.set_meta("embedder", json.dumps({"name": "new", "dim": DIM}))
+        before, vectors = world.get(["w0"]), world.get_vectors(["w0"])
+
+        def stale(r: ChunkRow) -> ChunkRow:
+            return dataclasses.replace(r, model="old")
+
+        with pytest.raises(EmbedderChangedError, match="'new'"):
+            world.insert([row("n1", "kiwi lime", seed=1), stale(row("n2", "kiwi lime", seed=2))])
+        with pytest.raises(EmbedderChangedError):
+            world.replace([stale(row("w0", "kiwi lime", seed=3))])
+        with pytest.raises(EmbedderChangedError):
+            world.modify(["w0"], lambda current: [stale(row("w0", "kiwi lime", seed=4))])
+        assert world.contains(["n1", "n2"]) == set() and world.count() == len(WORLD)  # nothing written
+        assert world.get(["w0"]) == before
+        np.testing.assert_allclose(world.get_vectors(["w0"])["w0"], vectors["w0"], atol=1e-6)
+        assert ids_of(world.lexical_search({"kiwi": 1}, build_filter(EVERY_STATUS), 5)) == []
+
+        world.insert([dataclasses.replace(row("n1", "kiwi lime", seed=1), model="new")])  # the store's model
+        world.replace([dataclasses.replace(row("w0", "kiwi lime", seed=3), model="new")])
+        world.insert([row("n2", "kiwi lime", seed=2)])  # no model named: not checked
+        assert world.contains(["n1", "n2"]) == {"n1", "n2"}
+        backend.insert([stale(row("n3", "kiwi"))])  # no model recorded yet: nothing to check against
+        assert backend.contains(["n3"]) == {"n3"}
 
     def test_modify_writes_nothing_when_change_fails(self, world) -> None:
         before = world.get(["w0", "w1"])

@@ -84,6 +84,7 @@ EXPECTED_ALL = [
     "DuplicateIdError",
     "NotFoundError",
     "EmbedderMismatchError",
+    "EmbedderChangedError",
     "TokenizerMismatchError",
     "SchemaVersionError",
     "StoreClosedError",

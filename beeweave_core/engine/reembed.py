@@ -9,6 +9,13 @@ its old vectors and model until the last step, which reads every record under th
 write lock (``modify(None, ...)``) and writes every new vector and the new model's name in that
 transaction, so another process's edit, delete or add just before it is neither reverted nor
 left on the old model; then the checkpoint is deleted.
+
+Another BeeWeave on the store opened before the switch (another process, usually) still
+embeds with the old model. Every vector the engine writes names its model (``ChunkRow.model``)
+and the backend refuses it, in the write's own transaction, when the store's recorded model is
+another (``store.base.check_model``): that writer's adds and text edits raise
+``EmbedderChangedError`` and store nothing until it opens the store again; its ingest worker
+keeps the events queued.
 """
 
 from __future__ import annotations
@@ -104,6 +111,8 @@ def reembed(shared: Shared, new: Embedder, *, batch_size: int = 256, show_progre
         # pre-pass below is embedded here (a few records, while other writers wait).
         _embed(shared, new, _pending(current.values(), done), done, batch_size, None, checkpoint=False)
         switched.append(len(current))
+        # No ``model`` on these rows: the switch is what sets the store's model (in this
+        # transaction), and it rewrites every vector, whatever model the store had.
         return [ChunkRow(c, done[c.id][1], shared.tokenizer(c.content)) for c in current.values()]
 
     with shared.write_lock:

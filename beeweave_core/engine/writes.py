@@ -22,7 +22,7 @@ from ..events import EventType
 from ..filters import build_filter
 from ..lifecycle.history import record_version
 from ..records import ALL_STATUSES, KnowledgeChunk, ProcessedContent
-from ..store.base import ChunkRow
+from ..store.base import ChunkRow, check_model
 from ..validation import (
     check_chunk,
     check_content,
@@ -211,7 +211,10 @@ class Records:
         ready = [v for v in vectors if v is not None]
         self.shared.record_embedder(len(ready[0]))
         tok = self.shared.tokenizer
-        return [ChunkRow(c, v, tok(c.content)) for (c, _), v in zip(batch, ready)]
+        # Each row names the model its vector is for (a given vector too: it must be for the
+        # model this BeeWeave uses); the backend refuses it if the store moved to another.
+        model = self.shared.embedder.name
+        return [ChunkRow(c, v, tok(c.content), model) for (c, _), v in zip(batch, ready)]
 
     # -- reading -------------------------------------------------------------------------
     def get(self, chunk_id: str) -> KnowledgeChunk:
@@ -317,12 +320,16 @@ class Records:
             if out.content == fresh.content:
                 return [out]
             if rows and rows[0].chunk.content == out.content:
-                return [ChunkRow(out, rows[0].vector, rows[0].terms)]
+                return [ChunkRow(out, rows[0].vector, rows[0].terms, rows[0].model)]
             # Another update changed the text this one derives from: embed that (rare).
             vec = self.check_vector(self.shared.embedder.embed_documents([out.content])[0])
-            return [ChunkRow(out, vec, self.shared.tokenizer(out.content))]
+            return [ChunkRow(out, vec, self.shared.tokenizer(out.content), self.shared.embedder.name)]
 
         backend = self.shared.backend
+        if rows:
+            # A new text's vector is refused by the write if another process moved the store to
+            # another model; asked first too, so such an edit records no version either.
+            check_model(rows, backend.get_meta("embedder"))
         with self.shared.write_lock:  # no feedback, access or other update of this process interleaves
             before = None
             if reason is not None and _says(current) != _says(new):

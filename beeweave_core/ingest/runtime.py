@@ -32,7 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import DuplicateIdError, ModelLoadError, StoreClosedError, StoreUnavailableError
+from ..errors import DuplicateIdError, EmbedderChangedError, ModelLoadError, StoreClosedError, StoreUnavailableError
 from ..ids import event_key, legacy_event_memory_id
 from ..lifecycle.config import FeedbackSignal
 from ..lifecycle.timeline import stated_fact
@@ -53,7 +53,10 @@ _SWEEP_EVERY = timedelta(hours=1)
 SHARED_NAMESPACE = NAMESPACE + ".shared"  # the shared pattern tracker's keys
 # Failures that are not the events' fault: the batch stays pending and is retried with backoff
 # (a store that is down, an embedding model that could not be loaded yet) instead of dead-lettering.
-_TRANSIENT = (StoreUnavailableError, ModelLoadError)
+# A store another process moved to another model is one too: this worker's vectors would be the
+# old model's, so it stores nothing, and the events wait for a BeeWeave opened on the new model
+# (this one, reopened, or another process's worker).
+_TRANSIENT = (StoreUnavailableError, ModelLoadError, EmbedderChangedError)
 _FIRST_RETRY = 0.5  # seconds before the first retry of a batch the store could not take
 _LINGER = 0.05  # seconds a short batch waits for more events when a model extracts (a call is slow: more per batch pays)
 
@@ -333,7 +336,11 @@ class IngestRuntime:
 
     def _postpone(self, q: EventQueue, batch: list[QueuedEvent], exc: Exception, *, first: bool) -> None:
         error = f"{type(exc).__name__}: {exc}"
-        if first:
+        if first and isinstance(exc, EmbedderChangedError):
+            logger.warning("BeeWeave ingest worker: the store moved to another embedding model (%s); %d queued "
+                           "events stay pending until a BeeWeave opened on it stores them: open the store again",
+                           error, self.pending_count())
+        elif first:
             logger.warning("BeeWeave ingest worker: the store is unavailable (%s); %d queued events stay pending "
                            "and are retried until it is back", error, self.pending_count())
         postpone = getattr(q, "postpone", None)

@@ -10,9 +10,10 @@ the helpers both backends share, and the schema version; it re-exports the roles
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from ..errors import BeeWeaveError
+from ..errors import BeeWeaveError, EmbedderChangedError
 from ..records import KnowledgeChunk
 from .exchange import Candidates, ChunkRow, TermEvidence, VerifyReport
 from .roles import (
@@ -34,8 +35,8 @@ from .roles import (
 
 __all__ = ["SCHEMA_VERSION", "Candidates", "Capabilities", "ChunkRow", "Edges", "Integrity", "KeyValue", "Lifecycle",
            "Log", "Meta", "OwnsQueue", "Records", "RetrievesInOneTrip", "SearchIndex", "SearchesTermsInOneTrip",
-           "StaleCandidates", "StoreBackend", "TermEvidence", "Users", "VerifyReport", "records_in_order",
-           "split_changes"]
+           "StaleCandidates", "StoreBackend", "TermEvidence", "Users", "VerifyReport", "check_model",
+           "records_in_order", "split_changes"]
 
 # Bumped by every named migration; a store newer than the code refuses to open.
 SCHEMA_VERSION = 4
@@ -58,6 +59,33 @@ def split_changes(new: Sequence[KnowledgeChunk | ChunkRow],
         else:
             chunks.append(n)
     return chunks, rows
+
+
+def check_model(rows: Sequence[ChunkRow], recorded: str | None) -> None:
+    """Refuse rows whose vectors are for another model than the store's: ``recorded`` is the
+    store's meta ``embedder`` (JSON with the model's ``name``) as read inside the write's
+    transaction, under its write lock. A backend calls this before it stores a vector, so a
+    BeeWeave still on the model another process re-embedded the store away from (the switch
+    is one transaction that sets this meta) stores nothing instead of an old-model vector
+    that new-model queries would be compared with and nothing would repair. A store with no
+    model recorded yet, or rows with no ``model``, are not checked.
+
+    Refused rather than embedded again with the new model: that writer may not be able to
+    load it (an embeddings object only the other process holds, a model not installed or not
+    downloadable offline), loading one inside an ``add`` would cost seconds and memory nobody
+    asked for, and its searches would still embed queries with the old model. An error it
+    can act on (reopen) beats a write acknowledged with a vector nothing can search."""
+    models = {r.model for r in rows if r.model is not None}
+    if recorded is None or not models:
+        return
+    name = str(json.loads(recorded)["name"])
+    stale = sorted(models - {name})
+    if stale:
+        raise EmbedderChangedError(
+            f"the store is now embedded with {name!r}, not {stale[0]!r}: it was moved to that model (a re-embed, "
+            f"by another process or another BeeWeave on this store) after this one was opened, so this write "
+            f"stored nothing (its vectors would be the old model's); open the store again (without embedder= it "
+            f"uses {name!r}) and retry")
 
 
 def records_in_order(get: Callable[[Sequence[str]], dict[str, KnowledgeChunk]],

@@ -24,11 +24,18 @@ __all__ = ["Candidates", "ChunkRow", "Derive", "LinkFacts", "LinkReads", "TermEv
 
 @dataclass
 class ChunkRow:
-    """What a backend stores for one chunk: the record, its vector and its index terms."""
+    """What a backend stores for one chunk: the record, its vector and its index terms.
+
+    ``model``: the name of the embedding model the vector is for (the engine's embedder's);
+    a backend stores the row only if the store's recorded model (meta ``embedder``) is
+    still that one when its write transaction reads it (``check_model``), else raises
+    ``EmbedderChangedError``. None: not checked (a re-embed's switch, which sets the model
+    in the same transaction)."""
 
     chunk: KnowledgeChunk
     vector: np.ndarray
     terms: list[str]
+    model: str | None = None
 
 
 @dataclass

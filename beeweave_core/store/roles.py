@@ -46,7 +46,12 @@ class Records(Protocol):
     """The memories themselves: written whole, read by id or by filter, never a lost update."""
 
     def insert(self, rows: Sequence[ChunkRow]) -> None:
-        """Insert atomically: all rows or none. Raises DuplicateIdError first if an id exists."""
+        """Insert atomically: all rows or none. Raises DuplicateIdError first if an id exists.
+
+        Every write of rows (``insert``, ``insert_linked``, ``replace``, ``modify``) passes
+        the store's meta ``embedder``, read in its own transaction under its write lock, to
+        ``base.check_model`` before storing a vector: a row whose ``model`` is not the
+        store's is refused (``EmbedderChangedError``, nothing written)."""
 
     def update(self, chunks: Sequence[KnowledgeChunk]) -> None:
         """Rewrite records whose indexed text did not change (weights, status, tags...)."""

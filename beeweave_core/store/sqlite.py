@@ -31,7 +31,7 @@ from ..index.turns import lends_context
 from ..index.vectors import VectorIndex
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
-from .base import SCHEMA_VERSION, Capabilities, ChunkRow, VerifyReport, records_in_order, split_changes
+from .base import SCHEMA_VERSION, Capabilities, ChunkRow, VerifyReport, check_model, records_in_order, split_changes
 from .files import file_id
 from .links import Derive, LinkReads, insert_then_link
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
@@ -621,6 +621,11 @@ class SQLiteStore:
 
     def _put_rows(self, rows: Sequence[ChunkRow], mirror: _Mirror) -> None:
         """The INSERT statements of ``insert``, inside the caller's transaction."""
+        if any(r.model is not None for r in rows):
+            # Under BEGIN IMMEDIATE: a re-embed's switch (one transaction setting this) is
+            # either committed, and seen here, or waits for this write and re-reads its rows.
+            row = self._db.execute("SELECT value FROM meta WHERE key='embedder'").fetchone()
+            check_model(rows, None if row is None else row[0])
         dims = {len(r.vector) for r in rows}
         vec = self.index.vec
         staying = 0 if vec is None else vec.n_alive - sum(cid in self.index for cid in mirror.removed)

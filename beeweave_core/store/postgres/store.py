@@ -37,7 +37,7 @@ from ...index.context import IndexConfig
 from ...index.turns import SessionContext, lends_context
 from ...records import KnowledgeChunk, Relationship, to_datetime
 from ...scoring import RankFields
-from ..base import Capabilities, ChunkRow, VerifyReport, records_in_order, split_changes
+from ..base import Capabilities, ChunkRow, VerifyReport, check_model, records_in_order, split_changes
 from ..links import Derive, LinkReads
 from . import links as pg_links
 from . import verify as pg_verify
@@ -304,15 +304,20 @@ class PostgresStore:
         for tc in counts:
             _no_nul("term", list(tc))
         n = len(prepared)
-        existing, store_dim, seqs, high = one(conn.execute(q(
+        # The store's model rides the same statement (no round trip of its own), read under
+        # the tenant's write lock: a re-embed's switch, which sets it in its transaction, is
+        # committed and seen here, or waits for this write and re-reads its records.
+        existing, store_dim, seqs, high, model = one(conn.execute(q(
             "SELECT (SELECT array_agg(id) FROM @chunks WHERE tenant = %(t)s AND id = ANY(%(ids)s)), "
             "(SELECT dim FROM @stats WHERE tenant = %(t)s AND n_docs > 0), "
             "ARRAY(SELECT nextval('@chunk_seq') FROM generate_series(1, %(n)s)), "
-            "(SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s)"),
+            "(SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s), "
+            "(SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'embedder')"),
             {"t": t, "ids": ids, "n": n}).fetchone())
         if existing:
             first = next(i for i in ids if i in set(existing))
             raise DuplicateIdError(f"a chunk with id {first!r} already exists")
+        check_model([r for _, r in prepared], model)
         if store_dim is not None and store_dim != dim:
             raise DimensionMismatchError(f"vectors of dimension {dim} cannot go into a store of dimension {store_dim}")
         seqs = sorted(seqs)
