@@ -380,8 +380,10 @@ class BeeWeave:
         """Delete everything of a user: memories of every status with their index entries,
         relationships and versions, the audit log, facts, review entries, watches, statistics
         and session buffers. Subscribers get ``memory.deleted`` for each memory (its id and
-        user, nothing it said). Returns how many memories were deleted. Events still queued
-        for the user are stored when processed: ``flush()`` first (``MemoryService`` does)."""
+        user, nothing it said). Returns how many memories were deleted. The user's events
+        still in the store's ingest queue, and their dead letters, are deleted with the rest (as
+        the PostgreSQL store always did): :meth:`drain` first to store them (``MemoryService``
+        does)."""
         deleted = self._records.forget_user(check_user(user_id))
         self._ingestion.forget_user(user_id)  # their questions in the shared pattern counts
         self._watches.refresh()  # the user's watches stop here now, not at the next reload

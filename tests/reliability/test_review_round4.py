@@ -1,0 +1,48 @@
+"""Review round 4: failure cases of the ingest queue as a table of the store's file, the
+catch-up of the in-memory index, and per-user export/import, each found failing first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from beeweave_core import BeeWeave, HashingEmbedder
+from beeweave_core.ingest import IngestConfig
+from tests.reliability.rel_support import all_chunks
+
+SECRET = "zorblaxquintessa"  # a word only alice's events hold
+
+
+def _memory(path: Path, **config: Any) -> BeeWeave:
+    return BeeWeave(path, embedder=HashingEmbedder(32), ingest=IngestConfig(**config))
+
+
+def _event(i: int, user: str, word: str = "plain") -> dict[str, str]:
+    return {"id": f"ev{i}", "user_id": user, "query": f"Where is the {word} key number {i}?",
+            "response": f"The {word} key {i} is in the blue drawer."}
+
+
+# -- forgetting a user on the embedded store ---------------------------------------------------------
+def test_forget_user_drops_the_users_queued_and_dead_events_from_the_store_file(tmp_path: Path) -> None:
+    """The queue is a table of the store's file now, so ``delete_user`` reaches it: a user's
+    pending events (a drain that timed out, a worker that is behind) and dead letters hold their
+    words, and a pending one would be stored after the forget, bringing the user back. The
+    PostgreSQL store deletes them in the forget's transaction; the embedded store left them."""
+    db = tmp_path / "m.db"
+    m = _memory(db, autostart=False)
+    try:
+        m.ingest(_event(1, "alice", SECRET))  # still queued when she is forgotten
+        m.ingest(_event(2, "alice", SECRET))
+        m.ingest(_event(3, "bob"))
+        m._ingestion.runtime.queue().fail("ev2@alice", "ValueError: made dead by the test")
+        assert m.pending_events() == 2 and len(m.dead_letters()) == 1
+        m.forget_user("alice")
+        assert m.dead_letters() == []
+        assert m.pending_events() == 1  # bob's event only
+        m.start_ingest()
+        assert m.flush(30)
+        assert {c.user_id for c in all_chunks(m.backend).values()} == {"bob"}  # alice did not come back
+    finally:
+        m.close()
+    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert SECRET.encode() not in blob
