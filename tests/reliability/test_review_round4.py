@@ -46,3 +46,17 @@ def test_forget_user_drops_the_users_queued_and_dead_events_from_the_store_file(
         m.close()
     blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
     assert SECRET.encode() not in blob
+
+
+# -- exactly once across users: pattern sightings ---------------------------------------------------
+def test_two_users_events_of_one_id_are_two_sightings_of_a_shared_question(tmp_path: Path) -> None:
+    """A sighting counted before a crash is recognised by its event id when the event is
+    processed again; but an event id is one user's (``ann``'s "turn-1" and ``bob``'s are two
+    events, ids carry the user), so the shared count must tell them apart by the user too."""
+    with _memory(tmp_path / "m.db") as m:  # the default: a question three users ask is shared
+        for user in ("ann", "bob", "cy"):
+            m.ingest({"user_id": user, "id": "turn-1", "query": "How do I change my avatar?",
+                      "response": "Profile > Avatar."})
+            assert m.flush(30)
+        shared = [p for p in m.hot_patterns() if p.user_id == "scope:tenant"]
+        assert len(shared) == 1 and shared[0].counts["1h"] == 3
