@@ -60,3 +60,23 @@ def test_two_users_events_of_one_id_are_two_sightings_of_a_shared_question(tmp_p
             assert m.flush(30)
         shared = [p for p in m.hot_patterns() if p.user_id == "scope:tenant"]
         assert len(shared) == 1 and shared[0].counts["1h"] == 3
+
+
+# -- the move of an older version's queue files -------------------------------------------------------
+OLD_FILES = Path(__file__).resolve().parents[1] / "ingest" / "data" / "old_queue_files.tar.gz"
+
+
+def test_numbered_old_queue_files_are_found_beside_a_store_whose_name_has_glob_characters(tmp_path: Path) -> None:
+    """A second process of the older version queued in ``<db>.queue.1`` and ``<db>.queue.intake.1``.
+    They are listed with a glob of the store's name: ``[1]`` in the name is a character class
+    there, so the files were never found and their acknowledged events never moved in."""
+    import tarfile
+
+    with tarfile.open(OLD_FILES) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (tmp_path / "m.db").rename(tmp_path / "m[1].db")
+    (tmp_path / "m.db.queue").rename(tmp_path / "m[1].db.queue.1")
+    (tmp_path / "m.db.queue.intake").rename(tmp_path / "m[1].db.queue.intake.1")
+    with BeeWeave(tmp_path / "m[1].db", embedder=HashingEmbedder(64), ingest=IngestConfig(autostart=False)) as m:
+        assert m.pending_events() == 9 and len(m.dead_letters()) == 1
+        assert sorted(p.name for p in tmp_path.iterdir() if ".queue" in p.name) == []
