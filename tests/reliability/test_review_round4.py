@@ -80,3 +80,19 @@ def test_numbered_old_queue_files_are_found_beside_a_store_whose_name_has_glob_c
     with BeeWeave(tmp_path / "m[1].db", embedder=HashingEmbedder(64), ingest=IngestConfig(autostart=False)) as m:
         assert m.pending_events() == 9 and len(m.dead_letters()) == 1
         assert sorted(p.name for p in tmp_path.iterdir() if ".queue" in p.name) == []
+
+
+# -- flush() waits for every acknowledged event of the store ------------------------------------------
+def test_flush_waits_for_events_another_process_left_in_the_queue_table(tmp_path: Path) -> None:
+    """The queue is one table for every process on the store, and ``flush()`` is documented to
+    wait for every acknowledged event, a dead sibling's included. A process that had not
+    ingested itself when another one left events there (closed before its worker got to them,
+    or killed) said nothing was pending and flushed at once, with the events unprocessed."""
+    db = tmp_path / "m.db"
+    with _memory(db) as first:  # open before anything is queued: it has no queue open yet
+        first.add("a memory of the first process", user_id="u")
+        with _memory(db, autostart=False) as other:  # e.g. a script that ingests and exits
+            acked = [other.ingest(_event(i, "u")) for i in range(3)]
+        assert first.pending_events() == 3
+        assert first.flush(30) and first.pending_events() == 0
+        assert first.backend.contains([f"{e}@u:0" for e in acked]) == {f"{e}@u:0" for e in acked}
