@@ -583,7 +583,7 @@ class IngestRuntime:
         if q is None:
             return 0
         keys = [r.id for r in q.dead() if user_id is None or r.user_id == user_id]
-        return self._queue.discard(keys) if keys else 0
+        return q.discard(keys) if keys else 0
 
     def _keys(self, ids: Sequence[str]) -> list[str]:
         """The queue keys of dead events named by event id (``<event id>@<user>``, or the bare id
