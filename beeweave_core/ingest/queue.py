@@ -477,6 +477,11 @@ class SQLiteEventQueue:
                     # Give back this queue's claims (a batch the worker was stopped in) and empty
                     # the WAL so no processed event lingers in it.
                     self._db.execute(f"UPDATE {TABLE} SET taken_by=NULL WHERE taken_by=?", (self.owner,))
+                    # The WAL is the store's: any process reading the store holds the checkpoint
+                    # up, and with the 30 s busy timeout a close waited all of it. A second, as
+                    # the idle checkpoint waits (the worker emptied the WAL when it went idle);
+                    # the next checkpoint of any process on the file empties it otherwise.
+                    self._db.execute("PRAGMA busy_timeout=1000")
                     self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error:
                 pass  # e.g. a full disk: the claims go back when another queue finds the slot free

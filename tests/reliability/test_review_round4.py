@@ -96,3 +96,31 @@ def test_flush_waits_for_events_another_process_left_in_the_queue_table(tmp_path
         assert first.pending_events() == 3
         assert first.flush(30) and first.pending_events() == 0
         assert first.backend.contains([f"{e}@u:0" for e in acked]) == {f"{e}@u:0" for e in acked}
+
+
+# -- closing while another process reads the store ----------------------------------------------------
+def test_close_does_not_wait_half_a_minute_for_another_connections_read(tmp_path: Path) -> None:
+    """At close the queue empties the WAL (TRUNCATE checkpoint), which waits for every reader of
+    the file. Since the queue is a table of the store's file, every process that reads the
+    store is such a reader: a close waited the queue's whole busy timeout (30 s) whenever one
+    held a read open, where the worker's own checkpoints wait a second and try again later."""
+    import sqlite3
+    import time
+
+    db = tmp_path / "m.db"
+    m = _memory(db)
+    m.ingest(_event(1, "u"))
+    assert m.flush(30)
+    reader = sqlite3.connect(str(db), isolation_level=None)  # e.g. another process's long read
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM chunks").fetchone()
+        m.add("written after the reader began: the WAL has frames it may still need", user_id="u")
+        started = time.monotonic()
+        m.close()
+        assert time.monotonic() - started < 10
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    with _memory(db) as again:  # nothing lost by the skipped checkpoint
+        assert again.backend.contains(["ev1@u:0"]) == {"ev1@u:0"} and again.count(user_id="u") == 2
