@@ -124,3 +124,38 @@ def test_close_does_not_wait_half_a_minute_for_another_connections_read(tmp_path
         reader.close()
     with _memory(db) as again:  # nothing lost by the skipped checkpoint
         assert again.backend.contains(["ev1@u:0"]) == {"ev1@u:0"} and again.count(user_id="u") == 2
+
+
+def test_the_idle_workers_checkpoint_does_not_stall_the_stores_writers(tmp_path: Path, monkeypatch) -> None:
+    """An idle worker empties the WAL (TRUNCATE checkpoint) at each poll. A TRUNCATE checkpoint
+    holds the file's write lock while it waits for readers, and the queue is a table of the
+    store's file: while any process held a read open, every write to the store (an ``add``, an
+    ``ingest``, another process's) stalled up to the checkpoint's one-second wait at each poll."""
+    import sqlite3
+    import time
+
+    from beeweave_core.ingest.queue import SQLiteEventQueue
+
+    monkeypatch.setattr(SQLiteEventQueue, "ADOPT_INTERVAL", 0.2)  # polls (and checkpoints) often
+    db = tmp_path / "m.db"
+    with _memory(db) as m:
+        m.ingest(_event(1, "u"))
+        assert m.flush(30)
+        m.add("a memory written before the reader began", user_id="u")
+        reader = sqlite3.connect(str(db), isolation_level=None)  # e.g. another process's long read
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM chunks").fetchone()
+            slow, end, i = [], time.monotonic() + 3.0, 0
+            while time.monotonic() < end:
+                started = time.monotonic()
+                m.add(f"memory number {i} written while the reader reads", user_id="u")
+                took = time.monotonic() - started
+                if took > 0.6:
+                    slow.append(round(took, 2))
+                i += 1
+                time.sleep(0.01)
+        finally:
+            reader.execute("COMMIT")
+            reader.close()
+        assert slow == [], f"{len(slow)} of {i} adds waited: {slow[:5]}"
