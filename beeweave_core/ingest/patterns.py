@@ -280,11 +280,14 @@ class PatternTracker:
                               "terms": list(self.terms(s.query)), "hits": [], "examples": [],
                               "first_seen": _ts(s.at)}
             hits: list[list[Any]] = state["hits"]
-            seen.update(again=any(h[1] == s.event_id for h in hits), new=not hits,
+            # An event id is one user's (two users' "turn-1" are two events): a sighting counted
+            # already is the same id from the same user (hits kept before they named the user: the id).
+            by = _user_hash(s.user_id)
+            seen.update(again=any(h[1] == s.event_id and (len(h) < 3 or h[2] == by) for h in hits), new=not hits,
                         was_hot=self.is_hot(self.counts(hits, now), hits))
             if seen["again"]:
                 return state  # already counted (the event was processed before a crash)
-            hits = sorted([*hits, [_ts(s.at), s.event_id, _user_hash(s.user_id)]], key=lambda h: h[0])
+            hits = sorted([*hits, [_ts(s.at), s.event_id, by]], key=lambda h: h[0])
             state["hits"] = [h for h in hits if h[0] > cutoff][-self.config.max_hits:]
             state["examples"] = ([e for e in state["examples"] if e["query"] != s.query]
                                  + [example])[-self.config.max_examples:]

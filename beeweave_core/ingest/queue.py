@@ -211,6 +211,7 @@ class SQLiteEventQueue:
 
     # The WAL size at which ``done`` checkpoints while a backlog drains.
     WAL_LIMIT = 8 << 20
+    CHECKPOINT_WAIT = 1.0  # seconds a checkpoint keeps trying while a write or a read is in its way
     ADOPT_INTERVAL = 5.0  # seconds between looks for claims (and old queue files) of processes that died
 
     def __init__(self, path: str | Path | None = None, *, fsync: bool = False, timeout: float = 30.0,
@@ -249,8 +250,8 @@ class SQLiteEventQueue:
                 self._file_id = file_id(self.path)
                 self._db.execute("PRAGMA wal_autocheckpoint=0")  # never checkpoint on a caller's put
                 self._ckpt = self._connect(timeout)
-                # The idle checkpoint waits this long (ms) for a caller's write, then tries again later.
-                self._ckpt.execute("PRAGMA busy_timeout=1000")
+                # No busy handler: the checkpoint tries again itself (see _empty_wal).
+                self._ckpt.execute("PRAGMA busy_timeout=0")
                 self._adopt()
         except BaseException as exc:
             for db in (getattr(self, "_db", None), self._ckpt):
@@ -528,10 +529,7 @@ class SQLiteEventQueue:
         ``secure_delete`` zeroes the processed ones."""
         if self._ckpt is None or self._closed:
             return
-        try:
-            self._ckpt.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error:
-            pass  # a busy checkpoint is retried when the worker is next idle
+        _empty_wal(self._ckpt, self.CHECKPOINT_WAIT)  # a busy one is tried again when the worker is next idle
 
     def close(self) -> None:
         with self._lock:
@@ -545,12 +543,37 @@ class SQLiteEventQueue:
                     # Give back this queue's claims (a batch the worker was stopped in) and empty
                     # the WAL so no processed event lingers in it.
                     self._db.execute(f"UPDATE {TABLE} SET taken_by=NULL WHERE taken_by=?", (self.owner,))
-                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    # The WAL is the store's: any process reading the store holds the checkpoint
+                    # up, and with the 30 s busy timeout a close waited all of it. At most
+                    # CHECKPOINT_WAIT, as the idle checkpoint (the worker emptied the WAL when it
+                    # went idle); the next checkpoint of any process on the file empties it otherwise.
+                    self._db.execute("PRAGMA busy_timeout=0")
+                    _empty_wal(self._db, self.CHECKPOINT_WAIT)
             except sqlite3.Error:
                 pass  # e.g. a full disk: the claims go back when another queue finds the slot free
             finally:
                 self._db.close()
                 self._release()
+
+
+def _empty_wal(db: sqlite3.Connection, wait: float) -> bool:
+    """Copy the WAL into the file and truncate it, trying again for up to ``wait`` seconds while
+    a write or a read is in the way; True once it is empty. ``db`` has no busy handler.
+
+    Not SQLite's busy handler: a TRUNCATE checkpoint holds the file's write lock while it waits
+    for readers, and the queue's file is the store's, so any process reading the store would
+    stall every writer of the store (an ``add``, an ``ingest``, other processes') for as long
+    as it waited. Without one, each try takes the write lock only to copy what it can."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            if not db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                return True
+        except sqlite3.Error:
+            pass  # busy (or e.g. a full disk): as a busy checkpoint
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def _slot_base(path: Path) -> Path:

@@ -19,6 +19,7 @@ its predecessor's seq + 1, and a torn record (bad length or crc) ends them.
 from __future__ import annotations
 
 import fcntl
+import glob
 import io
 import json
 import os
@@ -47,7 +48,9 @@ def numbered(base: Path, n: int) -> Path:
 
 def _series(base: Path) -> list[Path]:
     """The files of ``base``'s series that exist: ``base``, ``base.1``, ``base.2``..."""
-    more = sorted((p for p in base.parent.glob(base.name + ".*") if p.name[len(base.name) + 1:].isdigit()),
+    # The name escaped: a store named e.g. "m[1].db" would be a glob pattern that never matches
+    # its own files, and their acknowledged events would never be moved in.
+    more = sorted((p for p in base.parent.glob(glob.escape(base.name) + ".*") if p.name[len(base.name) + 1:].isdigit()),
                   key=lambda p: int(p.name[len(base.name) + 1:]))
     return [p for p in [base, *more] if p.exists()]
 

@@ -188,6 +188,19 @@ class IngestRuntime:
             if self.config.autostart and (self._shared is not None or self.pending_count()):
                 self.start()
 
+    def _opened(self) -> EventQueue | None:
+        """The queue if it is open, or opened now when the store's file holds events (or the
+        queue files of an older version) that another process left since this one started.
+
+        The table is every process's: a process that had not ingested yet has no queue open,
+        and must not report nothing pending (nor let ``flush()`` return at once) while events
+        another process acknowledged, then closed or was killed before storing, wait there."""
+        if self._queue is None and not self._closed and self.config.queue is None:
+            path, old, _ = self._target()
+            if path is not None and holds_events(path, old):
+                self.queue()
+        return self._queue
+
     def queue(self) -> EventQueue:
         if self._queue is None:
             with self._lock:
@@ -499,7 +512,7 @@ class IngestRuntime:
 
     # -- waiting and stopping --------------------------------------------------------------------
     def flush(self, timeout: float | None) -> bool:
-        q = self._queue
+        q = self._opened()
         if q is None:
             return True
         if threading.current_thread() is self._thread:
@@ -633,7 +646,8 @@ class IngestRuntime:
 
     def pending_count(self) -> int:
         """Events waiting in the queue (every process's, on a shared store)."""
-        self._estimate = 0 if self._queue is None else self._queue.pending_count()
+        q = self._opened()
+        self._estimate = 0 if q is None else q.pending_count()
         return self._estimate
 
     def wake(self) -> None:
@@ -642,11 +656,13 @@ class IngestRuntime:
 
     # -- dead letters ----------------------------------------------------------------------------
     def dead(self, limit: int | None) -> list[DeadRow]:
-        return [] if self._queue is None else self._queue.dead(limit)
+        q = self._opened()
+        return [] if q is None else q.dead(limit)
 
     def revive(self, ids: Sequence[str] | None) -> int:
         keys = None if ids is None else self._keys(ids)
-        n = 0 if self._queue is None or keys == [] else self._queue.revive(keys)
+        q = self._opened()
+        n = 0 if q is None or keys == [] else q.revive(keys)
         if n:
             self.wake()
         return n
@@ -658,18 +674,20 @@ class IngestRuntime:
     def discard_of(self, user_id: str | None) -> int:
         """Delete the dead events of ``user_id`` (every user's when None); not another user's
         event of the same id."""
-        if self._queue is None:
+        q = self._opened()
+        if q is None:
             return 0
-        keys = [r.id for r in self._queue.dead() if user_id is None or r.user_id == user_id]
-        return self._queue.discard(keys) if keys else 0
+        keys = [r.id for r in q.dead() if user_id is None or r.user_id == user_id]
+        return q.discard(keys) if keys else 0
 
     def _keys(self, ids: Sequence[str]) -> list[str]:
         """The queue keys of dead events named by event id (``<event id>@<user>``, or the bare id
         of an event queued before keys carried the user) or by key."""
-        if self._queue is None:
+        q = self._opened()
+        if q is None:
             return []
         wanted = set(ids)
-        return [r.id for r in self._queue.dead() if r.id in wanted or r.body.get("id") in wanted]
+        return [r.id for r in q.dead() if r.id in wanted or r.body.get("id") in wanted]
 
     def mark_rejected(self, chunks: Sequence[KnowledgeChunk], reason: str | None) -> None:
         at = self.memory.clock().isoformat()

@@ -1036,6 +1036,13 @@ class SQLiteStore:
                 self._drop_rows(ids, mirror, keep_edges=False)
                 self._db.execute("DELETE FROM kv WHERE user_id=?", (user_id,))
                 self._db.execute("DELETE FROM log WHERE user_id=?", (user_id,))
+                # The ingest queue is a table of this file (ingest/queue.py; named here, not
+                # imported: the store does not depend on ingestion): the user's pending events and
+                # dead letters hold their words, and a pending one would store their memories again
+                # after this forget. PostgreSQL's forget deletes them too.
+                if self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='ingest_events'"
+                                    ).fetchone() is not None:
+                    self._db.execute("DELETE FROM ingest_events WHERE user_id=?", (user_id,))
                 # Terms no remaining record holds, counted from this index once the rows are gone.
                 df = self.index.lex._df.copy()
                 for counts in mirror.removed.values():
