@@ -3,11 +3,14 @@ against a reference model, cosine search and scores, each with the filter inside
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 
 import numpy as np
 import pytest
 
+from beeweave_core import EmbedderChangedError
 from beeweave_core.filters import build_filter
 from tests.conformance_data import (
     CONTEXT,
@@ -159,6 +162,34 @@ class SearchIndexConformance:
                     assert s == pytest.approx(float(mat[i] @ q), abs=1e-5)
                 assert ids_of(world.vector_search(q, build_filter(flt), 3)) == want_ids[:3]
         assert world.vector_search(vec(1), build_filter({"user_id": "nobody"}), 5) == []
+
+    def test_a_query_for_another_model_than_the_stores_vectors_is_refused(self, world) -> None:
+        # A searcher still on the model the store was re-embedded away from: its query names
+        # its model, checked against the model the store recorded for the vectors searched.
+        flt, q = build_filter(EVERY_STATUS), vec(100)
+        before = world.vector_search(q, flt, 5, exact=True)
+        assert world.vector_search(q, flt, 5, exact=True, model="old") == before  # no model recorded yet
+        ids = [r.chunk.id for r in WORLD]
+        assert set(world.vector_scores(q, ids, model="old")) == set(ids)
+
+        def switch(current: dict) -> list:  # as a re-embed's switch: every vector and the model together
+            return [dataclasses.replace(r, vector=vec(7 + i)) for i, r in enumerate(WORLD) if r.chunk.id in current]
+
+        world.modify(None, switch, meta={"embedder": json.dumps({"name": "new", "dim": DIM})})
+        for call in (lambda: world.vector_search(q, flt, 5, model="old"),
+                     lambda: world.vector_scores(q, ids, model="old")):
+            with pytest.raises(EmbedderChangedError, match="open the store again"):
+                call()
+        one_trip = world.capabilities.retrieval
+        if one_trip is not None:
+            with pytest.raises(EmbedderChangedError):
+                one_trip.retrieve({"apple": 1}, q, flt, 5, model="old")
+            with pytest.raises(EmbedderChangedError):
+                one_trip.retrieve({"apple": 1}, q, flt, 5, model="old", optimistic=True)
+            assert one_trip.retrieve({"apple": 1}, q, flt, 5, model="new", optimistic=True).ids
+        # The store's model, or none named: answered.
+        assert world.vector_search(q, flt, 5, model="new") == world.vector_search(q, flt, 5)
+        assert set(world.vector_scores(q, ids, model="new")) == set(ids)
 
     def test_get_vectors(self, world) -> None:
         got = world.get_vectors(["w1", "w5", "nope"])

@@ -1,4 +1,4 @@
-"""A writer still on the old model after another process re-embedded the store.
+"""A writer, or a searcher, still on the old model after another process re-embedded the store.
 
 ``reembed`` switches a store to a new model in one transaction. Another BeeWeave on the same
 store (another process, or another instance in this one) opened before the switch still embeds
@@ -7,7 +7,8 @@ would hold an old-model vector, searched with new-model queries (a meaningless c
 repaired by nothing. The backend checks, in the transaction that stores a vector, that the
 store's recorded model is the one the vector was computed with: the write is refused
 (``EmbedderChangedError``, nothing stored) and the caller reopens the store. The ingest
-worker keeps such events queued (not dead letters) for a BeeWeave on the new model.
+worker keeps such events queued (not dead letters) for a BeeWeave on the new model. Its
+searches are refused the same way (see "searches" below), and a server answers them 503.
 
 On SQLite (two instances on one file) and PostgreSQL (two on one tenant). Models of the same
 dimension are the case nothing caught before; another dimension was refused before too, as a
@@ -158,3 +159,108 @@ def test_the_ingest_worker_keeps_a_stale_writers_events_for_the_new_model(opener
     assert reopened.dead_letters() == []
     assert len(_all(first)) > 1  # the event's memory, stored with the new model
     _assert_all_vectors_are(first, new)
+
+
+# -- searches --------------------------------------------------------------------------------
+# A search in that stale process embeds its query with the old model: compared with the
+# store's new-model vectors, the vector half of every score is meaningless (same dimension:
+# wrong memories, no error), or numpy refuses the product (another dimension). The backend
+# knows which model the vectors it searches were recorded for (the store's meta ``embedder``,
+# read by the catch-up that brings those vectors in) and refuses a query vector named for
+# another (``EmbedderChangedError``), as the writes do.
+
+def _refused_search(m: BeeWeave, new: Model, **kw: object) -> None:
+    with pytest.raises(EmbedderChangedError) as refused:
+        m.search("green tea", user_id=USER, k=1, **kw)  # type: ignore[arg-type]
+    assert isinstance(refused.value, EmbedderMismatchError)
+    text = str(refused.value)
+    assert new.name in text and OLD.name in text and "open the store again" in text
+
+
+@pytest.mark.parametrize("new_dim", [32, 64], ids=["same-dim", "other-dim"])
+def test_a_search_opened_before_a_switch_is_refused(opener, new_dim: int) -> None:
+    new = new_model(new_dim)
+    first = opener(OLD)
+    first.add("I drink green tea every morning.", user_id=USER, chunk_id="m1")
+    first.add("My sister lives in Lyon.", user_id=USER, chunk_id="m2")
+    stale = opener(OLD)
+    # It searched before the switch: its index is current and (PostgreSQL) trusted, so its
+    # next search ranks before it asks the database.
+    assert [h.id for h in stale.search("green tea", user_id=USER, k=1)] == ["m1"]
+    cold = opener(OLD)  # opened before the switch, first search after it (PostgreSQL: loads then)
+    assert first.reembed(new) == 2
+
+    for m in (stale, cold):
+        _refused_search(m, new)
+        _refused_search(m, new)  # every time, not once
+    # A query vector the caller gives is for the model this BeeWeave uses: refused too.
+    _refused_search(stale, new, query_embedding=OLD.embed_query("green tea").tolist())
+    assert stale.get("m1").content == "I drink green tea every morning."  # reads of records go on
+    assert stale.update("m2", tags=["family"]).tags == ["family"]
+
+    # The instance that switched searches with the new model; so does the store opened again.
+    assert [h.id for h in first.search("green tea", user_id=USER, k=1)] == ["m1"]
+    reopened = opener(new)
+    assert [h.id for h in reopened.search("sister Lyon", user_id=USER, k=1)] == ["m2"]
+    first.add("We adopted a cat.", user_id=USER, chunk_id="m3")
+    assert [h.id for h in reopened.search("adopted cat", user_id=USER, k=1)] == ["m3"]
+    assert [h.id for h in first.search("sister Lyon", user_id=USER, k=1)] == ["m2"]
+
+
+def test_an_empty_store_switched_refuses_the_stale_search_once_it_holds_vectors(opener) -> None:
+    # The switch of an empty store writes only the model (no vector, nothing logged): the
+    # stale process has nothing to compare its query with until new-model vectors arrive,
+    # and the catch-up that brings them also reads the model they were recorded for.
+    new = new_model(32)
+    first = opener(OLD)
+    stale = opener(OLD)
+    assert stale.search("green tea", user_id=USER) == []
+    assert first.reembed(new) == 0
+    assert stale.search("green tea", user_id=USER) == []  # nothing stored: nothing compared
+    first.add("I drink green tea every morning.", user_id=USER, chunk_id="m1")
+    _refused_search(stale, new)
+    assert [h.id for h in first.search("green tea", user_id=USER, k=1)] == ["m1"]
+
+
+def test_processes_that_saw_no_switch_search_as_before(opener) -> None:
+    # Two instances on one store and one model, none re-embedding: every search of either
+    # answers, whoever recorded the model and whoever wrote last.
+    first, second = opener(OLD), opener(OLD)
+    assert second.search("green tea", user_id=USER) == []
+    first.add("I drink green tea every morning.", user_id=USER, chunk_id="m1")  # records the model
+    assert [h.id for h in second.search("green tea", user_id=USER, k=1)] == ["m1"]
+    second.add("My sister lives in Lyon.", user_id=USER, chunk_id="m2")
+    assert [h.id for h in first.search("sister Lyon", user_id=USER, k=1)] == ["m2"]
+    first.update("m1", content="I drink black coffee every morning.")
+    for m in (first, second):
+        assert [h.id for h in m.search("black coffee", user_id=USER, k=1)] == ["m1"]
+        assert [h.id for h in m.search("sister Lyon", user_id=USER, k=1)] == ["m2"]
+    assert [h.id for h in second.search("coffee", user_id=USER, k=1,
+                                        query_embedding=OLD.embed_query("black coffee").tolist())] == ["m1"]
+
+
+@pytest.mark.parametrize("new_dim", [64, 32], ids=["same-dim", "other-dim"])
+def test_a_server_opened_before_a_switch_answers_503_until_restarted(tmp_path: Path, new_dim: int) -> None:
+    from beeweave_core.server import ServerConfig
+    from tests.service.service_support import ACME_KEY, start_server
+
+    srv = start_server(ServerConfig(tmp_path, {ACME_KEY: "acme"}, embedder="beeweave:hashing-64"))
+    try:
+        with srv.http(ACME_KEY) as http:
+            client = srv.client(ACME_KEY)
+            client.add("I drink green tea every morning.", user_id=USER, chunk_id="m1")
+            body = {"query": "green tea", "user_id": USER, "k": 1}
+            assert http.post("/api/v1/search", json=body).status_code == 200
+            with BeeWeave(tmp_path / "acme.db", embedder=HashingEmbedder(64)) as other:  # `beeweave reembed`
+                assert other.reembed(Model(f"test:new-{new_dim}", new_dim, 2)) == 1
+            r = http.post("/api/v1/search", json=body)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"] == "EmbedderChangedError"
+            assert "restart the server" in r.json()["detail"]
+            with pytest.raises(EmbedderChangedError):  # the client raises the engine's error
+                client.search("green tea", user_id=USER, k=1)
+            w = http.post("/api/v1/memories", json={"content": "We adopted a cat.", "user_id": USER})
+            assert w.status_code == 503 and w.json()["error"] == "EmbedderChangedError"  # a write too
+            assert "Retry-After" not in w.headers  # retrying soon does not help: a restart does
+    finally:
+        srv.stop()

@@ -15,7 +15,10 @@ embeds with the old model. Every vector the engine writes names its model (``Chu
 and the backend refuses it, in the write's own transaction, when the store's recorded model is
 another (``store.base.check_model``): that writer's adds and text edits raise
 ``EmbedderChangedError`` and store nothing until it opens the store again; its ingest worker
-keeps the events queued.
+keeps the events queued. Its searches raise it too: each query vector names its model, and the
+backend compares it with the model the store recorded for the vectors it searches, read where
+they come in (``check_query_model``), so a stale process never ranks new-model vectors with an
+old-model query.
 """
 
 from __future__ import annotations

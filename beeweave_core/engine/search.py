@@ -241,10 +241,14 @@ class Search:
         # A dialogue query: its latest turns embedded, recent terms weigh more, cost bounded
         # (a plain question passes through unchanged).
         prepared = prepare_query(req.query, self.shared.tokenizer)
+        # The query vector names its model (a given one too: it must be for the model this
+        # BeeWeave uses), as every vector written does: the backend refuses it if another
+        # process moved the store to another model since (``check_query_model``).
+        model = self.shared.embedder.name
         qvec = req.query_vector
         if qvec is None and backend.count(None):
             qvec = self.embed_query(prepared.text)
-        got, ids, scores = self._candidates(req, prepared.terms, qvec, optimistic)
+        got, ids, scores = self._candidates(req, prepared.terms, qvec, model, optimistic)
         ranked, by_use = self._ranked(req, ids, scores, got)
         wanted = [cid for cid, _, _ in ranked]
         try:
@@ -280,7 +284,7 @@ class Search:
             out.append(h if not out or h.score <= out[-1].score else replace(h, score=out[-1].score))
         return out
 
-    def _candidates(self, req: SearchRequest, terms: Mapping[str, int], qvec: np.ndarray | None,
+    def _candidates(self, req: SearchRequest, terms: Mapping[str, int], qvec: np.ndarray | None, model: str,
                     optimistic: bool) -> tuple[Candidates | None, list[str], dict[str, np.ndarray]]:
         """The question's candidates and both retrievers' scores of them, with the backend's
         one-trip answer (``Candidates``) when it gives one."""
@@ -288,9 +292,9 @@ class Search:
             # The backend answers the candidates, their fields and records, and the hits'
             # lexical evidence of relevance in one round trip.
             got = one_trip.retrieve(terms, qvec, req.flt, max(self.shared.config.candidates, 4 * req.k),
-                                    evidence=evidence_terms(terms), optimistic=optimistic)
+                                    evidence=evidence_terms(terms), optimistic=optimistic, model=model)
             return got, got.ids, {"lexical": got.lexical, "vector": got.vector}
-        ids, scores = self._retrieve(terms, req.flt, req.k, qvec)
+        ids, scores = self._retrieve(terms, req.flt, req.k, qvec, model)
         return None, ids, scores
 
     def _reordered(self, req: SearchRequest, hits: list[SearchHit]) -> list[SearchHit]:
@@ -342,8 +346,8 @@ class Search:
             return [(cid, score, src) for cid, _, score, src in lifted[:n]], False
         return [(cid, score, src) for cid, _, score, src in plain], True
 
-    def _retrieve(self, terms: Mapping[str, int], flt: Filter, k: int,
-                  qvec: np.ndarray | None) -> tuple[list[str], dict[str, np.ndarray]]:
+    def _retrieve(self, terms: Mapping[str, int], flt: Filter, k: int, qvec: np.ndarray | None,
+                  model: str | None = None) -> tuple[list[str], dict[str, np.ndarray]]:
         """Candidates from both retrievers, each then scored by both: the ids, and each
         retriever's scores (for the query's term counts) aligned with them, so fusion
         compares one set on both scales."""
@@ -351,9 +355,9 @@ class Search:
         depth = max(self.shared.config.candidates, 4 * k)
         if backend.count(None) == 0 or qvec is None:
             return [], {"lexical": np.zeros(0), "vector": np.zeros(0)}
-        vector_top = backend.vector_search(qvec, flt, depth)
+        vector_top = backend.vector_search(qvec, flt, depth, model=model)
         lexical = backend.lexical_search(terms, flt, depth, include=[cid for cid, _ in vector_top])
-        vector = backend.vector_scores(qvec, [cid for cid, _ in lexical])
+        vector = backend.vector_scores(qvec, [cid for cid, _ in lexical], model=model)
         if len(vector) < len(lexical):  # deleted meanwhile: gone from both lists
             lexical = [(cid, sc) for cid, sc in lexical if cid in vector]
         ids = [cid for cid, _ in lexical]

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from ..errors import DimensionMismatchError, InvalidInputError
 from ..filters import Filter, build_filter
 from ..fusion import FusionMode
 from ..network import ExpandOptions, check_ranking
 from ..records import to_datetime
 from ..relevance import default_gate
 from ..rerank import Reranker
+from ..store.base import check_query_model, model_name
 from ..validation import check_content, check_count, check_number, check_vector
 
 if TYPE_CHECKING:
@@ -79,8 +80,7 @@ def build_search_request(shared: Shared, reach: Scopes, query: Any, *, user_id: 
     at = now if as_of is None else to_datetime(as_of, "as_of")
     if as_of is not None:  # what was known then: nothing stored later
         flt = flt.replace(until=at if flt.until is None else min(flt.until, at))
-    qvec = None if query_embedding is None else check_vector(query_embedding, shared.dim or shared.embedder.dim,
-                                                              "query_embedding")
+    qvec = None if query_embedding is None else _given_vector(shared, query_embedding)
     score = None if min_score is None else check_number("min_score", min_score)
     floor, gate = _thresholds(shared, min_relevance, abstain_below)
     opts = check_ranking(rerank, mmr, expand)
@@ -111,3 +111,15 @@ def _thresholds(shared: Shared, min_relevance: Any, abstain_below: Any) -> tuple
         abstain_below = 0.0 if floor == 0 else default_gate(shared.config.abstain_below, shared.embedder.name)
     gate = None if abstain_below is None else check_number("abstain_below", abstain_below, low=0.0, high=1.0)
     return floor, gate
+
+
+def _given_vector(shared: Shared, query_embedding: Any) -> np.ndarray:
+    """The caller's query vector, checked against the store's dimension. Of another dimension
+    because another process moved the store to another model since this BeeWeave opened it
+    (the vector is this one's model's, the store's dimension the new one's): that says so
+    (``EmbedderChangedError``, read only then), as a search embedding its own query would."""
+    try:
+        return check_vector(query_embedding, shared.dim or shared.embedder.dim, "query_embedding")
+    except DimensionMismatchError:
+        check_query_model(shared.embedder.name, model_name(shared.backend.get_meta("embedder")))
+        raise

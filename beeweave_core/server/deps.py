@@ -29,7 +29,8 @@ def _init_errors() -> None:
         (413, "The request body is larger than the server's limit."),
         (422, "The body does not match the schema (each field is listed)."),
         (503, "The store is busy or unavailable (the ingest queue is full, the tenant has too many requests "
-              "in flight); retry later."))})
+              "in flight); retry later. Or (EmbedderChangedError) the store was re-embedded with another model "
+              "since the server opened it: restart the server."))})
     NOT_FOUND.update({404: {"model": ErrorOut, "description": "No such memory or user (for this API key)."}})
     CONFLICT.update({409: {"model": ErrorOut, "description": "A memory with this id already exists."}})
 

@@ -12,8 +12,16 @@ body larger than the limit              413
 request body fails the schema           422 (``errors`` lists each field)
 ``QueueFullError``                      503 with ``Retry-After``
 store unavailable / closed / no model   503
+``EmbedderChangedError``                503 (no ``Retry-After``: restart)
 anything else (a bug)                   500, logged
 =====================================  ======
+
+``EmbedderChangedError``: another process re-embedded the store after the server opened it
+(``beeweave reembed``), so this server's model is no longer the store's and it can neither
+search nor store vectors until it opens the store again (a restart). Like a closed store or
+a model that cannot load, the server cannot serve the store now and the request was not at
+fault, so 503 (not the 500 of a bug, nor of a store opened with the wrong model, which never
+got to serve); without ``Retry-After``, as retrying soon does not help: the detail says what does.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..errors import (
     BeeWeaveError,
     DuplicateIdError,
+    EmbedderChangedError,
     InvalidInputError,
     MissingDependencyError,
     ModelLoadError,
@@ -74,7 +83,7 @@ def status_of(exc: BeeWeaveError) -> int:
     if isinstance(exc, PermissionDeniedError):  # a scope's write rules refuse the agent
         return 403
     if isinstance(exc, (QueueFullError, StoreUnavailableError, StoreClosedError, MissingDependencyError,
-                        ModelLoadError)):
+                        ModelLoadError, EmbedderChangedError)):
         return 503
     return 500  # a mismatched store (embedder, tokenizer, schema) is the operator's to fix
 

@@ -36,7 +36,7 @@ from .roles import (
 __all__ = ["SCHEMA_VERSION", "Candidates", "Capabilities", "ChunkRow", "Edges", "Integrity", "KeyValue", "Lifecycle",
            "Log", "Meta", "OwnsQueue", "Records", "RetrievesInOneTrip", "SearchIndex", "SearchesTermsInOneTrip",
            "StaleCandidates", "StoreBackend", "TermEvidence", "Users", "VerifyReport", "check_model",
-           "records_in_order", "split_changes"]
+           "check_query_model", "model_name", "records_in_order", "split_changes"]
 
 # Bumped by every named migration; a store newer than the code refuses to open.
 SCHEMA_VERSION = 4
@@ -86,6 +86,37 @@ def check_model(rows: Sequence[ChunkRow], recorded: str | None) -> None:
             f"by another process or another BeeWeave on this store) after this one was opened, so this write "
             f"stored nothing (its vectors would be the old model's); open the store again (without embedder= it "
             f"uses {name!r}) and retry")
+
+
+def model_name(recorded: str | None) -> str | None:
+    """The model's name in the store's meta ``embedder`` (JSON ``{"name", "dim"}``, the
+    engine's), or None when none is recorded (or the value is not the engine's: not checked)."""
+    if recorded is None:
+        return None
+    try:
+        info = json.loads(recorded)
+    except ValueError:
+        return None
+    name = info.get("name") if isinstance(info, dict) else None
+    return None if name is None else str(name)
+
+
+def check_query_model(model: str | None, recorded: str | None) -> None:
+    """Refuse a search whose query vector is for another model than the vectors it would be
+    compared with: ``recorded`` is the model's name (``model_name``) the store recorded as of
+    the state the backend answers from (read with the vectors that state brought in, e.g. by
+    the catch-up of an in-memory index), ``model`` the one the query was embedded with (None,
+    or nothing recorded: not checked). A BeeWeave opened before another process re-embedded
+    the store still embeds queries with the old model: compared with the new model's vectors,
+    the vector half of every score is meaningless (same dimension: wrong memories, no error)
+    or cannot be computed (another dimension). It cannot go on; reopened, it uses the new model."""
+    if model is None or recorded is None or model == recorded:
+        return
+    raise EmbedderChangedError(
+        f"the store is now embedded with {recorded!r}, not {model!r}: it was moved to that model (a re-embed, by "
+        f"another process or another BeeWeave on this store) after this one was opened, so a query embedded with "
+        f"{model!r} cannot be compared with its vectors; open the store again (without embedder= it uses "
+        f"{recorded!r}), or restart the server, and search again")
 
 
 def records_in_order(get: Callable[[Sequence[str]], dict[str, KnowledgeChunk]],

@@ -136,11 +136,21 @@ class SearchIndex(Protocol):
         counts include its session neighbours' counts times ``lexical_context_weight``.
         """
 
-    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
-        """Cosine similarity of records' own vectors, over records matching ``flt``; best first."""
+    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False,
+                      model: str | None = None) -> list[tuple[str, float]]:
+        """Cosine similarity of records' own vectors, over records matching ``flt``; best first.
 
-    def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
-        """Cosine with each record's context vector: normalise(own + w * sum of neighbours')."""
+        ``model``: the embedding model ``vector`` is for (a search's query; None: not
+        checked). The backend passes it, with the model the store recorded (meta
+        ``embedder``) as of the records it answers from, to ``base.check_query_model``,
+        which raises ``EmbedderChangedError`` when they differ: another process moved the
+        store to another model after this one was opened. Read with those records (e.g. by
+        the catch-up that brought their vectors in), not asked for on every search."""
+
+    def vector_scores(self, vector: np.ndarray, ids: Sequence[str], *,
+                      model: str | None = None) -> dict[str, float]:
+        """Cosine with each record's context vector: normalise(own + w * sum of neighbours').
+        ``model``: as for ``vector_search``."""
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Each stored record's own vector (absent ids left out)."""
@@ -250,7 +260,10 @@ class RetrievesInOneTrip(Protocol):
     returned."""
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int, *,
-                 evidence: Sequence[str] = (), optimistic: bool = False) -> Candidates: ...
+                 evidence: Sequence[str] = (), optimistic: bool = False, model: str | None = None) -> Candidates:
+        """``model``: checked as ``vector_search`` does, against the state the candidates are
+        ranked from (an optimistic ranking from state whose model is not ``model`` catches up
+        first: the store may have moved, or only this state)."""
 
 
 @runtime_checkable

@@ -31,7 +31,17 @@ from ..index.turns import lends_context
 from ..index.vectors import VectorIndex
 from ..records import KnowledgeChunk, Relationship, to_datetime
 from ..scoring import RankFields
-from .base import SCHEMA_VERSION, Capabilities, ChunkRow, VerifyReport, check_model, records_in_order, split_changes
+from .base import (
+    SCHEMA_VERSION,
+    Capabilities,
+    ChunkRow,
+    VerifyReport,
+    check_model,
+    check_query_model,
+    model_name,
+    records_in_order,
+    split_changes,
+)
 from .files import file_id
 from .links import Derive, LinkReads, insert_then_link
 from .snapshot import load_snapshot, new_token, save_snapshot, snapshot_path
@@ -177,6 +187,11 @@ class SQLiteStore:
     _data_version = -1  # PRAGMA data_version when the index was last brought up to date
     _next_prune = 0  # prune the change log when _seen reaches this
     _snapshot_token: str | None = None  # the snapshot the database's meta names, while it is valid
+    # The model the store recorded (meta ``embedder``, its name) as of the vectors the index
+    # holds: read where they come in (a load, a catch-up applying others' rows, in the same
+    # read transaction) and set by this store's own writes of it. A search's query vector
+    # names its model and is refused for another (``check_query_model``): no read per search.
+    _model: str | None = None
 
     def __init__(self, path: str | Path | None = None, *, index_config: IndexConfig | None = None,
                  timeout: float = 30.0) -> None:
@@ -388,6 +403,11 @@ class SQLiteStore:
             return
         if not entries:
             return
+        # The vectors about to come in were written under this model (a re-embed's switch sets
+        # it in the transaction that rewrites every vector): one primary-key read, only when
+        # others' rows come in. A change of the model alone (an empty store's switch) brings
+        # no vector, so nothing to compare a query with until rows come in, read with them.
+        self._model = self._recorded_model()
         if any(op == "forget" for _, _, op, _ in entries):
             # A user was forgotten: their rows, terms and log entries are gone, so rebuild from
             # the rows (no graph or snapshot holding their vectors survives this either).
@@ -463,6 +483,7 @@ class SQLiteStore:
 
     def _load_in_tx(self, snapshot: bool) -> None:
         self._seen = int(self._db.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
+        self._model = self._recorded_model()
         if snapshot and self._load_snapshot():
             return
         index = self.index
@@ -510,6 +531,15 @@ class SQLiteStore:
         n, last = self._db.execute("SELECT count(*), coalesce(max(seq), 0) FROM chunks").fetchone()
         return int(n), int(last)
 
+    def _recorded_model(self) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='embedder'").fetchone()
+        return model_name(None if row is None else row[0])
+
+    def _wrote_meta(self, meta: Mapping[str, str] | None) -> None:
+        """After this store committed ``meta``: its own writes do not move ``data_version``."""
+        if meta and "embedder" in meta:
+            self._model = model_name(meta["embedder"])
+
     # -- metadata ------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         with self._lock:
@@ -522,6 +552,7 @@ class SQLiteStore:
             self._check()
             with self._tx():
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            self._wrote_meta({key: value})
 
     def index_field(self, name: str) -> None:
         if not FIELD_NAME.match(name):  # it becomes part of a statement
@@ -685,6 +716,7 @@ class SQLiteStore:
                 for key, value in (meta or {}).items():
                     self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
             mirror.apply(self.index)
+            self._wrote_meta(meta)
 
     def _replace_rows(self, rows: Sequence[ChunkRow], mirror: _Mirror) -> None:
         self._drop_rows(self.index.present([r.chunk.id for r in rows]), mirror, keep_edges=True)
@@ -713,6 +745,7 @@ class SQLiteStore:
                 for key, value in (meta or {}).items():
                     self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
             mirror.apply(self.index)
+            self._wrote_meta(meta)
 
     def record_access(self, accesses: Mapping[str, tuple[int, datetime]]) -> None:
         # Search hits are counted in batches of hundreds: rewriting two fields in SQL costs a
@@ -860,15 +893,18 @@ class SQLiteStore:
             self._check()
             return self.index.lexical_search(terms, self._resolved(flt), k, include=include)
 
-    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
+    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False,
+                      model: str | None = None) -> list[tuple[str, float]]:
         with self._lock:
-            self._check()
+            self._check()  # caught up: ``_model`` is that of the vectors searched
+            check_query_model(model, self._model)
             return self.index.vector_search(vector, self._resolved(flt), k, exact=exact)
 
-    def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+    def vector_scores(self, vector: np.ndarray, ids: Sequence[str], *, model: str | None = None) -> dict[str, float]:
         """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""
         with self._lock:
             self._check()
+            check_query_model(model, self._model)
             return self.index.vector_scores(vector, ids)
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:

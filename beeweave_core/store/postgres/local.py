@@ -49,7 +49,7 @@ from ...index.vectors import VectorIndex
 from ...records import ChunkStatus, KnowledgeChunk, Relationship, RelationType
 from ...relevance import term_evidence
 from ...scoring import RankFields
-from ..base import StaleCandidates, TermEvidence
+from ..base import StaleCandidates, TermEvidence, check_query_model, model_name
 from .connection import Database
 from .decode import decode_record, rank_fields_of
 from .sql import GET_CHECKED_SQL, GET_WITH_RIVALS_SQL, clean, one
@@ -93,9 +93,16 @@ LEFT JOIN p ON p.chunk_seq = c.seq WHERE c.tenant = %(t)s ORDER BY c.seq"""
 
 _HIGH_SQL = "SELECT coalesce(max(seq), 0) FROM @changes WHERE tenant = %(t)s"
 
+# The model the tenant's vectors were written under (see ``LocalIndex.model``), read in the
+# snapshot the index is built or caught up from: a column of the statements those send anyway.
+_MODEL_SQL = "(SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'embedder')"
+
+_LOAD_HIGH_SQL = "SELECT (" + _HIGH_SQL + "), " + _MODEL_SQL
+
 _LOG_SQL = """SELECT coalesce(max(seq), %(seen)s), coalesce(bool_or(op = 'f'), false),
     (SELECT value FROM @meta WHERE tenant = %(t)s AND key = 'changes_floor'),
-    coalesce(array_agg(DISTINCT id) FILTER (WHERE op = 'w'), '{}')
+    coalesce(array_agg(DISTINCT id) FILTER (WHERE op = 'w'), '{}'),
+    """ + _MODEL_SQL + """
 FROM @changes WHERE tenant = %(t)s AND seq > %(seen)s"""
 
 _CHANGED_SQL = "SELECT " + _ROW_COLUMNS + "\n" + _ROW_FROM + """
@@ -277,6 +284,10 @@ class LocalIndex:
         # position under the write lock, whatever this says.
         self.trusted = False
         self.loads = 0  # how often the index was built from the rows (tests read it)
+        # The model's name the tenant recorded (meta ``embedder``) as of the vectors the index
+        # holds, read in the snapshot they came from (a load, a catch-up): a search's query
+        # vector for another model is refused (``check_query_model``) with no statement of its own.
+        self.model: str | None = None
 
     # -- building and catching up -----------------------------------------------------
     def _term_counts(self, terms: Sequence[str] | None, tfs: Sequence[int] | None) -> dict[int, int]:
@@ -308,9 +319,10 @@ class LocalIndex:
         """Build the index from every row of the tenant, in one snapshot with the log's last seq."""
         q, t = self._db.q, self._db.tenant
         with _snapshot(conn):
-            high_cur = conn.execute(q(_HIGH_SQL), {"t": t})
+            high_cur = conn.execute(q(_LOAD_HIGH_SQL), {"t": t})
             rows_cur = conn.execute(q(_LOAD_SQL), {"t": t}, binary=True)
-        high, rows = int(one(high_cur.fetchone())[0]), rows_cur.fetchall()
+        (high, model), rows = one(high_cur.fetchone()), rows_cur.fetchall()
+        high = int(high)
         index = self.index
         self.seen = -1  # until the index is whole again: a failure below means a load next time
         index.clear()
@@ -326,6 +338,7 @@ class LocalIndex:
                 rank.set_fields(slot_of[r[1]], rank_fields_of(*r[17:24]) if r[24] is None else
                                 RankFields.of(KnowledgeChunk.from_stored(json.loads(r[24]))))
         self.seen = high
+        self.model = model_name(model)
         self.loads += 1
 
     def _catch_up(self, conn: psycopg.Connection, log: tuple[Any, ...], rows: Sequence[tuple[Any, ...]], *,
@@ -333,7 +346,7 @@ class LocalIndex:
         """Apply the log entries after ``seen`` (``log``: ``_LOG_SQL``'s row) with the changed
         ``rows`` (``_CHANGED_SQL``'s), read in one snapshot. Returns False, changing nothing,
         when that needs a load and ``load`` is off."""
-        high, forget, floor, changed = log
+        high, forget, floor, changed, model = log
         # a rebuild is asked for, or entries this index needs were pruned
         if forget or (floor is not None and int(floor) > self.seen):
             if not load:
@@ -352,6 +365,7 @@ class LocalIndex:
             self._load(conn)
             return True
         self.seen = int(high)
+        self.model = model_name(model)  # (a re-embed's switch logs every record it rewrites)
         return True
 
     def _entry(self, seq: int, doc: str, terms: Sequence[str] | None, tfs: Sequence[int] | None,
@@ -443,7 +457,7 @@ class LocalIndex:
         return True
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int,
-                 evidence: Sequence[str], *, optimistic: bool = False) -> LocalCandidates:
+                 evidence: Sequence[str], *, optimistic: bool = False, model: str | None = None) -> LocalCandidates:
         """``PostgresStore.retrieve`` answered from the local index (see the module's text).
 
         ``optimistic`` (the engine's searches): when the last search found the index current
@@ -451,15 +465,23 @@ class LocalIndex:
         (``trusted``), rank first and let the records'
         statement check the change log (``records_with_rivals``): one round trip instead of
         two. If another store wrote meanwhile, ``records`` raises ``StaleCandidates`` and the
-        engine retrieves again, which then catches up first."""
+        engine retrieves again, which then catches up first.
+
+        ``model``: the query vector's model, refused (``EmbedderChangedError``) when the index
+        holds vectors the tenant recorded under another (``model``): another process re-embedded
+        it. An index whose model is not the query's is caught up first, even when trusted:
+        this store may have switched the tenant itself and not read its switch back yet."""
         q = np.asarray(vector, np.float32)
         terms = {t: c for t, c in terms.items() if "\x00" not in t}
         evidence = [t for t in clean(evidence) if t in terms]
         with self._lock:
             hoped = self.seen if optimistic and self.trusted and self.seen >= 0 else None
+            if hoped is not None and model is not None and self.model not in (None, model):
+                hoped = None
             if hoped is None:
                 with self._db.conn() as conn:
                     self._bring_up(conn, True)
+            check_query_model(model, self.model)
             ids, lexical, vec = self._candidates(terms, q, flt, k)
             # every held slot has its fields (filled at load and by every write caught up)
             fields = self.index.rank_fields(ids, lambda missing: records_with_rivals(self._db, missing)[0].values())
@@ -560,20 +582,23 @@ class LocalIndex:
             return [index.lexical_search({t: c for t, c in terms.items() if "\x00" not in t}, flt, k, include=include)
                     for terms in queries]
 
-    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
+    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False,
+                      model: str | None = None) -> list[tuple[str, float]]:
         """``PostgresStore.vector_search`` from the local index."""
         q = np.asarray(vector, np.float32)
         with self._fresh() as index:
             assert index is not None  # (load=True)
+            check_query_model(model, self.model)
             if index.dim is not None and index.dim != len(q):
                 raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({index.dim},)")
             return index.vector_search(q, flt, k, exact=exact)
 
-    def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+    def vector_scores(self, vector: np.ndarray, ids: Sequence[str], *, model: str | None = None) -> dict[str, float]:
         """``PostgresStore.vector_scores`` (context vectors) from the local index."""
         q = np.asarray(vector, np.float32)
         with self._fresh() as index:
             assert index is not None  # (load=True)
+            check_query_model(model, self.model)
             if index.dim is not None and index.dim != len(q):
                 return {}  # as the SQL statement answers: no record's vector has this dimension
             return index.vector_scores(q, list(clean(ids)))

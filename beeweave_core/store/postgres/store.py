@@ -617,36 +617,38 @@ class PostgresStore:
             return []
         return self.local.lexical_searches(queries, self._fields_as_ids(flt), k, include)
 
-    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
+    def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False,
+                      model: str | None = None) -> list[tuple[str, float]]:
         self.db.check()
         q = np.asarray(vector, np.float32)
         if k <= 0:
             return []
         if q.ndim != 1 or not len(q):
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
-        return self.local.vector_search(q, self._fields_as_ids(flt), k, exact=exact)
+        return self.local.vector_search(q, self._fields_as_ids(flt), k, exact=exact, model=model)
 
-    def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+    def vector_scores(self, vector: np.ndarray, ids: Sequence[str], *, model: str | None = None) -> dict[str, float]:
         """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""
         self.db.check()
         ids = list(dict.fromkeys(clean(ids)))
         if not ids:
             return {}
-        return self.local.vector_scores(np.asarray(vector, np.float32), ids)
+        return self.local.vector_scores(np.asarray(vector, np.float32), ids, model=model)
 
     def retrieve(self, terms: Mapping[str, int], vector: np.ndarray, flt: Filter, k: int, *,
-                 evidence: Sequence[str] = (), optimistic: bool = False) -> LocalCandidates:
+                 evidence: Sequence[str] = (), optimistic: bool = False, model: str | None = None) -> LocalCandidates:
         """A hybrid search's candidates from the local index: the lexical top ``k`` (as
         ``lexical_search``), the dense top ``k`` (as ``vector_search``), each scored both
         ways, with the fields ranking reads; the records are read from the database when
         asked for. ``evidence``: terms of ``terms`` whose calibrated-relevance evidence the
         records come with. ``optimistic``: rank before checking the change log
-        (``LocalIndex.retrieve``)."""
+        (``LocalIndex.retrieve``). ``model``: the query's model, refused if the tenant's
+        vectors are now another's (``base.check_query_model``), read with them: no round trip."""
         self.db.check()
         q = np.asarray(vector, np.float32)
         if q.ndim != 1 or not len(q):
             raise DimensionMismatchError(f"the query vector has shape {q.shape}")
-        return self.local.retrieve(terms, q, self._fields_as_ids(flt), k, evidence, optimistic=optimistic)
+        return self.local.retrieve(terms, q, self._fields_as_ids(flt), k, evidence, optimistic=optimistic, model=model)
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         self.db.check()
