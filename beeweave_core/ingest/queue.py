@@ -55,7 +55,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StoreClosedError, StoreUnavailableError
 from ..store.files import file_id
-from ..store.wal import use_wal
+from ..store.wal import truncate_wal, use_wal
 from .queue_upgrade import import_old_queues, numbered, old_queue_files, try_lock
 
 __all__ = ["QueuedEvent", "DeadRow", "StoredEvent", "EventQueue", "UserEvents", "SQLiteEventQueue", "holds_events"]
@@ -250,7 +250,7 @@ class SQLiteEventQueue:
                 self._file_id = file_id(self.path)
                 self._db.execute("PRAGMA wal_autocheckpoint=0")  # never checkpoint on a caller's put
                 self._ckpt = self._connect(timeout)
-                # No busy handler: the checkpoint tries again itself (see _empty_wal).
+                # No busy handler: the checkpoint tries again itself (see store.wal.truncate_wal).
                 self._ckpt.execute("PRAGMA busy_timeout=0")
                 self._adopt()
         except BaseException as exc:
@@ -529,7 +529,7 @@ class SQLiteEventQueue:
         ``secure_delete`` zeroes the processed ones."""
         if self._ckpt is None or self._closed:
             return
-        _empty_wal(self._ckpt, self.CHECKPOINT_WAIT)  # a busy one is tried again when the worker is next idle
+        truncate_wal(self._ckpt, self.CHECKPOINT_WAIT)  # a busy one is tried again when the worker is next idle
 
     def close(self) -> None:
         with self._lock:
@@ -547,33 +547,12 @@ class SQLiteEventQueue:
                     # up, and with the 30 s busy timeout a close waited all of it. At most
                     # CHECKPOINT_WAIT, as the idle checkpoint (the worker emptied the WAL when it
                     # went idle); the next checkpoint of any process on the file empties it otherwise.
-                    self._db.execute("PRAGMA busy_timeout=0")
-                    _empty_wal(self._db, self.CHECKPOINT_WAIT)
+                    truncate_wal(self._db, self.CHECKPOINT_WAIT)
             except sqlite3.Error:
                 pass  # e.g. a full disk: the claims go back when another queue finds the slot free
             finally:
                 self._db.close()
                 self._release()
-
-
-def _empty_wal(db: sqlite3.Connection, wait: float) -> bool:
-    """Copy the WAL into the file and truncate it, trying again for up to ``wait`` seconds while
-    a write or a read is in the way; True once it is empty. ``db`` has no busy handler.
-
-    Not SQLite's busy handler: a TRUNCATE checkpoint holds the file's write lock while it waits
-    for readers, and the queue's file is the store's, so any process reading the store would
-    stall every writer of the store (an ``add``, an ``ingest``, other processes') for as long
-    as it waited. Without one, each try takes the write lock only to copy what it can."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            if not db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
-                return True
-        except sqlite3.Error:
-            pass  # busy (or e.g. a full disk): as a busy checkpoint
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
 
 
 def _slot_base(path: Path) -> Path:

@@ -14,7 +14,7 @@ import logging
 import sqlite3
 import time
 
-__all__ = ["use_wal", "empty_wal"]
+__all__ = ["use_wal", "empty_wal", "truncate_wal", "EMPTY_WAIT"]
 
 _FIRST_WAIT = 0.001  # seconds; doubled after each refusal, up to _MAX_WAIT
 _MAX_WAIT = 0.1
@@ -37,16 +37,41 @@ def use_wal(db: sqlite3.Connection, timeout: float) -> None:
         wait = min(2 * wait, _MAX_WAIT)
 
 
-def empty_wal(db: sqlite3.Connection, what: str) -> None:
-    """Copy a WAL into its database file and truncate it (after forgetting a user: deleted rows,
-    zeroed by ``secure_delete`` in the file, must not stay in the WAL); a warning if it cannot."""
+def truncate_wal(db: sqlite3.Connection, wait: float) -> bool:
+    """Copy the WAL into the file and truncate it, trying again for up to ``wait`` seconds while
+    a write or a read is in the way; True once it is empty.
+
+    Not through SQLite's busy handler (it is off while this runs, then set back): a TRUNCATE
+    checkpoint holds the file's write lock while it waits for readers, so with the connection's
+    busy timeout any process reading the file would stall every writer of the file (an ``add``,
+    an ``ingest``, other processes') for as long as it waited. Without one, each try takes the
+    write lock only to copy what it can."""
+    before = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout=0")
     try:
-        busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-    except sqlite3.OperationalError as exc:
-        busy, detail = 1, str(exc)
-    else:
-        detail = "another connection is reading"
-    if busy:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                if not db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                    return True
+            except sqlite3.Error:
+                pass  # busy (or e.g. a full disk): as a busy checkpoint
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+    finally:
+        db.execute(f"PRAGMA busy_timeout={int(before)}")
+
+
+# Seconds a forget keeps trying to empty the WAL while others read the file (each try brief).
+EMPTY_WAIT = 2.0
+
+
+def empty_wal(db: sqlite3.Connection, what: str, wait: float = EMPTY_WAIT) -> None:
+    """Copy a WAL into its database file and truncate it (after forgetting a user: deleted rows,
+    zeroed by ``secure_delete`` in the file, must not stay in the WAL); a warning if a reader
+    kept it from emptying for ``wait`` seconds (the next checkpoint empties it)."""
+    if not truncate_wal(db, wait):
         logging.getLogger(__name__).warning(
-            "BeeWeave: could not empty the WAL of %s after forgetting a user (%s); the deleted rows stay "
-            "in it until the next checkpoint", what, detail)
+            "BeeWeave: could not empty the WAL of %s after forgetting a user (another connection is "
+            "reading); the deleted rows stay in it until the next checkpoint", what)

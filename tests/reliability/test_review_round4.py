@@ -159,3 +159,51 @@ def test_the_idle_workers_checkpoint_does_not_stall_the_stores_writers(tmp_path:
             reader.execute("COMMIT")
             reader.close()
         assert slow == [], f"{len(slow)} of {i} adds waited: {slow[:5]}"
+
+
+def test_a_forget_while_another_connection_reads_neither_hangs_nor_stalls_writers(tmp_path: Path) -> None:
+    """A forget empties the WAL (TRUNCATE checkpoint) so no deleted row stays in it. Through the
+    store's 30 s busy handler that checkpoint held the file's write lock while it waited for a
+    reader: the forget took half a minute and every other writer of the file waited with it."""
+    import sqlite3
+    import threading
+    import time
+
+    db = tmp_path / "m.db"
+    with _memory(db) as m:
+        for i in range(20):
+            m.add(f"note {i} of the user to forget", user_id="gone")
+            m.add(f"note {i} of the user who stays", user_id="stays")
+        reader = sqlite3.connect(str(db), isolation_level=None)  # e.g. another process's long read
+        writer = sqlite3.connect(str(db), isolation_level=None, timeout=30)
+        writer.execute("CREATE TABLE IF NOT EXISTS scratch (n INTEGER)")
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM chunks").fetchone()
+            took: list[float] = []
+            forget = threading.Thread(target=lambda: took.append(_timed(lambda: m.forget_user("gone"))))
+            forget.start()
+            slow, i = [], 0
+            while forget.is_alive() and i < 400:
+                started = time.monotonic()
+                writer.execute("INSERT INTO scratch VALUES (?)", (i,))
+                if (wait := time.monotonic() - started) > 0.6:
+                    slow.append(round(wait, 2))
+                i += 1
+                time.sleep(0.01)
+            forget.join(60)
+        finally:
+            reader.execute("COMMIT")
+            reader.close()
+            writer.close()
+        assert took and took[0] < 10, took
+        assert slow == [], f"{len(slow)} of {i} writes waited: {slow[:5]}"
+        assert m.count(user_id="gone") == 0 and m.count(user_id="stays") == 20
+
+
+def _timed(fn: Any) -> float:
+    import time
+
+    started = time.monotonic()
+    fn()
+    return time.monotonic() - started
