@@ -264,3 +264,36 @@ def test_a_server_opened_before_a_switch_answers_503_until_restarted(tmp_path: P
             assert "Retry-After" not in w.headers  # retrying soon does not help: a restart does
     finally:
         srv.stop()
+
+
+def test_a_server_on_the_stores_own_model_follows_a_switch_without_a_restart(tmp_path: Path) -> None:
+    """No model configured: the server opens each store on the model it records, so after
+    another process's switch one request is refused (503, Retry-After) and the next is served
+    from the store opened again, on the new model."""
+    from beeweave_core.server import ServerConfig
+    from tests.service.service_support import ACME_KEY, start_server
+
+    with BeeWeave(tmp_path / "acme.db", embedder=HashingEmbedder(64)) as m:  # the store, on its first model
+        m.add("I drink green tea every morning.", user_id=USER, chunk_id="m1")
+        m.add("My sister lives in Lyon.", user_id=USER, chunk_id="m2")
+    srv = start_server(ServerConfig(tmp_path, {ACME_KEY: "acme"}))  # no embedder: each store's own
+    try:
+        with srv.http(ACME_KEY) as http:
+            body = {"query": "green tea", "user_id": USER, "k": 1}
+            assert [h["chunk"]["id"] for h in http.post("/api/v1/search", json=body).json()["hits"]] == ["m1"]
+            with BeeWeave(tmp_path / "acme.db", embedder=HashingEmbedder(64)) as other:  # `beeweave reembed`
+                assert other.reembed(HashingEmbedder(32)) == 2
+            r = http.post("/api/v1/search", json=body)
+            assert r.status_code == 503 and r.json()["error"] == "EmbedderChangedError", r.text
+            assert r.headers.get("Retry-After") == "1" and "opens it on the model it records" in r.json()["detail"]
+            again = http.post("/api/v1/search", json=body)
+            assert again.status_code == 200, again.text
+            assert [h["chunk"]["id"] for h in again.json()["hits"]] == ["m1"]
+            added = http.post("/api/v1/memories", json={"content": "We adopted a cat.", "user_id": USER})
+            assert added.status_code == 201, added.text
+        with BeeWeave(tmp_path / "acme.db") as reopened:  # every vector the new model's
+            assert reopened.embedder.name == HashingEmbedder(32).name
+            found = reopened.search("adopted a cat", user_id=USER, k=1, abstain_below=0)
+            assert found and found[0].chunk.content == "We adopted a cat."
+    finally:
+        srv.stop()

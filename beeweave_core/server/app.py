@@ -85,7 +85,7 @@ def create_app(config: ServerConfig, *, stores: TenantStores | None = None) -> F
             # (a PostgreSQL tenant's ingest queue is a table of its database: no file here)
             return MemoryService(open_memory(store, tenant=tenant, embedder=config.embedder, **config.memory_kwargs))
 
-        stores = TenantStores(config.store, config.tenants, opener=opener)
+        stores = TenantStores(config.store, config.tenants, opener=opener, follows_model=config.embedder is None)
     tenant_stores = stores
     tenant_stores.on_open = attach_events
 

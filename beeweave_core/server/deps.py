@@ -62,12 +62,19 @@ class Ctx:
 
 
 def ctx(request: Request, access: Access = Depends(slot)) -> Ctx:
-    return Ctx(access, request.app.state.stores.get(access.tenant), request)
+    return _ctx(request, access)
 
 
 def unlimited_ctx(request: Request, access: Access = Depends(access_of)) -> Ctx:
     """For routes that wait asynchronously (flush, events): they must not take a slot while waiting."""
-    return Ctx(access, request.app.state.stores.get(access.tenant), request)
+    return _ctx(request, access)
+
+
+def _ctx(request: Request, access: Access) -> Ctx:
+    svc = request.app.state.stores.get(access.tenant)
+    # which store served the request: an error that says the store went stale drops it (errors.py)
+    request.state.tenant_store = (access.tenant, svc)
+    return Ctx(access, svc, request)
 
 
 def chunks_json(chunks: Any) -> dict[str, Any]:

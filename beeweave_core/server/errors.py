@@ -12,16 +12,19 @@ body larger than the limit              413
 request body fails the schema           422 (``errors`` lists each field)
 ``QueueFullError``                      503 with ``Retry-After``
 store unavailable / closed / no model   503
-``EmbedderChangedError``                503 (no ``Retry-After``: restart)
+``EmbedderChangedError``                503 (``Retry-After`` when the store is opened again)
 anything else (a bug)                   500, logged
 =====================================  ======
 
 ``EmbedderChangedError``: another process re-embedded the store after the server opened it
 (``beeweave reembed``), so this server's model is no longer the store's and it can neither
-search nor store vectors until it opens the store again (a restart). Like a closed store or
-a model that cannot load, the server cannot serve the store now and the request was not at
-fault, so 503 (not the 500 of a bug, nor of a store opened with the wrong model, which never
-got to serve); without ``Retry-After``, as retrying soon does not help: the detail says what does.
+search nor store vectors until it opens the store again. Like a closed store or a model that
+cannot load, the server cannot serve the store now and the request was not at fault, so 503
+(not the 500 of a bug, nor of a store opened with the wrong model, which never got to serve).
+A server that opens stores on their recorded model (no model configured) closes its copy
+then, and the next request opens the store on its new model: ``Retry-After: 1``. One
+configured with a model keeps answering 503 without ``Retry-After`` (a restart with the
+store's model is what helps, as the detail says).
 """
 
 from __future__ import annotations
@@ -88,6 +91,18 @@ def status_of(exc: BeeWeaveError) -> int:
     return 500  # a mismatched store (embedder, tokenizer, schema) is the operator's to fix
 
 
+async def _reopen(request: Request) -> bool:
+    """Drop the stale store that served ``request`` (``TenantStores.drop``): the next request
+    opens it again, so a server follows ``beeweave reembed`` without a restart when it opens
+    stores on their recorded model (no ``embedder`` configured; one configured by name keeps
+    refusing, as a store opened with the wrong model does)."""
+    served = getattr(request.state, "tenant_store", None)
+    stores = getattr(request.app.state, "stores", None)
+    if served is None or stores is None or not hasattr(stores, "drop"):
+        return False
+    return bool(await asyncio.to_thread(stores.drop, *served))
+
+
 def _where(loc: Any) -> str:
     parts = [str(p) for p in loc if p not in ("body",)] if isinstance(loc, (list, tuple)) else [str(loc)]
     return ".".join(parts) or "body"
@@ -100,7 +115,11 @@ def install_error_handlers(app: FastAPI) -> None:
         if status >= 500:
             logger.error("BeeWeave %s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
         headers = {"Retry-After": "1"} if isinstance(exc, (QueueFullError, StoreUnavailableError)) else None
-        return _error(status, type(exc).__name__, str(exc) or type(exc).__name__, headers=headers)
+        detail = str(exc) or type(exc).__name__
+        if isinstance(exc, EmbedderChangedError) and await _reopen(request):
+            headers = {"Retry-After": "1"}
+            detail += "; this server closed its copy of the store: the next request opens it on the model it records"
+        return _error(status, type(exc).__name__, detail, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> SafeJSONResponse:

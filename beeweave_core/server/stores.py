@@ -117,9 +117,12 @@ class TenantStores:
             tenant in memory), or a single SQLite file when there is exactly one tenant.
         tenants: the tenants that may be opened (from the API key configuration).
         opener: ``open_memory``-like callable ``(store, tenant=...) -> BeeWeave``.
+        follows_model: the opener opens a store on the model it records (no model configured):
+            a store another process re-embeds is dropped and opened again (``drop``).
     """
 
-    def __init__(self, root: str | Path | None, tenants: Any, *, opener: Any = None) -> None:
+    def __init__(self, root: str | Path | None, tenants: Any, *, opener: Any = None,
+                 follows_model: bool = False) -> None:
         self.tenants = frozenset(check_tenant(t) for t in tenants)
         self.root = root
         self._single = root is not None and not is_postgres_url(root) and not is_tenant_dir(root)
@@ -127,6 +130,7 @@ class TenantStores:
             raise InvalidInputError(f"{root} is one store but {len(self.tenants)} tenants are configured: "
                                     "give a directory (one store per tenant) or a PostgreSQL URL")
         self._opener = opener or open_memory
+        self._follows_model = follows_model
         self.on_open: Any = None  # (tenant, opened) -> opened: e.g. the server attaching an event log
         self._open: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -150,6 +154,21 @@ class TenantStores:
                         raise
                 self._open[tenant] = found
             return found
+
+    def drop(self, tenant: str, stale: Any) -> bool:
+        """Close the tenant's open store if it is still ``stale`` (a store another process
+        re-embedded: this copy's model is no longer the store's), so that the next request
+        opens it again, on the model it now records; False if it was dropped already, or when
+        stores open on a configured model (opening again would refuse the store: an operator's
+        fix, a restart with the store's model)."""
+        if not self._follows_model:
+            return False
+        with self._lock:
+            if tenant not in self._open or self._open[tenant] is not stale:
+                return False
+            dropped = self._open.pop(tenant)
+        dropped.close()
+        return True
 
     def opened(self) -> dict[str, Any]:
         with self._lock:
