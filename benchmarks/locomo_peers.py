@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -282,6 +282,7 @@ class Row:
     recall: dict[int, float]  # k -> mean recall@k over questions
     query_ms: float  # median wall time of one query() call
     questions: int
+    by_category: dict[Any, float] = field(default_factory=dict)  # question category -> mean R@10
 
 
 def run(
@@ -296,6 +297,7 @@ def run(
     for q in questions:
         by_conv.setdefault(q.conv_id, []).append(q)
     sums = {s.name: dict.fromkeys(ks, 0.0) for s in systems}
+    per_category: dict[str, dict[Any, list[float]]] = {s.name: {} for s in systems}
     times: dict[str, list[float]] = {s.name: [] for s in systems}
     count = 0
     for conv in convs:
@@ -309,12 +311,14 @@ def run(
                 times[system.name].append((time.perf_counter() - start) * 1000)
                 for k in ks:
                     sums[system.name][k] += recall_at_k(ranked, q.evidence, k)
+                per_category[system.name].setdefault(q.category, []).append(recall_at_k(ranked, q.evidence, 10))
     return [
         Row(
             label=s.label,
             recall={k: sums[s.name][k] / count if count else 0.0 for k in ks},
             query_ms=statistics.median(times[s.name]) if times[s.name] else 0.0,
             questions=count,
+            by_category={c: sum(v) / len(v) for c, v in sorted(per_category[s.name].items())},
         )
         for s in systems
     ]
@@ -330,6 +334,12 @@ def print_table(rows: Sequence[Row]) -> None:
         cells = " | ".join(f"{row.recall[k]:.3f}" for k in ks)
         ms = f"{row.query_ms:.1f}" if row.query_ms < 10 else f"{row.query_ms:.0f}"
         print(f"| {row.label} | {cells} | {ms} |")
+    categories = list(rows[0].by_category)
+    if len(categories) > 1:  # R@10 per question category, the same runs
+        print("\n| system (R@10 by category) | " + " | ".join(str(c) for c in categories) + " |")
+        print("|---" * (len(categories) + 1) + "|")
+        for row in rows:
+            print(f"| {row.label} | " + " | ".join(f"{row.by_category.get(c, 0.0):.3f}" for c in categories) + " |")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
