@@ -10,7 +10,8 @@ fusion mode:
   term's best score in the searched scope (the score of a memory that matched every term as
   well as the best memory matched it). Rare terms weigh more, as in BM25; a term every memory
   shares (a speaker's name) weighs little; a term no memory of the scope holds weighs as much
-  as the heaviest matched one (the store does not know that part of the question);
+  as the heaviest matched one would were it as rare as a term can be (the store does not know
+  that part of the question, and a name every memory holds is no answer to it);
 - ``coverage``: the share of the query's distinct terms found in the memory's own text (the
   one lexical evidence left in a store of a few memories, where BM25's idf is 0);
 - ``background``: the query's mean cosine with everyday statements that answer nothing;
@@ -95,11 +96,12 @@ class Calibration(NamedTuple):
 
 
 # Fitted by `python benchmarks/abstention.py --fit` (see the module docstring), all five conversations
-# and the paraphrase set. multilingual-e5-small (the default model), 2026-12-06; the lead curve
-# crosses the gate at a lead of 0.0163.
-E5_CALIBRATION = Calibration(cosine=13.582, lexical=4.637, coverage=0.950, intercept=-15.722,
-                             min_relevance=0.245, abstain_below=0.402, margin=11.439,
-                             lead_weight=108.659, lead_intercept=-2.170)
+# and the paraphrase set. multilingual-e5-small (the default model), 2026-12-06, with a query term
+# no memory in scope holds weighed as the heaviest matched term were it rare (lexical_evidence);
+# the lead curve crosses the gate at a lead of 0.0162.
+E5_CALIBRATION = Calibration(cosine=12.861, lexical=4.334, coverage=1.179, intercept=-14.870,
+                             min_relevance=0.242, abstain_below=0.391, margin=10.918,
+                             lead_weight=108.659, lead_intercept=-2.199)
 # all-MiniLM-L6-v2 (the former default), 2026-12-05.
 MINILM_CALIBRATION = Calibration(cosine=4.724, lexical=3.984, coverage=1.381, intercept=-4.866,
                                  min_relevance=0.252, abstain_below=0.421)
@@ -342,11 +344,17 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
                      found: TermEvidence | None = None) -> dict[str, float]:
     """Each id's BM25 score over the query's (heaviest) terms against the sum of each term's
     best score in the scope ``flt``, in [0, 1]. A term no memory in the scope holds counts in
-    the denominator as much as the heaviest term that some memory matched: "what is Mel
-    allergic to?" asked of memories that never mention an allergy is not answered by one
-    that only names Mel, however well it matches the name. ``found``: those scores as the
-    search's own round trip read them for ``evidence_terms(terms)`` (PostgreSQL), else they
-    are read here.
+    the denominator as much as the heaviest matched term would score were it as rare as a
+    term can be: its best times idf(df = 1) over its own idf (``SearchIndex.term_idf``), and
+    never less than the heaviest matched term's best. "What is Jon allergic to?" asked of a
+    dialogue store that never mentions an allergy is not answered by "Jon: Oof, sorry to hear
+    that. What's up?", however well it matches the name: counted as only the name's best, the
+    absent "allergic" would weigh as little as a name most turns hold, and the name alone
+    would be half the evidence. Weighed by the matched term's idf rather than by a fixed
+    reference, a rare matched term leaves the absent one at its own best, so a short query
+    that matches a long memory by one rare word ("PostgreSQL database") is not silenced by the
+    memory's length. ``found``: those scores as the search's own round trip read them for
+    ``evidence_terms(terms)`` (PostgreSQL), else they are read here.
 
     Where no term scores at all (a store of one or two memories, or terms every memory has:
     BM25's idf is then 0), ``own`` (each id's own terms) gives the evidence instead: the share
@@ -371,8 +379,21 @@ def lexical_evidence(backend: StoreBackend, terms: Mapping[str, int], flt: Filte
     # A term with no best at all is held by no memory of the scope (a term whose idf fell to
     # zero or below has one, not positive, and is no evidence either way).
     absent = sum(1 for term, _ in heaviest if term not in found.best)
-    total = best_total + absent * max(bests)
+    total = best_total + (absent * _absent_weight(found, [t for t, _ in heaviest]) if absent else 0.0)
     return {cid: min(matched[cid] / total, 1.0) for cid in ids}
+
+
+def _absent_weight(found: TermEvidence, terms: Sequence[str]) -> float:
+    """What a query term no memory in scope holds weighs: the highest of the matched
+    ``terms``' bests, each as if its term were held by one record (``best * rare / idf``: the
+    same query count, term count and length), and never less than the highest best itself."""
+    weight = 0.0
+    for t in terms:
+        best = found.best.get(t, 0.0)
+        if best > 0.0:
+            idf = found.idf.get(t, 0.0)
+            weight = max(weight, best, best * found.rare / idf if idf > 0.0 else best)
+    return weight
 
 
 def _read_evidence(backend: StoreBackend, heaviest: list[tuple[str, int]], flt: Filter,
@@ -388,18 +409,19 @@ def _read_evidence(backend: StoreBackend, heaviest: list[tuple[str, int]], flt: 
         return [backend.lexical_search(q, flt, 1, include=include) for q in queries]
 
     terms = list(counts)
-    return term_evidence(terms, search(terms, ids), ids, lambda unsure: search(unsure, ()))
+    return term_evidence(terms, search(terms, ids), ids, lambda unsure: search(unsure, ()), backend.term_idf(terms))
 
 
 def term_evidence(terms: Sequence[str], results: Sequence[Sequence[tuple[str, float]]], ids: Sequence[str],
-                  alone: Callable[[list[str]], Sequence[Sequence[tuple[str, float]]]]) -> TermEvidence:
+                  alone: Callable[[list[str]], Sequence[Sequence[tuple[str, float]]]],
+                  idf: tuple[dict[str, float], float]) -> TermEvidence:
     """``TermEvidence`` from each term's single-term search (``lexical_search({term: qtf},
     flt, 1, include=ids)``, aligned with ``terms``): a term's best is its search's top score
     when positive. For the terms whose top is not positive, ``alone`` gives the same searches
     without ``include``: a term found there has its top as its best (it is in scope, its idf
     fell to zero or below: no evidence either way), one not found has none (no memory in
     scope has it, as the search statement of PostgreSQL tells apart). Each id sums its
-    positive per-term scores."""
+    positive per-term scores. ``idf``: ``term_idf(terms)`` of the same index."""
     best: dict[str, float] = {}
     matched = dict.fromkeys(ids, 0.0)
     unsure = []
@@ -414,4 +436,5 @@ def term_evidence(terms: Sequence[str], results: Sequence[Sequence[tuple[str, fl
                 matched[cid] += s
     if unsure:
         best.update((t, got[0][1]) for t, got in zip(unsure, alone(unsure), strict=True) if got)
-    return TermEvidence(best, matched)
+    weights, rare = idf
+    return TermEvidence(best, matched, {t: weights[t] for t in terms if t in weights}, rare)

@@ -83,6 +83,13 @@ class ContractConformance:
             assert got.vector[i] == pytest.approx(vector[cid], abs=1e-5), cid
         assert got.fields == world.rank_fields(got.ids)
         assert got.records(got.ids[:3]) == world.get(got.ids[:3])
+        # the evidence of calibrated relevance carries the terms' idf, as ``term_idf`` gives it
+        got = one_trip.retrieve(terms | {"unknown": 1}, query, flt, 10, evidence=["apple", "cherry", "unknown"])
+        got.records(got.ids[:3])
+        assert got.evidence is not None
+        idf, rare = world.term_idf(["apple", "cherry", "unknown"])
+        assert got.evidence.idf == pytest.approx(idf, abs=1e-12) and set(got.evidence.idf) == {"apple", "cherry"}
+        assert got.evidence.rare == pytest.approx(rare, abs=1e-12)
 
 
 class BackendConformance:

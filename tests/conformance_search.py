@@ -56,6 +56,34 @@ class SearchIndexConformance:
         top = world.lexical_search({"apple": 1}, build_filter(EVERY_STATUS), 2)
         assert len(top) == 2 and top[0][0] == "w1"  # apple twice in a short record
 
+    def test_term_idf_is_the_idf_the_scores_weigh_terms_by(self, world) -> None:
+        """``term_idf``: Lucene's idf over every live record (whatever a search's filter), the
+        terms no live record holds left out, and the idf of a term one record holds; a term's
+        single-term score is that idf times a part that does not depend on it."""
+        def lucene_idf(n: int, df: int) -> float:
+            return math.log(n + 1) - math.log(df + 0.5)
+
+        corpus = [r.chunk.id for r in WORLD]
+        df = {t: sum(t in r.terms for r in WORLD) for r in WORLD for t in r.terms}
+        idf, rare = world.term_idf(["apple", "elder", "grape", "unknown", "apple"])
+        assert set(idf) == {"apple", "elder", "grape"}
+        for t, w in idf.items():
+            assert w == pytest.approx(lucene_idf(len(corpus), df[t]), abs=1e-9), t
+        assert rare == pytest.approx(lucene_idf(len(corpus), 1), abs=1e-9)
+        assert idf["elder"] == pytest.approx(rare, abs=1e-9)  # one record holds it
+        assert world.term_idf([]) == ({}, rare)
+        # the scores' idf: two terms' scores of the same record are in the ratio of their idfs
+        # times the same saturation when the record holds each once ("elder" and "date" in w3)
+        scores = {t: dict(world.lexical_search({t: 1}, build_filter(EVERY_STATUS), 100))["w3"] for t in ("elder", "date")}
+        both = world.term_idf(["elder", "date"])[0]
+        assert scores["elder"] / scores["date"] == pytest.approx(both["elder"] / both["date"], rel=1e-6)
+        # a deletion changes N and df; a term whose last record went is left out
+        world.delete(["w3"])
+        idf, rare = world.term_idf(["apple", "elder"])
+        assert set(idf) == {"apple"}
+        assert idf["apple"] == pytest.approx(lucene_idf(len(corpus) - 1, df["apple"] - 1), abs=1e-9)
+        assert rare == pytest.approx(lucene_idf(len(corpus) - 1, 1), abs=1e-9)
+
     def test_reference_model_is_bm25s_without_context(self) -> None:
         """Anchors the Reference used for the context tests to bm25s's Lucene BM25."""
         ref = Reference(PLAIN)
@@ -199,6 +227,7 @@ class SearchIndexConformance:
 
     def test_empty_backend_searches(self, backend) -> None:
         assert backend.lexical_search({"apple": 1}, build_filter(None), 5) == []
+        assert backend.term_idf(["apple"]) == ({}, 0.0)
         assert backend.vector_search(vec(1), build_filter(None), 5) == []
         assert backend.count() == 0 and backend.count(build_filter(None)) == 0
         assert list(backend.scan(build_filter(None))) == []

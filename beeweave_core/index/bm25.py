@@ -335,6 +335,16 @@ class BM25Index:
             self._idf_cache = (self._version, idf)
         return self._idf_cache[1]
 
+    def idf(self, term_ids: Iterable[int]) -> list[float]:
+        """Each term id's idf as the scores weigh it (0 for a term no live document holds)."""
+        idf = self._idf()
+        return [float(idf[t]) if 0 <= t < len(idf) else 0.0 for t in term_ids]
+
+    def rare_idf(self) -> float:
+        """The idf of a term one live document holds (df = 1), the highest a held term has;
+        0 with no live document."""
+        return float(bm25_idf(self._n_docs, np.array(1.0))) if self._n_docs else 0.0
+
     def _norm(self) -> np.ndarray:
         """Per slot ``k1 * (1 - b + b * dl / avgdl)``, the length part of the BM25 denominator;
         it changes only with the index, so it is computed once per version, not per query term."""

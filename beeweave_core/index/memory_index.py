@@ -400,6 +400,13 @@ class MemoryIndex:
             out.setdefault(self.ids[s], float(sc))
         return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))
 
+    def term_idf(self, terms: Iterable[str]) -> tuple[dict[str, float], float]:
+        """``SearchIndex.term_idf``: each term's idf as ``lexical_search`` weighs it (those no
+        live record holds left out), and the idf of a term one record holds."""
+        asked = {t: self.term_ids[t] for t in terms if t in self.term_ids}
+        idf = {t: w for t, w in zip(asked, self.lex.idf(asked.values()), strict=True) if w > 0.0}
+        return idf, self.lex.rare_idf()
+
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False) -> list[tuple[str, float]]:
         if self.vec is None or not self.slot_of:
             return []

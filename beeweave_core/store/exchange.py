@@ -64,10 +64,15 @@ class TermEvidence:
             relevance reads as a part of the query the store does not know.
         lexical: each candidate's BM25 over the evidence terms, summing only its positive
             per-term scores (0 when it has none); a local index's only the records asked for.
+        idf: each evidence term's idf as those scores weigh it (terms no live record holds
+            left out), and ``rare`` that of a term one record holds, as
+            ``SearchIndex.term_idf`` gives them.
     """
 
     best: dict[str, float]
     lexical: dict[str, float]
+    idf: dict[str, float]
+    rare: float
 
 
 class Candidates(Protocol):

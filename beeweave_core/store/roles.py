@@ -136,6 +136,15 @@ class SearchIndex(Protocol):
         counts include its session neighbours' counts times ``lexical_context_weight``.
         """
 
+    def term_idf(self, terms: Sequence[str]) -> tuple[dict[str, float], float]:
+        """The weights ``lexical_search`` gives terms: each of ``terms``' idf, Lucene's
+        ``log(N + 1) - log(df + 0.5)`` over every live record whatever a filter (N of them, df
+        those holding the term, as in the scores), terms no live record holds left out; and
+        the idf of a term one record holds (df = 1), the highest a held term has (0 when the
+        store is empty). Calibrated relevance reads them (``relevance.lexical_evidence``): a
+        query term no memory in scope holds weighs as the heaviest matched term would score
+        were it that rare."""
+
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False,
                       model: str | None = None) -> list[tuple[str, float]]:
         """Cosine similarity of records' own vectors, over records matching ``flt``; best first.

@@ -893,6 +893,11 @@ class SQLiteStore:
             self._check()
             return self.index.lexical_search(terms, self._resolved(flt), k, include=include)
 
+    def term_idf(self, terms: Sequence[str]) -> tuple[dict[str, float], float]:
+        with self._lock:
+            self._check()
+            return self.index.term_idf(terms)
+
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False,
                       model: str | None = None) -> list[tuple[str, float]]:
         with self._lock:

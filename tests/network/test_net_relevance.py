@@ -201,8 +201,9 @@ def test_a_new_users_two_memories_are_told_apart_by_the_terms_each_has() -> None
 
 def test_a_query_term_no_memory_holds_weighs_against_the_hits() -> None:
     """A term absent from the searched scope counts in the lexical evidence's denominator as
-    much as the heaviest matched term: a memory that only names the person asked about is
-    not evidence for "what is Mel allergic to?" when no memory mentions an allergy."""
+    much as the heaviest matched term would were it held by one memory: a memory that only
+    names the person asked about is not evidence for "what is Mel allergic to?" when no
+    memory mentions an allergy."""
     texts = ["Mel went hiking with her dog", "Mel painted a sunset by the lake", "Jon baked bread",
              "Jon fixed his bike", "The weather was rainy all week"]
     with _store(*texts) as m:
@@ -217,8 +218,10 @@ def test_a_query_term_no_memory_holds_weighs_against_the_hits() -> None:
         alone = lexical("Mel")
         assert max(alone.values()) == pytest.approx(1.0)
         absent = lexical("Mel allergic")  # "allergic": in no memory
-        assert max(absent.values()) == pytest.approx(0.5)
-        assert all(absent[c] == pytest.approx(alone[c] / 2) for c in ids)
+        idf, rare = m.backend.term_idf(["mel", "allergic"])
+        assert set(idf) == {"mel"} and idf["mel"] < rare  # two of the five memories name Mel
+        assert max(absent.values()) == pytest.approx(1 / (1 + rare / idf["mel"]))
+        assert all(absent[c] == pytest.approx(alone[c] / (1 + rare / idf["mel"])) for c in ids)
         both = lexical("Mel hiking")  # a term some memory holds is weighed by its own best
         assert both[hiking] == pytest.approx(1.0)
         assert m.search("Mel allergic", user_id="u", k=1)[0].relevance < m.search("Mel", user_id="u", k=1)[0].relevance

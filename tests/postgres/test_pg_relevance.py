@@ -120,12 +120,17 @@ def test_a_dialogue_query_reads_only_its_heaviest_terms(store) -> None:
     assert max(abs(one_trip[c] - two_trips[c]) for c in got.ids) <= 1e-9
 
 
-def test_a_term_absent_from_the_scope_weighs_as_the_heaviest_matched_one(store) -> None:
+def test_a_term_absent_from_the_scope_weighs_as_the_matched_one_were_it_rare(store) -> None:
     pg, rows = store
     terms, got, one_trip, two_trips = _both(pg, rows, ["budget", ONLY_BOB], {"user_id": "ann"}, 8)
     assert ONLY_BOB not in got.evidence.best and got.evidence.best["budget"] > 0
-    # the best "budget" record has its term's best, against that best counted twice
-    assert max(two_trips.values()) == pytest.approx(0.5)
+    # the evidence carries the store's idf (bob's records hold the absent term: it has one)
+    assert (got.evidence.idf, got.evidence.rare) == pg.term_idf(["budget", ONLY_BOB])
+    idf, rare = got.evidence.idf["budget"], got.evidence.rare
+    assert 0 < idf < rare
+    # the best "budget" record has its term's best, against that best plus the absent term
+    # weighed as "budget" would score were one record to hold it
+    assert max(two_trips.values()) == pytest.approx(1 / (1 + rare / idf))
     assert max(abs(one_trip[c] - two_trips[c]) for c in got.ids) <= 1e-9
     _, got_bob, _, _ = _both(pg, rows, ["budget", ONLY_BOB], {"user_id": "bob"}, 8)
     assert ONLY_BOB in got_bob.evidence.best

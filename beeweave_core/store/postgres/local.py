@@ -32,7 +32,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from itertools import chain
 from typing import Any
@@ -177,7 +177,7 @@ class LocalCandidates:
                 return
             found = self._evidence_of(wanted)
             if self.evidence is not None:  # asked again: keep the earlier records' too
-                found = TermEvidence(found.best, {**self.evidence.lexical, **found.lexical})
+                found = replace(found, lexical={**self.evidence.lexical, **found.lexical})
             self.evidence = found
 
         chunks, rivals = self._get(wanted, read_evidence)
@@ -420,7 +420,8 @@ class LocalIndex:
         def search(words: Sequence[str], include: Sequence[str]) -> list[list[tuple[str, float]]]:
             return [index.lexical_search({t: terms[t]}, flt, 1, include=include) for t in words]
 
-        return term_evidence(unique, search(unique, ids), ids, lambda unsure: search(unsure, ()))
+        return term_evidence(unique, search(unique, ids), ids, lambda unsure: search(unsure, ()),
+                             index.term_idf(unique))
 
     @contextmanager
     def _fresh(self, *, load: bool = True) -> Iterator[MemoryIndex | None]:
@@ -581,6 +582,12 @@ class LocalIndex:
             assert index is not None  # (load=True)
             return [index.lexical_search({t: c for t, c in terms.items() if "\x00" not in t}, flt, k, include=include)
                     for terms in queries]
+
+    def term_idf(self, terms: Sequence[str]) -> tuple[dict[str, float], float]:
+        """``PostgresStore.term_idf`` from the local index."""
+        with self._fresh() as index:
+            assert index is not None  # (load=True)
+            return index.term_idf(t for t in terms if "\x00" not in t)
 
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False,
                       model: str | None = None) -> list[tuple[str, float]]:

@@ -617,6 +617,10 @@ class PostgresStore:
             return []
         return self.local.lexical_searches(queries, self._fields_as_ids(flt), k, include)
 
+    def term_idf(self, terms: Sequence[str]) -> tuple[dict[str, float], float]:
+        self.db.check()
+        return self.local.term_idf(terms)
+
     def vector_search(self, vector: np.ndarray, flt: Filter, k: int, *, exact: bool = False,
                       model: str | None = None) -> list[tuple[str, float]]:
         self.db.check()
