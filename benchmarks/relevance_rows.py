@@ -12,6 +12,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np  # noqa: E402
+
 from beeweave_core import BeeWeave  # noqa: E402
 from beeweave_core.filters import build_filter  # noqa: E402
 from beeweave_core.query import prepare_query  # noqa: E402
@@ -49,18 +51,22 @@ def evidence_rows(memory: BeeWeave, user: str, query: str) -> list[dict[str, Any
     background = mean_cosine(statements)
     own = {h.id: set(search.shared.tokenizer.tokenize(h.chunk.content)) for h in hits}
     lex = lexical_evidence(search.shared.backend, terms, flt, [h.id for h in hits], own)
-    # the lead: each hit's cosine against the top cosines of the candidates, as the engine read them
-    _, scores = search._retrieve(terms, flt, K, qvec)
-    top = top_cosines(scores["vector"])
+    # the lead: each hit's own cosine against the top own cosines of the candidates, as the
+    # engine reads them (``Search._own_cosines``: no session neighbours blended in); the word
+    # curve's cosine is the ranking's
+    ids, scores = search._retrieve(terms, flt, K, qvec)
+    cosines = search._own_cosines(None, ids, qvec, scores["vector"])
+    top = top_cosines(np.fromiter(cosines.values(), np.float64, len(cosines)))
     near = [h for h in hits if "vector" in h.sources]
     found = iter(semantic_leads(search.shared.backend, search.shared.embedder, [h.id for h in near],
-                                [h.sources["vector"].score for h in near], top, qvec,
+                                [cosines.get(h.id, h.sources["vector"].score) for h in near], top, qvec,
                                 background=statements.tolist()))
     out = []
     for h in hits:
         vec, bm = h.sources.get("vector"), h.sources.get("lexical")
         out.append({"id": h.id, "score": h.score, "relevance": h.relevance,
-                    "cosine": vec.score if vec else 0.0, "bm25": bm.score if bm else 0.0, "lexical": lex[h.id],
+                    "cosine": vec.score if vec else 0.0, "bm25": bm.score if bm else 0.0,
+                    "lexical": lex[h.id],
                     "coverage": term_coverage(terms, own[h.id]), "background": background if vec else 0.0,
                     "lead": next(found) if vec else 0.0})
     return out

@@ -23,7 +23,11 @@ def test_the_demo_answers_or_says_why_not(capsys, monkeypatch) -> None:
         lines = [line for line in block.splitlines()[1:] if line.strip()]
         assert lines, block  # never a question followed by nothing
         assert all(re.match(r"   (\d\.\d{3}  \S|\(no memory reached the relevance gate)", line) for line in lines), block
-    # Where the gate lets memories through, the right one is first (English and Chinese).
+    # Every question has its answer first (English and Chinese). The first is a paraphrase
+    # (travelling / a trip) among the eight turns of one session: relevance reads the memory's
+    # own vector, not the one its session neighbours blend into (which silenced it).
+    assert "with my sister Mei" in blocks[0].splitlines()[1]
     assert "Mei is vegetarian" in blocks[1].splitlines()[1]
+    assert "Cherry blossoms" in blocks[3].splitlines()[1]
     assert "KX-2231" in blocks[2].splitlines()[1]
     assert "花生过敏" in blocks[4].splitlines()[1]

@@ -183,3 +183,21 @@ def test_the_lead_is_at_most_how_far_the_memory_stands_above_its_closeness_to_an
     semantic_leads(backend, embedder, ["a", "b"], [0.9, 0.9], [0.9, 0.9], query, lambda cid, _: cid == "a",
                    background=background)
     assert backend.asked == [["a"]]
+
+
+def test_the_gate_puts_what_it_judged_relevant_first() -> None:
+    """Past the gate, the hits that reach it lead (each side as ranked, scores kept sorted):
+    the ranking's session context can lift a neighbour of the answer above it."""
+    from beeweave_core.records import KnowledgeChunk, SearchHit
+    from beeweave_core.relevance import gated
+
+    def hit(cid: str, score: float, rel: float) -> SearchHit:
+        return SearchHit(KnowledgeChunk(raw_content=cid, user_id="u", id=cid), score, {}, relevance=rel)
+
+    hits = [hit("neighbour", 0.9, 0.05), hit("answer", 0.8, 0.9), hit("other", 0.7, 0.1), hit("also", 0.6, 0.5)]
+    out = gated(hits, 0.4)
+    assert [h.id for h in out] == ["answer", "also", "neighbour", "other"]
+    assert [h.score for h in out] == [0.8, 0.6, 0.6, 0.6]
+    assert [h.relevance for h in out] == [0.9, 0.5, 0.05, 0.1]
+    assert gated(hits, 0.95) == []
+    assert gated(hits, 0) == hits and gated(hits, None) == hits

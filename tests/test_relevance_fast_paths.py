@@ -65,9 +65,9 @@ def memory():
 
 
 def _slow_relevance(memory: BeeWeave, query: str, hits) -> dict[str, float]:
-    """Each hit's relevance for ``query`` read the obvious way: every other memory's cosine
-    and every everyday statement's, sorted whole for each hit (a hit the vectors did not
-    find, with no "vector" source, has no cosine evidence)."""
+    """Each hit's relevance for ``query`` read the obvious way: its lead from every other
+    memory's own cosine and every everyday statement's, sorted whole for each hit (a hit the
+    vectors did not find, with no "vector" source, has no cosine evidence)."""
     shared = memory.parts.shared
     emb, backend = shared.embedder, shared.backend
     curve = calibration_for(emb.name)
@@ -95,9 +95,31 @@ def _slow_relevance(memory: BeeWeave, query: str, hits) -> dict[str, float]:
         rise = cosine[cid] - sum(nearest) / len(nearest)
         if rise > 0:
             rise = min(rise, memory_lead(vectors[cid], qvec, QUESTIONS.vectors(emb)))
-        ev = Evidence(cosine[cid], lexical[cid], term_coverage(terms, own[cid]), float(np.mean(background)), rise)
+        # the word curve reads the ranking's cosine, the lead each memory's own
+        ev = Evidence(h.sources["vector"].score, lexical[cid], term_coverage(terms, own[cid]),
+                      float(np.mean(background)), rise)
         out[cid] = relevance(ev, calibration=curve)
     return out
+
+
+@pytest.mark.parametrize("query", ["which port does staging use", "where is the offsite", "peanut allergy"])
+def test_in_one_session_the_lead_reads_each_memorys_own_vector(query) -> None:
+    """Ranking blends a memory's session neighbours into its vector; the lead reads the
+    memory's own (the slow computation's leads are of the own vectors): within one session
+    the blended cosines crowd together and no memory would stand out."""
+    with BeeWeave(embedder=_DefaultNamed()) as m:
+        # turns of one conversation (a speaker tag): they lend each other context
+        m.add_many([{"content": f"user: {t}", "user_id": "u", "session_id": "one"} for t in MEMORIES],
+                   show_progress=False)
+        hits = m.search(query, user_id="u", k=len(MEMORIES), abstain_below=0)
+        # the ranking's cosines are the blended ones: not the own vectors' (else this proves nothing)
+        vectors = m.parts.shared.backend.get_vectors([h.id for h in hits])
+        qvec = np.asarray(m.embed_query(query), dtype=np.float32)
+        assert any(abs(h.sources["vector"].score - float(vectors[h.id] @ qvec)) > 1e-3
+                   for h in hits if "vector" in h.sources)
+        expected = _slow_relevance(m, query, hits)
+        for h in hits:
+            assert h.relevance == pytest.approx(expected[h.id], abs=1e-6), h.chunk.content
 
 
 @pytest.mark.parametrize("query", ["which port does staging use", "where is the offsite", "peanut allergy"])

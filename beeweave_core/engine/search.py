@@ -173,19 +173,22 @@ class Search:
 
     def _relevance(self, terms: Mapping[str, int], flt: Filter, hits: list[SearchHit],
                    found: TermEvidence | None = None, qvec: np.ndarray | None = None,
-                   candidates: np.ndarray | None = None, background: np.ndarray | None = None) -> list[SearchHit]:
+                   candidates: Mapping[str, float] | None = None,
+                   background: np.ndarray | None = None) -> list[SearchHit]:
         """Each hit with its calibrated relevance (``beeweave_core.relevance``); ``found``: its
-        lexical evidence as the search's round trip read it; ``candidates``: the cosines of
-        the search's candidates (the highest are what each hit's lead is read against);
-        ``background``: ``_background(qvec)`` when the search already read it."""
+        lexical evidence as the search's round trip read it; ``candidates``: the search's
+        candidates' own cosines (``_own_cosines``: each hit's lead is read from its own against
+        the highest); ``background``: ``_background(qvec)`` when the search already read it."""
         if not hits:
             return hits
         curve = calibration_for(self.shared.embedder.name)
         if background is None:
             background = self._background(qvec)
+        cosines = dict(candidates or {})
         evidence = self._evidence(terms, flt, hits, found, mean_cosine(background) if curve.margin else 0.0)
         if curve.lead_weight and qvec is not None:
-            self._with_leads(evidence, hits, curve, qvec, background, candidates)
+            top = np.fromiter(cosines.values(), np.float64, len(cosines)) if candidates is not None else None
+            self._with_leads(evidence, hits, curve, qvec, background, top, cosines)
         out = []
         for h in hits:
             ce = h.sources.get("rerank")
@@ -207,15 +210,17 @@ class Search:
         return evidence
 
     def _with_leads(self, evidence: dict[str, Evidence], hits: list[SearchHit], curve: Calibration,
-                    qvec: np.ndarray, background: np.ndarray, candidates: np.ndarray | None) -> None:
-        """Each vector hit's ``Evidence.lead``, set in ``evidence`` (``semantic_leads``)."""
+                    qvec: np.ndarray, background: np.ndarray, candidates: np.ndarray | None,
+                    cosines: Mapping[str, float]) -> None:
+        """Each vector hit's ``Evidence.lead``, set in ``evidence`` (``semantic_leads``), from
+        its own cosine (``cosines``) against the candidates' highest own ones (``candidates``)."""
         words = curve._replace(lead_weight=0.0)
 
         def matters(cid: str, rise: float) -> bool:  # the lead's curve above the words' one
             return relevance(evidence[cid]._replace(lead=rise), calibration=curve) > relevance(
                 evidence[cid], calibration=words)
 
-        near = [(h.id, v.score) for h in hits if (v := h.sources.get("vector")) is not None]
+        near = [(h.id, cosines.get(h.id, v.score)) for h in hits if (v := h.sources.get("vector")) is not None]
         top = top_cosines(candidates) if candidates is not None else []
         rises = semantic_leads(self.shared.backend, self.shared.embedder, [cid for cid, _ in near],
                                [c for _, c in near], top, qvec, matters, background=background.tolist())
@@ -249,6 +254,12 @@ class Search:
         if qvec is None and backend.count(None):
             qvec = self.embed_query(prepared.text)
         got, ids, scores = self._candidates(req, prepared.terms, qvec, model, optimistic)
+        # The semantic lead (does this memory stand out from the next closest?) reads each
+        # candidate's cosine with its own vector: the ranking's blends in its session
+        # neighbours', and within one session those crowd together so that no memory stands
+        # out (the answer to "who is travelling with me?" read 0.17 among the eight turns of
+        # its trip's session, 0.96 on its own).
+        own = self._own_cosines(got, ids, qvec, scores["vector"])
         ranked, by_use = self._ranked(req, ids, scores, got)
         wanted = [cid for cid, _, _ in ranked]
         try:
@@ -263,13 +274,28 @@ class Search:
         # Read once: ordering by use reads relevance over the pool, the hits returned again.
         background = self._background(qvec) if scored else None
         if by_use:
-            scored = self._by_use(req, self._relevance(prepared.terms, req.flt, scored, found, qvec, scores["vector"],
+            scored = self._by_use(req, self._relevance(prepared.terms, req.flt, scored, found, qvec, own,
                                                        background))
         scored = self._reordered(req, scored)
-        scored = self._relevance(prepared.terms, req.flt, scored[: req.k], found, qvec, scores["vector"], background)
+        scored = self._relevance(prepared.terms, req.flt, scored[: req.k], found, qvec, own, background)
         if req.min_relevance is not None:
             scored = [h for h in scored if h.relevance is not None and h.relevance >= req.min_relevance]
         return scored
+
+    def _own_cosines(self, got: Candidates | None, ids: list[str], qvec: np.ndarray | None,
+                     context: np.ndarray) -> dict[str, float]:
+        """Each candidate's cosine with its own vector, as the backend's one trip gave them or
+        read here (a local index's vectors are in memory); a candidate without a vector keeps
+        the ranking's cosine."""
+        if qvec is None or not ids:
+            return {}
+        own = got.own_vector if got is not None else None
+        if own is not None:
+            return dict(zip(ids, own.tolist(), strict=True))
+        q = np.asarray(qvec, np.float64)
+        vectors = self.shared.backend.get_vectors(ids)
+        return {cid: float(np.dot(vectors[cid].astype(np.float64), q)) if cid in vectors else float(c)
+                for cid, c in zip(ids, context.tolist(), strict=True)}
 
     def _by_use(self, req: SearchRequest, hits: list[SearchHit]) -> list[SearchHit]:
         """``hits`` (ordered without the lift, scored with it, with their relevance) in

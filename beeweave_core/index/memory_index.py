@@ -417,6 +417,14 @@ class MemoryIndex:
             slots, scores = self.vec.search(query, k, sel.mask(), exact=exact)
         return [(self.ids[s], float(sc)) for s, sc in zip(slots.tolist(), scores.tolist(), strict=False)]
 
+    def own_vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine of ``vector`` with each memory's own vector (no neighbours: what relevance reads)."""
+        slots = np.array([self.slot_of[i] for i in ids if i in self.slot_of], np.int64)
+        if self.vec is None or not len(slots):
+            return {}
+        scores = matvec(self.vec.vectors(slots).astype(np.float64), np.asarray(vector, np.float64))
+        return {self.ids[s]: float(x) for s, x in zip(slots.tolist(), scores.tolist(), strict=False)}
+
     def vector_scores(self, vector: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """Cosine of ``vector`` with each memory's context vector (own + weighted neighbours)."""
         slots = np.array([self.slot_of[i] for i in ids if i in self.slot_of], np.int64)

@@ -103,6 +103,11 @@ class Candidates(Protocol):
     @property
     def rivals(self) -> dict[str, list[Relationship]] | None: ...
 
+    @property
+    def own_vector(self) -> np.ndarray | None:
+        """Each candidate's cosine with its own vector (``vector`` may blend in its session
+        neighbours'), aligned with ``ids``; None: the engine reads the vectors (``get_vectors``)."""
+
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]: ...
 
 

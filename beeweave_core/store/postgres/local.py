@@ -168,6 +168,7 @@ class LocalCandidates:
     _evidence_of: Callable[[Sequence[str]], TermEvidence] | None = field(default=None, repr=False)
     evidence: TermEvidence | None = None  # filled by ``records`` (``base.Candidates.evidence``)
     rivals: dict[str, list[Relationship]] | None = None  # filled by ``records``
+    own_vector: np.ndarray | None = None  # ``base.Candidates.own_vector``, from memory
 
     def records(self, ids: Sequence[str]) -> dict[str, KnowledgeChunk]:
         wanted = [cid for cid in ids if cid in self.fields]
@@ -392,17 +393,19 @@ class LocalIndex:
 
     # -- the search ---------------------------------------------------------------------
     def _candidates(self, terms: Mapping[str, int], q: np.ndarray, flt: Filter, k: int
-                    ) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """What the engine's separate calls would give (``Search._retrieve``), from memory."""
+                    ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """What the engine's separate calls would give (``Search._retrieve``), from memory, and
+        each candidate's cosine with its own vector (``Candidates.own_vector``)."""
         index = self.index
         if index.dim is not None and index.dim != len(q):
             raise DimensionMismatchError(f"the query vector has shape {q.shape}; this store needs ({index.dim},)")
         vector_top = index.vector_search(q, flt, k)
         lexical = index.lexical_search(terms, flt, k, include=[cid for cid, _ in vector_top])
         ids = [cid for cid, _ in lexical]
-        vector = index.vector_scores(q, ids)
+        vector, own = index.vector_scores(q, ids), index.own_vector_scores(q, ids)
         return (ids, np.fromiter((s for _, s in lexical), np.float64, len(ids)),
-                np.fromiter((vector.get(cid, 0.0) for cid in ids), np.float64, len(ids)))
+                np.fromiter((vector.get(cid, 0.0) for cid in ids), np.float64, len(ids)),
+                np.fromiter((own.get(cid, 0.0) for cid in ids), np.float64, len(ids)))
 
     def _evidence(self, terms: Mapping[str, int], flt: Filter, evidence: Sequence[str],
                   ids: Sequence[str]) -> TermEvidence:
@@ -483,11 +486,12 @@ class LocalIndex:
                 with self._db.conn() as conn:
                     self._bring_up(conn, True)
             check_query_model(model, self.model)
-            ids, lexical, vec = self._candidates(terms, q, flt, k)
+            ids, lexical, vec, own = self._candidates(terms, q, flt, k)
             # every held slot has its fields (filled at load and by every write caught up)
             fields = self.index.rank_fields(ids, lambda missing: records_with_rivals(self._db, missing)[0].values())
         return LocalCandidates(ids, lexical, vec, fields, lambda wanted, meanwhile: self._records(wanted, hoped, meanwhile),
-                               (lambda wanted: self._evidence(terms, flt, evidence, wanted)) if evidence else None)
+                               (lambda wanted: self._evidence(terms, flt, evidence, wanted)) if evidence else None,
+                               own_vector=own)
 
     def _records(self, ids: Sequence[str], hoped: int | None, meanwhile: Callable[[], None]
                  ) -> tuple[dict[str, KnowledgeChunk], dict[str, list[Relationship]]]:
