@@ -271,3 +271,24 @@ def test_relevance_is_the_embedded_stores_whichever_hits_come_back(pg_url) -> No
             assert got.keys() == {h.id for h in embedded.search("alpha gamma", user_id="u", k=k)}
             for cid, rel in got.items():
                 assert rel == pytest.approx(full[cid], abs=1e-6), (k, cid)  # cosines in float32
+
+
+def test_the_lead_reads_the_same_own_cosines_on_both_backends(pg_url) -> None:  # noqa: F811
+    """In one session the ranking blends neighbours into a turn's vector; the relevance lead
+    reads each turn's own cosine: PostgreSQL from its local index with the candidates
+    (``Candidates.own_vector``), SQLite by reading the vectors. Both give the same relevance."""
+    from tests.test_relevance_fast_paths import MEMORIES, _DefaultNamed
+
+    records = [{"content": f"user: {t}", "user_id": "u", "session_id": "one", "chunk_id": f"t{i}"}
+               for i, t in enumerate(MEMORIES)]
+    url, tenant = pg_url, new_tenant()
+    with BeeWeave(embedder=_DefaultNamed()) as lite, \
+            BeeWeave.from_url(url, embedder=_DefaultNamed(), tenant=tenant) as pg:
+        for m in (lite, pg):
+            m.add_many(records, show_progress=False)
+        for query in ("which port does staging use", "where is the offsite", "peanut allergy"):
+            a = {h.id: h.relevance for h in lite.search(query, user_id="u", k=len(MEMORIES), abstain_below=0)}
+            b = {h.id: h.relevance for h in pg.search(query, user_id="u", k=len(MEMORIES), abstain_below=0)}
+            assert a.keys() == b.keys()
+            for cid in a:
+                assert a[cid] == pytest.approx(b[cid], abs=1e-6), (query, cid)
