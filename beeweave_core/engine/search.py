@@ -20,6 +20,7 @@ import numpy as np
 from ..defaults import DEFAULT_TOP_K
 from ..filters import Filter
 from ..fusion import FusionMode, fuse_scores
+from ..index.vectors import matvec
 from ..language import embedder_languages, retriever_weights
 from ..lifecycle.timeline import current_first
 from ..network import ExpandOptions
@@ -289,13 +290,14 @@ class Search:
         the ranking's cosine."""
         if qvec is None or not ids:
             return {}
-        own = got.own_vector if got is not None else None
-        if own is not None:
-            return dict(zip(ids, own.tolist(), strict=True))
-        q = np.asarray(qvec, np.float64)
+        given = got.own_vector if got is not None else None
+        if given is not None:
+            return dict(zip(ids, given.tolist(), strict=True))
         vectors = self.shared.backend.get_vectors(ids)
-        return {cid: float(np.dot(vectors[cid].astype(np.float64), q)) if cid in vectors else float(c)
-                for cid, c in zip(ids, context.tolist(), strict=True)}
+        held = [cid for cid in ids if cid in vectors]
+        own = dict(zip(held, matvec(np.stack([vectors[cid] for cid in held]).astype(np.float64),
+                                    np.asarray(qvec, np.float64)).tolist(), strict=True)) if held else {}
+        return {cid: own.get(cid, float(c)) for cid, c in zip(ids, context.tolist(), strict=True)}
 
     def _by_use(self, req: SearchRequest, hits: list[SearchHit]) -> list[SearchHit]:
         """``hits`` (ordered without the lift, scored with it, with their relevance) in

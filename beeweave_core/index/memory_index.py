@@ -444,7 +444,11 @@ class MemoryIndex:
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if self.vec is None:
             return {}
-        return {i: self.vec.get(self.slot_of[i]) for i in ids if i in self.slot_of}
+        held = [i for i in ids if i in self.slot_of]
+        # one gather for all (a search's relevance reads its ~100 candidates' vectors), each row
+        # a copy of its own, as one vector read alone is
+        rows = self.vec.vectors(np.fromiter((self.slot_of[i] for i in held), np.int64, len(held)))
+        return {i: row.copy() for i, row in zip(held, rows, strict=True)}
 
     # -- integrity ------------------------------------------------------------------
     def verify(self, rows: Sequence[tuple[str, bytes, bytes]], known_terms: set[int]) -> list[str]:
