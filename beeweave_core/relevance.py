@@ -151,8 +151,15 @@ def gated(hits: list[SearchHit], gate: float | None) -> list[SearchHit]:
     passing = [(h.relevance or 0.0) >= gate for h in hits]
     if not any(passing):
         return []
+    return scores_kept_sorted([h for h, p in zip(hits, passing, strict=True) if p]
+                              + [h for h, p in zip(hits, passing, strict=True) if not p])
+
+
+def scores_kept_sorted(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """``hits`` in the order given, each score at most the one above it: an order that is not
+    the scores' (relevance first, use, a query's questions in turns) keeps the scores sorted."""
     out: list[SearchHit] = []
-    for h in [h for h, p in zip(hits, passing, strict=True) if p] + [h for h, p in zip(hits, passing, strict=True) if not p]:
+    for h in hits:
         out.append(h if not out or h.score <= out[-1].score else replace(h, score=out[-1].score))
     return out
 

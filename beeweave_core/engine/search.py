@@ -38,6 +38,7 @@ from ..relevance import (
     lexical_evidence,
     mean_cosine,
     relevance,
+    scores_kept_sorted,
     semantic_leads,
     term_coverage,
     top_cosines,
@@ -185,11 +186,9 @@ class Search:
         curve = calibration_for(self.shared.embedder.name)
         if background is None:
             background = self._background(qvec)
-        cosines = dict(candidates or {})
         evidence = self._evidence(terms, flt, hits, found, mean_cosine(background) if curve.margin else 0.0)
         if curve.lead_weight and qvec is not None:
-            top = np.fromiter(cosines.values(), np.float64, len(cosines)) if candidates is not None else None
-            self._with_leads(evidence, hits, curve, qvec, background, top, cosines)
+            self._with_leads(evidence, hits, curve, qvec, background, candidates or {})
         out = []
         for h in hits:
             ce = h.sources.get("rerank")
@@ -211,10 +210,9 @@ class Search:
         return evidence
 
     def _with_leads(self, evidence: dict[str, Evidence], hits: list[SearchHit], curve: Calibration,
-                    qvec: np.ndarray, background: np.ndarray, candidates: np.ndarray | None,
-                    cosines: Mapping[str, float]) -> None:
+                    qvec: np.ndarray, background: np.ndarray, cosines: Mapping[str, float]) -> None:
         """Each vector hit's ``Evidence.lead``, set in ``evidence`` (``semantic_leads``), from
-        its own cosine (``cosines``) against the candidates' highest own ones (``candidates``)."""
+        its own cosine against the candidates' highest (``cosines``: the candidates' own)."""
         words = curve._replace(lead_weight=0.0)
 
         def matters(cid: str, rise: float) -> bool:  # the lead's curve above the words' one
@@ -222,7 +220,7 @@ class Search:
                 evidence[cid], calibration=words)
 
         near = [(h.id, cosines.get(h.id, v.score)) for h in hits if (v := h.sources.get("vector")) is not None]
-        top = top_cosines(candidates) if candidates is not None else []
+        top = top_cosines(np.fromiter(cosines.values(), np.float64, len(cosines))) if cosines else []
         rises = semantic_leads(self.shared.backend, self.shared.embedder, [cid for cid, _ in near],
                                [c for _, c in near], top, qvec, matters, background=background.tolist())
         for (cid, _), rise in zip(near, rises, strict=True):
@@ -260,7 +258,8 @@ class Search:
         # neighbours', and within one session those crowd together so that no memory stands
         # out (the answer to "who is travelling with me?" read 0.17 among the eight turns of
         # its trip's session, 0.96 on its own).
-        own = self._own_cosines(got, ids, qvec, scores["vector"])
+        own = (self._own_cosines(got, ids, qvec, scores["vector"])
+               if calibration_for(self.shared.embedder.name).lead_weight else {})
         ranked, by_use = self._ranked(req, ids, scores, got)
         wanted = [cid for cid, _, _ in ranked]
         try:
@@ -306,11 +305,7 @@ class Search:
         score is at most the one above it, so the scores stay sorted."""
         gate = default_gate(self.shared.config.abstain_below, self.shared.embedder.name)
         order = use_order([h.score for h in hits], [counts_as_use(h.relevance, gate) for h in hits])
-        out: list[SearchHit] = []
-        for i in order[: None if req.reorders else req.k]:
-            h = hits[i]
-            out.append(h if not out or h.score <= out[-1].score else replace(h, score=out[-1].score))
-        return out
+        return scores_kept_sorted([hits[i] for i in order[: None if req.reorders else req.k]])
 
     def _candidates(self, req: SearchRequest, terms: Mapping[str, int], qvec: np.ndarray | None, model: str,
                     optimistic: bool) -> tuple[Candidates | None, list[str], dict[str, np.ndarray]]:
@@ -406,8 +401,4 @@ def take_turns(answers: Sequence[Sequence[SearchHit]], k: int) -> list[SearchHit
             if h.id not in best or h.score > best[h.id].score:
                 best[h.id] = h
             place[h.id] = min(place.get(h.id, (rank, -h.score)), (rank, -h.score))
-    out: list[SearchHit] = []
-    for cid in sorted(best, key=lambda c: (*place[c], c))[:k]:
-        h = best[cid]
-        out.append(h if not out or h.score <= out[-1].score else replace(h, score=out[-1].score))
-    return out
+    return scores_kept_sorted([best[cid] for cid in sorted(best, key=lambda c: (*place[c], c))[:k]])
