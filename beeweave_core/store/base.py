@@ -76,9 +76,9 @@ def check_model(rows: Sequence[ChunkRow], recorded: str | None) -> None:
     asked for, and its searches would still embed queries with the old model. An error it
     can act on (reopen) beats a write acknowledged with a vector nothing can search."""
     models = {r.model for r in rows if r.model is not None}
-    if recorded is None or not models:
+    name = model_name(recorded)
+    if name is None or not models:
         return
-    name = str(json.loads(recorded)["name"])
     stale = sorted(models - {name})
     if stale:
         raise EmbedderChangedError(

@@ -532,8 +532,12 @@ class SQLiteStore:
         return int(n), int(last)
 
     def _recorded_model(self) -> str | None:
+        return model_name(self._recorded_embedder())
+
+    def _recorded_embedder(self) -> str | None:
+        """The meta ``embedder`` as this connection's transaction sees it."""
         row = self._db.execute("SELECT value FROM meta WHERE key='embedder'").fetchone()
-        return model_name(None if row is None else row[0])
+        return None if row is None else row[0]
 
     def _wrote_meta(self, meta: Mapping[str, str] | None) -> None:
         """After this store committed ``meta``: its own writes do not move ``data_version``."""
@@ -655,8 +659,7 @@ class SQLiteStore:
         if any(r.model is not None for r in rows):
             # Under BEGIN IMMEDIATE: a re-embed's switch (one transaction setting this) is
             # either committed, and seen here, or waits for this write and re-reads its rows.
-            row = self._db.execute("SELECT value FROM meta WHERE key='embedder'").fetchone()
-            check_model(rows, None if row is None else row[0])
+            check_model(rows, self._recorded_embedder())
         dims = {len(r.vector) for r in rows}
         vec = self.index.vec
         staying = 0 if vec is None else vec.n_alive - sum(cid in self.index for cid in mirror.removed)
