@@ -565,15 +565,15 @@ class IngestRuntime:
 
     # -- a user's events (export, import, forget) --------------------------------------------------
     def _existing_queue(self) -> EventQueue | None:
-        """The queue, if it is open or there is one that may hold events; a store that never
-        ingested gets none made (no lock file)."""
-        if self._queue is not None:
-            return self._queue
-        path, old, explicit = self._target()
-        if (self.config.queue is not None or explicit or self._shared_queue() is not None
-                or (path is not None and holds_events(path, old))):
-            return self.queue()
-        return None
+        """``_opened``'s queue, or the queue named for the store (a caller's, an explicit
+        path, the PostgreSQL store's table) that may hold events; a store that never ingested
+        gets none made (no lock file)."""
+        q = self._opened()
+        if q is None:
+            _, _, explicit = self._target()
+            if self.config.queue is not None or explicit or self._shared_queue() is not None:
+                return self.queue()
+        return q
 
     def events_of(self, user_id: str) -> list[StoredEvent]:
         """The user's pending and dead events, oldest first."""
