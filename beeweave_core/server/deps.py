@@ -30,7 +30,8 @@ def _init_errors() -> None:
         (422, "The body does not match the schema (each field is listed)."),
         (503, "The store is busy or unavailable (the ingest queue is full, the tenant has too many requests "
               "in flight); retry later. Or (EmbedderChangedError) the store was re-embedded with another model "
-              "since the server opened it: restart the server."))})
+              "since the server opened it: a server with no model configured opens it again for the next "
+              "request (Retry-After), one configured with a model needs a restart with the store's model."))})
     NOT_FOUND.update({404: {"model": ErrorOut, "description": "No such memory or user (for this API key)."}})
     CONFLICT.update({409: {"model": ErrorOut, "description": "A memory with this id already exists."}})
 

@@ -96,11 +96,10 @@ async def _reopen(request: Request) -> bool:
     opens it again, so a server follows ``beeweave reembed`` without a restart when it opens
     stores on their recorded model (no ``embedder`` configured; one configured by name keeps
     refusing, as a store opened with the wrong model does)."""
-    served = getattr(request.state, "tenant_store", None)
-    stores = getattr(request.app.state, "stores", None)
-    if served is None or stores is None or not hasattr(stores, "drop"):
+    served = getattr(request.state, "tenant_store", None)  # none before a store was got for it
+    if served is None:
         return False
-    return bool(await asyncio.to_thread(stores.drop, *served))
+    return bool(await asyncio.to_thread(request.app.state.stores.drop, *served))
 
 
 def _where(loc: Any) -> str:
